@@ -1,0 +1,3 @@
+from gpudiag.cli.app import main
+
+main()

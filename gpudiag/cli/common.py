@@ -1,0 +1,94 @@
+"""What every command shares: settings from the global options, consoles, the error edge."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, Any, TypeVar
+
+import typer
+
+from gpudiag.errors import GpudiagError
+from gpudiag.exitcodes import ExitCode
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEBUG_ENV = "GPUDIAG_DEBUG"
+
+
+@dataclass(frozen=True)
+class Settings:
+    replay: str | None  # example name or snapshot path, from --replay or GPUDIAG_REPLAY
+    debug: bool
+    color: str  # auto | always | never
+
+
+def settings(ctx: typer.Context) -> Settings:
+    root = ctx.find_root()
+    obj = root.obj
+    if isinstance(obj, Settings):
+        return obj
+    return Settings(replay=os.environ.get("GPUDIAG_REPLAY") or None, debug=bool(os.environ.get(DEBUG_ENV)), color="auto")
+
+
+def make_console(s: Settings | None = None, *, stderr: bool = False, file: IO[str] | None = None) -> Any:
+    """A rich Console for this invocation. NO_COLOR and non-TTY output are honoured by rich;
+    ``--color`` overrides. Width comes from the terminal, or COLUMNS when piped."""
+    from rich.console import Console
+
+    color = s.color if s else "auto"
+    kwargs: dict[str, Any] = {"highlight": False, "soft_wrap": False}
+    if color == "never":
+        kwargs["no_color"] = True
+        kwargs["color_system"] = None
+    elif color == "always":
+        kwargs["force_terminal"] = True
+    if file is not None:
+        kwargs["file"] = file
+    return Console(stderr=stderr, **kwargs)
+
+
+def fail(message: str, code: ExitCode) -> None:
+    """Print one line on stderr and exit with ``code``."""
+    typer.echo(f"gpudiag: {message}", err=True)
+    raise typer.Exit(int(code))
+
+
+def handle_errors(fn: F) -> F:
+    """Turn expected faults into one line + exit code, and bugs into a short report."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except GpudiagError as exc:
+            fail(exc.message, exc.code)
+        except KeyboardInterrupt:
+            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        except BrokenPipeError:
+            # Reader went away (`| head`): silence the rest, exit cleanly.
+            _silence_stdout()
+            raise typer.Exit(int(ExitCode.OK)) from None
+        except Exception as exc:  # noqa: BLE001 - the last line of defence
+            debug = bool(os.environ.get(DEBUG_ENV))
+            if debug:
+                traceback.print_exc()
+            hint = "" if debug else " (run with --debug for the traceback)"
+            fail(f"internal error: {type(exc).__name__}: {exc}{hint}", ExitCode.INTERNAL)
+        return None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

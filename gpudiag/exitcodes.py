@@ -1,0 +1,51 @@
+"""The one table of exit codes. Documented in the README; schedulers rely on it.
+
+NVML failures reuse nvidia-smi's codes (which are NVML's error numbers), so scripts
+written for nvidia-smi read ours the same way.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from gpudiag.model import NvmlStatus
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    FAILED = 1  # a check failed, or a watched condition fired
+    USAGE = 2  # bad option or input
+    NO_CUDA_DEVICE = 3  # the command needs a usable CUDA device and there is none
+    NVML_NO_PERMISSION = 4
+    NVML_DRIVER_NOT_LOADED = 9
+    NVML_LIBRARY_NOT_FOUND = 12
+    GPU_LOST = 15  # at least one GPU is lost; the others were still shown
+    NVML_VERSION_MISMATCH = 18
+    INTERNAL = 70  # a bug in gpudiag (EX_SOFTWARE); --debug shows the traceback
+    INTERRUPTED = 130
+    NVML_ERROR = 255  # any other NVML failure
+
+
+NVML_EXIT = {
+    NvmlStatus.OK: ExitCode.OK,
+    NvmlStatus.LIBRARY_NOT_FOUND: ExitCode.NVML_LIBRARY_NOT_FOUND,
+    NvmlStatus.DRIVER_NOT_LOADED: ExitCode.NVML_DRIVER_NOT_LOADED,
+    NvmlStatus.VERSION_MISMATCH: ExitCode.NVML_VERSION_MISMATCH,
+    NvmlStatus.NO_PERMISSION: ExitCode.NVML_NO_PERMISSION,
+    NvmlStatus.ERROR: ExitCode.NVML_ERROR,
+}
+
+DESCRIPTIONS = {
+    ExitCode.OK: "success (for `check`: every check passed or was skipped)",
+    ExitCode.FAILED: "`check` found a failure (or a warning with `--strict`); a `memory --watch` condition fired",
+    ExitCode.USAGE: "usage error: unknown option, bad value, bad size or threshold, unknown GPU id",
+    ExitCode.NO_CUDA_DEVICE: "the command needs a usable CUDA device and has none (no torch, CPU-only torch, no GPU)",
+    ExitCode.NVML_NO_PERMISSION: "NVML: no permission to open /dev/nvidia*",
+    ExitCode.NVML_DRIVER_NOT_LOADED: "NVML: NVIDIA driver not loaded",
+    ExitCode.NVML_LIBRARY_NOT_FOUND: "NVML: libnvidia-ml.so.1 not found (no driver installed)",
+    ExitCode.GPU_LOST: "a GPU is lost (fallen off the bus); the other GPUs are still shown",
+    ExitCode.NVML_VERSION_MISMATCH: "NVML: driver/library version mismatch (reboot or reload the modules)",
+    ExitCode.INTERNAL: "internal error in gpudiag (a bug: please report it with `--debug` output)",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
+    ExitCode.NVML_ERROR: "any other NVML failure",
+}

@@ -1,0 +1,311 @@
+"""The machine model: frozen, typed facts about a GPU node, free of any library.
+
+Every fact that a source may fail to read is a :class:`Reading`: it holds a value
+*or* the reason it is missing. A Reading never pretends to be a number, so a missing
+value cannot be added, compared or formatted by accident.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+class Reason(str, enum.Enum):
+    """Why a reading is missing. Values are stable: they appear in JSON output."""
+
+    NOT_SUPPORTED = "not_supported"
+    NO_PERMISSION = "no_permission"
+    GPU_LOST = "gpu_lost"
+    FUNCTION_NOT_FOUND = "function_not_found"  # the installed driver lacks this NVML call
+    NOT_FOUND = "not_found"
+    UNAVAILABLE = "unavailable"  # the source itself could not run (no driver, no psutil access)
+    UNKNOWN_ERROR = "unknown_error"
+
+    @property
+    def label(self) -> str:
+        return _REASON_LABELS[self]
+
+
+_REASON_LABELS = {
+    Reason.NOT_SUPPORTED: "not supported",
+    Reason.NO_PERMISSION: "no permission",
+    Reason.GPU_LOST: "GPU lost",
+    Reason.FUNCTION_NOT_FOUND: "not in this driver",
+    Reason.NOT_FOUND: "not found",
+    Reason.UNAVAILABLE: "unavailable",
+    Reason.UNKNOWN_ERROR: "unknown error",
+}
+
+
+@dataclass(frozen=True)
+class Reading(Generic[T]):
+    """A value, or the reason it could not be read. Build with :meth:`of` / :meth:`missing`."""
+
+    value: T | None = None
+    reason: Reason | None = None
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.value is None) == (self.reason is None):
+            raise ValueError("a Reading holds exactly one of a value or a reason")
+
+    @classmethod
+    def of(cls, value: T) -> Reading[T]:
+        return cls(value=value)
+
+    @classmethod
+    def missing(cls, reason: Reason, detail: str = "") -> Reading[T]:
+        return cls(reason=reason, detail=detail)
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+    def get(self, default: U) -> T | U:
+        return self.value if self.value is not None else default
+
+    def map(self, fn: Callable[[T], U]) -> Reading[U]:
+        if self.value is None:
+            return Reading(reason=self.reason, detail=self.detail)
+        return Reading(value=fn(self.value))
+
+    def __bool__(self) -> bool:  # pragma: no cover - guard against `if reading:` misuse
+        raise TypeError("use Reading.ok or Reading.value; truthiness is ambiguous")
+
+
+def unavailable(reason: Reason, detail: str = "") -> Reading[T]:
+    return Reading(reason=reason, detail=detail)
+
+
+# --- enumerations --------------------------------------------------------------------
+
+
+class NvmlStatus(str, enum.Enum):
+    """Outcome of NVML initialisation for the whole machine."""
+
+    OK = "ok"
+    LIBRARY_NOT_FOUND = "library_not_found"
+    DRIVER_NOT_LOADED = "driver_not_loaded"
+    VERSION_MISMATCH = "driver_library_mismatch"
+    NO_PERMISSION = "no_permission"
+    ERROR = "error"
+
+
+class GpuState(str, enum.Enum):
+    OK = "ok"
+    LOST = "lost"  # fell off the bus (XID 79) or needs a reset
+    ERROR = "error"  # the handle could not be obtained for another reason
+
+
+class ComputeMode(str, enum.Enum):
+    DEFAULT = "Default"
+    EXCLUSIVE_THREAD = "Exclusive_Thread"  # deprecated by NVIDIA, still reported by old drivers
+    PROHIBITED = "Prohibited"
+    EXCLUSIVE_PROCESS = "Exclusive_Process"
+
+
+class ProcessKind(str, enum.Enum):
+    COMPUTE = "C"
+    GRAPHICS = "G"
+    COMPUTE_GRAPHICS = "C+G"
+
+
+class HostState(str, enum.Enum):
+    """What the host process table says about a PID that NVML reported."""
+
+    FOUND = "found"
+    VANISHED = "vanished"  # exited between the NVML query and the lookup
+    NO_PERMISSION = "no_permission"
+    OTHER_NAMESPACE = "other_pid_namespace"  # a host PID seen from inside a container
+
+
+# --- GPU facts -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Memory:
+    total_bytes: int
+    used_bytes: int
+    free_bytes: int
+    reserved_bytes: Reading[int] = field(default_factory=lambda: unavailable(Reason.NOT_SUPPORTED))
+
+
+@dataclass(frozen=True)
+class Utilization:
+    gpu_percent: int
+    memory_percent: int
+
+
+@dataclass(frozen=True)
+class PcieLink:
+    gen_current: Reading[int]
+    gen_max: Reading[int]  # the link's max: the lower of GPU and slot
+    gen_gpu_max: Reading[int]  # what the GPU itself supports
+    width_current: Reading[int]
+    width_max: Reading[int]
+
+
+@dataclass(frozen=True)
+class EccCounts:
+    volatile_corrected: Reading[int]
+    volatile_uncorrected: Reading[int]
+    aggregate_corrected: Reading[int]
+    aggregate_uncorrected: Reading[int]
+
+
+@dataclass(frozen=True)
+class RetiredPages:
+    single_bit: int
+    double_bit: int
+    pending: bool
+
+
+@dataclass(frozen=True)
+class RemappedRows:
+    correctable: int
+    uncorrectable: int
+    pending: bool
+    failure: bool
+
+
+@dataclass(frozen=True)
+class HostProcess:
+    state: HostState
+    user: Reading[str]
+    name: Reading[str]
+    command: Reading[str]
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: int
+    kind: ProcessKind
+    used_memory_bytes: Reading[int]
+    host: HostProcess
+    gpu_instance_id: int | None = None  # set on MIG-enabled GPUs
+    compute_instance_id: int | None = None
+
+
+@dataclass(frozen=True)
+class MigDevice:
+    index: int  # position under its parent GPU
+    uuid: Reading[str]
+    gpu_instance_id: Reading[int]
+    compute_instance_id: Reading[int]
+    name: Reading[str]
+    memory: Reading[Memory]
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int  # NVML index (nvidia-smi's order), not the CUDA ordinal
+    state: GpuState
+    state_detail: str
+    uuid: Reading[str]
+    pci_bus_id: Reading[str]
+    name: Reading[str]
+    minor_number: Reading[int]
+    memory: Reading[Memory]
+    utilization: Reading[Utilization]
+    temperature_c: Reading[int]
+    temperature_slowdown_c: Reading[int]
+    temperature_shutdown_c: Reading[int]
+    fan_percent: Reading[int]
+    power_draw_w: Reading[float]
+    power_limit_w: Reading[float]
+    pstate: Reading[int]
+    persistence_mode: Reading[bool]
+    compute_mode: Reading[ComputeMode]
+    compute_capability: Reading[tuple[int, int]]
+    pcie: PcieLink
+    numa_node: Reading[int]
+    ecc_mode_current: Reading[bool]
+    ecc_mode_pending: Reading[bool]
+    ecc_errors: EccCounts
+    retired_pages: Reading[RetiredPages]
+    remapped_rows: Reading[RemappedRows]
+    clock_event_reasons: Reading[int]  # NVML bitmask, see probe.nvml.CLOCK_EVENT_NAMES
+    inforom_valid: Reading[bool]
+    recovery_action: Reading[int]  # NVML_GPU_RECOVERY_ACTION_*; 0 means none needed
+    mig_mode_current: Reading[bool]
+    mig_mode_pending: Reading[bool]
+    mig_devices: tuple[MigDevice, ...]
+    processes: Reading[tuple[GpuProcess, ...]]
+
+    @property
+    def label(self) -> str:
+        return f"GPU {self.index}"
+
+
+# --- the machine ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NvmlInfo:
+    status: NvmlStatus
+    detail: str  # the one-line reason shown to users when status is not OK
+    driver_version: Reading[str]
+    nvml_version: Reading[str]
+    cuda_driver_version: Reading[int]  # NVML encoding: 12080 means CUDA 12.8
+    kernel_module_version: Reading[str]  # from /proc/driver/nvidia/version
+    process_query_api: str  # e.g. "nvmlDeviceGetComputeRunningProcesses_v3"
+    functions_missing: tuple[str, ...]  # NVML calls this driver lacks
+
+    @property
+    def cuda_driver_version_text(self) -> Reading[str]:
+        return self.cuda_driver_version.map(cuda_version_text)
+
+
+def cuda_version_text(encoded: int) -> str:
+    """12080 -> '12.8', 11040 -> '11.4' (NVML/CUDA's integer encoding)."""
+    return f"{encoded // 1000}.{(encoded % 1000) // 10}"
+
+
+@dataclass(frozen=True)
+class TorchBuild:
+    """What torch's installed files say, read without importing torch."""
+
+    version: str
+    cuda: str | None  # None: a CPU-only build
+    hip: str | None
+    location: str
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    hostname: str
+    os: str
+    python: str
+    in_container: bool
+    container_hint: str  # what made us think so, for the user
+
+
+@dataclass(frozen=True)
+class Machine:
+    schema: str
+    source: str  # "live", or the replayed file / example name
+    collected_at: float  # unix time
+    nvml: NvmlInfo
+    gpus: tuple[Gpu, ...]
+    host: HostInfo
+    env: tuple[tuple[str, str], ...]  # the environment variables that matter and are set
+    torch_build: Reading[TorchBuild]
+
+    @property
+    def env_map(self) -> dict[str, str]:
+        return dict(self.env)
+
+    def gpu(self, index: int) -> Gpu:
+        for gpu in self.gpus:
+            if gpu.index == index:
+                return gpu
+        raise KeyError(index)
+
+
+MACHINE_SCHEMA = "gpudiag.machine/1"

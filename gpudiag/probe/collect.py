@@ -1,0 +1,114 @@
+"""Builds a Machine from the sources: live (NVML, psutil, /proc) or replayed from a file."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gpudiag.model import MACHINE_SCHEMA, HostInfo, Machine, Reading, TorchBuild
+from gpudiag.probe import env as env_probe
+from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
+from gpudiag.probe.nvml import HostResolver, NvmlSession
+from gpudiag.probe.torch_static import torch_build
+
+REPLAY_ENV = "GPUDIAG_REPLAY"
+
+
+@dataclass
+class MachineSource:
+    """An open source of machine readings. ``read()`` may be called many times (watch)."""
+
+    name: str
+    lib: Any
+    host: HostResolver
+    host_info: HostInfo
+    env: tuple[tuple[str, str], ...]
+    torch_build: Reading[TorchBuild]
+    kernel_module_version: Reading[str]
+    description: str = ""
+    session: NvmlSession = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.session = NvmlSession(self.lib, self.host)
+        self.session.open(self.kernel_module_version)
+
+    def read(self) -> Machine:
+        gpus = self.session.read_gpus() if self.session.opened else ()
+        return Machine(
+            schema=MACHINE_SCHEMA,
+            source=self.name,
+            collected_at=time.time(),
+            nvml=self.session.info,
+            gpus=gpus,
+            host=self.host_info,
+            env=self.env,
+            torch_build=self.torch_build,
+        )
+
+    def close(self) -> None:
+        self.session.close()
+
+    def __enter__(self) -> MachineSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def replay_spec(option: str | None, environ: Mapping[str, str]) -> str | None:
+    """The replay the user asked for: the --replay option wins over GPUDIAG_REPLAY."""
+    return option or environ.get(REPLAY_ENV) or None
+
+
+def open_source(replay: str | None = None, environ: Mapping[str, str] | None = None) -> MachineSource:
+    """Open the live machine, or replay an example name / snapshot file."""
+    environ = os.environ if environ is None else environ
+    if replay:
+        return _replay_source(replay)
+    return _live_source(environ)
+
+
+def _live_source(environ: Mapping[str, str]) -> MachineSource:
+    import pynvml  # nvidia-ml-py; loads libnvidia-ml lazily in nvmlInit
+
+    info = host_info()
+    return MachineSource(
+        name="live",
+        lib=pynvml,
+        host=PsutilHost(info.in_container),
+        host_info=info,
+        env=env_probe.relevant_env(environ),
+        torch_build=torch_build(),
+        kernel_module_version=kernel_module_version(),
+    )
+
+
+def _replay_source(spec: str) -> MachineSource:
+    from gpudiag.testing import fixtures
+    from gpudiag.testing.fake_host import RecordedHost
+    from gpudiag.testing.fake_nvml import FakeNvml
+
+    machine, description = fixtures.load(spec)
+    source = MachineSource(
+        name=f"replay:{spec}",
+        lib=FakeNvml(machine),
+        host=RecordedHost(machine),
+        host_info=machine.host,
+        env=machine.env,
+        torch_build=machine.torch_build,
+        kernel_module_version=machine.nvml.kernel_module_version,
+        description=description,
+    )
+    return source
+
+
+def collect(replay: str | None = None, environ: Mapping[str, str] | None = None) -> Machine:
+    """One reading of the machine."""
+    with open_source(replay, environ) as source:
+        machine = source.read()
+    if replay:
+        machine = replace(machine, collected_at=0.0)  # replays are deterministic
+    return machine

@@ -1,0 +1,130 @@
+"""Host facts from psutil and /proc: who owns a GPU process, and where we are running."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+from pathlib import Path
+
+from gpudiag.model import HostInfo, HostProcess, HostState, Reading, Reason, unavailable
+
+_CONTAINER_MARKERS = ("/.dockerenv", "/run/.containerenv")
+_CGROUP_HINTS = ("docker", "kubepods", "containerd", "libpod", "lxc")
+
+
+def detect_container(root: Path = Path("/")) -> tuple[bool, str]:
+    """Best-effort: are we in a container, whose PID namespace differs from the host's?"""
+    for marker in _CONTAINER_MARKERS:
+        if (root / marker.lstrip("/")).exists():
+            return True, f"{marker} exists"
+    try:
+        cgroup = (root / "proc/1/cgroup").read_text(errors="replace")
+    except OSError:
+        cgroup = ""
+    for hint in _CGROUP_HINTS:
+        if hint in cgroup:
+            return True, f"/proc/1/cgroup mentions {hint}"
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return True, "KUBERNETES_SERVICE_HOST is set"
+    return False, ""
+
+
+def host_info() -> HostInfo:
+    in_container, hint = detect_container()
+    return HostInfo(
+        hostname=socket.gethostname(),
+        os=f"{platform.system()} {platform.release()}",
+        python=platform.python_version(),
+        in_container=in_container,
+        container_hint=hint,
+    )
+
+
+def kernel_module_version(path: Path = Path("/proc/driver/nvidia/version")) -> Reading[str]:
+    """The loaded kernel module's version: compared with NVML's to explain a mismatch."""
+    try:
+        first = path.read_text(errors="replace").splitlines()[0]
+    except (OSError, IndexError):
+        return unavailable(Reason.NOT_FOUND, f"{path} not readable: no NVIDIA kernel module loaded")
+    # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 ..."
+    for word in first.split():
+        if word[:1].isdigit() and "." in word:
+            return Reading.of(word)
+    return unavailable(Reason.UNKNOWN_ERROR, f"unrecognised {path}: {first.strip()}")
+
+
+_NVIDIA_DEVICE_PREFIX = "/dev/nvidia"
+
+
+class PsutilHost:
+    """Resolves NVML's PIDs to owner, name and command line through psutil."""
+
+    def __init__(self, in_container: bool) -> None:
+        self.in_container = in_container
+        self._self_pid = os.getpid()
+
+    def __call__(self, pid: int) -> HostProcess:
+        import psutil  # imported here: only commands that show processes pay for it
+
+        try:
+            proc = psutil.Process(pid)
+            with proc.oneshot():
+                name = Reading.of(proc.name())
+                user = _guard(proc.username)
+                command = _guard(lambda: " ".join(proc.cmdline()) or f"[{proc.name()}]")
+                if self.in_container and not _holds_nvidia_device(proc):
+                    # The PID exists here but is another process: NVML gave a host PID.
+                    return _other_namespace()
+        except psutil.NoSuchProcess:
+            if self.in_container:
+                return _other_namespace()
+            missing = unavailable(Reason.NOT_FOUND, "process exited")
+            return HostProcess(HostState.VANISHED, missing, missing, missing)
+        except psutil.AccessDenied:
+            denied = unavailable(Reason.NO_PERMISSION, "not allowed to inspect this process")
+            return HostProcess(HostState.NO_PERMISSION, denied, denied, denied)
+        state = HostState.NO_PERMISSION if not command.ok and not user.ok else HostState.FOUND
+        return HostProcess(state, user, name, command)
+
+
+def _guard(read: object) -> Reading[str]:
+    import psutil
+
+    try:
+        return Reading.of(str(read()))  # type: ignore[operator]
+    except psutil.AccessDenied:
+        return unavailable(Reason.NO_PERMISSION, "not allowed to inspect this process")
+    except (psutil.ZombieProcess, psutil.NoSuchProcess):
+        return unavailable(Reason.NOT_FOUND, "process exited")
+    except KeyError:  # uid without a passwd entry (common in containers)
+        return unavailable(Reason.NOT_FOUND, "uid has no user name")
+
+
+def _holds_nvidia_device(proc: object) -> bool:
+    """True when the process has a /dev/nvidia* file open, or when we cannot tell."""
+    import psutil
+
+    try:
+        files = proc.open_files()  # type: ignore[attr-defined]
+    except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+        return True  # cannot tell: do not accuse the PID of being foreign
+    if any(f.path.startswith(_NVIDIA_DEVICE_PREFIX) for f in files):
+        return True
+    # open_files() lists regular files only; device nodes need a look at /proc/PID/fd.
+    try:
+        fd_dir = Path(f"/proc/{proc.pid}/fd")  # type: ignore[attr-defined]
+        return any(os.readlink(fd).startswith(_NVIDIA_DEVICE_PREFIX) for fd in fd_dir.iterdir())
+    except OSError:
+        return True
+
+
+def _other_namespace() -> HostProcess:
+    detail = "PID from the host's PID namespace; not visible in this container (run with --pid=host)"
+    missing = unavailable(Reason.NOT_FOUND, detail)
+    return HostProcess(HostState.OTHER_NAMESPACE, missing, missing, missing)
+
+
+def python_version() -> str:
+    return sys.version.split()[0]

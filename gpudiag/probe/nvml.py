@@ -1,0 +1,587 @@
+"""The one module that calls NVML.
+
+It works on any object shaped like the ``pynvml`` module (nvidia-ml-py): the real one on
+a live machine, :mod:`gpudiag.testing.fake_nvml` in tests and replays. No NVML exception
+leaves this module: init failures become an explained :class:`NvmlInfo`, per-field
+failures become a :class:`Reading` with its reason, a lost GPU becomes a row that says so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from gpudiag.model import (
+    ComputeMode,
+    EccCounts,
+    Gpu,
+    GpuProcess,
+    GpuState,
+    HostProcess,
+    Memory,
+    MigDevice,
+    NvmlInfo,
+    NvmlStatus,
+    PcieLink,
+    ProcessKind,
+    Reading,
+    Reason,
+    RemappedRows,
+    RetiredPages,
+    Utilization,
+    unavailable,
+)
+
+T = TypeVar("T")
+
+HostResolver = Callable[[int], HostProcess]
+
+# NVML's "no instance id" marker for processes on GPUs without MIG.
+_NO_INSTANCE = 0xFFFFFFFF
+
+CLOCK_EVENT_NAMES = {
+    0x1: "GpuIdle",
+    0x2: "ApplicationsClocksSetting",
+    0x4: "SwPowerCap",
+    0x8: "HwSlowdown",
+    0x10: "SyncBoost",
+    0x20: "SwThermalSlowdown",
+    0x40: "HwThermalSlowdown",
+    0x80: "HwPowerBrakeSlowdown",
+    0x100: "DisplayClockSetting",
+}
+
+_COMPUTE_MODES = {
+    0: ComputeMode.DEFAULT,
+    1: ComputeMode.EXCLUSIVE_THREAD,
+    2: ComputeMode.PROHIBITED,
+    3: ComputeMode.EXCLUSIVE_PROCESS,
+}
+
+# Tried in order; the first one this driver has is used for the rest of the session.
+PROCESS_QUERY_APIS = ("_v3", "_v2", "_v1")
+
+
+class _GpuLost(Exception):
+    """Raised inside a GPU read when NVML reports the GPU lost; ends that GPU's read."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _init_status(lib: Any, exc: Exception) -> tuple[NvmlStatus, str]:
+    """Turn an nvmlInit failure into a status and a one-line, actionable explanation."""
+    if isinstance(exc, lib.NVMLError_LibraryNotFound):
+        return NvmlStatus.LIBRARY_NOT_FOUND, (
+            "NVML library (libnvidia-ml.so.1) not found: the NVIDIA driver is not installed, "
+            "or this container was started without the NVIDIA runtime"
+        )
+    if isinstance(exc, lib.NVMLError_DriverNotLoaded):
+        return NvmlStatus.DRIVER_NOT_LOADED, (
+            "NVIDIA driver not loaded: no GPU kernel module is running (is this a GPU machine? "
+            "check `lsmod | grep nvidia`)"
+        )
+    if isinstance(exc, lib.NVMLError_LibRmVersionMismatch):
+        return NvmlStatus.VERSION_MISMATCH, (
+            "NVIDIA driver/library version mismatch: the driver was upgraded but the old kernel "
+            "module is still loaded; reboot, or unload and reload the nvidia modules"
+        )
+    if isinstance(exc, lib.NVMLError_NoPermission):
+        return NvmlStatus.NO_PERMISSION, (
+            "no permission to open the NVIDIA devices (/dev/nvidia*): add this user to the "
+            "group that owns them, or run inside the job's cgroup"
+        )
+    return NvmlStatus.ERROR, f"NVML failed to initialise: {exc}"
+
+
+@dataclass
+class _Handles:
+    gpu: Any  # NVML handle, or None when it could not be obtained
+    state: GpuState
+    state_detail: str
+    mig: list[tuple[int, Any]]
+
+
+class NvmlSession:
+    """An initialised NVML with cached device handles, for one or many reads.
+
+    Watch loops keep one session: handles are fetched once, not on every refresh.
+    """
+
+    def __init__(self, lib: Any, host: HostResolver) -> None:
+        self._lib = lib
+        self._host = host
+        self._handles: list[_Handles] = []
+        self._process_api: str = ""
+        self._missing: list[str] = []
+        self.info: NvmlInfo
+        self.opened = False
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def open(self, kernel_module_version: Reading[str]) -> NvmlInfo:
+        lib = self._lib
+        try:
+            lib.nvmlInit()
+        except lib.NVMLError as exc:
+            status, detail = _init_status(lib, exc)
+            self.info = NvmlInfo(
+                status=status,
+                detail=detail,
+                driver_version=unavailable(Reason.UNAVAILABLE, detail),
+                nvml_version=unavailable(Reason.UNAVAILABLE, detail),
+                cuda_driver_version=unavailable(Reason.UNAVAILABLE, detail),
+                kernel_module_version=kernel_module_version,
+                process_query_api="",
+                functions_missing=(),
+            )
+            return self.info
+        self.opened = True
+        try:
+            self._discover()
+        except NvmlDiscoveryError as exc:
+            detail = f"NVML initialised but cannot count the GPUs: {exc}"
+            self.info = NvmlInfo(
+                status=NvmlStatus.ERROR,
+                detail=detail,
+                driver_version=unavailable(Reason.UNAVAILABLE, detail),
+                nvml_version=unavailable(Reason.UNAVAILABLE, detail),
+                cuda_driver_version=unavailable(Reason.UNAVAILABLE, detail),
+                kernel_module_version=kernel_module_version,
+                process_query_api="",
+                functions_missing=(),
+            )
+            return self.info
+        self.info = self._system_info(kernel_module_version)
+        return self.info
+
+    def close(self) -> None:
+        if self.opened:
+            try:
+                self._lib.nvmlShutdown()
+            except self._lib.NVMLError:
+                pass  # nothing useful to do about a failed shutdown
+            self.opened = False
+
+    def __enter__(self) -> NvmlSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _reason(self, exc: Exception, function: str) -> tuple[Reason, str]:
+        lib = self._lib
+        if isinstance(exc, lib.NVMLError_NotSupported):
+            return Reason.NOT_SUPPORTED, ""
+        if isinstance(exc, lib.NVMLError_NoPermission):
+            return Reason.NO_PERMISSION, f"{function}: insufficient permissions"
+        if isinstance(exc, lib.NVMLError_GpuIsLost):
+            return Reason.GPU_LOST, "GPU is lost"
+        if isinstance(exc, lib.NVMLError_FunctionNotFound):
+            if function not in self._missing:
+                self._missing.append(function)
+            return Reason.FUNCTION_NOT_FOUND, f"{function} is not in this driver"
+        if isinstance(exc, lib.NVMLError_NotFound):
+            return Reason.NOT_FOUND, ""
+        return Reason.UNKNOWN_ERROR, f"{function}: {exc}"
+
+    def _read(self, function: str, *args: Any, convert: Callable[[Any], T] | None = None) -> Reading[T]:
+        """Call one NVML function; errors become a reason, a lost GPU ends the GPU's read."""
+        try:
+            raw = getattr(self._lib, function)(*args)
+        except self._lib.NVMLError as exc:
+            reason, detail = self._reason(exc, function)
+            if reason is Reason.GPU_LOST:
+                raise _GpuLost(f"{function}: GPU is lost") from None
+            return unavailable(reason, detail)
+        return Reading.of(convert(raw) if convert else raw)
+
+    # -- discovery -------------------------------------------------------------------
+
+    def _discover(self) -> None:
+        lib = self._lib
+        try:
+            count = lib.nvmlDeviceGetCount()
+        except lib.NVMLError as exc:
+            reason, detail = self._reason(exc, "nvmlDeviceGetCount")
+            raise NvmlDiscoveryError(detail or reason.label) from None
+        self._handles = []
+        for index in range(count):
+            try:
+                handle = lib.nvmlDeviceGetHandleByIndex(index)
+            except lib.NVMLError as exc:
+                reason, detail = self._reason(exc, "nvmlDeviceGetHandleByIndex")
+                state = GpuState.LOST if reason is Reason.GPU_LOST else GpuState.ERROR
+                message = (
+                    "GPU is lost (fallen off the bus, XID 79): reset the GPU or reboot the node"
+                    if state is GpuState.LOST
+                    else f"cannot open GPU {index}: {detail or reason.label}"
+                )
+                self._handles.append(_Handles(None, state, message, []))
+                continue
+            self._handles.append(_Handles(handle, GpuState.OK, "", self._mig_handles(handle)))
+
+    def _mig_handles(self, handle: Any) -> list[tuple[int, Any]]:
+        lib = self._lib
+        try:
+            current, _pending = lib.nvmlDeviceGetMigMode(handle)
+            if current != lib.NVML_DEVICE_MIG_ENABLE:
+                return []
+            slots = lib.nvmlDeviceGetMaxMigDeviceCount(handle)
+        except lib.NVMLError:
+            return []  # not a MIG-capable GPU; the mode reading says why later
+        found = []
+        for slot in range(slots):
+            try:
+                found.append((slot, lib.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)))
+            except lib.NVMLError:
+                continue  # an empty slot answers NOT_FOUND
+        return found
+
+    def _system_info(self, kernel_module_version: Reading[str]) -> NvmlInfo:
+        driver = self._read("nvmlSystemGetDriverVersion", convert=_text)
+        nvml_version = self._read("nvmlSystemGetNVMLVersion", convert=_text)
+        cuda = self._read("nvmlSystemGetCudaDriverVersion", convert=int)
+        return NvmlInfo(
+            status=NvmlStatus.OK,
+            detail="",
+            driver_version=driver,
+            nvml_version=nvml_version,
+            cuda_driver_version=cuda,
+            kernel_module_version=kernel_module_version,
+            process_query_api="",
+            functions_missing=(),
+        )
+
+    # -- reading ---------------------------------------------------------------------
+
+    def read_gpus(self) -> tuple[Gpu, ...]:
+        """Read every GPU. Safe to call repeatedly; handles are reused."""
+        gpus = []
+        for index, handles in enumerate(self._handles):
+            if handles.gpu is None:
+                gpus.append(failed_gpu(index, handles.state, handles.state_detail))
+                continue
+            try:
+                gpus.append(self._read_gpu(index, handles))
+            except _GpuLost as lost:
+                gpus.append(failed_gpu(index, GpuState.LOST, f"GPU is lost ({lost.detail})"))
+        self.info = replace(
+            self.info,
+            process_query_api=self._process_api,
+            functions_missing=tuple(self._missing),
+        )
+        return tuple(gpus)
+
+    def _read_gpu(self, index: int, handles: _Handles) -> Gpu:
+        lib, h = self._lib, handles.gpu
+        ecc = self._read("nvmlDeviceGetEccMode", h)
+        mig = self._read("nvmlDeviceGetMigMode", h)
+        return Gpu(
+            index=index,
+            state=GpuState.OK,
+            state_detail="",
+            uuid=self._read("nvmlDeviceGetUUID", h, convert=_text),
+            pci_bus_id=self._read("nvmlDeviceGetPciInfo", h, convert=lambda p: _text(p.busId)),
+            name=self._read("nvmlDeviceGetName", h, convert=_text),
+            minor_number=self._read("nvmlDeviceGetMinorNumber", h, convert=int),
+            memory=self._memory(h),
+            utilization=self._read(
+                "nvmlDeviceGetUtilizationRates",
+                h,
+                convert=lambda u: Utilization(gpu_percent=int(u.gpu), memory_percent=int(u.memory)),
+            ),
+            temperature_c=self._read("nvmlDeviceGetTemperature", h, lib.NVML_TEMPERATURE_GPU, convert=int),
+            temperature_slowdown_c=self._read(
+                "nvmlDeviceGetTemperatureThreshold", h, lib.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, convert=int
+            ),
+            temperature_shutdown_c=self._read(
+                "nvmlDeviceGetTemperatureThreshold", h, lib.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, convert=int
+            ),
+            fan_percent=self._read("nvmlDeviceGetFanSpeed", h, convert=int),
+            power_draw_w=self._read("nvmlDeviceGetPowerUsage", h, convert=_milliwatts),
+            power_limit_w=self._read("nvmlDeviceGetEnforcedPowerLimit", h, convert=_milliwatts),
+            pstate=self._read("nvmlDeviceGetPerformanceState", h, convert=int),
+            persistence_mode=self._read("nvmlDeviceGetPersistenceMode", h, convert=bool),
+            compute_mode=self._read("nvmlDeviceGetComputeMode", h, convert=_COMPUTE_MODES.__getitem__),
+            compute_capability=self._read(
+                "nvmlDeviceGetCudaComputeCapability", h, convert=lambda cc: (int(cc[0]), int(cc[1]))
+            ),
+            pcie=PcieLink(
+                gen_current=self._read("nvmlDeviceGetCurrPcieLinkGeneration", h, convert=int),
+                gen_max=self._read("nvmlDeviceGetMaxPcieLinkGeneration", h, convert=int),
+                gen_gpu_max=self._read("nvmlDeviceGetGpuMaxPcieLinkGeneration", h, convert=int),
+                width_current=self._read("nvmlDeviceGetCurrPcieLinkWidth", h, convert=int),
+                width_max=self._read("nvmlDeviceGetMaxPcieLinkWidth", h, convert=int),
+            ),
+            numa_node=self._read("nvmlDeviceGetNumaNodeId", h, convert=int),
+            ecc_mode_current=ecc.map(lambda m: bool(m[0])),
+            ecc_mode_pending=ecc.map(lambda m: bool(m[1])),
+            ecc_errors=self._ecc_counts(h),
+            retired_pages=self._retired_pages(h),
+            remapped_rows=self._read(
+                "nvmlDeviceGetRemappedRows",
+                h,
+                convert=lambda r: RemappedRows(
+                    correctable=int(r[0]), uncorrectable=int(r[1]), pending=bool(r[2]), failure=bool(r[3])
+                ),
+            ),
+            clock_event_reasons=self._clock_events(h),
+            inforom_valid=self._inforom(h),
+            recovery_action=self._recovery_action(h),
+            mig_mode_current=mig.map(lambda m: m[0] == lib.NVML_DEVICE_MIG_ENABLE),
+            mig_mode_pending=mig.map(lambda m: m[1] == lib.NVML_DEVICE_MIG_ENABLE),
+            mig_devices=tuple(self._mig_device(slot, mh) for slot, mh in handles.mig),
+            processes=self._processes(h),
+        )
+
+    def _memory(self, h: Any) -> Reading[Memory]:
+        lib = self._lib
+        try:
+            m = lib.nvmlDeviceGetMemoryInfo(h, lib.nvmlMemory_v2)
+        except lib.NVMLError_FunctionNotFound:
+            # Drivers before R510 have only the v1 struct, without the reserved figure.
+            if "nvmlDeviceGetMemoryInfo_v2" not in self._missing:
+                self._missing.append("nvmlDeviceGetMemoryInfo_v2")
+            return self._read(
+                "nvmlDeviceGetMemoryInfo",
+                h,
+                convert=lambda m: Memory(
+                    int(m.total),
+                    int(m.used),
+                    int(m.free),
+                    unavailable(Reason.FUNCTION_NOT_FOUND, "nvmlDeviceGetMemoryInfo_v2 is not in this driver"),
+                ),
+            )
+        except lib.NVMLError as exc:
+            reason, detail = self._reason(exc, "nvmlDeviceGetMemoryInfo")
+            if reason is Reason.GPU_LOST:
+                raise _GpuLost("nvmlDeviceGetMemoryInfo: GPU is lost") from None
+            return unavailable(reason, detail)
+        return Reading.of(Memory(int(m.total), int(m.used), int(m.free), Reading.of(int(m.reserved))))
+
+    def _ecc_counts(self, h: Any) -> EccCounts:
+        lib = self._lib
+
+        def count(error_type: int, counter: int) -> Reading[int]:
+            return self._read("nvmlDeviceGetTotalEccErrors", h, error_type, counter, convert=int)
+
+        corrected, uncorrected = lib.NVML_MEMORY_ERROR_TYPE_CORRECTED, lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+        return EccCounts(
+            volatile_corrected=count(corrected, lib.NVML_VOLATILE_ECC),
+            volatile_uncorrected=count(uncorrected, lib.NVML_VOLATILE_ECC),
+            aggregate_corrected=count(corrected, lib.NVML_AGGREGATE_ECC),
+            aggregate_uncorrected=count(uncorrected, lib.NVML_AGGREGATE_ECC),
+        )
+
+    def _retired_pages(self, h: Any) -> Reading[RetiredPages]:
+        lib = self._lib
+        sbe = self._read(
+            "nvmlDeviceGetRetiredPages", h, lib.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, convert=len
+        )
+        if sbe.value is None:
+            return Reading(reason=sbe.reason, detail=sbe.detail)
+        dbe = self._read("nvmlDeviceGetRetiredPages", h, lib.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, convert=len)
+        pending = self._read("nvmlDeviceGetRetiredPagesPendingStatus", h, convert=bool)
+        if dbe.value is None or pending.value is None:
+            bad = dbe if dbe.value is None else pending
+            return Reading(reason=bad.reason, detail=bad.detail)
+        return Reading.of(RetiredPages(single_bit=sbe.value, double_bit=dbe.value, pending=pending.value))
+
+    def _clock_events(self, h: Any) -> Reading[int]:
+        events = self._read("nvmlDeviceGetCurrentClocksEventReasons", h, convert=int)
+        if events.reason is Reason.FUNCTION_NOT_FOUND:
+            # Drivers before R535 name it "throttle reasons"; same bits.
+            return self._read("nvmlDeviceGetCurrentClocksThrottleReasons", h, convert=int)
+        return events
+
+    def _inforom(self, h: Any) -> Reading[bool]:
+        lib = self._lib
+        try:
+            lib.nvmlDeviceValidateInforom(h)
+        except lib.NVMLError_CorruptedInforom:
+            return Reading.of(False)
+        except lib.NVMLError as exc:
+            reason, detail = self._reason(exc, "nvmlDeviceValidateInforom")
+            if reason is Reason.GPU_LOST:
+                raise _GpuLost("nvmlDeviceValidateInforom: GPU is lost") from None
+            return unavailable(reason, detail)
+        return Reading.of(True)
+
+    def _recovery_action(self, h: Any) -> Reading[int]:
+        lib = self._lib
+        values = self._read("nvmlDeviceGetFieldValues", h, [lib.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION])
+        if values.value is None:
+            return Reading(reason=values.reason, detail=values.detail)
+        field = values.value[0]
+        if field.nvmlReturn != lib.NVML_SUCCESS:
+            try:
+                raise lib.NVMLError(field.nvmlReturn)
+            except lib.NVMLError as exc:
+                reason, detail = self._reason(exc, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION")
+                return unavailable(reason, detail)
+        return Reading.of(int(field.value.uiVal))
+
+    def _mig_device(self, slot: int, mh: Any) -> MigDevice:
+        return MigDevice(
+            index=slot,
+            uuid=self._read("nvmlDeviceGetUUID", mh, convert=_text),
+            gpu_instance_id=self._read("nvmlDeviceGetGpuInstanceId", mh, convert=int),
+            compute_instance_id=self._read("nvmlDeviceGetComputeInstanceId", mh, convert=int),
+            name=self._read("nvmlDeviceGetName", mh, convert=_text),
+            memory=self._read(
+                "nvmlDeviceGetMemoryInfo", mh, convert=lambda m: Memory(int(m.total), int(m.used), int(m.free))
+            ),
+        )
+
+    # -- processes -------------------------------------------------------------------
+
+    def _process_list(self, h: Any, family: str) -> list[Any]:
+        """Query compute or graphics processes, falling back to older API versions."""
+        lib = self._lib
+        apis = [self._process_api] if self._process_api else list(PROCESS_QUERY_APIS)
+        last: Exception | None = None
+        for suffix in apis:
+            name = f"nvmlDeviceGet{family}RunningProcesses{suffix}"
+            try:
+                if suffix == "_v1":
+                    procs = _query_processes_v1(lib, h, f"nvmlDeviceGet{family}RunningProcesses")
+                else:
+                    procs = getattr(lib, name)(h)
+            except lib.NVMLError_FunctionNotFound as exc:
+                if name not in self._missing:
+                    self._missing.append(name)
+                last = exc
+                continue
+            self._process_api = suffix
+            return list(procs)
+        assert last is not None
+        raise last
+
+    def _processes(self, h: Any) -> Reading[tuple[GpuProcess, ...]]:
+        lib = self._lib
+        merged: dict[int, tuple[ProcessKind, Any]] = {}
+        for family, kind in (("Compute", ProcessKind.COMPUTE), ("Graphics", ProcessKind.GRAPHICS)):
+            try:
+                procs = self._process_list(h, family)
+            except lib.NVMLError as exc:
+                reason, detail = self._reason(exc, f"nvmlDeviceGet{family}RunningProcesses")
+                if reason is Reason.GPU_LOST:
+                    raise _GpuLost("process query: GPU is lost") from None
+                return unavailable(reason, detail)
+            for proc in procs:
+                pid = int(proc.pid)
+                if pid in merged:
+                    merged[pid] = (ProcessKind.COMPUTE_GRAPHICS, merged[pid][1])
+                else:
+                    merged[pid] = (kind, proc)
+        result = []
+        for pid, (kind, proc) in merged.items():
+            used = getattr(proc, "usedGpuMemory", None)
+            gi = getattr(proc, "gpuInstanceId", _NO_INSTANCE)
+            ci = getattr(proc, "computeInstanceId", _NO_INSTANCE)
+            result.append(
+                GpuProcess(
+                    pid=pid,
+                    kind=kind,
+                    used_memory_bytes=(
+                        Reading.of(int(used))
+                        if used is not None
+                        else unavailable(Reason.NOT_SUPPORTED, "NVML gives no per-process memory here")
+                    ),
+                    host=self._host(pid),
+                    gpu_instance_id=None if gi == _NO_INSTANCE else int(gi),
+                    compute_instance_id=None if ci == _NO_INSTANCE else int(ci),
+                )
+            )
+        return Reading.of(tuple(result))
+
+
+class NvmlDiscoveryError(Exception):
+    """NVML initialised but could not count the GPUs."""
+
+
+def _milliwatts(value: Any) -> float:
+    return round(int(value) / 1000.0, 3)
+
+
+class _ProcessInfoV1(ctypes.Structure):
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+
+
+def _query_processes_v1(lib: Any, handle: Any, symbol: str) -> list[Any]:
+    """The pre-R470 process query, which nvidia-ml-py no longer wraps (no MIG instance ids)."""
+    fn = lib._nvmlGetFunctionPointer(symbol)
+    count = ctypes.c_uint(0)
+    ret = fn(handle, ctypes.byref(count), None)
+    if ret == lib.NVML_SUCCESS:
+        return []
+    if ret != lib.NVML_ERROR_INSUFFICIENT_SIZE:
+        raise lib.NVMLError(ret)
+    count.value = count.value * 2 + 5  # room for processes started meanwhile
+    array = (_ProcessInfoV1 * count.value)()
+    ret = fn(handle, ctypes.byref(count), array)
+    if ret != lib.NVML_SUCCESS:
+        raise lib.NVMLError(ret)
+    not_available = ctypes.c_ulonglong(-1).value
+    out = []
+    for i in range(count.value):
+        used = int(array[i].usedGpuMemory)
+        out.append(_V1Process(int(array[i].pid), None if used == not_available else used))
+    return out
+
+
+@dataclass
+class _V1Process:
+    pid: int
+    usedGpuMemory: int | None  # noqa: N815 - mirrors the NVML struct
+
+
+def failed_gpu(index: int, state: GpuState, detail: str) -> Gpu:
+    """A GPU row whose handle is unusable: every reading says why."""
+    reason = Reason.GPU_LOST if state is GpuState.LOST else Reason.UNKNOWN_ERROR
+    missing: Reading[Any] = unavailable(reason, detail)
+    return Gpu(
+        index=index,
+        state=state,
+        state_detail=detail,
+        uuid=missing,
+        pci_bus_id=missing,
+        name=missing,
+        minor_number=missing,
+        memory=missing,
+        utilization=missing,
+        temperature_c=missing,
+        temperature_slowdown_c=missing,
+        temperature_shutdown_c=missing,
+        fan_percent=missing,
+        power_draw_w=missing,
+        power_limit_w=missing,
+        pstate=missing,
+        persistence_mode=missing,
+        compute_mode=missing,
+        compute_capability=missing,
+        pcie=PcieLink(missing, missing, missing, missing, missing),
+        numa_node=missing,
+        ecc_mode_current=missing,
+        ecc_mode_pending=missing,
+        ecc_errors=EccCounts(missing, missing, missing, missing),
+        retired_pages=missing,
+        remapped_rows=missing,
+        clock_event_reasons=missing,
+        inforom_valid=missing,
+        recovery_action=missing,
+        mig_mode_current=missing,
+        mig_mode_pending=missing,
+        mig_devices=(),
+        processes=missing,
+    )

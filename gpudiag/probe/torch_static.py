@@ -1,0 +1,51 @@
+"""torch build facts read from its installed files, without importing torch (≈1.5 s)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+from gpudiag.model import Reading, Reason, TorchBuild, unavailable
+
+
+def torch_build() -> Reading[TorchBuild]:
+    try:
+        spec = importlib.util.find_spec("torch")  # locates the package without running it
+    except (ImportError, ValueError) as exc:
+        return unavailable(Reason.UNKNOWN_ERROR, f"cannot locate torch: {exc}")
+    if spec is None or not spec.submodule_search_locations:
+        return unavailable(Reason.NOT_FOUND, "torch is not installed (pip install 'gpudiag[torch]')")
+    package_dir = Path(next(iter(spec.submodule_search_locations)))
+    return read_version_file(package_dir)
+
+
+def read_version_file(package_dir: Path) -> Reading[TorchBuild]:
+    """Parse torch/version.py, which the build writes as plain assignments."""
+    path = package_dir / "version.py"
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError, ValueError) as exc:
+        return unavailable(Reason.UNKNOWN_ERROR, f"unreadable {path}: {exc}")
+    values: dict[str, object] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name) and node.value is not None:
+                    try:
+                        values[target.id] = ast.literal_eval(node.value)
+                    except ValueError:
+                        continue
+    version = values.get("__version__")
+    if not isinstance(version, str):
+        return unavailable(Reason.UNKNOWN_ERROR, f"{path} has no __version__")
+    cuda, hip = values.get("cuda"), values.get("hip")
+    return Reading.of(
+        TorchBuild(
+            version=version,
+            cuda=cuda if isinstance(cuda, str) else None,
+            hip=hip if isinstance(hip, str) else None,
+            location=str(package_dir),
+        )
+    )

@@ -1,0 +1,1 @@
+"""Model -> output: rich renderables, JSON, CSV. Pure: no probing here."""

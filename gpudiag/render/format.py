@@ -1,0 +1,46 @@
+"""Small formatting rules shared by the renderers (nvidia-smi's conventions)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from gpudiag.model import Reading
+
+T = TypeVar("T")
+
+NA = "N/A"
+
+
+def text(reading: Reading[T], fmt: Callable[[T], str] = str) -> str:
+    """The value formatted, or ``N/A`` (nvidia-smi's spelling) when it is missing."""
+    return fmt(reading.value) if reading.value is not None else NA
+
+
+def missing_note(reading: Reading[Any]) -> str:
+    """Why a reading is missing, for footnotes and JSON: 'not supported', 'GPU lost', ..."""
+    if reading.reason is None:
+        return ""
+    return reading.detail or reading.reason.label
+
+
+def mib_text(n_bytes: int) -> str:
+    return f"{n_bytes // (1024 * 1024)}MiB"
+
+
+def percent_style(percent: float, warn: float = 70.0, high: float = 90.0) -> str:
+    """Colour thresholds for memory/utilization bars and cells."""
+    if percent >= high:
+        return "red"
+    if percent >= warn:
+        return "yellow"
+    return "green"
+
+
+def temperature_style(celsius: int, slowdown: int | None) -> str:
+    """Red within 5 °C of the GPU's own slowdown threshold, yellow from 80 °C."""
+    if slowdown is not None and celsius >= slowdown - 5:
+        return "red"
+    if celsius >= 80:
+        return "yellow"
+    return ""

@@ -1,0 +1,134 @@
+"""Machine model <-> plain JSON data, strict in both directions.
+
+A missing reading is written as ``{"unavailable": "<reason>", "detail": "..."}`` so that
+JSON consumers never mistake it for a value. Loading rejects unknown keys, wrong types
+and missing fields, naming the path, because a fixture with a typo must not silently
+describe a different machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from typing import Any, TypeVar, Union
+
+from gpudiag.model import Reading, Reason
+
+T = TypeVar("T")
+
+
+class SchemaError(ValueError):
+    """Data does not describe a valid model object; the message names the path."""
+
+
+def to_data(obj: Any) -> Any:
+    """Convert model objects to JSON-ready data (dicts, lists, numbers, strings)."""
+    if isinstance(obj, Reading):
+        if obj.reason is not None:
+            out: dict[str, Any] = {"unavailable": obj.reason.value}
+            if obj.detail:
+                out["detail"] = obj.detail
+            return out
+        return to_data(obj.value)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, (tuple, list)):
+        return [to_data(item) for item in obj]
+    if isinstance(obj, dict):
+        return {str(k): to_data(v) for k, v in obj.items()}
+    return obj
+
+
+def from_data(cls: type[T], data: Any, path: str = "$") -> T:
+    """Build a model object of type ``cls`` from JSON data, strictly."""
+    return typing.cast(T, _load(cls, data, path))
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _load(tp: Any, data: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is Reading:
+        if isinstance(data, dict) and "unavailable" in data:
+            extra = set(data) - {"unavailable", "detail"}
+            if extra:
+                raise SchemaError(f"{path}: unknown keys {sorted(extra)}")
+            try:
+                reason = Reason(data["unavailable"])
+            except ValueError:
+                choices = ", ".join(r.value for r in Reason)
+                raise SchemaError(
+                    f"{path}: unknown reason {data['unavailable']!r} (one of: {choices})"
+                ) from None
+            detail = data.get("detail", "")
+            if not isinstance(detail, str):
+                raise SchemaError(f"{path}.detail: expected a string")
+            return Reading(reason=reason, detail=detail)
+        if data is None:
+            raise SchemaError(f"{path}: null is not a reading; write {{\"unavailable\": reason}}")
+        return Reading(value=_load(args[0], data, path))
+    if origin in (Union, types.UnionType):
+        non_none = [a for a in args if a is not type(None)]
+        if data is None and len(non_none) < len(args):
+            return None
+        if len(non_none) == 1:
+            return _load(non_none[0], data, path)
+        raise SchemaError(f"{path}: unsupported union {tp}")  # pragma: no cover
+    if origin is tuple:
+        if not isinstance(data, list):
+            raise SchemaError(f"{path}: expected a list, got {type(data).__name__}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_load(args[0], item, f"{path}[{i}]") for i, item in enumerate(data))
+        if len(data) != len(args):
+            raise SchemaError(f"{path}: expected {len(args)} items, got {len(data)}")
+        return tuple(_load(a, item, f"{path}[{i}]") for i, (a, item) in enumerate(zip(args, data)))
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if not isinstance(data, dict):
+            raise SchemaError(f"{path}: expected an object, got {type(data).__name__}")
+        hints = _hints(tp)
+        fields = {f.name: f for f in dataclasses.fields(tp)}
+        unknown = set(data) - set(fields)
+        if unknown:
+            raise SchemaError(f"{path}: unknown keys {sorted(unknown)}")
+        kwargs = {}
+        for name, f in fields.items():
+            if name in data:
+                kwargs[name] = _load(hints[name], data[name], f"{path}.{name}")
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise SchemaError(f"{path}: missing key {name!r}")
+        return tp(**kwargs)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        try:
+            return tp(data)
+        except ValueError:
+            choices = ", ".join(str(m.value) for m in tp)
+            raise SchemaError(f"{path}: {data!r} is not one of: {choices}") from None
+    if tp is bool:
+        if not isinstance(data, bool):
+            raise SchemaError(f"{path}: expected true/false, got {data!r}")
+        return data
+    if tp is int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise SchemaError(f"{path}: expected an integer, got {data!r}")
+        return data
+    if tp is float:
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            raise SchemaError(f"{path}: expected a number, got {data!r}")
+        return float(data)
+    if tp is str:
+        if not isinstance(data, str):
+            raise SchemaError(f"{path}: expected a string, got {data!r}")
+        return data
+    raise SchemaError(f"{path}: cannot load type {tp}")  # pragma: no cover

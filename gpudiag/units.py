@@ -1,0 +1,56 @@
+"""Sizes as users write them (``20GiB``, ``512MB``, ``1.5G``) and as nvidia-smi shows them."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from gpudiag.errors import UsageError
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1024,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 1024**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "g": 1024**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
+    "t": 1024**4,
+    "tb": 1000**4,
+    "tib": 1024**4,
+}
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(text: str) -> int:
+    """Bytes from a size. Bare letters (``20G``) are binary, as nvidia-smi's MiB are.
+
+    Strict on purpose: ``20GX``, ``-1G``, ``nan`` are errors, not zero.
+    """
+    match = _SIZE.match(text)
+    if not match:
+        raise UsageError(f"invalid size {text!r}: use a number and a unit, e.g. 20GiB, 512MiB, 1.5G")
+    number, unit = match.groups()
+    factor = _UNITS.get(unit.lower())
+    if factor is None:
+        raise UsageError(f"invalid size unit {unit!r} in {text!r}: use B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB)")
+    value = float(number) * factor
+    if not math.isfinite(value):
+        raise UsageError(f"invalid size {text!r}")
+    return int(value)
+
+
+def mib(n_bytes: int) -> int:
+    """Whole MiB, rounded down, as nvidia-smi prints memory."""
+    return n_bytes // (1024 * 1024)
+
+
+def human_bytes(n_bytes: float) -> str:
+    """Binary units with one decimal (``18.3 GiB``), via humanize."""
+    import humanize
+
+    return str(humanize.naturalsize(n_bytes, binary=True, format="%.1f"))
