@@ -93,7 +93,7 @@ def _load(tp: Any, data: Any, path: str) -> Any:
             return tuple(_load(args[0], item, f"{path}[{i}]") for i, item in enumerate(data))
         if len(data) != len(args):
             raise SchemaError(f"{path}: expected {len(args)} items, got {len(data)}")
-        return tuple(_load(a, item, f"{path}[{i}]") for i, (a, item) in enumerate(zip(args, data)))
+        return tuple(_load(a, item, f"{path}[{i}]") for i, (a, item) in enumerate(zip(args, data, strict=True)))
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(data, dict):
             raise SchemaError(f"{path}: expected an object, got {type(data).__name__}")

@@ -32,7 +32,9 @@ def settings(ctx: typer.Context) -> Settings:
     obj = root.obj
     if isinstance(obj, Settings):
         return obj
-    return Settings(replay=os.environ.get("GPUDIAG_REPLAY") or None, debug=bool(os.environ.get(DEBUG_ENV)), color="auto")
+    return Settings(
+        replay=os.environ.get("GPUDIAG_REPLAY") or None, debug=bool(os.environ.get(DEBUG_ENV)), color="auto"
+    )
 
 
 def make_console(s: Settings | None = None, *, stderr: bool = False, file: IO[str] | None = None) -> Any:
@@ -41,7 +43,8 @@ def make_console(s: Settings | None = None, *, stderr: bool = False, file: IO[st
     from rich.console import Console
 
     color = s.color if s else "auto"
-    kwargs: dict[str, Any] = {"highlight": False, "soft_wrap": False}
+    # markup/emoji off: data like "[N/A]" or a bus id ":AB:" must print as written.
+    kwargs: dict[str, Any] = {"highlight": False, "soft_wrap": False, "markup": False, "emoji": False}
     if color == "never":
         kwargs["no_color"] = True
         kwargs["color_system"] = None
@@ -75,7 +78,7 @@ def handle_errors(fn: F) -> F:
             # Reader went away (`| head`): silence the rest, exit cleanly.
             _silence_stdout()
             raise typer.Exit(int(ExitCode.OK)) from None
-        except Exception as exc:  # noqa: BLE001 - the last line of defence
+        except Exception as exc:
             debug = bool(os.environ.get(DEBUG_ENV))
             if debug:
                 traceback.print_exc()

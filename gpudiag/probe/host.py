@@ -80,10 +80,10 @@ class PsutilHost:
         except psutil.NoSuchProcess:
             if self.in_container:
                 return _other_namespace()
-            missing = unavailable(Reason.NOT_FOUND, "process exited")
+            missing: Reading[str] = unavailable(Reason.NOT_FOUND, "process exited")
             return HostProcess(HostState.VANISHED, missing, missing, missing)
         except psutil.AccessDenied:
-            denied = unavailable(Reason.NO_PERMISSION, "not allowed to inspect this process")
+            denied: Reading[str] = unavailable(Reason.NO_PERMISSION, "not allowed to inspect this process")
             return HostProcess(HostState.NO_PERMISSION, denied, denied, denied)
         state = HostState.NO_PERMISSION if not command.ok and not user.ok else HostState.FOUND
         return HostProcess(state, user, name, command)
@@ -122,7 +122,7 @@ def _holds_nvidia_device(proc: object) -> bool:
 
 def _other_namespace() -> HostProcess:
     detail = "PID from the host's PID namespace; not visible in this container (run with --pid=host)"
-    missing = unavailable(Reason.NOT_FOUND, detail)
+    missing: Reading[str] = unavailable(Reason.NOT_FOUND, detail)
     return HostProcess(HostState.OTHER_NAMESPACE, missing, missing, missing)
 
 

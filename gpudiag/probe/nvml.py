@@ -8,6 +8,7 @@ failures become a :class:`Reading` with its reason, a lost GPU becomes a row tha
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -64,7 +65,7 @@ _COMPUTE_MODES = {
 PROCESS_QUERY_APIS = ("_v3", "_v2", "_v1")
 
 
-class _GpuLost(Exception):
+class _GpuLostError(Exception):
     """Raised inside a GPU read when NVML reports the GPU lost; ends that GPU's read."""
 
     def __init__(self, detail: str) -> None:
@@ -164,10 +165,8 @@ class NvmlSession:
 
     def close(self) -> None:
         if self.opened:
-            try:
+            with contextlib.suppress(self._lib.NVMLError):  # nothing useful to do about it
                 self._lib.nvmlShutdown()
-            except self._lib.NVMLError:
-                pass  # nothing useful to do about a failed shutdown
             self.opened = False
 
     def __enter__(self) -> NvmlSession:
@@ -201,7 +200,7 @@ class NvmlSession:
         except self._lib.NVMLError as exc:
             reason, detail = self._reason(exc, function)
             if reason is Reason.GPU_LOST:
-                raise _GpuLost(f"{function}: GPU is lost") from None
+                raise _GpuLostError(f"{function}: GPU is lost") from None
             return unavailable(reason, detail)
         return Reading.of(convert(raw) if convert else raw)
 
@@ -273,7 +272,7 @@ class NvmlSession:
                 continue
             try:
                 gpus.append(self._read_gpu(index, handles))
-            except _GpuLost as lost:
+            except _GpuLostError as lost:
                 gpus.append(failed_gpu(index, GpuState.LOST, f"GPU is lost ({lost.detail})"))
         self.info = replace(
             self.info,
@@ -284,8 +283,8 @@ class NvmlSession:
 
     def _read_gpu(self, index: int, handles: _Handles) -> Gpu:
         lib, h = self._lib, handles.gpu
-        ecc = self._read("nvmlDeviceGetEccMode", h)
-        mig = self._read("nvmlDeviceGetMigMode", h)
+        ecc: Reading[list[int]] = self._read("nvmlDeviceGetEccMode", h)
+        mig: Reading[list[int]] = self._read("nvmlDeviceGetMigMode", h)
         return Gpu(
             index=index,
             state=GpuState.OK,
@@ -365,7 +364,7 @@ class NvmlSession:
         except lib.NVMLError as exc:
             reason, detail = self._reason(exc, "nvmlDeviceGetMemoryInfo")
             if reason is Reason.GPU_LOST:
-                raise _GpuLost("nvmlDeviceGetMemoryInfo: GPU is lost") from None
+                raise _GpuLostError("nvmlDeviceGetMemoryInfo: GPU is lost") from None
             return unavailable(reason, detail)
         return Reading.of(Memory(int(m.total), int(m.used), int(m.free), Reading.of(int(m.reserved))))
 
@@ -390,7 +389,9 @@ class NvmlSession:
         )
         if sbe.value is None:
             return Reading(reason=sbe.reason, detail=sbe.detail)
-        dbe = self._read("nvmlDeviceGetRetiredPages", h, lib.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, convert=len)
+        dbe = self._read(
+            "nvmlDeviceGetRetiredPages", h, lib.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, convert=len
+        )
         pending = self._read("nvmlDeviceGetRetiredPagesPendingStatus", h, convert=bool)
         if dbe.value is None or pending.value is None:
             bad = dbe if dbe.value is None else pending
@@ -413,13 +414,13 @@ class NvmlSession:
         except lib.NVMLError as exc:
             reason, detail = self._reason(exc, "nvmlDeviceValidateInforom")
             if reason is Reason.GPU_LOST:
-                raise _GpuLost("nvmlDeviceValidateInforom: GPU is lost") from None
+                raise _GpuLostError("nvmlDeviceValidateInforom: GPU is lost") from None
             return unavailable(reason, detail)
         return Reading.of(True)
 
     def _recovery_action(self, h: Any) -> Reading[int]:
         lib = self._lib
-        values = self._read("nvmlDeviceGetFieldValues", h, [lib.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION])
+        values: Reading[Any] = self._read("nvmlDeviceGetFieldValues", h, [lib.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION])
         if values.value is None:
             return Reading(reason=values.reason, detail=values.detail)
         field = values.value[0]
@@ -476,7 +477,7 @@ class NvmlSession:
             except lib.NVMLError as exc:
                 reason, detail = self._reason(exc, f"nvmlDeviceGet{family}RunningProcesses")
                 if reason is Reason.GPU_LOST:
-                    raise _GpuLost("process query: GPU is lost") from None
+                    raise _GpuLostError("process query: GPU is lost") from None
                 return unavailable(reason, detail)
             for proc in procs:
                 pid = int(proc.pid)

@@ -11,7 +11,7 @@ import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NoReturn
 
 import pynvml
 
@@ -60,7 +60,7 @@ class FakeHandle:
     mig_slot: int | None = None
 
 
-def _raise(code: int) -> None:
+def _raise(code: int) -> NoReturn:
     raise pynvml.NVMLError(code)
 
 
@@ -120,34 +120,34 @@ class FakeNvml:
 
     # -- system ----------------------------------------------------------------------
 
-    def nvmlInit(self) -> None:  # noqa: N802 - pynvml's names
+    def nvmlInit(self) -> None:
         self._enter("nvmlInit")
         status = self._machine.nvml.status
         if status is not NvmlStatus.OK:
             _raise(_INIT_ERRORS[status])
         self.initialised = True
 
-    def nvmlShutdown(self) -> None:  # noqa: N802
+    def nvmlShutdown(self) -> None:
         self._enter("nvmlShutdown")
         self.initialised = False
 
-    def nvmlSystemGetDriverVersion(self) -> str:  # noqa: N802
+    def nvmlSystemGetDriverVersion(self) -> str:
         self._enter("nvmlSystemGetDriverVersion")
         return str(_value(self._machine.nvml.driver_version))
 
-    def nvmlSystemGetNVMLVersion(self) -> str:  # noqa: N802
+    def nvmlSystemGetNVMLVersion(self) -> str:
         self._enter("nvmlSystemGetNVMLVersion")
         return str(_value(self._machine.nvml.nvml_version))
 
-    def nvmlSystemGetCudaDriverVersion(self) -> int:  # noqa: N802
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
         self._enter("nvmlSystemGetCudaDriverVersion")
         return int(_value(self._machine.nvml.cuda_driver_version))
 
-    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
+    def nvmlDeviceGetCount(self) -> int:
         self._enter("nvmlDeviceGetCount")
         return len(self._machine.gpus)
 
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeHandle:  # noqa: N802
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeHandle:
         self._enter("nvmlDeviceGetHandleByIndex")
         if not 0 <= index < len(self._machine.gpus):
             _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
@@ -157,32 +157,30 @@ class FakeNvml:
 
     # -- identity --------------------------------------------------------------------
 
-    def nvmlDeviceGetUUID(self, handle: FakeHandle) -> str:  # noqa: N802
+    def nvmlDeviceGetUUID(self, handle: FakeHandle) -> str:
         self._enter("nvmlDeviceGetUUID")
         source = self._mig(handle) if handle.mig_slot is not None else self._gpu(handle)
         return str(_value(source.uuid))
 
-    def nvmlDeviceGetName(self, handle: FakeHandle) -> str:  # noqa: N802
+    def nvmlDeviceGetName(self, handle: FakeHandle) -> str:
         self._enter("nvmlDeviceGetName")
         source = self._mig(handle) if handle.mig_slot is not None else self._gpu(handle)
         return str(_value(source.name))
 
-    def nvmlDeviceGetPciInfo(self, handle: FakeHandle) -> Any:  # noqa: N802
+    def nvmlDeviceGetPciInfo(self, handle: FakeHandle) -> Any:
         self._enter("nvmlDeviceGetPciInfo")
         return SimpleNamespace(busId=_value(self._gpu(handle).pci_bus_id))
 
-    def nvmlDeviceGetMinorNumber(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetMinorNumber(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetMinorNumber")
         return int(_value(self._gpu(handle).minor_number))
 
     # -- memory and load -------------------------------------------------------------
 
-    def nvmlDeviceGetMemoryInfo(self, handle: FakeHandle, version: int | None = None) -> Any:  # noqa: N802
+    def nvmlDeviceGetMemoryInfo(self, handle: FakeHandle, version: int | None = None) -> Any:
         self._enter("nvmlDeviceGetMemoryInfo")
-        if handle.mig_slot is not None:
-            m = _value(self._mig(handle).memory)
-        else:
-            m = _value(self._gpu(handle).memory)
+        owner = self._mig(handle) if handle.mig_slot is not None else self._gpu(handle)
+        m = _value(owner.memory)
         if version:
             self._enter("nvmlDeviceGetMemoryInfo_v2")
             reserved = m.reserved_bytes
@@ -194,16 +192,16 @@ class FakeNvml:
             )
         return SimpleNamespace(total=m.total_bytes, used=m.used_bytes, free=m.free_bytes)
 
-    def nvmlDeviceGetUtilizationRates(self, handle: FakeHandle) -> Any:  # noqa: N802
+    def nvmlDeviceGetUtilizationRates(self, handle: FakeHandle) -> Any:
         self._enter("nvmlDeviceGetUtilizationRates")
         u = _value(self._gpu(handle).utilization)
         return SimpleNamespace(gpu=u.gpu_percent, memory=u.memory_percent)
 
-    def nvmlDeviceGetTemperature(self, handle: FakeHandle, sensor: int) -> int:  # noqa: N802
+    def nvmlDeviceGetTemperature(self, handle: FakeHandle, sensor: int) -> int:
         self._enter("nvmlDeviceGetTemperature")
         return int(_value(self._gpu(handle).temperature_c))
 
-    def nvmlDeviceGetTemperatureThreshold(self, handle: FakeHandle, threshold: int) -> int:  # noqa: N802
+    def nvmlDeviceGetTemperatureThreshold(self, handle: FakeHandle, threshold: int) -> int:
         self._enter("nvmlDeviceGetTemperatureThreshold")
         gpu = self._gpu(handle)
         if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN:
@@ -213,48 +211,48 @@ class FakeNvml:
         _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return 0  # unreachable
 
-    def nvmlDeviceGetFanSpeed(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetFanSpeed(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetFanSpeed")
         return int(_value(self._gpu(handle).fan_percent))
 
-    def nvmlDeviceGetPowerUsage(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetPowerUsage(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetPowerUsage")
         return round(float(_value(self._gpu(handle).power_draw_w)) * 1000)
 
-    def nvmlDeviceGetEnforcedPowerLimit(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetEnforcedPowerLimit")
         return round(float(_value(self._gpu(handle).power_limit_w)) * 1000)
 
-    def nvmlDeviceGetPerformanceState(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetPerformanceState(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetPerformanceState")
         return int(_value(self._gpu(handle).pstate))
 
     # -- modes -----------------------------------------------------------------------
 
-    def nvmlDeviceGetPersistenceMode(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetPersistenceMode(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetPersistenceMode")
         return int(bool(_value(self._gpu(handle).persistence_mode)))
 
-    def nvmlDeviceGetComputeMode(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetComputeMode(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetComputeMode")
         return _COMPUTE_MODE_CODES[_value(self._gpu(handle).compute_mode)]
 
-    def nvmlDeviceGetCudaComputeCapability(self, handle: FakeHandle) -> tuple[int, int]:  # noqa: N802
+    def nvmlDeviceGetCudaComputeCapability(self, handle: FakeHandle) -> tuple[int, int]:
         self._enter("nvmlDeviceGetCudaComputeCapability")
         major, minor = _value(self._gpu(handle).compute_capability)
         return int(major), int(minor)
 
-    def nvmlDeviceGetEccMode(self, handle: FakeHandle) -> list[int]:  # noqa: N802
+    def nvmlDeviceGetEccMode(self, handle: FakeHandle) -> list[int]:
         self._enter("nvmlDeviceGetEccMode")
         gpu = self._gpu(handle)
         return [int(bool(_value(gpu.ecc_mode_current))), int(bool(_value(gpu.ecc_mode_pending)))]
 
-    def nvmlDeviceGetMigMode(self, handle: FakeHandle) -> list[int]:  # noqa: N802
+    def nvmlDeviceGetMigMode(self, handle: FakeHandle) -> list[int]:
         self._enter("nvmlDeviceGetMigMode")
         gpu = self._gpu(handle)
         return [int(bool(_value(gpu.mig_mode_current))), int(bool(_value(gpu.mig_mode_pending)))]
 
-    def nvmlDeviceGetNumaNodeId(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetNumaNodeId(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetNumaNodeId")
         return int(_value(self._gpu(handle).numa_node))
 
@@ -264,24 +262,24 @@ class FakeNvml:
         self._enter(name)
         return int(_value(pick(self._gpu(handle).pcie)))
 
-    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: FakeHandle) -> int:
         return self._pcie("nvmlDeviceGetCurrPcieLinkGeneration", handle, lambda p: p.gen_current)
 
-    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: FakeHandle) -> int:
         return self._pcie("nvmlDeviceGetMaxPcieLinkGeneration", handle, lambda p: p.gen_max)
 
-    def nvmlDeviceGetGpuMaxPcieLinkGeneration(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetGpuMaxPcieLinkGeneration(self, handle: FakeHandle) -> int:
         return self._pcie("nvmlDeviceGetGpuMaxPcieLinkGeneration", handle, lambda p: p.gen_gpu_max)
 
-    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: FakeHandle) -> int:
         return self._pcie("nvmlDeviceGetCurrPcieLinkWidth", handle, lambda p: p.width_current)
 
-    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: FakeHandle) -> int:
         return self._pcie("nvmlDeviceGetMaxPcieLinkWidth", handle, lambda p: p.width_max)
 
     # -- health ----------------------------------------------------------------------
 
-    def nvmlDeviceGetTotalEccErrors(self, handle: FakeHandle, error_type: int, counter: int) -> int:  # noqa: N802
+    def nvmlDeviceGetTotalEccErrors(self, handle: FakeHandle, error_type: int, counter: int) -> int:
         self._enter("nvmlDeviceGetTotalEccErrors")
         ecc = self._gpu(handle).ecc_errors
         corrected = error_type == pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED
@@ -291,35 +289,36 @@ class FakeNvml:
             reading = ecc.aggregate_corrected if corrected else ecc.aggregate_uncorrected
         return int(_value(reading))
 
-    def nvmlDeviceGetRetiredPages(self, handle: FakeHandle, cause: int) -> list[int]:  # noqa: N802
+    def nvmlDeviceGetRetiredPages(self, handle: FakeHandle, cause: int) -> list[int]:
         self._enter("nvmlDeviceGetRetiredPages")
         pages = _value(self._gpu(handle).retired_pages)
-        n = pages.single_bit if cause == pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS else pages.double_bit
+        single = cause == pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+        n = pages.single_bit if single else pages.double_bit
         return [0x1000 * (i + 1) for i in range(n)]  # page addresses; only the count matters
 
-    def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetRetiredPagesPendingStatus")
         return int(_value(self._gpu(handle).retired_pages).pending)
 
-    def nvmlDeviceGetRemappedRows(self, handle: FakeHandle) -> tuple[int, int, int, int]:  # noqa: N802
+    def nvmlDeviceGetRemappedRows(self, handle: FakeHandle) -> tuple[int, int, int, int]:
         self._enter("nvmlDeviceGetRemappedRows")
         r = _value(self._gpu(handle).remapped_rows)
         return (r.correctable, r.uncorrectable, int(r.pending), int(r.failure))
 
-    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetCurrentClocksEventReasons")
         return int(_value(self._gpu(handle).clock_event_reasons))
 
-    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetCurrentClocksThrottleReasons")
         return int(_value(self._gpu(handle).clock_event_reasons))
 
-    def nvmlDeviceValidateInforom(self, handle: FakeHandle) -> None:  # noqa: N802
+    def nvmlDeviceValidateInforom(self, handle: FakeHandle) -> None:
         self._enter("nvmlDeviceValidateInforom")
         if not _value(self._gpu(handle).inforom_valid):
             _raise(pynvml.NVML_ERROR_CORRUPTED_INFOROM)
 
-    def nvmlDeviceGetFieldValues(self, handle: FakeHandle, field_ids: list[int]) -> list[Any]:  # noqa: N802
+    def nvmlDeviceGetFieldValues(self, handle: FakeHandle, field_ids: list[int]) -> list[Any]:
         self._enter("nvmlDeviceGetFieldValues")
         gpu = self._gpu(handle)
         out = []
@@ -341,14 +340,14 @@ class FakeNvml:
 
     # -- MIG -------------------------------------------------------------------------
 
-    def nvmlDeviceGetMaxMigDeviceCount(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetMaxMigDeviceCount")
         gpu = self._gpu(handle)
         if not gpu.mig_mode_current.get(False):
             _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return max([_MAX_MIG_SLOTS] + [m.index + 1 for m in gpu.mig_devices])
 
-    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: FakeHandle, index: int) -> FakeHandle:  # noqa: N802
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: FakeHandle, index: int) -> FakeHandle:
         self._enter("nvmlDeviceGetMigDeviceHandleByIndex")
         gpu = self._gpu(handle)
         if any(m.index == index for m in gpu.mig_devices):
@@ -356,11 +355,11 @@ class FakeNvml:
         _raise(pynvml.NVML_ERROR_NOT_FOUND)
         return handle  # unreachable
 
-    def nvmlDeviceGetGpuInstanceId(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetGpuInstanceId(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetGpuInstanceId")
         return int(_value(self._mig(handle).gpu_instance_id))
 
-    def nvmlDeviceGetComputeInstanceId(self, handle: FakeHandle) -> int:  # noqa: N802
+    def nvmlDeviceGetComputeInstanceId(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetComputeInstanceId")
         return int(_value(self._mig(handle).compute_instance_id))
 
@@ -384,23 +383,23 @@ class FakeNvml:
             )
         return out
 
-    def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: FakeHandle) -> list[Any]:  # noqa: N802
+    def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: FakeHandle) -> list[Any]:
         self._enter("nvmlDeviceGetComputeRunningProcesses_v3")
         return self._procs(handle, graphics=False)
 
-    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: FakeHandle) -> list[Any]:  # noqa: N802
+    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: FakeHandle) -> list[Any]:
         self._enter("nvmlDeviceGetComputeRunningProcesses_v2")
         return self._procs(handle, graphics=False)
 
-    def nvmlDeviceGetGraphicsRunningProcesses_v3(self, handle: FakeHandle) -> list[Any]:  # noqa: N802
+    def nvmlDeviceGetGraphicsRunningProcesses_v3(self, handle: FakeHandle) -> list[Any]:
         self._enter("nvmlDeviceGetGraphicsRunningProcesses_v3")
         return self._procs(handle, graphics=True)
 
-    def nvmlDeviceGetGraphicsRunningProcesses_v2(self, handle: FakeHandle) -> list[Any]:  # noqa: N802
+    def nvmlDeviceGetGraphicsRunningProcesses_v2(self, handle: FakeHandle) -> list[Any]:
         self._enter("nvmlDeviceGetGraphicsRunningProcesses_v2")
         return self._procs(handle, graphics=True)
 
-    def _nvmlGetFunctionPointer(self, name: str) -> Callable[..., int]:  # noqa: N802
+    def _nvmlGetFunctionPointer(self, name: str) -> Callable[..., int]:
         """The raw C entry points, for the v1 process query that pynvml no longer wraps."""
         self._enter(name)
         graphics = {
@@ -418,16 +417,16 @@ class FakeNvml:
             count = count_ref._obj  # ctypes.byref(c_uint)
             if array is None:
                 count.value = len(procs)
-                return pynvml.NVML_SUCCESS if not procs else pynvml.NVML_ERROR_INSUFFICIENT_SIZE
+                return int(pynvml.NVML_SUCCESS if not procs else pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
             if count.value < len(procs):
                 count.value = len(procs)
-                return pynvml.NVML_ERROR_INSUFFICIENT_SIZE
+                return int(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
             for i, proc in enumerate(procs):
                 array[i].pid = proc.pid
                 array[i].usedGpuMemory = (
                     ctypes.c_ulonglong(-1).value if proc.usedGpuMemory is None else proc.usedGpuMemory
                 )
             count.value = len(procs)
-            return pynvml.NVML_SUCCESS
+            return int(pynvml.NVML_SUCCESS)
 
         return c_call

@@ -1,0 +1,77 @@
+"""`gpudiag list`: GPUs and their processes, as nvidia-smi users expect them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Annotated
+
+import typer
+
+from gpudiag.cli.common import handle_errors, make_console, settings
+from gpudiag.errors import UsageError
+from gpudiag.exitcodes import NVML_EXIT, ExitCode
+from gpudiag.model import GpuState, NvmlStatus, Reading
+from gpudiag.probe.collect import collect
+from gpudiag.selection import select_gpus
+from gpudiag.serialize import to_data
+
+
+@handle_errors
+def list_command(
+    ctx: typer.Context,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Machine-readable output (schema gpudiag.machine/1).")
+    ] = False,
+    ids: Annotated[
+        str | None,
+        typer.Option("--id", "-i", help="Only these GPUs: NVML indices, UUIDs (or unique prefixes) or PCI bus ids, "
+                     "comma-separated."),
+    ] = None,
+    no_processes: Annotated[bool, typer.Option("--no-processes", help="Leave out the processes table.")] = False,
+    query: Annotated[
+        str | None,
+        typer.Option(
+            "--query", "--query-gpu", help="nvidia-smi-style CSV fields, e.g. name,memory.used,utilization.gpu."
+        ),
+    ] = None,
+    output_format: Annotated[
+        str | None, typer.Option("--format", help="With --query: csv[,noheader][,nounits].")
+    ] = None,
+) -> None:
+    """Show the GPUs, their state and the processes on them (like nvidia-smi)."""
+    from gpudiag.render import csv_query
+
+    s = settings(ctx)
+    if output_format is not None and query is None:
+        raise UsageError("--format goes with --query")
+    if query is not None and json_output:
+        raise UsageError("choose one of --json and --query")
+    names = csv_query.parse_query(query) if query is not None else []
+    fmt = csv_query.parse_format(output_format or "csv") if query is not None else None
+
+    machine = collect(s.replay)
+    if machine.nvml.status is not NvmlStatus.OK:
+        if json_output:
+            typer.echo(json.dumps(to_data(machine), indent=2))
+        raise typer.Exit(_fail_nvml(machine.nvml.detail, machine.nvml.status))
+    gpus = select_gpus(machine.gpus, ids)
+    if no_processes:
+        gpus = tuple(replace(g, processes=Reading.of(())) if g.processes.ok else g for g in gpus)
+
+    if json_output:
+        typer.echo(json.dumps(to_data(replace(machine, gpus=gpus)), indent=2))
+    elif fmt is not None:
+        typer.echo(csv_query.render_csv(machine, gpus, names, fmt), nl=False)
+    else:
+        from gpudiag.render.list_view import render
+
+        console = make_console(s)
+        console.print(render(machine, gpus, console, show_processes=not no_processes))
+    if any(g.state is GpuState.LOST for g in gpus):
+        raise typer.Exit(int(ExitCode.GPU_LOST))
+
+
+def _fail_nvml(detail: str, status: NvmlStatus) -> int:
+    typer.echo(f"gpudiag: {detail}", err=True)
+    return int(NVML_EXIT[status])

@@ -1,0 +1,256 @@
+"""`gpudiag list` as rich renderables, in nvidia-smi's layout and vocabulary."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+from gpudiag import __version__
+from gpudiag.model import (
+    Gpu,
+    GpuProcess,
+    GpuState,
+    HostState,
+    Machine,
+    MigDevice,
+    Reason,
+    cuda_version_text,
+)
+from gpudiag.render.format import NA, mib_text, missing_note, percent_style, temperature_style, text
+
+_COLUMNS = ("GPU", "Name", "Bus-Id", "Persist", "Fan", "Temp", "Perf", "Pwr:Usage/Cap", "Memory-Usage",
+            "GPU-Util", "Compute M.", "MIG M.", "ECC")
+# Dropped in this order until the table fits the terminal; the rest always stay.
+_DROP_ORDER = ("Compute M.", "Persist", "MIG M.", "Bus-Id", "ECC", "Fan", "Perf", "Pwr:Usage/Cap")
+
+
+def header(machine: Machine) -> Text:
+    nvml = machine.nvml
+    parts = [
+        f"gpudiag {__version__}",
+        f"Driver Version: {text(nvml.driver_version)}",
+        f"CUDA Version: {text(nvml.cuda_driver_version, cuda_version_text)}",
+        f"NVML: {text(nvml.nvml_version)}",
+    ]
+    tb = machine.torch_build
+    if tb.value is not None:
+        build = f"CUDA {tb.value.cuda}" if tb.value.cuda else ("ROCm " + tb.value.hip if tb.value.hip else "CPU-only")
+        parts.append(f"torch {tb.value.version} ({build})")
+    line = Text("  ".join(parts), style="bold")
+    if machine.source != "live":
+        line.append(f"\n{machine.source}", style="dim")
+    return line
+
+
+def _power(gpu: Gpu) -> str:
+    draw = text(gpu.power_draw_w, lambda w: f"{w:.0f}W")
+    cap = text(gpu.power_limit_w, lambda w: f"{w:.0f}W")
+    return f"{draw} / {cap}"
+
+
+def _memory_cell(gpu: Gpu) -> Text:
+    m = gpu.memory.value
+    if m is None:
+        return Text(NA)
+    share = 100.0 * m.used_bytes / m.total_bytes if m.total_bytes else 0.0
+    return Text(f"{mib_text(m.used_bytes)} / {mib_text(m.total_bytes)}", style=percent_style(share))
+
+
+def _util_cell(gpu: Gpu) -> Text:
+    u = gpu.utilization.value
+    if u is None:
+        return Text(NA)
+    return Text(f"{u.gpu_percent}%", style=percent_style(u.gpu_percent))
+
+
+def _temp_cell(gpu: Gpu) -> Text:
+    t = gpu.temperature_c.value
+    if t is None:
+        return Text(NA)
+    return Text(f"{t}C", style=temperature_style(t, gpu.temperature_slowdown_c.value))
+
+
+def _ecc_cell(gpu: Gpu) -> Text:
+    if gpu.ecc_mode_current.value is False:
+        return Text("Off")
+    count = gpu.ecc_errors.volatile_uncorrected.value
+    if count is None:
+        return Text(NA)
+    return Text(str(count), style="red bold" if count else "")
+
+
+def _mig_label(mig: MigDevice) -> str:
+    gi = text(mig.gpu_instance_id)
+    ci = text(mig.compute_instance_id)
+    return f"  └ MIG {mig.index}  GI {gi} CI {ci}"
+
+
+def gpu_table(gpus: tuple[Gpu, ...], console: Console) -> Table:
+    """The GPU table with as many columns as fit the console's width."""
+    shown = list(_COLUMNS)
+    for column in (None, *_DROP_ORDER):
+        if column is not None:
+            shown.remove(column)
+        table = _gpu_table(gpus, shown)
+        natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
+        if natural <= console.width:
+            break
+    return table
+
+
+def _gpu_table(gpus: tuple[Gpu, ...], shown: list[str]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False)
+    for name in shown:
+        table.add_column(name, justify="right" if name in ("GPU", "Fan", "Temp", "GPU-Util", "ECC") else "left",
+                         no_wrap=True, overflow="ellipsis")
+    for gpu in gpus:
+        if gpu.state is not GpuState.OK:
+            row: dict[str, RenderableType] = {
+                "GPU": str(gpu.index),
+                "Name": Text("LOST" if gpu.state is GpuState.LOST else "ERROR", style="red bold"),
+            }
+            if "Bus-Id" in shown:
+                row["Bus-Id"] = text(gpu.pci_bus_id)
+            row["Memory-Usage"] = Text(gpu.state_detail, style="red")
+            table.add_row(*[row.get(c, "") for c in shown])
+            continue
+        mig = gpu.mig_mode_current.value
+        cells: dict[str, RenderableType] = {
+            "GPU": str(gpu.index),
+            "Name": text(gpu.name),
+            "Bus-Id": text(gpu.pci_bus_id),
+            "Persist": text(gpu.persistence_mode, lambda on: "On" if on else "Off"),
+            "Fan": text(gpu.fan_percent, lambda f: f"{f}%"),
+            "Temp": _temp_cell(gpu),
+            "Perf": text(gpu.pstate, lambda p: f"P{p}"),
+            "Pwr:Usage/Cap": _power(gpu),
+            "Memory-Usage": _memory_cell(gpu),
+            "GPU-Util": _util_cell(gpu),
+            "Compute M.": text(gpu.compute_mode, lambda m: m.value),
+            "MIG M.": NA if mig is None else ("Enabled" if mig else "Disabled"),
+            "ECC": _ecc_cell(gpu),
+        }
+        table.add_row(*[cells[c] for c in shown])
+        for dev in gpu.mig_devices:
+            mig_cells: dict[str, RenderableType] = {
+                "Name": Text(f"{_mig_label(dev)}  {text(dev.name)}", style="cyan"),
+                "Bus-Id": Text(text(dev.uuid), style="dim"),
+                "Memory-Usage": text(dev.memory, lambda m: f"{mib_text(m.used_bytes)} / {mib_text(m.total_bytes)}"),
+            }
+            table.add_row(*[mig_cells.get(c, "") for c in shown])
+    return table
+
+
+def _process_command(proc: GpuProcess) -> Text:
+    host = proc.host
+    if host.state is HostState.OTHER_NAMESPACE:
+        return Text("(host PID: not visible in this container)", style="yellow")
+    if host.state is HostState.VANISHED:
+        return Text("(exited)", style="dim")
+    if host.command.value is not None:
+        return Text(host.command.value)
+    if host.name.value is not None:
+        return Text(host.name.value)
+    return Text(f"({missing_note(host.command)})", style="dim")
+
+
+def process_table(gpus: tuple[Gpu, ...], width: int) -> Table | Text:
+    rows: list[tuple[Gpu, GpuProcess | None, str]] = []
+    any_mig = False
+    for gpu in gpus:
+        procs = gpu.processes
+        if procs.value is None:
+            if gpu.state is GpuState.OK:
+                rows.append((gpu, None, missing_note(procs)))
+            continue
+        for proc in sorted(procs.value, key=lambda p: p.pid):
+            any_mig = any_mig or proc.gpu_instance_id is not None
+            rows.append((gpu, proc, ""))
+    if not rows:
+        return Text("No running processes found", style="dim")
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("GPU", justify="right")
+    if any_mig:
+        table.add_column("GI", justify="right")
+        table.add_column("CI", justify="right")
+    table.add_column("PID", justify="right")
+    table.add_column("Type")
+    table.add_column("User", no_wrap=True, max_width=16)
+    table.add_column("GPU Memory", justify="right")
+    table.add_column("Process", overflow="ellipsis", no_wrap=width < 100, ratio=1)
+    for gpu, row_proc, note in rows:
+        if row_proc is None:
+            mig_blank = ["", ""] if any_mig else []
+            table.add_row(str(gpu.index), *mig_blank, "", "", "", "", Text(f"processes: {note}", style="yellow"))
+            continue
+        mig_cells = [text_or_dash(row_proc.gpu_instance_id), text_or_dash(row_proc.compute_instance_id)] if any_mig else []
+        table.add_row(
+            str(gpu.index),
+            *mig_cells,
+            str(row_proc.pid),
+            row_proc.kind.value,
+            text(row_proc.host.user),
+            text(row_proc.used_memory_bytes, mib_text),
+            _process_command(row_proc),
+        )
+    return table
+
+
+def text_or_dash(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def notes(machine: Machine, gpus: tuple[Gpu, ...]) -> list[str]:
+    """Explain what a reader cannot see in the tables: lost GPUs, odd N/A reasons, containers."""
+    out = []
+    for gpu in gpus:
+        if gpu.state is not GpuState.OK:
+            out.append(f"GPU {gpu.index}: {gpu.state_detail}")
+    unusual = {Reason.NO_PERMISSION, Reason.FUNCTION_NOT_FOUND, Reason.UNKNOWN_ERROR}
+    seen: set[str] = set()
+    for gpu in gpus:
+        if gpu.state is not GpuState.OK:
+            continue
+        for name, reading in (
+            ("memory", gpu.memory),
+            ("utilization", gpu.utilization),
+            ("temperature", gpu.temperature_c),
+            ("power", gpu.power_draw_w),
+            ("processes", gpu.processes),
+        ):
+            if reading.reason in unusual:
+                line = f"{name} N/A: {missing_note(reading)}"
+                if line not in seen:
+                    seen.add(line)
+                    out.append(f"GPU {gpu.index}: {line}")
+    foreign = sum(
+        1 for g in gpus for p in g.processes.get(()) if p.host.state is HostState.OTHER_NAMESPACE
+    )
+    if foreign:
+        hint = f" ({machine.host.container_hint})" if machine.host.container_hint else ""
+        out.append(
+            f"{foreign} process(es) belong to the host's PID namespace: this looks like a container{hint}; "
+            "their PIDs mean nothing here (run the container with --pid=host to see them)"
+        )
+    if machine.nvml.process_query_api and machine.nvml.process_query_api != "_v3":
+        out.append(f"process list read with the older NVML query ({machine.nvml.process_query_api}): this driver "
+                   "lacks the newer one")
+    return out
+
+
+def render(machine: Machine, gpus: tuple[Gpu, ...], console: Console, show_processes: bool) -> Group:
+    parts: list[RenderableType] = [header(machine), Text("")]
+    if gpus:
+        parts.append(gpu_table(gpus, console))
+    else:
+        parts.append(Text("No GPUs found: NVML is working but reports zero devices.", style="yellow"))
+    if show_processes and gpus:
+        parts += [Text(""), Text("Processes", style="bold"), process_table(gpus, console.width)]
+    extra = notes(machine, gpus)
+    if extra:
+        parts.append(Text(""))
+        parts += [Text(f"Note: {line}", style="yellow") for line in extra]
+    return Group(*parts)

@@ -1,0 +1,56 @@
+"""Selecting GPUs by NVML index, UUID (or a unique prefix) or PCI bus id, as `--id` takes them."""
+
+from __future__ import annotations
+
+from gpudiag.errors import UsageError
+from gpudiag.model import Gpu
+
+
+def normalize_bus_id(bus_id: str) -> str:
+    """'18:00.0', '0000:18:00.0' and '00000000:18:00.0' name the same device."""
+    text = bus_id.strip().lower()
+    parts = text.split(":")
+    if len(parts) == 2:
+        parts = ["0", *parts]
+    if len(parts) != 3:
+        return text
+    domain, bus, rest = parts
+    try:
+        return f"{int(domain, 16):08x}:{bus.zfill(2)}:{rest}"
+    except ValueError:
+        return text
+
+
+def select_gpus(gpus: tuple[Gpu, ...], ids: str | None) -> tuple[Gpu, ...]:
+    """The GPUs named by a comma-separated ``--id`` value, in the order given."""
+    if ids is None:
+        return gpus
+    chosen: list[Gpu] = []
+    for token in (t.strip() for t in ids.split(",")):
+        if not token:
+            raise UsageError(f"empty entry in --id {ids!r}")
+        gpu = _match(gpus, token)
+        if gpu not in chosen:
+            chosen.append(gpu)
+    return tuple(chosen)
+
+
+def _match(gpus: tuple[Gpu, ...], token: str) -> Gpu:
+    if token.isdigit():
+        for gpu in gpus:
+            if gpu.index == int(token):
+                return gpu
+        raise UsageError(f"no GPU with index {token} (this machine has {len(gpus)})")
+    lowered = token.lower()
+    if lowered.startswith(("gpu-", "mig-")):
+        hits = [g for g in gpus if g.uuid.value is not None and g.uuid.value.lower().startswith(lowered)]
+        if len(hits) == 1:
+            return hits[0]
+        if len(hits) > 1:
+            raise UsageError(f"UUID prefix {token!r} matches {len(hits)} GPUs; give more characters")
+        raise UsageError(f"no GPU with UUID {token!r}")
+    wanted = normalize_bus_id(token)
+    for gpu in gpus:
+        if gpu.pci_bus_id.value is not None and normalize_bus_id(gpu.pci_bus_id.value) == wanted:
+            return gpu
+    raise UsageError(f"{token!r} is not a GPU index, UUID (GPU-…) or PCI bus id on this machine")
