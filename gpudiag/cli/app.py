@@ -18,7 +18,7 @@ app = typer.Typer(
     name="gpudiag",
     help="GPU diagnostics: what is on each GPU, is the stack ready, where did the memory go.",
     no_args_is_help=True,
-    add_completion=True,
+    add_completion=False,  # static scripts ship in completions/ (see gpudiag.completions)
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gpudiag.errors import UsageError
 from gpudiag.model import MACHINE_SCHEMA, GpuState, Machine
 from gpudiag.probe.nvml import failed_gpu
 from gpudiag.serialize import SchemaError, from_data, to_data
@@ -19,7 +20,7 @@ EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "machines"
 _FIXTURE_ONLY_KEYS = {"description", "gpu_defaults"}
 
 
-class FixtureError(Exception):
+class FixtureError(UsageError):
     """A fixture or snapshot file cannot be used; the message says which and why."""
 
 

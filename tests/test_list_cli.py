@@ -1,0 +1,149 @@
+"""`gpudiag list` end to end on the shipped example machines, at a fixed width."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpudiag.cli.app import app
+from gpudiag.exitcodes import ExitCode
+from gpudiag.testing.fixtures import example_names, machine_from_data
+
+GOLDEN = Path(__file__).parent / "golden" / "list"
+UPDATE = bool(os.environ.get("GPUDIAG_UPDATE_GOLDEN"))
+
+
+def run(*args: str, width: int = 120, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    runner = CliRunner()
+    result = runner.invoke(app, ["--color", "never", *args], env={"COLUMNS": str(width), **(env or {})})
+    assert "Traceback" not in result.stdout + result.stderr
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.mark.parametrize("name", example_names())
+def test_every_example_renders_like_its_golden_file(name: str) -> None:
+    code, out, err = run("--replay", name, "list")
+    golden = GOLDEN / f"{name}.txt"
+    rendered = f"exit={code}\n--- stdout\n{out}--- stderr\n{err}"
+    if UPDATE:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(rendered)
+    assert golden.exists(), f"no golden output for {name}: run with GPUDIAG_UPDATE_GOLDEN=1 and review it"
+    assert rendered == golden.read_text()
+
+
+def test_healthy_node_shows_na_for_unsupported_fan_and_every_gpu() -> None:
+    code, out, _ = run("--replay", "h100x8-healthy", "list", width=160)
+    assert code == 0
+    rows = [line for line in out.splitlines() if "NVIDIA H100 80GB HBM3" in line]
+    assert len(rows) == 8
+    assert all(" N/A " in row for row in rows)  # SXM boards have no fan reading
+    assert "CUDA Version: 12.4" in out and "Driver Version: 550.54.15" in out
+
+
+def test_narrow_terminal_keeps_essentials_and_drops_detail_columns() -> None:
+    _, wide, _ = run("--replay", "h100x8-healthy", "list", width=160)
+    _, narrow, _ = run("--replay", "h100x8-healthy", "list", width=70)
+    assert "Bus-Id" in wide and "Bus-Id" not in narrow
+    assert "Memory-Usage" in narrow
+    assert max(len(line) for line in narrow.splitlines()) <= 70
+
+
+def test_csv_query_matches_nvidia_smi_format() -> None:
+    code, out, _ = run(
+        "--replay", "h100x8-healthy", "list", "--query", "index,name,memory.used,fan.speed", "--format", "csv", "--id", "1"
+    )
+    assert code == 0
+    assert out == "index, name, memory.used [MiB], fan.speed [%]\n1, NVIDIA H100 80GB HBM3, 541 MiB, [N/A]\n"
+    _, bare, _ = run("--replay", "h100x8-healthy", "list", "--query", "power.draw", "--format", "csv,noheader,nounits")
+    assert bare.splitlines()[0] == "69.50"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--query", "name,bogus"], "unknown field 'bogus'"),
+        (["--query", "name", "--format", "xml"], "only csv"),
+        (["--format", "csv"], "--format goes with --query"),
+        (["--id", "9"], "no GPU with index 9"),
+        (["--id", "GPU-ffff"], "no GPU with UUID"),
+        (["--id", "zz:00.0"], "not a GPU index"),
+    ],
+)
+def test_bad_input_is_a_usage_error(args: list[str], message: str) -> None:
+    code, _, err = run("--replay", "h100x8-healthy", "list", *args)
+    assert code == ExitCode.USAGE
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_id_accepts_uuid_prefix_and_short_bus_id_in_given_order() -> None:
+    code, out, _ = run(
+        "--replay", "h100x8-healthy", "list", "--json", "--id", "db:00.0,GPU-8e1f2a6c-4b7d-4c1e-9a3f-1d0c5e7b2002"
+    )
+    assert code == 0
+    assert [g["index"] for g in json.loads(out)["gpus"]] == [7, 2]
+
+
+def test_json_is_versioned_numeric_and_replayable(tmp_path: Path) -> None:
+    code, out, _ = run("--replay", "h100x8-healthy", "list", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["schema"] == "gpudiag.machine/1"
+    gpu = data["gpus"][0]
+    assert gpu["memory"]["total_bytes"] == 85520809984
+    assert gpu["power_limit_w"] == 700.0
+    assert gpu["fan_percent"] == {"unavailable": "not_supported"}
+    # What list --json prints is itself a snapshot: it replays to the same machine.
+    snap = tmp_path / "snap.json"
+    snap.write_text(out)
+    code2, out2, _ = run("--replay", str(snap), "list", "--json")
+    assert code2 == 0
+    assert machine_from_data(json.loads(out2)).gpus == machine_from_data(data).gpus
+
+
+def test_no_processes_omits_the_table() -> None:
+    _, out, _ = run("--replay", "h100x8-healthy", "list", "--no-processes")
+    assert "Processes" not in out
+
+
+def test_color_always_colours_and_no_color_env_wins() -> None:
+    runner = CliRunner()
+    coloured = runner.invoke(app, ["--color", "always", "--replay", "h100x8-healthy", "list"], env={"COLUMNS": "160"})
+    assert "\x1b[32m" in coloured.stdout  # green memory cell
+    plain = runner.invoke(
+        app, ["--color", "always", "--replay", "h100x8-healthy", "list"], env={"COLUMNS": "160", "NO_COLOR": "1"}
+    )
+    assert "\x1b[32m" not in plain.stdout
+
+
+def test_unknown_replay_name_is_a_usage_error() -> None:
+    code, _, err = run("--replay", "no-such-machine", "list")
+    assert code == ExitCode.USAGE
+    assert "no example machine named 'no-such-machine'" in err
+
+
+def test_list_never_imports_torch() -> None:
+    probe = (
+        "import sys\n"
+        "from gpudiag.cli.app import app\n"
+        "try:\n"
+        "    app(['--replay', 'h100x8-healthy', 'list', '--json'], prog_name='gpudiag')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stderr.write('torch' in sys.modules and 'IMPORTED' or 'clean')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stderr.strip().endswith("clean")
+
+
+def test_version_and_module_entry_point() -> None:
+    result = subprocess.run([sys.executable, "-m", "gpudiag", "--version"], capture_output=True, text=True)
+    assert result.returncode == 0
+    assert result.stdout.startswith("gpudiag ")
