@@ -69,15 +69,13 @@ def _load(tp: Any, data: Any, path: str) -> Any:
                 reason = Reason(data["unavailable"])
             except ValueError:
                 choices = ", ".join(r.value for r in Reason)
-                raise SchemaError(
-                    f"{path}: unknown reason {data['unavailable']!r} (one of: {choices})"
-                ) from None
+                raise SchemaError(f"{path}: unknown reason {data['unavailable']!r} (one of: {choices})") from None
             detail = data.get("detail", "")
             if not isinstance(detail, str):
                 raise SchemaError(f"{path}.detail: expected a string")
             return Reading(reason=reason, detail=detail)
         if data is None:
-            raise SchemaError(f"{path}: null is not a reading; write {{\"unavailable\": reason}}")
+            raise SchemaError(f'{path}: null is not a reading; write {{"unavailable": reason}}')
         return Reading(value=_load(args[0], data, path))
     if origin in (Union, types.UnionType):
         non_none = [a for a in args if a is not type(None)]

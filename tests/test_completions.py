@@ -23,7 +23,7 @@ def test_committed_script_is_current(filename: str) -> None:
 
 
 def test_every_command_and_option_is_offered() -> None:
-    root, commands = completions.model()
+    _root, commands = completions.model()
     script = completions.bash()
     for cmd in commands:
         assert cmd.name in script

@@ -57,7 +57,15 @@ def test_narrow_terminal_keeps_essentials_and_drops_detail_columns() -> None:
 
 def test_csv_query_matches_nvidia_smi_format() -> None:
     code, out, _ = run(
-        "--replay", "h100x8-healthy", "list", "--query", "index,name,memory.used,fan.speed", "--format", "csv", "--id", "1"
+        "--replay",
+        "h100x8-healthy",
+        "list",
+        "--query",
+        "index,name,memory.used,fan.speed",
+        "--format",
+        "csv",
+        "--id",
+        "1",
     )
     assert code == 0
     assert out == "index, name, memory.used [MiB], fan.speed [%]\n1, NVIDIA H100 80GB HBM3, 541 MiB, [N/A]\n"

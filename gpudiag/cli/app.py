@@ -1,27 +1,20 @@
 """The Typer application: global options and command registration.
 
-Command modules are imported here, so they must keep heavy imports (torch, psutil)
-inside their functions: `gpudiag list` runs at its dependency-import floor.
+`main` registers only the command being run, and command modules keep heavy imports
+(torch, psutil) inside their functions: `gpudiag list` runs at its dependency-import floor.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 from typing import Annotated
 
 import typer
 
 from gpudiag import __version__
 from gpudiag.cli.common import DEBUG_ENV, Settings
-
-app = typer.Typer(
-    name="gpudiag",
-    help="GPU diagnostics: what is on each GPU, is the stack ready, where did the memory go.",
-    no_args_is_help=True,
-    add_completion=False,  # static scripts ship in completions/ (see gpudiag.completions)
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
 
 
 def _version(value: bool) -> None:
@@ -30,7 +23,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def root(
     ctx: typer.Context,
     replay: Annotated[
@@ -59,32 +51,70 @@ def root(
     ctx.obj = Settings(replay=replay or None, debug=debug, color=color)
 
 
-def _register() -> None:
-    from gpudiag.cli import examples_cmd, list_cmd, snapshot_cmd
+# Command name -> (module in gpudiag.cli, function). Modules keep heavy imports inside
+# their functions; `main` imports only the module of the command being run.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "list": ("list_cmd", "list_command"),
+    "check": ("check_cmd", "command"),
+    "memory": ("memory_cmd", "command"),
+    "visible": ("visible_cmd", "command"),
+    "bench-transfer": ("bench_cmd", "command"),
+    "snapshot": ("snapshot_cmd", "snapshot_command"),
+    "examples": ("examples_cmd", "examples_command"),
+}
 
-    app.command("list")(list_cmd.list_command)
-    app.command("snapshot")(snapshot_cmd.snapshot_command)
-    app.command("examples")(examples_cmd.examples_command)
-    for module_name, command_name in _LATER_COMMANDS:
-        try:
-            module = __import__(f"gpudiag.cli.{module_name}", fromlist=["command"])
-        except ModuleNotFoundError as exc:
-            if exc.name != f"gpudiag.cli.{module_name}":
-                raise
+# Global options that take a value, so that their value is not read as a command name.
+_VALUE_OPTIONS = ("--replay", "--color")
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The Typer app with every command, or with just ``only`` (start-up cost of one)."""
+    app = typer.Typer(
+        name="gpudiag",
+        help="GPU diagnostics: what is on each GPU, is the stack ready, where did the memory go.",
+        no_args_is_help=True,
+        add_completion=False,  # static scripts ship in completions/ (see gpudiag.completions)
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback()(root)
+    for name, (module_name, function) in COMMANDS.items():
+        if only is not None and name != only:
             continue
-        app.command(command_name)(module.command)
+        try:
+            module = importlib.import_module(f"gpudiag.cli.{module_name}")
+        except ModuleNotFoundError as exc:  # TEMPORARY while commands land; removed before release
+            if exc.name == f"gpudiag.cli.{module_name}":
+                continue
+            raise
+        app.command(name)(getattr(module, function))
+    return app
 
 
-# Commands built in their own modules; each module exposes `command`.
-_LATER_COMMANDS = (
-    ("check_cmd", "check"),
-    ("memory_cmd", "memory"),
-    ("bench_cmd", "bench-transfer"),
-    ("visible_cmd", "visible"),
-)
+def command_in(argv: list[str]) -> str | None:
+    """The command named on a command line, skipping global options and their values."""
+    skip_next = False
+    for arg in argv:
+        if skip_next:
+            skip_next = False
+            continue
+        if arg in _VALUE_OPTIONS:
+            skip_next = True
+            continue
+        if arg.startswith("-"):
+            continue
+        return arg if arg in COMMANDS else None
+    return None
 
-_register()
+
+def __getattr__(name: str) -> typer.Typer:
+    # `from gpudiag.cli.app import app` (tests, completions) gets the full app, built once.
+    if name == "app":
+        full = build_app()
+        globals()["app"] = full
+        return full
+    raise AttributeError(name)
 
 
 def main() -> None:
-    app(prog_name="gpudiag")
+    build_app(only=command_in(sys.argv[1:]))(prog_name="gpudiag")

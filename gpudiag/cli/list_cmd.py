@@ -25,8 +25,11 @@ def list_command(
     ] = False,
     ids: Annotated[
         str | None,
-        typer.Option("--id", "-i", help="Only these GPUs: NVML indices, UUIDs (or unique prefixes) or PCI bus ids, "
-                     "comma-separated."),
+        typer.Option(
+            "--id",
+            "-i",
+            help="Only these GPUs: NVML indices, UUIDs (or unique prefixes) or PCI bus ids, comma-separated.",
+        ),
     ] = None,
     no_processes: Annotated[bool, typer.Option("--no-processes", help="Leave out the processes table.")] = False,
     query: Annotated[
@@ -40,15 +43,16 @@ def list_command(
     ] = None,
 ) -> None:
     """Show the GPUs, their state and the processes on them (like nvidia-smi)."""
-    from gpudiag.render import csv_query
-
     s = settings(ctx)
     if output_format is not None and query is None:
         raise UsageError("--format goes with --query")
     if query is not None and json_output:
         raise UsageError("choose one of --json and --query")
-    names = csv_query.parse_query(query) if query is not None else []
-    fmt = csv_query.parse_format(output_format or "csv") if query is not None else None
+    if query is not None:
+        from gpudiag.render import csv_query
+
+        names = csv_query.parse_query(query)
+        fmt = csv_query.parse_format(output_format or "csv")
 
     machine = collect(s.replay)
     if machine.nvml.status is not NvmlStatus.OK:
@@ -61,7 +65,7 @@ def list_command(
 
     if json_output:
         typer.echo(json.dumps(to_data(replace(machine, gpus=gpus)), indent=2))
-    elif fmt is not None:
+    elif query is not None:
         typer.echo(csv_query.render_csv(machine, gpus, names, fmt), nl=False)
     else:
         from gpudiag.render.list_view import render

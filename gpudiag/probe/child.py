@@ -102,8 +102,9 @@ def run_python(
     if proc.returncode != 0:
         return ChildResult(ChildOutcome.FAILED, data or {}, _last_error_line(err, proc.returncode), seconds, _tail(err))
     if data is None:
-        return ChildResult(ChildOutcome.NO_RESULT, detail="the child printed no result", seconds=seconds,
-                           stderr_tail=_tail(err))
+        return ChildResult(
+            ChildOutcome.NO_RESULT, detail="the child printed no result", seconds=seconds, stderr_tail=_tail(err)
+        )
     return ChildResult(ChildOutcome.OK, data, "", seconds, _tail(err))
 
 
@@ -118,7 +119,7 @@ def _result(stdout: str) -> dict[str, Any] | None:
     for line in reversed(stdout.splitlines()):
         if line.startswith(RESULT_MARKER):
             try:
-                value = json.loads(line[len(RESULT_MARKER):])
+                value = json.loads(line[len(RESULT_MARKER) :])
             except json.JSONDecodeError:
                 return None
             return value if isinstance(value, dict) else None

@@ -21,8 +21,21 @@ from gpudiag.model import (
 )
 from gpudiag.render.format import NA, mib_text, missing_note, percent_style, temperature_style, text
 
-_COLUMNS = ("GPU", "Name", "Bus-Id", "Persist", "Fan", "Temp", "Perf", "Pwr:Usage/Cap", "Memory-Usage",
-            "GPU-Util", "Compute M.", "MIG M.", "ECC")
+_COLUMNS = (
+    "GPU",
+    "Name",
+    "Bus-Id",
+    "Persist",
+    "Fan",
+    "Temp",
+    "Perf",
+    "Pwr:Usage/Cap",
+    "Memory-Usage",
+    "GPU-Util",
+    "Compute M.",
+    "MIG M.",
+    "ECC",
+)
 # Dropped in this order until the table fits the terminal; the rest always stay.
 _DROP_ORDER = ("Compute M.", "Persist", "MIG M.", "Bus-Id", "ECC", "Fan", "Perf", "Pwr:Usage/Cap")
 
@@ -104,8 +117,12 @@ def gpu_table(gpus: tuple[Gpu, ...], console: Console) -> Table:
 def _gpu_table(gpus: tuple[Gpu, ...], shown: list[str]) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False)
     for name in shown:
-        table.add_column(name, justify="right" if name in ("GPU", "Fan", "Temp", "GPU-Util", "ECC") else "left",
-                         no_wrap=True, overflow="ellipsis")
+        table.add_column(
+            name,
+            justify="right" if name in ("GPU", "Fan", "Temp", "GPU-Util", "ECC") else "left",
+            no_wrap=True,
+            overflow="ellipsis",
+        )
     for gpu in gpus:
         if gpu.state is not GpuState.OK:
             row: dict[str, RenderableType] = {
@@ -186,7 +203,9 @@ def process_table(gpus: tuple[Gpu, ...], width: int) -> Table | Text:
             mig_blank = ["", ""] if any_mig else []
             table.add_row(str(gpu.index), *mig_blank, "", "", "", "", Text(f"processes: {note}", style="yellow"))
             continue
-        mig_cells = [text_or_dash(row_proc.gpu_instance_id), text_or_dash(row_proc.compute_instance_id)] if any_mig else []
+        mig_cells = (
+            [text_or_dash(row_proc.gpu_instance_id), text_or_dash(row_proc.compute_instance_id)] if any_mig else []
+        )
         table.add_row(
             str(gpu.index),
             *mig_cells,
@@ -226,9 +245,7 @@ def notes(machine: Machine, gpus: tuple[Gpu, ...]) -> list[str]:
                 if line not in seen:
                     seen.add(line)
                     out.append(f"GPU {gpu.index}: {line}")
-    foreign = sum(
-        1 for g in gpus for p in g.processes.get(()) if p.host.state is HostState.OTHER_NAMESPACE
-    )
+    foreign = sum(1 for g in gpus for p in g.processes.get(()) if p.host.state is HostState.OTHER_NAMESPACE)
     if foreign:
         hint = f" ({machine.host.container_hint})" if machine.host.container_hint else ""
         out.append(
@@ -236,8 +253,10 @@ def notes(machine: Machine, gpus: tuple[Gpu, ...]) -> list[str]:
             "their PIDs mean nothing here (run the container with --pid=host to see them)"
         )
     if machine.nvml.process_query_api and machine.nvml.process_query_api != "_v3":
-        out.append(f"process list read with the older NVML query ({machine.nvml.process_query_api}): this driver "
-                   "lacks the newer one")
+        out.append(
+            f"process list read with the older NVML query ({machine.nvml.process_query_api}): this driver "
+            "lacks the newer one"
+        )
     return out
 
 

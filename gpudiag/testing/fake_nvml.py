@@ -187,7 +187,10 @@ class FakeNvml:
             if reserved.reason is Reason.FUNCTION_NOT_FOUND:
                 _raise(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
             return SimpleNamespace(
-                version=version, total=m.total_bytes, used=m.used_bytes, free=m.free_bytes,
+                version=version,
+                total=m.total_bytes,
+                used=m.used_bytes,
+                free=m.free_bytes,
                 reserved=reserved.get(0),
             )
         return SimpleNamespace(total=m.total_bytes, used=m.used_bytes, free=m.free_bytes)
