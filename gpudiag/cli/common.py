@@ -14,6 +14,7 @@ import typer
 
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
+from gpudiag.probe.collect import REPLAY_ENV
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,7 +34,7 @@ def settings(ctx: typer.Context) -> Settings:
     if isinstance(obj, Settings):
         return obj
     return Settings(
-        replay=os.environ.get("GPUDIAG_REPLAY") or None, debug=bool(os.environ.get(DEBUG_ENV)), color="auto"
+        replay=os.environ.get(REPLAY_ENV) or None, debug=bool(os.environ.get(DEBUG_ENV)), color="auto"
     )
 
 

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpudiag.errors import GpudiagError
+from gpudiag.exitcodes import ExitCode
 from gpudiag.model import MACHINE_SCHEMA, HostInfo, Machine, Reading, TorchBuild
 from gpudiag.probe import env as env_probe
 from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
@@ -58,11 +60,6 @@ class MachineSource:
         self.close()
 
 
-def replay_spec(option: str | None, environ: Mapping[str, str]) -> str | None:
-    """The replay the user asked for: the --replay option wins over GPUDIAG_REPLAY."""
-    return option or environ.get(REPLAY_ENV) or None
-
-
 def open_source(replay: str | None = None, environ: Mapping[str, str] | None = None) -> MachineSource:
     """Open the live machine, or replay an example name / snapshot file."""
     environ = os.environ if environ is None else environ
@@ -71,9 +68,25 @@ def open_source(replay: str | None = None, environ: Mapping[str, str] | None = N
     return _live_source(environ)
 
 
-def _live_source(environ: Mapping[str, str]) -> MachineSource:
-    import pynvml  # nvidia-ml-py; loads libnvidia-ml lazily in nvmlInit
+def _import_pynvml() -> Any:
+    """nvidia-ml-py's module, refusing the stale copy that the deprecated `pynvml` package ships."""
+    try:
+        import pynvml  # loads libnvidia-ml only in nvmlInit
+    except ImportError as exc:
+        raise GpudiagError(
+            f"cannot import pynvml ({exc}): install nvidia-ml-py (`pip install nvidia-ml-py`)", ExitCode.NVML_ERROR
+        ) from None
+    if not hasattr(pynvml, "nvmlDeviceGetComputeRunningProcesses_v3"):
+        raise GpudiagError(
+            f"the pynvml module at {getattr(pynvml, '__file__', '?')} is an outdated copy (the deprecated 'pynvml' "
+            "package shadows nvidia-ml-py): `pip uninstall pynvml && pip install --force-reinstall nvidia-ml-py`",
+            ExitCode.NVML_ERROR,
+        )
+    return pynvml
 
+
+def _live_source(environ: Mapping[str, str]) -> MachineSource:
+    pynvml = _import_pynvml()
     info = host_info()
     return MachineSource(
         name="live",
