@@ -49,3 +49,10 @@ DESCRIPTIONS = {
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
     ExitCode.NVML_ERROR: "any other NVML failure",
 }
+
+
+def markdown_table() -> str:
+    """The README's exit-code table; tests/test_docs.py keeps the README in step with it."""
+    rows = ["| code | meaning |", "| --- | --- |"]
+    rows += [f"| {int(code)} | {DESCRIPTIONS[code]} |" for code in ExitCode]
+    return "\n".join(rows)
