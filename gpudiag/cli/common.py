@@ -33,9 +33,7 @@ def settings(ctx: typer.Context) -> Settings:
     obj = root.obj
     if isinstance(obj, Settings):
         return obj
-    return Settings(
-        replay=os.environ.get(REPLAY_ENV) or None, debug=bool(os.environ.get(DEBUG_ENV)), color="auto"
-    )
+    return Settings(replay=os.environ.get(REPLAY_ENV) or None, debug=bool(os.environ.get(DEBUG_ENV)), color="auto")
 
 
 def make_console(s: Settings | None = None, *, stderr: bool = False, file: IO[str] | None = None) -> Any:
