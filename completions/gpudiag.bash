@@ -17,7 +17,7 @@ _gpudiag() {
         --output) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --query) return ;;
         --query-gpu) return ;;
-        --replay) COMPREPLY=($(compgen -W "h100x8-healthy" -- "$cur") $(compgen -f -- "$cur")); return ;;
+        --replay) COMPREPLY=($(compgen -W "a100-ecc-errors a100-mig a100-mig-no-instances container-pids driver-mismatch geforce-no-ecc-power gpu-lost gtx1050-desktop h100x8-healthy hidepid-processes no-driver no-nvml-library no-permission v100x4-tutorial zero-gpus" -- "$cur") $(compgen -f -- "$cur")); return ;;
         -d) return ;;
         -i) return ;;
         -o) COMPREPLY=($(compgen -f -- "$cur")); return ;;

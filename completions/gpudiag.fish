@@ -3,7 +3,7 @@ complete -c gpudiag -f
 complete -c gpudiag -n 'not __fish_seen_subcommand_from examples list snapshot' -a examples -d 'List the example machines that `--replay NAME` can read (try any command without a GPU).'
 complete -c gpudiag -n 'not __fish_seen_subcommand_from examples list snapshot' -a list -d 'Show the GPUs, their state and the processes on them (like nvidia-smi).'
 complete -c gpudiag -n 'not __fish_seen_subcommand_from examples list snapshot' -a snapshot -d 'Record this machine (NVML, processes, relevant environment, torch build) as a replayable JSON file.'
-complete -c gpudiag -n 'not __fish_seen_subcommand_from examples list snapshot' -l replay -r -F -a 'h100x8-healthy' -d 'Read a recorded snapshot file or a shipped example machine (see `gpudiag examples`) instead of this machine.'
+complete -c gpudiag -n 'not __fish_seen_subcommand_from examples list snapshot' -l replay -r -F -a 'a100-ecc-errors a100-mig a100-mig-no-instances container-pids driver-mismatch geforce-no-ecc-power gpu-lost gtx1050-desktop h100x8-healthy hidepid-processes no-driver no-nvml-library no-permission v100x4-tutorial zero-gpus' -d 'Read a recorded snapshot file or a shipped example machine (see `gpudiag examples`) instead of this machine.'
 complete -c gpudiag -n 'not __fish_seen_subcommand_from examples list snapshot' -l color -r -f -a 'auto always never' -d 'Colour output: auto (TTY and no NO_COLOR), always, never.'
 complete -c gpudiag -n 'not __fish_seen_subcommand_from examples list snapshot' -l debug -d 'Show tracebacks for internal errors.'
 complete -c gpudiag -n 'not __fish_seen_subcommand_from examples list snapshot' -l version -d 'Show the version and exit.'

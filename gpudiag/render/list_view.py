@@ -95,10 +95,12 @@ def _ecc_cell(gpu: Gpu) -> Text:
     return Text(str(count), style="red bold" if count else "")
 
 
-def _mig_label(mig: MigDevice) -> str:
-    gi = text(mig.gpu_instance_id)
-    ci = text(mig.compute_instance_id)
-    return f"  └ MIG {mig.index}  GI {gi} CI {ci}"
+def _mig_label(mig: MigDevice, parent_name: str | None) -> str:
+    """'└ MIG 3g.20gb  GI 1 CI 0': the profile without the parent's name repeated."""
+    name = text(mig.name)
+    if parent_name and name.startswith(f"{parent_name} MIG "):
+        name = name[len(parent_name) + 5 :]
+    return f"└ MIG {name}  GI {text(mig.gpu_instance_id)} CI {text(mig.compute_instance_id)}"
 
 
 def gpu_table(gpus: tuple[Gpu, ...], console: Console) -> Table:
@@ -131,7 +133,7 @@ def _gpu_table(gpus: tuple[Gpu, ...], shown: list[str]) -> Table:
             }
             if "Bus-Id" in shown:
                 row["Bus-Id"] = text(gpu.pci_bus_id)
-            row["Memory-Usage"] = Text(gpu.state_detail, style="red")
+            row["Memory-Usage"] = Text("N/A (see note)", style="red")
             table.add_row(*[row.get(c, "") for c in shown])
             continue
         mig = gpu.mig_mode_current.value
@@ -153,7 +155,7 @@ def _gpu_table(gpus: tuple[Gpu, ...], shown: list[str]) -> Table:
         table.add_row(*[cells[c] for c in shown])
         for dev in gpu.mig_devices:
             mig_cells: dict[str, RenderableType] = {
-                "Name": Text(f"{_mig_label(dev)}  {text(dev.name)}", style="cyan"),
+                "Name": Text(_mig_label(dev, gpu.name.value), style="cyan"),
                 "Bus-Id": Text(text(dev.uuid), style="dim"),
                 "Memory-Usage": text(dev.memory, lambda m: f"{mib_text(m.used_bytes)} / {mib_text(m.total_bytes)}"),
             }

@@ -89,7 +89,8 @@ def machine_from_data(data: Any, where: str = "fixture") -> Machine:
 
 
 def _deep_merge(base: Any, override: Any) -> Any:
-    if isinstance(base, dict) and isinstance(override, dict) and "unavailable" not in override:
+    # A missing-reading marker on either side is replaced whole, never merged with a value.
+    if isinstance(base, dict) and isinstance(override, dict) and "unavailable" not in override | base:
         out = dict(base)
         for key, value in override.items():
             out[key] = _deep_merge(base[key], value) if key in base else value
