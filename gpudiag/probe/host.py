@@ -114,10 +114,16 @@ def _holds_nvidia_device(proc: object) -> bool:
         return True
     # open_files() lists regular files only; device nodes need a look at /proc/PID/fd.
     try:
-        fd_dir = Path(f"/proc/{proc.pid}/fd")  # type: ignore[attr-defined]
-        return any(os.readlink(fd).startswith(_NVIDIA_DEVICE_PREFIX) for fd in fd_dir.iterdir())
+        fds = list(Path(f"/proc/{proc.pid}/fd").iterdir())  # type: ignore[attr-defined]
     except OSError:
         return True
+    for fd in fds:
+        try:
+            if os.readlink(fd).startswith(_NVIDIA_DEVICE_PREFIX):
+                return True
+        except OSError:
+            continue  # closed meanwhile
+    return False
 
 
 def _other_namespace() -> HostProcess:
