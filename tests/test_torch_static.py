@@ -20,7 +20,8 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_cuda_build(tmp_path: Path) -> None:
     d = write(
         tmp_path,
-        "from typing import Optional\n__version__ = '2.5.1+cu124'\ndebug = False\ncuda: Optional[str] = '12.4'\ngit_version = 'abc'\nhip: Optional[str] = None\n",
+        "from typing import Optional\n__version__ = '2.5.1+cu124'\ndebug = False\n"
+        "cuda: Optional[str] = '12.4'\ngit_version = 'abc'\nhip: Optional[str] = None\n",
     )
     build = read_version_file(d).value
     assert build is not None and (build.version, build.cuda, build.hip) == ("2.5.1+cu124", "12.4", None)
