@@ -6,7 +6,7 @@ _gpudiag() {
     cmd=""
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            examples|list|snapshot) cmd="${COMP_WORDS[i]}"; break ;;
+            examples|list|snapshot|visible) cmd="${COMP_WORDS[i]}"; break ;;
         esac
     done
     case "$prev" in
@@ -14,10 +14,13 @@ _gpudiag() {
         --description) return ;;
         --format) COMPREPLY=($(compgen -W "csv csv,noheader csv,nounits csv,noheader,nounits" -- "$cur")); return ;;
         --id) return ;;
+        --order) return ;;
         --output) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --query) return ;;
         --query-gpu) return ;;
-        --replay) COMPREPLY=($(compgen -W "a100-ecc-errors a100-mig a100-mig-no-instances container-pids driver-mismatch geforce-no-ecc-power gpu-lost gtx1050-desktop h100x8-healthy hidepid-processes no-driver no-nvml-library no-permission v100x4-tutorial zero-gpus" -- "$cur") $(compgen -f -- "$cur")); return ;;
+        --replay) COMPREPLY=($(compgen -W "a100-ecc-errors a100-mig a100-mig-no-instances container-pids driver-mismatch geforce-no-ecc-power gpu-lost gtx1050-desktop h100x8-healthy hidepid-processes mixed-gpus-workstation no-driver no-nvml-library no-permission v100x4-tutorial zero-gpus" -- "$cur") $(compgen -f -- "$cur")); return ;;
+        --select) return ;;
+        --value) return ;;
         -d) return ;;
         -i) return ;;
         -o) COMPREPLY=($(compgen -f -- "$cur")); return ;;
@@ -26,7 +29,8 @@ _gpudiag() {
         examples) COMPREPLY=($(compgen -W " --help" -- "$cur")) ;;
         list) COMPREPLY=($(compgen -W "--json --id -i --no-processes --query --query-gpu --format --help" -- "$cur")) ;;
         snapshot) COMPREPLY=($(compgen -W "--output -o --description -d --help" -- "$cur")) ;;
-        "") COMPREPLY=($(compgen -W "examples list snapshot --replay --color --debug --version --help" -- "$cur")) ;;
+        visible) COMPREPLY=($(compgen -W "--value --unset --order --select --probe --json --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "examples list snapshot visible --replay --color --debug --version --help" -- "$cur")) ;;
     esac
 }
 complete -o default -F _gpudiag gpudiag
