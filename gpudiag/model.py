@@ -278,6 +278,33 @@ class TorchBuild:
 
 
 @dataclass(frozen=True)
+class TorchDevice:
+    name: str
+    capability: tuple[int, int]
+    total_memory_bytes: int
+    uuid: str  # as torch prints it: without the GPU-/MIG- prefix
+
+
+@dataclass(frozen=True)
+class TorchRuntime:
+    """What an imported torch says about itself and CUDA, learnt in a child process."""
+
+    python: str  # the interpreter that imported it
+    version: str
+    cuda: str | None
+    cuda_available: bool
+    cuda_error: str  # why CUDA is unusable ("" when it works)
+    device_count: int
+    arch_list: tuple[str, ...]  # torch.cuda.get_arch_list(): sm_XY / compute_XY
+    cudnn_version: int | None  # runtime, e.g. 90100 = 9.1.0
+    cudnn_compiled: tuple[int, int, int] | None
+    nccl_version: tuple[int, int, int] | None
+    devices: tuple[TorchDevice, ...]
+    import_seconds: float
+    init_seconds: float
+
+
+@dataclass(frozen=True)
 class HostInfo:
     hostname: str
     os: str
@@ -296,6 +323,10 @@ class Machine:
     host: HostInfo
     env: tuple[tuple[str, str], ...]  # the environment variables that matter and are set
     torch_build: Reading[TorchBuild]
+    # Only `check` and `snapshot` ask torch (in a child); other readings leave this unrecorded.
+    torch_runtime: Reading[TorchRuntime] = field(
+        default_factory=lambda: unavailable(Reason.UNAVAILABLE, "torch runtime not probed")
+    )
 
     @property
     def env_map(self) -> dict[str, str]:

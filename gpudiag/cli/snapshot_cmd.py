@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -21,12 +22,21 @@ def snapshot_command(
         Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.", dir_okay=False)
     ] = None,
     description: Annotated[str, typer.Option("--description", "-d", help="A line saying what this machine is.")] = "",
+    no_torch: Annotated[
+        bool, typer.Option("--no-torch", help="Do not record torch's runtime view (it costs a torch import, ~2 s).")
+    ] = False,
 ) -> None:
     """Record this machine (NVML, processes, relevant environment, torch build) as a replayable JSON file.
 
     Replay it anywhere with `gpudiag --replay FILE list` (or check, memory, visible).
     """
-    machine = collect(settings(ctx).replay)
+    replay = settings(ctx).replay
+    machine = collect(replay)
+    if not replay and not no_torch:
+        # Recorded so that `check` on the replay can judge torch against these GPUs.
+        from gpudiag.probe.torch_runtime import probe
+
+        machine = replace(machine, torch_runtime=probe())
     document = dump(machine, description)
     if output is None:
         typer.echo(document, nl=False)

@@ -14,8 +14,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,8 +61,13 @@ def run_python(
     python: str | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float = 60.0,
+    on_line: Callable[[str], None] | None = None,
 ) -> ChildResult:
-    """Run ``code`` (which calls ``emit(dict)``) under ``python`` and return what it emitted."""
+    """Run ``code`` (which calls ``emit(dict)``) under ``python`` and return what it emitted.
+
+    ``on_line`` sees each stdout line as it arrives: a child under load can say so, and the
+    parent reads NVML while the GPU is busy.
+    """
     interpreter = python or sys.executable
     script = emit_line() + code
     child_env = dict(os.environ if env is None else env)
@@ -80,7 +86,10 @@ def run_python(
     except OSError as exc:
         return ChildResult(ChildOutcome.NOT_STARTED, detail=f"cannot run {interpreter}: {exc.strerror or exc}")
     try:
-        out, err = proc.communicate(timeout=timeout)
+        if on_line is None:
+            out, err = proc.communicate(timeout=timeout)
+        else:
+            out, err = _stream(proc, timeout, on_line)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         out, err = proc.communicate()
@@ -106,6 +115,35 @@ def run_python(
             ChildOutcome.NO_RESULT, detail="the child printed no result", seconds=seconds, stderr_tail=_tail(err)
         )
     return ChildResult(ChildOutcome.OK, data, "", seconds, _tail(err))
+
+
+def _stream(proc: subprocess.Popen[str], timeout: float, on_line: Callable[[str], None]) -> tuple[str, str]:
+    """Read stdout line by line, calling ``on_line``; stderr is drained by a thread."""
+    assert proc.stdout is not None and proc.stderr is not None
+    err_chunks: list[str] = []
+    stderr = proc.stderr
+    drain = threading.Thread(target=lambda: err_chunks.append(stderr.read()), daemon=True)
+    drain.start()
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        _kill_group(proc)
+
+    timer = threading.Timer(timeout, expire)
+    timer.start()
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            on_line(line.rstrip("\n"))
+        proc.wait()
+    finally:
+        timer.cancel()
+    drain.join(timeout=5)
+    if expired.is_set():
+        raise subprocess.TimeoutExpired(proc.args, timeout)
+    return "".join(lines), "".join(err_chunks)
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
-from gpudiag.model import MACHINE_SCHEMA, HostInfo, Machine, Reading, TorchBuild
+from gpudiag.model import MACHINE_SCHEMA, HostInfo, Machine, Reading, Reason, TorchBuild, TorchRuntime, unavailable
 from gpudiag.probe import env as env_probe
 from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
 from gpudiag.probe.nvml import HostResolver, NvmlSession
@@ -31,6 +31,10 @@ class MachineSource:
     torch_build: Reading[TorchBuild]
     kernel_module_version: Reading[str]
     description: str = ""
+    # Recorded in snapshots; a live source leaves it to the commands that start torch.
+    torch_runtime: Reading[TorchRuntime] = field(
+        default_factory=lambda: unavailable(Reason.UNAVAILABLE, "torch runtime not probed")
+    )
     session: NvmlSession = field(init=False)
 
     def __post_init__(self) -> None:
@@ -48,6 +52,7 @@ class MachineSource:
             host=self.host_info,
             env=self.env,
             torch_build=self.torch_build,
+            torch_runtime=self.torch_runtime,
         )
 
     def close(self) -> None:
@@ -114,6 +119,7 @@ def _replay_source(spec: str) -> MachineSource:
         torch_build=machine.torch_build,
         kernel_module_version=machine.nvml.kernel_module_version,
         description=description,
+        torch_runtime=machine.torch_runtime,
     )
     return source
 

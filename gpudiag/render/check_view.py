@@ -1,0 +1,155 @@
+"""`gpudiag check` results: a grouped checklist, a versions table, JSON and JUnit XML."""
+
+from __future__ import annotations
+
+import platform
+from collections import Counter
+from typing import Any
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from gpudiag.checks import CheckResult, Facts, Status
+from gpudiag.model import cuda_version_text
+
+SCHEMA = "gpudiag.check/1"
+_STYLES = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "red bold", Status.SKIP: "dim"}
+
+
+def versions(facts: Facts) -> list[tuple[str, str]]:
+    """What `python -m torch.utils.collect_env` users look for."""
+    m, rt = facts.machine, facts.torch.value
+    build = m.torch_build.value
+
+    def dotted(v: tuple[int, int, int] | None) -> str:
+        return ".".join(map(str, v)) if v else "N/A"
+
+    cudnn = "N/A"
+    if rt is not None and rt.cudnn_version is not None:
+        v = rt.cudnn_version
+        cudnn = (
+            f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 90000 else f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
+        )
+    torch_version = rt.version if rt else (build.version if build else "not installed")
+    torch_cuda = (rt.cuda if rt else (build.cuda if build else None)) or "N/A"
+    return [
+        ("Driver", m.nvml.driver_version.get("N/A")),
+        ("CUDA (driver max)", m.nvml.cuda_driver_version.map(cuda_version_text).get("N/A")),
+        ("torch", torch_version + (f"  ({rt.python})" if rt else "")),
+        ("torch CUDA build", torch_cuda),
+        ("cuDNN", cudnn),
+        ("NCCL", dotted(rt.nccl_version) if rt else "N/A"),
+        ("Python", m.host.python),
+        ("OS", m.host.os),
+    ]
+
+
+def summary(results: list[CheckResult]) -> Counter[Status]:
+    return Counter(r.status for r in results)
+
+
+def summary_line(results: list[CheckResult], strict: bool) -> Text:
+    counts = summary(results)
+    failed = counts[Status.FAIL] or (strict and counts[Status.WARN])
+    verdict = "NOT READY" if failed else "READY"
+    parts = [f"{counts[s]} {s.value.lower()}" for s in Status]
+    return Text(
+        f"{verdict}: {', '.join(parts)}" + (" (--strict: warnings fail)" if strict else ""),
+        style="red bold" if failed else "green bold",
+    )
+
+
+def _grouped(results: list[CheckResult]) -> list[tuple[CheckResult, str]]:
+    """Merge runs of per-GPU results that say the same thing: 'GPU 0-7  MIG disabled'."""
+    out: list[tuple[CheckResult, list[str]]] = []
+    for r in results:
+        if out and r.target.startswith("GPU ") and out[-1][0].target.startswith("GPU "):
+            prev, targets = out[-1]
+            if (prev.id, prev.status, prev.finding, prev.fix) == (r.id, r.status, r.finding, r.fix):
+                targets.append(r.target[4:])
+                continue
+        out.append((r, [r.target[4:]] if r.target.startswith("GPU ") else []))
+    grouped = []
+    for r, targets in out:
+        if len(targets) > 1:
+            numbers = [int(t) for t in targets if t.isdigit()]
+            contiguous = len(numbers) == len(targets) and numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+            label = f"GPU {numbers[0]}-{numbers[-1]}" if contiguous else "GPU " + ",".join(targets)
+        else:
+            label = r.target
+        grouped.append((r, label))
+    return grouped
+
+
+def render(facts: Facts, results: list[CheckResult], strict: bool) -> Group:
+    parts: list[RenderableType] = []
+    if facts.machine.source != "live":
+        parts.append(Text(facts.machine.source, style="dim"))
+    table = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1))
+    table.add_column("status", no_wrap=True, width=4)
+    table.add_column("id", no_wrap=True, style="cyan")
+    table.add_column("target", no_wrap=True)
+    table.add_column("finding", ratio=1)
+    area = None
+    for r, target in _grouped(results):
+        if r.area != area:
+            if area is not None:
+                table.add_row("", "", "", "")
+            area = r.area
+            table.add_row("", Text(area, style="bold underline"), "", "")
+        finding = Text(r.finding)
+        if r.fix and r.status in (Status.FAIL, Status.WARN):
+            finding.append(f"\n→ {r.fix}", style="italic")
+        table.add_row(Text(r.status.value, style=_STYLES[r.status]), r.id, target, finding)
+    parts += [table, Text("")]
+    versions_table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    versions_table.add_column("Versions", style="bold", no_wrap=True)
+    versions_table.add_column("")
+    for name, value in versions(facts):
+        versions_table.add_row(name, value)
+    parts += [versions_table, Text(""), summary_line(results, strict)]
+    return Group(*parts)
+
+
+def to_json(facts: Facts, results: list[CheckResult], strict: bool, exit_code: int) -> dict[str, Any]:
+    counts = summary(results)
+    return {
+        "schema": SCHEMA,
+        "source": facts.machine.source,
+        "exit_code": exit_code,
+        "strict": strict,
+        "summary": {s.value.lower(): counts[s] for s in Status},
+        "versions": dict(versions(facts)),
+        "checks": [
+            {
+                "id": r.id,
+                "area": r.area,
+                "status": r.status.value,
+                "target": r.target or None,
+                "finding": r.finding,
+                "fix": r.fix or None,
+            }
+            for r in results
+        ],
+        "host": platform.node() if facts.machine.source == "live" else facts.machine.host.hostname,
+    }
+
+
+def to_junit(facts: Facts, results: list[CheckResult], strict: bool) -> str:
+    """One test case per check result, for CI systems that read JUnit XML."""
+    from junit_xml import TestCase, TestSuite, to_xml_report_string
+
+    cases = []
+    for r in results:
+        name = f"{r.id}[{r.target}]" if r.target else r.id
+        case = TestCase(name, classname=f"gpudiag.check.{r.id.split('.')[0]}", stdout=r.finding)
+        message = r.finding + (f" — fix: {r.fix}" if r.fix else "")
+        if r.status is Status.FAIL or (strict and r.status is Status.WARN):
+            case.add_failure_info(message=message, failure_type=r.status.value)
+        elif r.status is Status.SKIP:
+            case.add_skipped_info(message=r.finding)
+        cases.append(case)
+    suite = TestSuite("gpudiag check", cases, hostname=facts.machine.host.hostname)
+    return str(to_xml_report_string([suite]))
