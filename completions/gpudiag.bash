@@ -6,24 +6,30 @@ _gpudiag() {
     cmd=""
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            check|examples|list|snapshot|visible) cmd="${COMP_WORDS[i]}"; break ;;
+            check|examples|list|memory|snapshot|visible) cmd="${COMP_WORDS[i]}"; break ;;
         esac
     done
     case "$prev" in
+        --alert-free-below) return ;;
+        --bind) return ;;
         --color) COMPREPLY=($(compgen -W "auto always never" -- "$cur")); return ;;
+        --count) return ;;
         --description) return ;;
         --expect-gpus) return ;;
         --format) COMPREPLY=($(compgen -W "csv csv,noheader csv,nounits csv,noheader,nounits" -- "$cur")); return ;;
         --id) return ;;
+        --interval) return ;;
         --junit) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --log) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --min-free) return ;;
         --only) return ;;
         --order) return ;;
         --output) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --prometheus) return ;;
         --python) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --query) return ;;
         --query-gpu) return ;;
-        --replay) COMPREPLY=($(compgen -W "a100-ecc-errors a100-mig a100-mig-no-instances container-pids driver-mismatch driver535-torch-cu128 geforce-no-ecc-power gpu-lost gtx1050-desktop h100x8-healthy hidepid-processes misconfigured-node mixed-gpus-workstation no-driver no-nvml-library no-permission p100-torch-cu128 v100x4-tutorial zero-gpus" -- "$cur") $(compgen -f -- "$cur")); return ;;
+        --replay) COMPREPLY=($(compgen -W "a100-ecc-errors a100-mig a100-mig-no-instances container-pids driver-mismatch driver535-torch-cu128 geforce-no-ecc-power gpu-lost gtx1050-desktop h100x8-healthy h100x8-training-64procs hidepid-processes misconfigured-node mixed-gpus-workstation no-driver no-nvml-library no-permission p100-torch-cu128 v100x4-tutorial zero-gpus" -- "$cur") $(compgen -f -- "$cur")); return ;;
         --require-capability) return ;;
         --require-cuda) return ;;
         --require-driver) return ;;
@@ -32,6 +38,7 @@ _gpudiag() {
         --select) return ;;
         --skip) return ;;
         --timeout) return ;;
+        --until-free) return ;;
         --value) return ;;
         -d) return ;;
         -i) return ;;
@@ -41,9 +48,10 @@ _gpudiag() {
         check) COMPREPLY=($(compgen -W "--quick --json --junit --strict --only --skip --expect-gpus --min-free --allow-processes --require-driver --require-cuda --require-capability --require-gpu --require-torch --python --no-torch --timeout --help" -- "$cur")) ;;
         examples) COMPREPLY=($(compgen -W " --help" -- "$cur")) ;;
         list) COMPREPLY=($(compgen -W "--json --id -i --no-processes --query --query-gpu --format --help" -- "$cur")) ;;
+        memory) COMPREPLY=($(compgen -W "--watch -w --interval --count --id -i --json --log --until-free --timeout --alert-free-below --prometheus --bind --help" -- "$cur")) ;;
         snapshot) COMPREPLY=($(compgen -W "--output -o --description -d --no-torch --help" -- "$cur")) ;;
         visible) COMPREPLY=($(compgen -W "--value --unset --order --select --probe --json --help" -- "$cur")) ;;
-        "") COMPREPLY=($(compgen -W "check examples list snapshot visible --replay --color --debug --version --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "check examples list memory snapshot visible --replay --color --debug --version --help" -- "$cur")) ;;
     esac
 }
 complete -o default -F _gpudiag gpudiag
