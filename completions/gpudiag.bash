@@ -6,7 +6,7 @@ _gpudiag() {
     cmd=""
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            check|examples|list|memory|snapshot|visible) cmd="${COMP_WORDS[i]}"; break ;;
+            bench-transfer|check|examples|list|memory|snapshot|visible) cmd="${COMP_WORDS[i]}"; break ;;
         esac
     done
     case "$prev" in
@@ -15,13 +15,16 @@ _gpudiag() {
         --color) COMPREPLY=($(compgen -W "auto always never" -- "$cur")); return ;;
         --count) return ;;
         --description) return ;;
+        --device) return ;;
         --expect-gpus) return ;;
         --format) COMPREPLY=($(compgen -W "csv csv,noheader csv,nounits csv,noheader,nounits" -- "$cur")); return ;;
         --id) return ;;
         --interval) return ;;
+        --iters) return ;;
         --junit) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --log) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --min-free) return ;;
+        --modes) return ;;
         --only) return ;;
         --order) return ;;
         --output) COMPREPLY=($(compgen -f -- "$cur")); return ;;
@@ -35,7 +38,9 @@ _gpudiag() {
         --require-driver) return ;;
         --require-gpu) return ;;
         --require-torch) return ;;
+        --samples) return ;;
         --select) return ;;
+        --sizes) return ;;
         --skip) return ;;
         --timeout) return ;;
         --until-free) return ;;
@@ -45,13 +50,14 @@ _gpudiag() {
         -o) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     esac
     case "$cmd" in
+        bench-transfer) COMPREPLY=($(compgen -W "--sizes --sweep --modes --device --iters --samples --gib --json --csv --help" -- "$cur")) ;;
         check) COMPREPLY=($(compgen -W "--quick --json --junit --strict --only --skip --expect-gpus --min-free --allow-processes --require-driver --require-cuda --require-capability --require-gpu --require-torch --python --no-torch --timeout --help" -- "$cur")) ;;
         examples) COMPREPLY=($(compgen -W " --help" -- "$cur")) ;;
         list) COMPREPLY=($(compgen -W "--json --id -i --no-processes --query --query-gpu --format --help" -- "$cur")) ;;
         memory) COMPREPLY=($(compgen -W "--watch -w --interval --count --id -i --json --log --until-free --timeout --alert-free-below --prometheus --bind --help" -- "$cur")) ;;
         snapshot) COMPREPLY=($(compgen -W "--output -o --description -d --no-torch --help" -- "$cur")) ;;
         visible) COMPREPLY=($(compgen -W "--value --unset --order --select --probe --json --help" -- "$cur")) ;;
-        "") COMPREPLY=($(compgen -W "check examples list memory snapshot visible --replay --color --debug --version --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "bench-transfer check examples list memory snapshot visible --replay --color --debug --version --help" -- "$cur")) ;;
     esac
 }
 complete -o default -F _gpudiag gpudiag

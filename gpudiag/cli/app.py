@@ -81,12 +81,7 @@ def build_app(only: str | None = None) -> typer.Typer:
     for name, (module_name, function) in COMMANDS.items():
         if only is not None and name != only:
             continue
-        try:
-            module = importlib.import_module(f"gpudiag.cli.{module_name}")
-        except ModuleNotFoundError as exc:  # TEMPORARY while commands land; removed before release
-            if exc.name == f"gpudiag.cli.{module_name}":
-                continue
-            raise
+        module = importlib.import_module(f"gpudiag.cli.{module_name}")
         app.command(name)(getattr(module, function))
     return app
 
