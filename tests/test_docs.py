@@ -33,3 +33,10 @@ def test_changelog_has_an_unreleased_or_versioned_entry() -> None:
     changelog = (ROOT / "CHANGELOG.md").read_text()
     assert changelog.startswith("# Changelog")
     assert "## [" in changelog
+
+
+def test_every_example_machine_is_listed() -> None:
+    from gpudiag.testing.fixtures import example_names
+
+    for name in example_names():
+        assert f"| `{name}` |" in README, name

@@ -1,0 +1,48 @@
+"""Every command on every example machine: an allowed exit code, and never a traceback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpudiag.exitcodes import ExitCode
+from gpudiag.testing.fixtures import example_names
+from tests.conftest import Cli
+
+NVML_CODES = {
+    ExitCode.NVML_NO_PERMISSION,
+    ExitCode.NVML_DRIVER_NOT_LOADED,
+    ExitCode.NVML_LIBRARY_NOT_FOUND,
+    ExitCode.NVML_VERSION_MISMATCH,
+    ExitCode.NVML_ERROR,
+}
+
+COMMANDS: list[tuple[list[str], set[int]]] = [
+    (["list"], {ExitCode.OK, ExitCode.GPU_LOST, *NVML_CODES}),
+    (["list", "--json"], {ExitCode.OK, ExitCode.GPU_LOST, *NVML_CODES}),
+    (
+        ["list", "--query", "index,name,memory.used,power.draw", "--format", "csv"],
+        {ExitCode.OK, ExitCode.GPU_LOST, *NVML_CODES},
+    ),
+    (["check", "--quick"], {ExitCode.OK, ExitCode.FAILED}),
+    (["check", "--quick", "--json", "--strict"], {ExitCode.OK, ExitCode.FAILED}),
+    (["memory"], {ExitCode.OK, *NVML_CODES}),
+    (["memory", "--json"], {ExitCode.OK, *NVML_CODES}),
+    (["memory", "--count", "2", "--interval", "0.01"], {ExitCode.OK, *NVML_CODES}),
+    (["visible"], {ExitCode.OK, *NVML_CODES}),
+    (["visible", "--value", "1,0,-1", "--json"], {ExitCode.OK, *NVML_CODES}),
+    (["snapshot"], {ExitCode.OK}),
+    (["bench-transfer"], {ExitCode.USAGE}),  # measures only the live machine
+]
+
+
+@pytest.mark.parametrize("name", example_names())
+@pytest.mark.parametrize(("args", "allowed"), COMMANDS, ids=lambda v: " ".join(v) if isinstance(v, list) else "")
+def test_command_on_machine(cli: Cli, name: str, args: list[str], allowed: set[int]) -> None:
+    code, out, err = cli("--replay", name, *args, width=100)
+    assert code in allowed, (code, err)
+    if code in NVML_CODES or code == ExitCode.USAGE:
+        assert len(err.strip().splitlines()) == 1, err  # one line that says why
+    if "--json" in args and code in (ExitCode.OK, ExitCode.FAILED, ExitCode.GPU_LOST):
+        assert json.loads(out)["schema"].startswith("gpudiag.")
