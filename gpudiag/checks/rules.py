@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from gpudiag.checks import CheckResult, Facts, Options, Status
 from gpudiag.checks.compat import ArchSupport, Verdict, arch_support, driver_vs_runtime, parse_version
 from gpudiag.model import ComputeMode, Gpu, GpuState, NvmlStatus, Reason, cuda_version_text
+from gpudiag.probe.env import DCGM_WARNED_VARS
 from gpudiag.probe.nvml import CLOCK_EVENT_NAMES
 
 DRIVER = "Driver and NVML"
@@ -36,18 +37,6 @@ RECOVERY_ACTIONS = {
     7: ("system reboot required", "drain the node and reboot it"),
 }
 
-DCGM_WARNED_ENV = (
-    "NSIGHT_CUDA_DEBUGGER",
-    "CUDA_INJECTION32_PATH",
-    "CUDA_INJECTION64_PATH",
-    "CUDA_AUTO_BOOST",
-    "CUDA_ENABLE_COREDUMP_ON_EXCEPTION",
-    "CUDA_COREDUMP_FILE",
-    "CUDA_DEVICE_WAITS_ON_EXCEPTION",
-    "CUDA_PROFILE",
-    "COMPUTE_PROFILE",
-    "OPENCL_PROFILE",
-)
 
 Rule = Callable[[Facts, Options], list[CheckResult]]
 
@@ -439,7 +428,7 @@ def visible_devices(facts: Facts, options: Options) -> list[CheckResult]:
 
 def environment(facts: Facts, options: Options) -> list[CheckResult]:
     env = facts.machine.env_map
-    found = [f"{k}={env[k]}" for k in DCGM_WARNED_ENV if k in env]
+    found = [f"{k}={env[k]}" for k in DCGM_WARNED_VARS if k in env]
     if env.get("CUDA_LAUNCH_BLOCKING", "0") not in ("", "0"):
         found.append("CUDA_LAUNCH_BLOCKING=1 (serialises every kernel launch)")
     if found:

@@ -16,9 +16,8 @@ VISIBILITY_VARS = (
     "CUDA_MPS_LOG_DIRECTORY",
 )
 
-# Behaviour: variables DCGM warns about, and ones that slow or change CUDA jobs.
-BEHAVIOUR_VARS = (
-    "CUDA_LAUNCH_BLOCKING",
+# Variables DCGM's diagnostics warn about: debuggers, profilers, injection, coredumps.
+DCGM_WARNED_VARS = (
     "NSIGHT_CUDA_DEBUGGER",
     "CUDA_INJECTION32_PATH",
     "CUDA_INJECTION64_PATH",
@@ -29,6 +28,12 @@ BEHAVIOUR_VARS = (
     "CUDA_PROFILE",
     "COMPUTE_PROFILE",
     "OPENCL_PROFILE",
+)
+
+# Behaviour: those, and others that slow or change CUDA jobs.
+BEHAVIOUR_VARS = (
+    "CUDA_LAUNCH_BLOCKING",
+    *DCGM_WARNED_VARS,
     "CUDA_MODULE_LOADING",
     "CUDA_CACHE_DISABLE",
     "PYTORCH_CUDA_ALLOC_CONF",

@@ -102,6 +102,21 @@ def _init_status(lib: Any, exc: Exception) -> tuple[NvmlStatus, str]:
     return NvmlStatus.ERROR, f"NVML failed to initialise: {exc}"
 
 
+def _unusable(status: NvmlStatus, detail: str, kernel_module_version: Reading[str]) -> NvmlInfo:
+    """NVML state when it cannot be used at all: every system reading says why."""
+    missing: Reading[str] = unavailable(Reason.UNAVAILABLE, detail)
+    return NvmlInfo(
+        status=status,
+        detail=detail,
+        driver_version=missing,
+        nvml_version=missing,
+        cuda_driver_version=unavailable(Reason.UNAVAILABLE, detail),
+        kernel_module_version=kernel_module_version,
+        process_query_api="",
+        functions_missing=(),
+    )
+
+
 @dataclass
 class _Handles:
     gpu: Any  # NVML handle, or None when it could not be obtained
@@ -133,32 +148,14 @@ class NvmlSession:
             lib.nvmlInit()
         except lib.NVMLError as exc:
             status, detail = _init_status(lib, exc)
-            self.info = NvmlInfo(
-                status=status,
-                detail=detail,
-                driver_version=unavailable(Reason.UNAVAILABLE, detail),
-                nvml_version=unavailable(Reason.UNAVAILABLE, detail),
-                cuda_driver_version=unavailable(Reason.UNAVAILABLE, detail),
-                kernel_module_version=kernel_module_version,
-                process_query_api="",
-                functions_missing=(),
-            )
+            self.info = _unusable(status, detail, kernel_module_version)
             return self.info
         self.opened = True
         try:
             self._discover()
         except NvmlDiscoveryError as exc:
             detail = f"NVML initialised but cannot count the GPUs: {exc}"
-            self.info = NvmlInfo(
-                status=NvmlStatus.ERROR,
-                detail=detail,
-                driver_version=unavailable(Reason.UNAVAILABLE, detail),
-                nvml_version=unavailable(Reason.UNAVAILABLE, detail),
-                cuda_driver_version=unavailable(Reason.UNAVAILABLE, detail),
-                kernel_module_version=kernel_module_version,
-                process_query_api="",
-                functions_missing=(),
-            )
+            self.info = _unusable(NvmlStatus.ERROR, detail, kernel_module_version)
             return self.info
         self.info = self._system_info(kernel_module_version)
         return self.info
