@@ -40,3 +40,24 @@ def test_replay_from_environment_variable_reaches_commands() -> None:
     result = CliRunner().invoke(app, ["list", "--json"], env={"GPUDIAG_REPLAY": "h100x8-healthy"})
     assert result.exit_code == 0
     assert '"source": "replay:h100x8-healthy"' in result.stdout
+
+
+def test_a_bug_is_one_line_and_exit_70_and_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from gpudiag.cli.app import app
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ZeroDivisionError("simulated bug")
+
+    monkeypatch.setattr("gpudiag.cli.list_cmd.collect", broken)
+    monkeypatch.setenv("GPUDIAG_DEBUG", "")  # recorded, so that --debug's setting is undone after the test
+    monkeypatch.delenv("GPUDIAG_DEBUG")
+    result = CliRunner().invoke(app, ["--replay", "h100x8-healthy", "list"])
+    assert result.exit_code == ExitCode.INTERNAL
+    assert result.stderr.strip() == (
+        "gpudiag: internal error: ZeroDivisionError: simulated bug (run with --debug for the traceback)"
+    )
+    debug = CliRunner().invoke(app, ["--debug", "--replay", "h100x8-healthy", "list"])
+    assert debug.exit_code == ExitCode.INTERNAL
+    assert "Traceback" in debug.stderr and "simulated bug" in debug.stderr
