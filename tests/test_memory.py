@@ -291,3 +291,22 @@ def test_broken_pipe_in_watch_exits_quietly(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     assert json.loads(result.stdout)["schema"] == "gpudiag.memory/1"
     assert threading.active_count() >= 1
+
+
+def test_watch_frame_shows_peaks_and_history_sparklines() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from gpudiag.render import memory_view
+
+    base = load("h100x8-healthy")[0]
+    state = memory.WatchState()
+    for free in (80000, 40000, 1000):
+        view = state.update(memory.build(_free(base, 0, free), {}))
+    console = Console(file=StringIO(), width=200, color_system=None)
+    console.print(memory_view.render(view, state, height=40))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "Peak used" in text and "Util history" in text
+    assert memory_view.sparkline([0, 50, 100]) == "▁▅█"
+    assert f"{81559 - 1000}MiB" in text  # GPU 0's peak: the last, fullest sample

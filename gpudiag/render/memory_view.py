@@ -53,6 +53,7 @@ def gpu_table(view: MemoryView, state: WatchState | None = None) -> Table:
     if state is not None:
         table.add_column("Peak used", justify="right", no_wrap=True)
         table.add_column("Memory history", no_wrap=True)
+        table.add_column("Util history", no_wrap=True)
     for row in view.gpus:
         gpu = row.gpu
         if gpu.state is not GpuState.OK:
@@ -76,7 +77,11 @@ def gpu_table(view: MemoryView, state: WatchState | None = None) -> Table:
         ]
         if state is not None:
             peak = state.peak_used.get(gpu.index)
-            cells += [mib_text(peak) if peak is not None else NA, sparkline(state.history.get(gpu.index, ()))]
+            cells += [
+                mib_text(peak) if peak is not None else NA,
+                sparkline(state.history.get(gpu.index, ()), 16),
+                sparkline(state.util_history.get(gpu.index, ()), 16),
+            ]
         table.add_row(*cells)
         for mig in gpu.mig_devices:
             m = mig.memory.value
