@@ -1,15 +1,16 @@
 """Where the GPU memory went: NVML's figures joined with PyTorch's allocator view.
 
 Pure functions over a Machine and the tracker's entries; the watch state keeps history,
-peaks, and which processes appeared or exited between samples.
+peaks, which processes appeared or exited between samples, and which GPUs were lost.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from gpudiag.model import Gpu, GpuProcess, GpuState, HostState, Machine
+from gpudiag.model import Gpu, GpuProcess, GpuState, HostState, Machine, MigDevice, ProcessKind
+from gpudiag.selection import normalize_bus_id
 from gpudiag.track import TrackedDevice, TrackedProcess
 
 
@@ -19,20 +20,36 @@ class Breakdown:
 
     allocated_bytes: int  # live tensors
     cached_free_bytes: int  # reserved by the caching allocator but free: what empty_cache() can return
-    other_bytes: int  # the rest of NVML's figure: CUDA context, cuBLAS/cuDNN workspaces, other libraries
+    other_bytes: int | None  # the rest of NVML's figure: CUDA context, cuBLAS/cuDNN workspaces, NCCL, other
+    # libraries; None when NVML gives no per-process figure
     peak_allocated_bytes: int
     peak_reserved_bytes: int
     alloc_retries: int
     ooms: int
+    torch_index: int  # the device as the program calls it: cuda:N
+
+    @property
+    def reserved_bytes(self) -> int:
+        return self.allocated_bytes + self.cached_free_bytes
 
 
 @dataclass(frozen=True)
 class ProcessRow:
     gpu_index: int
     process: GpuProcess
-    share_percent: float | None  # of the GPU's total memory
+    share_percent: float | None  # of the GPU's (or its MIG instance's) total memory
     breakdown: Breakdown | None
-    status: str = ""  # "new" / "" in watch mode
+    status: str = ""  # "new" on the first sample a process is seen after the first (watch)
+    mig: MigDevice | None = None  # the MIG instance it runs in
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.gpu_index, self.process.pid)
+
+    @property
+    def command(self) -> str:
+        host = self.process.host
+        return host.command.get("") or host.name.get("")
 
 
 @dataclass(frozen=True)
@@ -42,39 +59,101 @@ class GpuRow:
 
 
 @dataclass(frozen=True)
+class Exit:
+    gpu_index: int
+    pid: int
+    command: str
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """A tracked process using a shown GPU that NVML does not list there: in a container NVML
+    gives host PIDs while the tracker knows its own, and no safe rule can pair them."""
+
+    pid: int
+    command: str
+    gpu_index: int
+    breakdown: Breakdown  # other_bytes is None: NVML's figure for it is unknown
+
+
+@dataclass(frozen=True)
 class MemoryView:
     machine: Machine
     gpus: tuple[GpuRow, ...]
     processes: tuple[ProcessRow, ...]
     total_used_bytes: int
     total_bytes: int
-    exited: tuple[tuple[int, int, str], ...] = ()  # (gpu, pid, command) seen last sample, gone now
+    exited: tuple[Exit, ...] = ()  # seen last sample, gone now (watch)
+    lost: tuple[int, ...] = ()  # GPUs lost since the last sample (watch)
+    unmatched: tuple[Unmatched, ...] = ()  # tracked processes NVML does not list on their GPU
+
+    @property
+    def processes_used_bytes(self) -> int:
+        """What NVML attributes to the listed processes (those with a per-process figure)."""
+        return sum(r.process.used_memory_bytes.get(0) for r in self.processes)
+
+    @property
+    def lost_gpus(self) -> tuple[int, ...]:
+        return tuple(r.gpu.index for r in self.gpus if r.gpu.state is GpuState.LOST)
+
+
+# --- matching tracker entries to NVML's processes ------------------------------------
 
 
 def _uuid_core(uuid: str) -> str:
-    return uuid.removeprefix("GPU-").removeprefix("MIG-").lower()
+    return uuid.strip().removeprefix("GPU-").removeprefix("MIG-").lower()
+
+
+def _mig_of(gpu: Gpu, proc: GpuProcess) -> MigDevice | None:
+    if proc.gpu_instance_id is None:
+        return None
+    for mig in gpu.mig_devices:
+        if mig.gpu_instance_id.value == proc.gpu_instance_id and (
+            proc.compute_instance_id is None
+            or mig.compute_instance_id.value is None
+            or mig.compute_instance_id.value == proc.compute_instance_id
+        ):
+            return mig
+    return None
+
+
+def is_device(gpu: Gpu, mig: MigDevice | None, dev: TrackedDevice) -> bool:
+    """Whether the tracker's device is this GPU (or this MIG instance): by UUID, else by PCI bus id."""
+    uuid = (mig.uuid if mig is not None else gpu.uuid).value
+    if dev.uuid:
+        return bool(uuid) and _uuid_core(dev.uuid) == _uuid_core(uuid or "")
+    bus = gpu.pci_bus_id.value
+    # A MIG instance shares its parent's bus id: only a UUID can name it.
+    return (
+        mig is None and bool(bus and dev.pci_bus_id) and normalize_bus_id(dev.pci_bus_id) == normalize_bus_id(bus or "")
+    )
+
+
+def tracked_device(gpu: Gpu, mig: MigDevice | None, entry: TrackedProcess | None) -> TrackedDevice | None:
+    """The entry's device that is this GPU (or MIG instance), if any."""
+    if entry is None:
+        return None
+    return next((dev for dev in entry.devices if is_device(gpu, mig, dev)), None)
 
 
 def breakdown(nvml_used: int | None, device: TrackedDevice) -> Breakdown:
-    other = max(0, nvml_used - device.reserved_bytes) if nvml_used is not None else 0
+    """Split NVML's figure for one process on one device.
+
+    NVML's figure is everything the driver gave the process: the allocator's reserved
+    segments (live tensors + cached free blocks) plus the CUDA context, kernels and other
+    libraries' own allocations. The tracker samples every few seconds, so the remainder is
+    clamped at 0 when its reserved figure is newer than NVML's.
+    """
     return Breakdown(
         allocated_bytes=device.allocated_bytes,
         cached_free_bytes=max(0, device.reserved_bytes - device.allocated_bytes),
-        other_bytes=other,
+        other_bytes=max(0, nvml_used - device.reserved_bytes) if nvml_used is not None else None,
         peak_allocated_bytes=device.peak_allocated_bytes,
         peak_reserved_bytes=device.peak_reserved_bytes,
         alloc_retries=device.alloc_retries,
         ooms=device.ooms,
+        torch_index=device.torch_index,
     )
-
-
-def _tracked_device(gpu: Gpu, entry: TrackedProcess | None) -> TrackedDevice | None:
-    if entry is None or gpu.uuid.value is None:
-        return None
-    for dev in entry.devices:
-        if dev.uuid and _uuid_core(dev.uuid) == _uuid_core(gpu.uuid.value):
-            return dev
-    return None
 
 
 def build(machine: Machine, tracked: dict[int, TrackedProcess], ids: set[int] | None = None) -> MemoryView:
@@ -91,12 +170,39 @@ def build(machine: Machine, tracked: dict[int, TrackedProcess], ids: set[int] | 
             total_used += mem.used_bytes
             total += mem.total_bytes
         gpu_rows.append(GpuRow(gpu, used_percent))
-        for proc in sorted(gpu.processes.get(()), key=lambda p: -p.used_memory_bytes.get(0)):
+        for proc in sorted(gpu.processes.get(()), key=lambda p: (-p.used_memory_bytes.get(0), p.pid)):
+            mig = _mig_of(gpu, proc)
+            capacity = (mig.memory.value if mig is not None else mem) or None
             used = proc.used_memory_bytes.value
-            share = 100.0 * used / mem.total_bytes if used is not None and mem and mem.total_bytes else None
-            device = _tracked_device(gpu, tracked.get(proc.pid))
-            proc_rows.append(ProcessRow(gpu.index, proc, share, breakdown(used, device) if device else None))
-    return MemoryView(machine, tuple(gpu_rows), tuple(proc_rows), total_used, total)
+            share = (
+                100.0 * used / capacity.total_bytes if used is not None and capacity and capacity.total_bytes else None
+            )
+            device = tracked_device(gpu, mig, tracked.get(proc.pid))
+            proc_rows.append(ProcessRow(gpu.index, proc, share, breakdown(used, device) if device else None, mig=mig))
+    return MemoryView(
+        machine,
+        tuple(gpu_rows),
+        tuple(proc_rows),
+        total_used,
+        total,
+        unmatched=_unmatched(gpu_rows, proc_rows, tracked),
+    )
+
+
+def _unmatched(
+    gpu_rows: list[GpuRow], proc_rows: list[ProcessRow], tracked: dict[int, TrackedProcess]
+) -> tuple[Unmatched, ...]:
+    matched = {(r.process.pid, r.breakdown.torch_index) for r in proc_rows if r.breakdown is not None}
+    out = []
+    for entry in tracked.values():
+        for dev in entry.devices:
+            if (entry.pid, dev.torch_index) in matched or dev.reserved_bytes == 0:
+                continue  # shown in its row, or a device the program never allocated on
+            for row in gpu_rows:
+                if any(is_device(row.gpu, mig, dev) for mig in (None, *row.gpu.mig_devices)):
+                    out.append(Unmatched(entry.pid, entry.command, row.gpu.index, breakdown(None, dev)))
+                    break
+    return tuple(out)
 
 
 def empty_cache_line(row: ProcessRow) -> str:
@@ -106,14 +212,45 @@ def empty_cache_line(row: ProcessRow) -> str:
     b = row.breakdown
     if b is None:
         return ""
+    kept = f"; {human_bytes(b.allocated_bytes)} is tensors"
+    if b.other_bytes is not None:
+        kept += f", {human_bytes(b.other_bytes)} context and libraries"
     return (
-        f"PID {row.process.pid} on GPU {row.gpu_index}: torch.cuda.empty_cache() would return up to "
-        f"{human_bytes(b.cached_free_bytes)} (cached but unused); {human_bytes(b.allocated_bytes)} is live tensors "
-        f"and {human_bytes(b.other_bytes)} is the CUDA context and libraries, which it cannot free"
+        f"PID {row.process.pid} on GPU {row.gpu_index} (cuda:{b.torch_index}): empty_cache() would return "
+        f"{human_bytes(b.cached_free_bytes)}{kept}"
     )
 
 
+def unmatched_line(u: Unmatched) -> str:
+    from gpudiag.units import human_bytes
+
+    b = u.breakdown
+    return (
+        f"Tracked PID {u.pid} ({u.command}) uses GPU {u.gpu_index} (cuda:{b.torch_index}) but NVML lists no such PID "
+        f"there (in a container NVML gives host PIDs): {human_bytes(b.allocated_bytes)} tensors, "
+        f"{human_bytes(b.cached_free_bytes)} cached that empty_cache() would return"
+    )
+
+
+def peaks_line(row: ProcessRow) -> str:
+    """The allocator's trouble signs and peaks (a retry is a cache flush to satisfy a request)."""
+    b = row.breakdown
+    if b is None:
+        return ""
+    from gpudiag.units import human_bytes
+
+    return (
+        f"PID {row.process.pid} on GPU {row.gpu_index}: {b.ooms} out-of-memory error(s), {b.alloc_retries} "
+        f"allocator retries; peaks: {human_bytes(b.peak_allocated_bytes)} allocated, "
+        f"{human_bytes(b.peak_reserved_bytes)} reserved"
+    )
+
+
+# --- watching ------------------------------------------------------------------------
+
 HISTORY = 60  # samples kept for sparklines
+MARK_SAMPLES = 5  # a new process keeps its mark, an exit its line, for this many samples
+EVENTS = 8  # events kept for the live view
 
 
 @dataclass
@@ -122,15 +259,33 @@ class WatchState:
 
     history: dict[int, deque[float]] = field(default_factory=dict)  # used % per GPU
     util_history: dict[int, deque[float]] = field(default_factory=dict)
-    peak_used: dict[int, int] = field(default_factory=dict)
+    peak_used: dict[int, int] = field(default_factory=dict)  # per GPU, since the watch started
+    peak_process: dict[tuple[int, int], int] = field(default_factory=dict)  # (gpu, pid) -> NVML used
     seen: dict[tuple[int, int], str] = field(default_factory=dict)  # (gpu, pid) -> command
+    first_seen: dict[tuple[int, int], int] = field(default_factory=dict)  # sample number
+    lost: set[int] = field(default_factory=set)
+    events: deque[tuple[float, str]] = field(default_factory=lambda: deque(maxlen=EVENTS))
     samples: int = 0
+    last_at: float = 0.0  # wall time of the last sample
 
-    def update(self, view: MemoryView) -> MemoryView:
-        """Record a sample; mark new processes and list the ones that exited."""
+    def update(self, view: MemoryView, at: float = 0.0) -> MemoryView:
+        """Record a sample taken at ``at``: mark new processes, list exits and newly lost GPUs."""
         self.samples += 1
+        self.last_at = at
+        readable: set[int] = set()  # GPUs whose process list was read this time
+        newly_lost: list[int] = []
         for row in view.gpus:
             gpu, mem = row.gpu, row.gpu.memory.value
+            if gpu.state is GpuState.LOST:
+                if gpu.index not in self.lost:
+                    newly_lost.append(gpu.index)
+                    self.events.append((at, f"GPU {gpu.index} lost: {gpu.state_detail}"))
+                self.lost.add(gpu.index)
+            elif gpu.index in self.lost:
+                self.lost.discard(gpu.index)
+                self.events.append((at, f"GPU {gpu.index} is back"))
+            if gpu.processes.ok:
+                readable.add(gpu.index)
             if row.used_percent is not None:
                 self.history.setdefault(gpu.index, deque(maxlen=HISTORY)).append(row.used_percent)
             util = gpu.utilization.value
@@ -141,26 +296,50 @@ class WatchState:
         now: dict[tuple[int, int], str] = {}
         rows = []
         for prow in view.processes:
-            key = (prow.gpu_index, prow.process.pid)
-            now[key] = prow.process.host.command.get("") or prow.process.host.name.get("")
-            is_new = self.samples > 1 and key not in self.seen
-            rows.append(
-                ProcessRow(prow.gpu_index, prow.process, prow.share_percent, prow.breakdown, "new" if is_new else "")
-            )
-        exited = tuple((g, p, cmd) for (g, p), cmd in self.seen.items() if (g, p) not in now)
+            key = prow.key
+            now[key] = prow.command
+            used = prow.process.used_memory_bytes.value
+            if used is not None:
+                self.peak_process[key] = max(self.peak_process.get(key, 0), used)
+            is_new = key not in self.seen
+            if is_new:
+                self.first_seen[key] = self.samples
+                if self.samples > 1:
+                    self.events.append((at, f"+ PID {key[1]} on GPU {key[0]} {prow.command}".rstrip()))
+            rows.append(replace(prow, status="new" if is_new and self.samples > 1 else ""))
+        exited = []
+        for key, command in self.seen.items():
+            if key in now:
+                continue
+            if key[0] not in readable:  # GPU lost or its process list unreadable: not known to have exited
+                now[key] = command
+                continue
+            exited.append(Exit(key[0], key[1], command))
+            self.events.append((at, f"- PID {key[1]} on GPU {key[0]} exited {command}".rstrip()))
+            self.first_seen.pop(key, None)
+            self.peak_process.pop(key, None)
         self.seen = now
-        return MemoryView(view.machine, view.gpus, tuple(rows), view.total_used_bytes, view.total_bytes, exited)
+        return replace(view, processes=tuple(rows), exited=tuple(exited), lost=tuple(newly_lost))
+
+    def recently_new(self, row: ProcessRow) -> bool:
+        """Whether the live view still marks this process as new."""
+        first = self.first_seen.get(row.key)
+        return first is not None and first > 1 and self.samples - first < MARK_SAMPLES
 
 
-def min_free(view: MemoryView) -> int | None:
-    """The least free memory among usable GPUs (for --alert-free-below)."""
-    frees = [r.gpu.memory.value.free_bytes for r in view.gpus if r.gpu.memory.value is not None]
-    return min(frees) if frees else None
+def min_free(view: MemoryView) -> tuple[int, int] | None:
+    """(GPU index, free bytes) of the GPU with the least free memory (for --alert-free-below)."""
+    worst: tuple[int, int] | None = None
+    for r in view.gpus:
+        mem = r.gpu.memory.value
+        if r.gpu.state is GpuState.OK and mem is not None and (worst is None or mem.free_bytes < worst[1]):
+            worst = (r.gpu.index, mem.free_bytes)
+    return worst
 
 
 def max_free(view: MemoryView) -> tuple[int, int] | None:
     """(GPU index, free bytes) of the GPU with the most free memory (for --until-free)."""
-    best = None
+    best: tuple[int, int] | None = None
     for r in view.gpus:
         mem = r.gpu.memory.value
         if r.gpu.state is GpuState.OK and mem is not None and (best is None or mem.free_bytes > best[1]):
@@ -168,5 +347,56 @@ def max_free(view: MemoryView) -> tuple[int, int] | None:
     return best
 
 
+LOW_UTIL_PERCENT = 30.0
+LOW_UTIL_SAMPLES = 10  # judge utilization over this many samples, never one
+IMBALANCE_RATIO = 1.2
+IMBALANCE_MIN_BYTES = 512 * 1024 * 1024
+
+
+def insights(view: MemoryView, state: WatchState | None = None) -> list[str]:
+    """What the figures mean, in the terms of the tutorials users learn from."""
+    from gpudiag.units import human_bytes
+
+    lines: list[str] = []
+    by_pid: dict[int, list[ProcessRow]] = {}
+    for row in view.processes:
+        if row.process.used_memory_bytes.ok and row.mig is None:
+            by_pid.setdefault(row.process.pid, []).append(row)
+    for pid, rows in by_pid.items():
+        if len(rows) < 2:
+            continue
+        rows = sorted(rows, key=lambda r: -r.process.used_memory_bytes.get(0))
+        top = rows[0].process.used_memory_bytes.get(0)
+        rest = sorted(r.process.used_memory_bytes.get(0) for r in rows[1:])
+        typical = rest[len(rest) // 2]
+        if top > IMBALANCE_RATIO * typical and top - typical >= IMBALANCE_MIN_BYTES:
+            lines.append(
+                f"PID {pid} holds {human_bytes(top)} on GPU {rows[0].gpu_index} but about {human_bytes(typical)} on "
+                f"its other {len(rest)} GPU(s), as under DataParallel, which keeps the module and gathers outputs on "
+                "device_ids[0] (output_device); DistributedDataParallel spreads it evenly"
+            )
+    if state is not None:
+        for gpu_row in view.gpus:
+            index, used_percent = gpu_row.gpu.index, gpu_row.used_percent
+            history = state.util_history.get(index, ())
+            busy = any(p.gpu_index == index for p in view.processes)
+            if len(history) >= LOW_UTIL_SAMPLES and used_percent is not None and used_percent >= 10 and busy:
+                recent = list(history)[-LOW_UTIL_SAMPLES:]
+                mean = sum(recent) / len(recent)
+                if mean < LOW_UTIL_PERCENT:
+                    lines.append(
+                        f"GPU {index}: {mean:.0f}% utilization over the last {len(recent)} samples while "
+                        f"{used_percent:.0f}% of its memory is held: the GPU is waiting (data loading, CPU "
+                        "pre-processing, host-device copies or synchronisation), not computing"
+                    )
+    return lines
+
+
 def foreign_count(view: MemoryView) -> int:
     return sum(1 for r in view.processes if r.process.host.state is HostState.OTHER_NAMESPACE)
+
+
+def untracked_compute(view: MemoryView) -> bool:
+    """Compute processes are shown and none is tracked: worth a tip on the tracker."""
+    compute = [r for r in view.processes if r.process.kind is not ProcessKind.GRAPHICS]
+    return bool(compute) and not any(r.breakdown for r in view.processes)

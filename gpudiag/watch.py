@@ -26,41 +26,66 @@ class Outcome:
     samples: int
 
 
+def decide(view: MemoryView, options: WatchOptions, samples: int, elapsed: float) -> Outcome | None:
+    """Whether this sample ends the watch, and how; None to go on."""
+    if options.until_free is not None:
+        best = max_free(view)
+        if best is not None and best[1] >= options.until_free:
+            return Outcome(ExitCode.OK, f"GPU {best[0]} has {human_bytes(best[1])} free", samples)
+        if options.timeout is not None and elapsed >= options.timeout:
+            return Outcome(
+                ExitCode.FAILED,
+                f"timed out after {options.timeout:g} s: no GPU reached {human_bytes(options.until_free)} free"
+                + (f" (the most: GPU {best[0]}, {human_bytes(best[1])})" if best is not None else ""),
+                samples,
+            )
+    if options.alert_free_below is not None:
+        low = min_free(view)
+        if low is not None and low[1] < options.alert_free_below:
+            return Outcome(
+                ExitCode.FAILED,
+                f"alert: GPU {low[0]} has {human_bytes(low[1])} free, below {human_bytes(options.alert_free_below)}",
+                samples,
+            )
+    if options.count is not None and samples >= options.count:
+        if view.lost_gpus:
+            lost = ", ".join(str(i) for i in view.lost_gpus)
+            return Outcome(ExitCode.GPU_LOST, f"GPU {lost} lost", samples)
+        return Outcome(ExitCode.OK, "", samples)
+    return None
+
+
 def run(
     sample: Callable[[], MemoryView],
     show: Callable[[MemoryView, WatchState, float], None],
     options: WatchOptions,
     now: Callable[[], float],
     sleep: Callable[[float], None],
+    wall: Callable[[], float] | None = None,
 ) -> Outcome:
-    """Sample every ``interval`` seconds until a stop condition; Ctrl-C ends it cleanly."""
+    """Sample every ``interval`` seconds until a stop condition; Ctrl-C ends it cleanly (exit 0).
+
+    ``now`` is a monotonic clock for pacing and timeouts; ``wall`` stamps the samples.
+    Samples keep to the interval's grid: a slow sample shortens the next sleep, and a
+    sample that overruns whole intervals skips them rather than bunching up.
+    """
+    wall = wall or now
     state = WatchState()
     start = now()
+    next_tick = start
+    deadline = start + options.timeout if options.until_free is not None and options.timeout is not None else None
     try:
         while True:
-            tick = now()
-            view = state.update(sample())
-            show(view, state, tick)
-            if options.until_free is not None:
-                best = max_free(view)
-                if best is not None and best[1] >= options.until_free:
-                    return Outcome(ExitCode.OK, f"GPU {best[0]} has {human_bytes(best[1])} free", state.samples)
-                if options.timeout is not None and now() - start >= options.timeout:
-                    return Outcome(
-                        ExitCode.FAILED,
-                        f"timed out after {options.timeout:g} s: no GPU reached {human_bytes(options.until_free)} free",
-                        state.samples,
-                    )
-            if options.alert_free_below is not None:
-                low = min_free(view)
-                if low is not None and low < options.alert_free_below:
-                    return Outcome(
-                        ExitCode.FAILED,
-                        f"alert: a GPU has {human_bytes(low)} free, below {human_bytes(options.alert_free_below)}",
-                        state.samples,
-                    )
-            if options.count is not None and state.samples >= options.count:
-                return Outcome(ExitCode.OK, "", state.samples)
-            sleep(max(0.0, options.interval - (now() - tick)))
+            view = state.update(sample(), wall())
+            show(view, state, now())
+            outcome = decide(view, options, state.samples, now() - start)
+            if outcome is not None:
+                return outcome
+            next_tick += options.interval
+            late = now() - next_tick
+            if late > 0:
+                next_tick += options.interval * (late // options.interval + 1)
+            wake = next_tick if deadline is None else min(next_tick, max(deadline, now()))
+            sleep(max(0.0, wake - now()))
     except KeyboardInterrupt:
         return Outcome(ExitCode.OK, "", state.samples)

@@ -1,8 +1,10 @@
-"""`gpudiag check` end to end: exit codes, JSON, JUnit, usage errors, the real CPU torch."""
+"""`gpudiag check` end to end: exit codes, JSON, JUnit, usage errors, the real CPU torch, and the
+live path (torch probe, host facts, functional test) wired with injected child results."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -10,52 +12,94 @@ from typing import Any
 
 import pytest
 
+from gpudiag.checks import functional
+from gpudiag.cli.check_cmd import COULD_NOT_RUN
+from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.probe.child import ChildOutcome, ChildResult
+from gpudiag.probe.devices import DeviceFacts, DeviceNode
+from gpudiag.probe.torch_runtime import STAGE_MARKER
+from gpudiag.testing import fixtures
 from tests.conftest import Cli
 
 
+def check_json(cli: Cli, *args: str) -> tuple[int, dict[str, Any]]:
+    code, out, _ = cli(*args, "--json")
+    return code, json.loads(out)
+
+
+def by_id(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for c in data["checks"]:
+        out.setdefault(c["id"], []).append(c)
+    return out
+
+
+# --- replayed machines -----------------------------------------------------------------
+
+
 def test_healthy_replay_is_ready(cli: Cli) -> None:
-    code, out, _ = cli("--replay", "h100x8-healthy", "check", "--quick")
-    assert code == ExitCode.OK
-    assert "READY: " in out and "NOT READY" not in out
+    code, out, err = cli("--replay", "h100x8-healthy", "check", "--quick")
+    assert code == ExitCode.OK and err == ""
+    assert out.splitlines()[-1] == "READY: 102 pass, 0 warn, 0 fail, 16 skip"
     assert "PASS  config.mig              GPU 0-7  MIG disabled" in out
+    assert "Versions" in out and "torch CUDA build    12.4" in out
 
 
-def test_broken_machines_fail_with_exit_1(cli: Cli) -> None:
-    for name in (
-        "a100-ecc-errors",
-        "gpu-lost",
-        "no-driver",
-        "driver-mismatch",
-        "misconfigured-node",
-        "p100-torch-cu128",
-    ):
-        code, out, _ = cli("--replay", name, "check", "--quick")
-        assert code == ExitCode.FAILED, name
-        assert "NOT READY" in out
+@pytest.mark.parametrize(
+    ("name", "failing"),
+    [
+        ("a100-ecc-errors", {"health.ecc", "health.row_remap", "health.recovery_action", "health.clock_events"}),
+        ("gpu-lost", {"nvml.gpu_lost"}),
+        ("no-driver", {"nvml.init"}),
+        ("driver-mismatch", {"nvml.init"}),
+        ("misconfigured-node", {"compat.torch", "env.visible_devices", "config.compute_mode", "health.processes"}),
+        ("p100-torch-cu128", {"compat.arch"}),
+        ("rtx5090-torch-cu124", {"compat.arch"}),
+        ("a100-mig-no-instances", {"config.mig"}),
+    ],
+)
+def test_broken_machines_fail_with_exit_1_and_name_the_checks(cli: Cli, name: str, failing: set[str]) -> None:
+    code, data = check_json(cli, "--replay", name, "check", "--quick")
+    assert code == ExitCode.FAILED and data["verdict"] == "NOT READY"
+    assert {c["id"] for c in data["checks"] if c["status"] == "FAIL"} == failing
+    assert all(c["fix"] for c in data["checks"] if c["status"] == "FAIL")
 
 
 def test_strict_turns_warnings_into_failure(cli: Cli) -> None:
     assert cli("--replay", "driver535-torch-cu128", "check", "--quick")[0] == ExitCode.OK
-    assert cli("--replay", "driver535-torch-cu128", "check", "--quick", "--strict")[0] == ExitCode.FAILED
+    code, out, _ = cli("--replay", "driver535-torch-cu128", "check", "--quick", "--strict")
+    assert code == ExitCode.FAILED
+    assert "NOT READY: " in out and "(--strict: warnings fail)" in out
 
 
 def test_json_is_versioned_and_carries_every_result(cli: Cli) -> None:
-    code, out, _ = cli("--replay", "a100-ecc-errors", "check", "--quick", "--json")
-    data = json.loads(out)
+    code, data = check_json(cli, "--replay", "a100-ecc-errors", "check", "--quick")
     assert data["schema"] == "gpudiag.check/1"
     assert data["exit_code"] == code == ExitCode.FAILED
-    ecc = next(c for c in data["checks"] if c["id"] == "health.ecc")
-    assert ecc == {
-        "id": "health.ecc",
-        "area": "Health",
-        "status": "FAIL",
-        "target": "GPU 0",
-        "finding": "2 uncorrected ECC error(s) since the driver loaded",
-        "fix": "drain the node; reset the GPU and run a memory diagnostic (dcgmi diag -r 3)",
-    }
+    assert data["could_not_run"] == [] and data["strict"] is False
+    assert sum(data["summary"].values()) == len(data["checks"])
+    assert by_id(data)["health.ecc"] == [
+        {
+            "id": "health.ecc",
+            "area": "Health",
+            "status": "FAIL",
+            "target": "GPU 0",
+            "finding": "2 uncorrected ECC error(s) since the driver loaded",
+            "fix": "drain the node; reset the GPU and run a memory diagnostic (dcgmi diag -r 3)",
+        }
+    ]
     assert data["versions"]["Driver"] == "535.129.03"
+    assert set(data["versions"]) == {
+        "Driver",
+        "CUDA (driver max)",
+        "torch",
+        "torch CUDA build",
+        "cuDNN",
+        "NCCL",
+        "Python",
+        "OS",
+    }
 
 
 def test_junit_has_one_case_per_result(cli: Cli, tmp_path: Path) -> None:
@@ -63,17 +107,57 @@ def test_junit_has_one_case_per_result(cli: Cli, tmp_path: Path) -> None:
     _, out, _ = cli("--replay", "a100-ecc-errors", "check", "--quick", "--junit", str(report), "--json")
     cases = ET.parse(report).getroot().findall(".//testcase")
     assert len(cases) == len(json.loads(out)["checks"])
-    failed = [c.get("name") for c in cases if c.find("failure") is not None]
+    failed = {c.get("name") for c in cases if c.find("failure") is not None}
     assert "health.ecc[GPU 0]" in failed
     assert any(c.find("skipped") is not None for c in cases)
+    assert {c.get("classname") for c in cases} >= {"gpudiag.check.health", "gpudiag.check.nvml"}
+
+
+def test_junit_under_strict_fails_warnings(cli: Cli, tmp_path: Path) -> None:
+    report = tmp_path / "gpu.xml"
+    cli("--replay", "driver535-torch-cu128", "check", "--quick", "--strict", "--junit", str(report))
+    failed = {c.get("name") for c in ET.parse(report).getroot().iter("testcase") if c.find("failure") is not None}
+    assert "compat.driver_cuda" in failed
+
+
+def test_unwritable_junit_is_a_usage_error(cli: Cli, tmp_path: Path) -> None:
+    code, _, err = cli("--replay", "h100x8-healthy", "check", "--quick", "--junit", str(tmp_path / "no" / "x.xml"))
+    assert code == ExitCode.USAGE and err.startswith("gpudiag: cannot write")
 
 
 def test_only_and_skip(cli: Cli) -> None:
-    code, out, _ = cli("--replay", "a100-ecc-errors", "check", "--quick", "--only", "config", "--json")
+    code, data = check_json(cli, "--replay", "a100-ecc-errors", "check", "--quick", "--only", "config")
     assert code == ExitCode.OK
-    assert {c["id"] for c in json.loads(out)["checks"]} == {"config.mig", "config.compute_mode", "config.persistence"}
-    code, _, _ = cli("--replay", "a100-ecc-errors", "check", "--quick", "--skip", "health", "--skip", "func")
+    assert set(by_id(data)) == {"config.mig", "config.compute_mode", "config.persistence"}
+    code, _, _ = cli("--replay", "a100-ecc-errors", "check", "--quick", "--skip", "health,func")
     assert code == ExitCode.OK
+    code, data = check_json(cli, "--replay", "a100-ecc-errors", "check", "--only", "health.ecc", "--only", "nvml.init")
+    assert set(by_id(data)) == {"health.ecc", "nvml.init"}
+
+
+def test_requirements_are_checks_of_their_own(cli: Cli) -> None:
+    args = ["--require-driver", "550", "--require-cuda", "12.4", "--require-capability", "9.0"]
+    args += ["--require-gpu", "H100", "--require-torch", ">=2.3"]
+    code, data = check_json(cli, "--replay", "h100x8-healthy", "check", "--quick", *args, "--only", "req")
+    assert code == ExitCode.OK
+    assert {k: len(v) for k, v in by_id(data).items()} == {
+        "req.driver": 1,
+        "req.cuda": 2,
+        "req.capability": 8,
+        "req.gpu": 8,
+        "req.torch": 1,
+    }
+    code, data = check_json(cli, "--replay", "h100x8-healthy", "check", "--require-gpu", "B200", "--only", "req.gpu")
+    assert code == ExitCode.FAILED and {c["status"] for c in data["checks"]} == {"FAIL"}
+
+
+def test_min_free_takes_sizes(cli: Cli) -> None:
+    code, data = check_json(
+        cli, "--replay", "h100x8-healthy", "check", "--only", "health.free_memory", "--min-free", "79.5GiB"
+    )
+    assert code == ExitCode.FAILED
+    assert "below --min-free 79.5 GiB" in data["checks"][0]["finding"]
+    assert cli("--replay", "h100x8-healthy", "check", "--only", "health.free_memory", "--min-free", "20G")[0] == 0
 
 
 @pytest.mark.parametrize(
@@ -84,52 +168,273 @@ def test_only_and_skip(cli: Cli) -> None:
         (["--min-free", "nan"], "invalid size"),
         (["--require-driver", "five-fifty"], "expected a version like 550"),
         (["--require-cuda", "12.x"], "expected a version like 12.4"),
+        (["--require-capability", "sm_80"], "expected a version like 8.0"),
         (["--require-torch", "=>2"], "expected a specifier"),
+        (["--require-gpu", " "], "expected part of a GPU name"),
         (["--only", "health.nope"], "no such check"),
-        (["--expect-gpus", "-2"], "--expect-gpus must be 0 or more"),
+        (["--skip", "gpu"], "no such check"),
+        (["--expect-gpus", "-2"], "--expect-gpus -2: must be 0 or more"),
+        (["--temp-margin", "-1"], "--temp-margin -1: expected 0 to 50"),
+        (["--temp-margin", "x"], "'x' is not a valid int"),
         (["--timeout", "0"], "must be a positive number"),
-        (["--python", "/no/such/python"], "not an executable file"),
+        (["--timeout", "nan"], "must be a positive number"),
+        (["--python", sys.executable], "a replay uses the torch recorded in it"),
     ],
 )
 def test_bad_options_are_usage_errors(cli: Cli, args: list[str], message: str) -> None:
-    code, _, err = cli("--replay", "h100x8-healthy", "check", *args)
+    code, out, err = cli("--replay", "h100x8-healthy", "check", *args)
     assert code == ExitCode.USAGE
-    assert message in err
+    assert message in err and out == ""
+
+
+def test_python_must_be_an_interpreter(cli: Cli) -> None:
+    code, _, err = cli("check", "--python", "/no/such/python")
+    assert code == ExitCode.USAGE and "not an executable file" in err
+    code, _, err = cli("check", "--python", sys.executable, "--no-torch")
+    assert code == ExitCode.USAGE and "contradict" in err
+
+
+# --- the live machine: the real CPU torch and this host --------------------------------
 
 
 def test_live_check_on_this_machine_with_the_real_cpu_torch(cli: Cli) -> None:
     pytest.importorskip("torch")
-    code, out, _ = cli("check", "--json")
-    data = json.loads(out)
-    by_id = {c["id"]: c for c in data["checks"]}
-    if by_id["nvml.init"]["status"] == "PASS":
+    code, data = check_json(cli, "check")
+    checks = by_id(data)
+    if checks["nvml.init"][0]["status"] == "PASS":
         pytest.skip("this machine has an NVIDIA driver")
     assert code == ExitCode.FAILED
-    assert by_id["nvml.init"]["status"] == "FAIL"
-    torch_check = by_id["compat.torch"]
+    assert checks["nvml.init"][0]["status"] == "FAIL"
+    assert checks["host.device_nodes"][0]["status"] == "FAIL"  # read for real: no /dev/nvidiactl here
+    assert checks["host.nouveau"][0]["status"] in ("PASS", "WARN", "FAIL")
+    torch_check = checks["compat.torch"][0]
     if "+cpu" in data["versions"]["torch"]:
         assert torch_check["status"] == "FAIL" and "CPU-only" in torch_check["finding"]
-    assert by_id["func.gpu"]["status"] == "SKIP"
+        assert checks["compat.arch"][0]["status"] == "SKIP"
+    assert checks["func.gpu"][0] == {**checks["func.gpu"][0], "status": "SKIP"}
+    assert data["could_not_run"] == []
 
 
 def test_python_option_checks_another_interpreter(cli: Cli) -> None:
-    code, out, _ = cli("check", "--quick", "--only", "compat.torch", "--python", sys.executable, "--json")
-    finding = json.loads(out)["checks"][0]
-    assert finding["id"] == "compat.torch"
-    assert code in (ExitCode.OK, ExitCode.FAILED)
+    other = shutil.which("python3")
+    if other is None:
+        pytest.skip("no system python3")
+    code, data = check_json(cli, "check", "--quick", "--only", "compat.torch", "--python", other)
+    finding = data["checks"][0]
+    if "torch is not installed" in finding["finding"]:
+        assert finding["status"] == "FAIL" and code == ExitCode.FAILED  # the named environment lacks torch
+        assert data["versions"]["torch"].startswith("torch is not installed for")  # not gpudiag's own torch
 
 
 def test_no_torch_skips_torch_checks(cli: Cli) -> None:
-    code, out, _ = cli("check", "--quick", "--no-torch", "--only", "compat.torch", "--json")
-    assert json.loads(out)["checks"][0]["status"] == "SKIP"
+    code, data = check_json(cli, "check", "--quick", "--no-torch", "--only", "compat")
+    assert {c["status"] for c in data["checks"]} == {"SKIP"}
     assert code == ExitCode.OK
 
 
-def test_torch_that_cannot_start_makes_the_check_incomplete(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_torch_that_cannot_start_means_could_not_run(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     def not_started(code: str, **_: Any) -> ChildResult:
         return ChildResult(ChildOutcome.NOT_STARTED, detail="cannot run python: Permission denied")
 
     monkeypatch.setattr("gpudiag.probe.torch_runtime.run_python", not_started)
-    code, out, _ = cli("check", "--quick", "--only", "compat.torch", "--json")
-    assert code == ExitCode.CHECK_INCOMPLETE
-    assert json.loads(out)["checks"][0]["status"] == "SKIP"
+    code, out, err = cli("check", "--quick", "--only", "compat.torch", "--json")
+    data = json.loads(out)
+    assert code == COULD_NOT_RUN == ExitCode.CHECK_INCOMPLETE
+    assert data["verdict"] == "UNKNOWN" and data["exit_code"] == COULD_NOT_RUN
+    assert data["could_not_run"] == ["the torch probe could not start: cannot run python: Permission denied"]
+    assert data["checks"][0]["status"] == "SKIP"
+    assert err == "gpudiag: could not run: the torch probe could not start: cannot run python: Permission denied\n"
+
+
+def test_a_failure_outranks_could_not_run(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        "gpudiag.probe.torch_runtime.run_python", lambda code, **_: ChildResult(ChildOutcome.NOT_STARTED, detail="x")
+    )
+    code, _, err = cli("check", "--quick", "--only", "compat.torch", "--only", "nvml.init")
+    assert code == ExitCode.FAILED  # NVML is missing on this machine: the node is not ready, whatever else
+    assert "could not run" in err
+
+
+def test_a_missing_nvml_binding_means_could_not_run(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken() -> Any:
+        raise GpudiagError("cannot import pynvml (No module named 'pynvml')", ExitCode.NVML_ERROR)
+
+    monkeypatch.setattr("gpudiag.probe.collect._import_pynvml", broken)
+    code, out, err = cli("check", "--quick")
+    assert code == COULD_NOT_RUN and out == ""
+    assert err == "gpudiag: check could not run: cannot import pynvml (No module named 'pynvml')\n"
+
+
+# --- the live path on a fixture: one torch child (probe + functional test) injected ----
+
+
+HEALTHY_HOST = DeviceFacts(
+    tuple(DeviceNode(f"/dev/{n}", True, True) for n in ("nvidiactl", "nvidia-uvm", *(f"nvidia{i}" for i in range(8)))),
+    frozenset({"nvidia", "nvidia_uvm"}),
+    True,
+)
+
+RUNTIME = {
+    "python": "/venv/bin/python",
+    "version": "2.5.1+cu124",
+    "cuda": "12.4",
+    "cuda_available": True,
+    "cuda_error": "",
+    "device_count": 8,
+    "arch_list": ["sm_80", "sm_90"],
+    "cudnn_version": 90100,
+    "cudnn_compiled": [9, 1, 0],
+    "nccl_version": [2, 21, 5],
+    "devices": [],
+    "import_seconds": 1.4,
+    "init_seconds": 0.6,
+}
+
+
+class FakeTorchChild:
+    """Stands in for the torch child: the probe's stage lines, then the functional test's lines.
+
+    ``stop_at``: the probe stage where the child hangs (``"importing"``); ``bad``: the GPU on which
+    the functional test ends with ``outcome``.
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.outcome = ChildOutcome.OK
+        self.bad = -1
+        self.stop_at = ""
+        self.not_started = False
+        machine = fixtures.load("h100x8-healthy")[0]
+        self.uuids = [(g.uuid.value or "").removeprefix("GPU-") for g in machine.gpus]
+
+    def __call__(self, code: str, *, on_line: Any, **_: Any) -> ChildResult:
+        self.calls.append("probe+functional" if "gpudiag_functional()" in code else "probe")
+        if self.not_started:
+            return ChildResult(ChildOutcome.NOT_STARTED, detail="cannot run /venv/bin/python: Permission denied")
+
+        def stage(facts: dict[str, Any]) -> str:
+            return STAGE_MARKER + json.dumps(facts)
+
+        on_line(stage({"stage": "importing", "python": "/venv/bin/python"}))
+        if self.stop_at == "importing":
+            return ChildResult(ChildOutcome.TIMEOUT, detail="no answer within 90 s (hung, e.g. in CUDA init)")
+        on_line(stage({"stage": "runtime", **RUNTIME}))
+        if "gpudiag_functional()" in code:
+            for idx, uuid in enumerate(self.uuids):
+                on_line(f"{functional.START_MARKER} {idx} {uuid}")
+                if idx == self.bad:
+                    return ChildResult(self.outcome, detail="crashed with SIGSEGV")
+                on_line(f"{functional.LOADED_MARKER} {idx} {uuid}")
+                result = {"torch_index": idx, "uuid": uuid, "ok": True, "error": "", "context_seconds": 0.3}
+                result |= {"memory_ok": True, "matmul_rel_error": 2e-7, "tflops": 51.2}
+                on_line(f"{functional.RESULT_MARKER} {json.dumps(result)}")
+        return ChildResult(self.outcome, dict(RUNTIME))
+
+
+@pytest.fixture
+def child(monkeypatch: pytest.MonkeyPatch) -> FakeTorchChild:
+    """Make the 'live' machine the healthy H100 example, with its host facts and torch child faked."""
+    from gpudiag.probe import collect
+
+    def live_source(environ: Any) -> Any:
+        source = collect._replay_source("h100x8-healthy")
+        source.name = "live"
+        return source
+
+    fake = FakeTorchChild()
+    monkeypatch.setattr(collect, "_live_source", live_source)
+    monkeypatch.setattr("gpudiag.probe.torch_runtime.run_python", fake)
+    monkeypatch.setattr("gpudiag.probe.devices.read_device_facts", lambda minors: HEALTHY_HOST)
+    return fake
+
+
+def test_full_live_check_runs_the_functional_test_in_the_torch_child(cli: Cli, child: FakeTorchChild) -> None:
+    code, data = check_json(cli, "check")
+    checks = by_id(data)
+    assert code == ExitCode.OK, [c for c in data["checks"] if c["status"] != "PASS"]
+    assert data["verdict"] == "READY"
+    assert child.calls == ["probe+functional"]  # one child: one import, one CUDA initialisation
+    assert [c["target"] for c in checks["func.gpu"]] == [f"GPU {i}" for i in range(8)]
+    assert checks["func.gpu"][0]["finding"] == (
+        "context 0.30 s, fp32 matmul 51.2 TFLOP/s, rel. error 2.0e-07, PCIe Gen5 x16 under load"
+    )
+    assert checks["health.pcie"][0]["finding"] == "Gen5 x16 under the functional test's load (Gen5 x16 max)"
+    assert checks["host.device_nodes"][0]["status"] == "PASS"
+    assert checks["compat.torch"][0]["finding"].startswith("torch 2.5.1+cu124 (CUDA 12.4) sees 8 device(s)")
+    assert data["versions"]["torch"] == "2.5.1+cu124  (/venv/bin/python)"
+
+
+def test_quick_asks_torch_only(cli: Cli, child: FakeTorchChild) -> None:
+    code, data = check_json(cli, "check", "--quick")
+    assert code == ExitCode.OK and child.calls == ["probe"]
+    assert by_id(data)["func.gpu"][0]["finding"] == "--quick"
+
+
+def test_a_gpu_that_crashes_the_test_fails_the_node_and_torch_stays_good(cli: Cli, child: FakeTorchChild) -> None:
+    child.outcome, child.bad = ChildOutcome.CRASHED, 3
+    code, data = check_json(cli, "check")
+    failed = [c for c in data["checks"] if c["status"] == "FAIL"]
+    assert code == ExitCode.FAILED
+    assert [(c["id"], c["target"]) for c in failed] == [("func.gpu", "GPU 3")]
+    assert failed[0]["finding"].startswith("the test process crashed with SIGSEGV while testing this GPU")
+    assert [c["target"] for c in by_id(data)["func.gpu"]] == ["GPU 0", "GPU 1", "GPU 2", "GPU 3"]
+
+
+def test_a_torch_child_that_cannot_start_means_could_not_run(cli: Cli, child: FakeTorchChild) -> None:
+    child.not_started = True
+    code, data = check_json(cli, "check")
+    assert code == COULD_NOT_RUN
+    assert data["could_not_run"] == ["the torch probe could not start: cannot run /venv/bin/python: Permission denied"]
+    assert by_id(data)["func.gpu"][0]["finding"] == "needs a torch that can use CUDA (see compat.torch)"
+
+
+def test_selected_checks_that_need_no_torch_do_not_start_it(cli: Cli, child: FakeTorchChild) -> None:
+    code, _, _ = cli("check", "--only", "health", "--only", "nvml")
+    assert code == ExitCode.OK and child.calls == []
+
+
+def test_torch_hung_while_importing(cli: Cli, child: FakeTorchChild) -> None:
+    child.stop_at = "importing"
+    code, data = check_json(cli, "check")
+    checks = by_id(data)
+    assert code == ExitCode.FAILED
+    assert checks["compat.torch"][0]["finding"] == "torch hung during `import torch`: no answer within 90 s"
+    assert checks["func.gpu"][0]["finding"] == "needs a torch that can use CUDA (see compat.torch)"
+    assert checks["compat.arch"][0]["finding"] == "torch does not work here (see compat.torch)"
+
+
+@pytest.mark.gpu
+def test_full_check_on_a_real_gpu(cli: Cli) -> None:
+    """On a GPU machine with a CUDA torch: the whole check, functional test included, in seconds."""
+    import time
+
+    torch = pytest.importorskip("torch")
+    if torch.version.cuda is None:
+        pytest.skip("a CUDA build of torch is needed")
+    start = time.perf_counter()
+    _, data = check_json(cli, "check", "--allow-processes")
+    seconds = time.perf_counter() - start
+    checks = by_id(data)
+    assert checks["compat.torch"][0]["status"] in ("PASS", "WARN"), checks["compat.torch"]
+    assert all(c["status"] == "PASS" for c in checks["func.gpu"]), checks["func.gpu"]
+    assert all("TFLOP/s" in c["finding"] for c in checks["func.gpu"])
+    assert data["could_not_run"] == []
+    assert seconds < 30 + 10 * len(checks["func.gpu"])
+
+
+@pytest.mark.parametrize("args", [["--replay", "h100x8-healthy", "check", "--quick"], ["check", "--only", "compat"]])
+def test_torch_is_never_imported_by_gpudiag_itself(args: list[str]) -> None:
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from gpudiag.cli.app import main\n"
+        f"sys.argv = ['gpudiag', *{args!r}]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stderr.write('IMPORTED' if 'torch' in sys.modules else 'clean')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stderr.endswith("clean"), done.stderr

@@ -1,232 +1,717 @@
-"""Each check rule on example machines: pass, warn, fail and skip."""
+"""Every check rule on example machines (and targeted changes to them): pass, warn, fail and skip.
+
+One table of cases; a coverage test makes sure each rule in the registry is exercised for every
+status it can produce, so a new rule cannot land untested.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import pytest
 
 from gpudiag.checks import CheckResult, Facts, FunctionalResult, Options, Status, rules
-from gpudiag.model import Machine, Reading, Reason, TorchRuntime
+from gpudiag.model import (
+    ComputeMode,
+    GpuProcess,
+    HostProcess,
+    HostState,
+    Machine,
+    PcieLink,
+    ProcessKind,
+    Reading,
+    Reason,
+    RemappedRows,
+    RetiredPages,
+    TorchRuntime,
+    Utilization,
+    unavailable,
+)
 from gpudiag.probe.collect import collect
 from gpudiag.probe.devices import DeviceFacts, DeviceNode
 
+PASS, WARN, FAIL, SKIP = Status.PASS, Status.WARN, Status.FAIL, Status.SKIP
 
-def facts(name: str, **kw: object) -> Facts:
+# --- building facts ------------------------------------------------------------------
+
+
+def facts(name: str) -> Facts:
     machine = collect(name)
-    base: dict[str, object] = {"machine": machine, "torch": machine.torch_runtime, "devices": None}
-    base.update(kw)
-    return Facts(**base)  # type: ignore[arg-type]
+    return Facts(machine=machine, torch=machine.torch_runtime, devices=None)
 
 
-def results(f: Facts, check_id: str, options: Options | None = None) -> list[CheckResult]:
-    return rules.run(f, options or Options(), only=(check_id,))
+def with_machine(f: Facts, **changes: object) -> Facts:
+    machine: Machine = dataclasses.replace(f.machine, **changes)  # type: ignore[arg-type]
+    return dataclasses.replace(f, machine=machine)
 
 
-def statuses(f: Facts, check_id: str, options: Options | None = None) -> list[Status]:
-    return [r.status for r in results(f, check_id, options)]
+def with_gpu(f: Facts, index: int = 0, **changes: object) -> Facts:
+    gpus = list(f.machine.gpus)
+    gpus[index] = dataclasses.replace(gpus[index], **changes)  # type: ignore[arg-type]
+    return with_machine(f, gpus=tuple(gpus))
 
 
-def test_nvml_init_failures_name_the_fix() -> None:
-    r = results(facts("driver-mismatch"), "nvml.init")[0]
-    assert r.status is Status.FAIL
-    assert "loaded kernel module: 535.129.03" in r.finding and "reboot" in r.fix
-    assert statuses(facts("no-driver"), "nvml.init") == [Status.FAIL]
-    assert statuses(facts("h100x8-healthy"), "nvml.init") == [Status.PASS]
-    # The other NVML-based checks skip rather than pile up failures.
-    assert statuses(facts("no-driver"), "health.ecc") == [Status.SKIP]
+def with_env(f: Facts, *pairs: tuple[str, str]) -> Facts:
+    return with_machine(f, env=pairs)
 
 
-def test_gpu_count_and_lost_gpus() -> None:
-    assert statuses(facts("h100x8-healthy"), "nvml.gpu_count", Options(expect_gpus=8)) == [Status.PASS]
-    assert statuses(facts("h100x8-healthy"), "nvml.gpu_count", Options(expect_gpus=4)) == [Status.FAIL]
-    assert statuses(facts("zero-gpus"), "nvml.gpu_count") == [Status.FAIL]
-    lost = results(facts("gpu-lost"), "nvml.gpu_lost")
-    assert [(r.status, r.target) for r in lost] == [(Status.FAIL, "GPU 2")]
-
-
-def _devices(missing: str = "", modules: tuple[str, ...] = ("nvidia", "nvidia_uvm")) -> DeviceFacts:
-    nodes = tuple(DeviceNode(f"/dev/{n}", n != missing, n != missing) for n in ("nvidiactl", "nvidia-uvm", "nvidia0"))
-    return DeviceFacts(nodes, frozenset(modules), True)
-
-
-def test_device_nodes_and_modules() -> None:
-    assert statuses(facts("h100x8-healthy", devices=_devices()), "host.device_nodes") == [Status.PASS]
-    r = results(facts("h100x8-healthy", devices=_devices("nvidia-uvm")), "host.device_nodes")[0]
-    assert r.status is Status.FAIL and "CUDA unknown error" in r.finding and "nvidia-modprobe" in r.fix
-    assert statuses(facts("h100x8-healthy", devices=_devices(modules=("nvidia",))), "host.kernel_modules") == [
-        Status.FAIL
-    ]
-    nouveau = _devices(modules=("nouveau",))
-    assert results(facts("h100x8-healthy", devices=nouveau), "host.kernel_modules")[0].finding.startswith("the nouveau")
-    assert statuses(facts("h100x8-healthy"), "host.device_nodes") == [Status.SKIP]  # replay: not recorded
-
-
-def test_driver_cuda_pass_warn_fail_skip() -> None:
-    assert statuses(facts("h100x8-healthy"), "compat.driver_cuda") == [Status.PASS]
-    assert statuses(facts("driver535-torch-cu128"), "compat.driver_cuda") == [Status.WARN]
-    old = facts("v100x4-tutorial")
-    newer_torch = dataclasses.replace(
-        old.machine,
-        torch_build=Reading.of(dataclasses.replace(old.machine.torch_build.value, cuda="12.1")),  # type: ignore[type-var]
-    )
-    fail = results(dataclasses.replace(old, machine=newer_torch), "compat.driver_cuda")[0]
-    assert fail.status is Status.FAIL and "too old" in fail.finding
-    assert statuses(facts("gtx1050-desktop"), "compat.driver_cuda") == [Status.SKIP]  # no torch
-
-
-def test_arch_list_against_compute_capability() -> None:
-    r = results(facts("p100-torch-cu128"), "compat.arch")[0]
-    assert r.status is Status.FAIL and "sm_60" in r.finding and "no kernel image" in r.finding
-    assert statuses(facts("driver535-torch-cu128"), "compat.arch") == [Status.PASS]
-    assert statuses(facts("h100x8-healthy"), "compat.arch") == [Status.SKIP]  # runtime not recorded
-
-
-def _runtime(**changes: object) -> Reading[TorchRuntime]:
-    base = collect("p100-torch-cu128").torch_runtime.value
+def runtime(f: Facts | None = None, **changes: object) -> Reading[TorchRuntime]:
+    """``f``'s recorded torch runtime (or the P100 machine's), changed."""
+    base = (f or facts("p100-torch-cu128")).torch.value
     assert base is not None
     return Reading.of(dataclasses.replace(base, **changes))  # type: ignore[arg-type]
 
 
-def test_torch_runtime_states() -> None:
-    cpu = _runtime(cuda=None, cuda_available=False, version="2.13.0+cpu")
-    r = results(facts("h100x8-healthy", torch=cpu), "compat.torch")[0]
-    assert r.status is Status.FAIL and "CPU-only" in r.finding
-    hung = Reading.missing(Reason.UNKNOWN_ERROR, "torch hung: no answer within 90 s")
-    assert results(facts("h100x8-healthy", torch=hung), "compat.torch")[0].finding.startswith("torch hung")
-    missing = Reading.missing(Reason.NOT_FOUND, "torch is not installed for /usr/bin/python3")
-    assert statuses(facts("h100x8-healthy", torch=missing), "compat.torch") == [Status.SKIP]
-    assert statuses(facts("misconfigured-node"), "compat.torch") == [Status.FAIL]
-    partial = _runtime(device_count=4)
-    assert statuses(facts("h100x8-healthy", torch=partial), "compat.torch") == [Status.WARN]
+def with_torch(f: Facts, torch: Reading[TorchRuntime]) -> Facts:
+    return dataclasses.replace(f, torch=torch)
 
 
-def test_cudnn_and_nccl() -> None:
-    assert statuses(facts("p100-torch-cu128"), "compat.cudnn") == [Status.PASS]
-    mismatch = _runtime(cudnn_version=90100, cudnn_compiled=(9, 7, 1))
-    assert statuses(facts("p100-torch-cu128", torch=mismatch), "compat.cudnn") == [Status.FAIL]
-    new_cudnn_old_gpu = _runtime(cudnn_version=91100, cudnn_compiled=(9, 11, 0))
-    r = results(facts("p100-torch-cu128", torch=new_cudnn_old_gpu), "compat.cudnn")[0]
-    assert r.status is Status.FAIL and "below sm_75" in r.finding
-    assert statuses(facts("h100x8-healthy", torch=_runtime(nccl_version=None)), "compat.nccl") == [Status.WARN]
-    assert statuses(facts("p100-torch-cu128", torch=_runtime(nccl_version=None)), "compat.nccl") == [Status.SKIP]
+def h100(**runtime_changes: object) -> Facts:
+    """The healthy 8×H100 node with a working cu124 torch that sees all eight GPUs."""
+    changes: dict[str, object] = {
+        "version": "2.5.1+cu124",
+        "cuda": "12.4",
+        "device_count": 8,
+        "arch_list": ("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+        "cudnn_version": 90100,
+        "cudnn_compiled": (9, 1, 0),
+    }
+    changes.update(runtime_changes)
+    return with_torch(facts("h100x8-healthy"), runtime(None, **changes))
 
 
-def test_visible_devices_and_environment() -> None:
-    assert statuses(facts("misconfigured-node"), "env.visible_devices") == [Status.FAIL]
-    assert statuses(facts("v100x4-tutorial"), "env.visible_devices") == [Status.PASS]
-    assert statuses(facts("h100x8-healthy"), "env.visible_devices") == [Status.PASS]
-    mixed = facts("mixed-gpus-workstation")
-    env = dataclasses.replace(mixed.machine, env=(("CUDA_VISIBLE_DEVICES", "0"),))
-    assert statuses(dataclasses.replace(mixed, machine=env), "env.visible_devices") == [Status.WARN]
-    assert statuses(facts("misconfigured-node"), "env.variables") == [Status.WARN]
-    assert statuses(facts("h100x8-healthy"), "env.variables") == [Status.PASS]
-
-
-def test_configuration_rules() -> None:
-    assert statuses(facts("a100-mig-no-instances"), "config.mig") == [Status.FAIL]
-    assert statuses(facts("a100-mig"), "config.mig") == [Status.PASS]
-    assert statuses(facts("gtx1050-desktop"), "config.mig") == [Status.SKIP]  # GeForce: not supported
-    assert statuses(facts("misconfigured-node"), "config.compute_mode") == [Status.PASS, Status.FAIL]
-    assert statuses(facts("misconfigured-node"), "config.persistence") == [Status.WARN, Status.WARN]
-
-
-def _with_gpu(name: str, **changes: object) -> Facts:
-    f = facts(name)
-    gpu = dataclasses.replace(f.machine.gpus[0], **changes)  # type: ignore[arg-type]
-    machine: Machine = dataclasses.replace(f.machine, gpus=(gpu, *f.machine.gpus[1:]))
-    return dataclasses.replace(f, machine=machine)
-
-
-def test_health_rules_fail_on_the_ecc_machine() -> None:
-    f = facts("a100-ecc-errors")
-    for check_id in ("health.ecc", "health.row_remap", "health.recovery_action", "health.clock_events"):
-        assert statuses(f, check_id) == [Status.FAIL], check_id
-    assert statuses(f, "health.temperature") == [Status.WARN]
-
-
-def test_health_rules_skip_what_a_geforce_does_not_support() -> None:
-    f = facts("geforce-no-ecc-power")
-    for check_id in ("health.ecc", "health.retired_pages", "health.row_remap", "health.recovery_action"):
-        assert statuses(f, check_id) == [Status.SKIP], check_id
-
-
-def test_retired_pages_thresholds() -> None:
-    from gpudiag.model import RetiredPages
-
-    assert statuses(facts("v100x4-tutorial"), "health.retired_pages")[0] is Status.PASS
-    many = _with_gpu("v100x4-tutorial", retired_pages=Reading.of(RetiredPages(60, 3, False)))
-    assert statuses(many, "health.retired_pages")[0] is Status.FAIL
-    pending = _with_gpu("v100x4-tutorial", retired_pages=Reading.of(RetiredPages(1, 0, True)))
-    assert statuses(pending, "health.retired_pages")[0] is Status.FAIL
-
-
-def test_throttle_temperature_inforom_processes_memory() -> None:
-    assert (
-        statuses(_with_gpu("h100x8-healthy", clock_event_reasons=Reading.of(0x20)), "health.clock_events")[0]
-        is Status.WARN
+def devices(
+    missing: tuple[str, ...] = (),
+    denied: tuple[str, ...] = (),
+    modules: tuple[str, ...] = ("nvidia", "nvidia_uvm"),
+    known: bool = True,
+    nouveau: tuple[str, ...] = (),
+    helper: bool = False,
+) -> DeviceFacts:
+    nodes = tuple(
+        DeviceNode(f"/dev/{n}", n not in missing, n not in missing and n not in denied)
+        for n in ("nvidiactl", "nvidia-uvm", "nvidia0")
     )
-    hot = _with_gpu("h100x8-healthy", temperature_c=Reading.of(88))
-    assert statuses(hot, "health.temperature")[0] is Status.FAIL
-    bad_rom = _with_gpu("h100x8-healthy", inforom_valid=Reading.of(False))
-    assert statuses(bad_rom, "health.inforom")[0] is Status.FAIL
-    assert statuses(facts("gtx1050-desktop"), "health.processes") == [Status.FAIL]  # a python compute process
-    assert statuses(facts("gtx1050-desktop"), "health.processes", Options(allow_processes=True)) == [Status.WARN]
-    tight = Options(min_free_bytes=80 * 1024**3)
-    assert set(statuses(facts("h100x8-healthy"), "health.free_memory", tight)) == {Status.FAIL}
-    assert set(statuses(facts("h100x8-healthy"), "health.free_memory")) == {Status.PASS}
+    return DeviceFacts(nodes, frozenset(modules), known, nouveau, helper)
 
 
-def test_requirements() -> None:
-    f = facts("h100x8-healthy")
-    ok = Options(
-        require_driver="550", require_cuda="12.4", require_capability="9.0", require_gpu="h100", require_torch=">=2.3"
-    )
-    assert {r.status for r in results(f, "req", ok)} == {Status.PASS}
-    bad = Options(
-        require_driver="555.1", require_cuda="12.6", require_capability="10.0", require_gpu="B200", require_torch="<2.0"
-    )
-    found = results(f, "req", bad)
-    assert {r.status for r in found} == {Status.FAIL}
-    assert {r.id for r in found} == {"req.driver", "req.cuda", "req.capability", "req.gpu", "req.torch"}
-    assert results(f, "req") == []  # nothing required, nothing reported
-    assert {r.status for r in results(facts("no-driver"), "req", Options(require_gpu="H100"))} == {Status.FAIL}
+def live(f: Facts, d: DeviceFacts) -> Facts:
+    return dataclasses.replace(f, devices=d)
 
 
-def _functional(**changes: object) -> FunctionalResult:
+def in_container(f: Facts) -> Facts:
+    return with_machine(f, host=dataclasses.replace(f.machine.host, in_container=True))
+
+
+def ran(f: Facts, *results: FunctionalResult) -> Facts:
+    return dataclasses.replace(f, functional=results)
+
+
+def func(**changes: object) -> FunctionalResult:
     base = FunctionalResult(0, 0, True, "", 0.35, True, 2.1e-6, 48.2, (5, 16), 0)
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
-def test_functional_results() -> None:
-    f = facts("h100x8-healthy", functional=(_functional(),))
-    r = results(f, "func.gpu")[0]
-    assert r.status is Status.PASS and "48.2 TFLOP/s" in r.finding and "Gen5 x16 under load" in r.finding
-    wrong = facts("h100x8-healthy", functional=(_functional(matmul_rel_error=float("nan")),))
-    assert statuses(wrong, "func.gpu") == [Status.FAIL]
-    memory = facts("h100x8-healthy", functional=(_functional(memory_ok=False),))
-    assert statuses(memory, "func.gpu") == [Status.FAIL]
-    crashed = facts("h100x8-healthy", functional=(_functional(ok=False, error="RuntimeError: CUDA error: ECC"),))
-    assert statuses(crashed, "func.gpu") == [Status.FAIL]
-    throttled = facts("h100x8-healthy", functional=(_functional(loaded_clock_events=0x40),))
-    assert statuses(throttled, "func.gpu") == [Status.WARN]
-    skipped = facts("h100x8-healthy", functional_skip_reason="--quick")
-    assert results(skipped, "func.gpu")[0].finding == "--quick"
+def not_supported() -> Reading[object]:
+    return unavailable(Reason.NOT_SUPPORTED)
+
+
+def process(pid: int, kind: ProcessKind) -> GpuProcess:
+    host = HostProcess(HostState.FOUND, Reading.of("root"), Reading.of("x"), Reading.of("x"))
+    return GpuProcess(pid, kind, Reading.of(1 << 30), host)
+
+
+def link(gen: int, width: int, gen_max: int = 5, gpu_max: int = 5, width_max: int = 16) -> PcieLink:
+    return PcieLink(Reading.of(gen), Reading.of(gen_max), Reading.of(gpu_max), Reading.of(width), Reading.of(width_max))
+
+
+def no_link() -> PcieLink:
+    missing: Reading[int] = unavailable(Reason.NOT_SUPPORTED)
+    return PcieLink(missing, missing, missing, missing, missing)
+
+
+# --- the cases -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    check_id: str
+    expected: Status | tuple[Status, ...]  # one status for every result, or one per result
+    build: Callable[[], Facts]
+    options: Options = field(default_factory=Options)
+    says: str = ""  # a piece of the finding or fix that must appear
+    name: str = ""
+
+
+CASES = [
+    # driver and NVML
+    Case("nvml.init", PASS, lambda: facts("h100x8-healthy"), says="driver 550.54.15"),
+    Case("nvml.init", FAIL, lambda: facts("driver-mismatch"), says="loaded kernel module: 535.129.03", name="mismatch"),
+    Case("nvml.init", FAIL, lambda: facts("no-driver"), says="modprobe nvidia", name="no driver"),
+    Case("nvml.init", FAIL, lambda: facts("no-nvml-library"), says="NVIDIA runtime", name="no library"),
+    Case("nvml.init", FAIL, lambda: facts("no-permission"), says="/dev/nvidia*", name="no permission"),
+    Case("nvml.gpu_count", PASS, lambda: facts("h100x8-healthy"), Options(expect_gpus=8), says="as expected"),
+    Case("nvml.gpu_count", FAIL, lambda: facts("h100x8-healthy"), Options(expect_gpus=4), says="expected 4"),
+    Case("nvml.gpu_count", FAIL, lambda: facts("zero-gpus"), says="NVML sees no GPU", name="zero"),
+    Case("nvml.gpu_count", PASS, lambda: facts("zero-gpus"), Options(expect_gpus=0), name="zero expected"),
+    Case("nvml.gpu_count", SKIP, lambda: facts("no-driver")),
+    Case("nvml.gpu_lost", PASS, lambda: facts("h100x8-healthy")),
+    Case("nvml.gpu_lost", FAIL, lambda: facts("gpu-lost"), says="Xid 79"),
+    Case("nvml.gpu_lost", SKIP, lambda: facts("no-driver")),
+    Case("host.device_nodes", SKIP, lambda: facts("h100x8-healthy"), says="not recorded in this snapshot"),
+    Case("host.device_nodes", PASS, lambda: live(facts("h100x8-healthy"), devices())),
+    Case(
+        "host.device_nodes", FAIL, lambda: live(facts("h100x8-healthy"), devices(missing=("nvidia0",))), says="nvidia0"
+    ),
+    Case(
+        "host.device_nodes",
+        FAIL,
+        lambda: live(facts("h100x8-healthy"), devices(missing=("nvidia-uvm",))),
+        says="CUDA unknown error",
+        name="uvm",
+    ),
+    Case(
+        "host.device_nodes",
+        WARN,
+        lambda: live(facts("h100x8-healthy"), devices(missing=("nvidia-uvm",), helper=True)),
+        says="setuid nvidia-modprobe",
+        name="uvm with helper",
+    ),
+    Case(
+        "host.device_nodes",
+        FAIL,
+        lambda: in_container(live(facts("h100x8-healthy"), devices(missing=("nvidia-uvm",), helper=True))),
+        says="NVIDIA runtime",
+        name="uvm in a container",
+    ),
+    Case("host.device_nodes", FAIL, lambda: live(facts("h100x8-healthy"), devices(denied=("nvidia0",))), says="access"),
+    Case("host.kernel_modules", SKIP, lambda: facts("h100x8-healthy")),
+    Case("host.kernel_modules", SKIP, lambda: live(facts("h100x8-healthy"), devices(known=False)), name="unreadable"),
+    Case("host.kernel_modules", PASS, lambda: live(facts("h100x8-healthy"), devices())),
+    Case(
+        "host.kernel_modules",
+        FAIL,
+        lambda: live(facts("h100x8-healthy"), devices(modules=("nvidia",))),
+        says="modprobe nvidia_uvm",
+    ),
+    Case(
+        "host.kernel_modules",
+        WARN,
+        lambda: live(facts("h100x8-healthy"), devices(modules=("nvidia",), helper=True)),
+        says="on first use",
+        name="helper",
+    ),
+    Case("host.kernel_modules", FAIL, lambda: live(facts("no-driver"), devices(modules=())), says="not loaded"),
+    Case("host.kernel_modules", SKIP, lambda: live(facts("h100x8-healthy"), devices(modules=())), name="WSL"),
+    Case("host.nouveau", SKIP, lambda: facts("h100x8-healthy")),
+    Case("host.nouveau", PASS, lambda: live(facts("h100x8-healthy"), devices())),
+    Case(
+        "host.nouveau",
+        FAIL,
+        lambda: live(facts("h100x8-healthy"), devices(modules=("nouveau",), nouveau=("0000:01:00.0",))),
+        says="0000:01:00.0",
+    ),
+    Case("host.nouveau", WARN, lambda: live(facts("h100x8-healthy"), devices(modules=("nouveau",))), says="blacklist"),
+    # compatibility
+    Case("compat.torch", PASS, h100, says="sees 8 device(s)"),
+    Case("compat.torch", WARN, lambda: h100(device_count=4), says="torch sees 4 CUDA device(s), NVML implies 8"),
+    Case(
+        "compat.torch",
+        PASS,
+        lambda: with_env(h100(device_count=2), ("CUDA_VISIBLE_DEVICES", "0,1")),
+        name="narrowed on purpose",
+    ),
+    Case(
+        "compat.torch",
+        FAIL,
+        lambda: with_torch(facts("h100x8-healthy"), runtime(cuda=None, cuda_available=False, version="2.13.0+cpu")),
+        says="CPU-only",
+        name="cpu",
+    ),
+    Case("compat.torch", FAIL, lambda: facts("misconfigured-node"), says="hides every GPU", name="no device"),
+    Case(
+        "compat.torch",
+        FAIL,
+        lambda: with_torch(
+            facts("h100x8-healthy"),
+            runtime(cuda_available=False, cuda_error="torch hung in CUDA initialisation: no answer within 90 s"),
+        ),
+        says="hung in CUDA initialisation",
+        name="hung",
+    ),
+    Case(
+        "compat.torch",
+        FAIL,
+        lambda: with_torch(
+            facts("h100x8-healthy"), unavailable(Reason.UNKNOWN_ERROR, "torch fails to import: OSError")
+        ),
+        says="OSError",
+        name="import error",
+    ),
+    Case(
+        "compat.torch",
+        SKIP,
+        lambda: with_torch(facts("h100x8-healthy"), unavailable(Reason.NOT_FOUND, "torch is not installed for /x")),
+        says="not installed",
+        name="not installed",
+    ),
+    Case(
+        "compat.torch",
+        FAIL,
+        lambda: with_torch(facts("h100x8-healthy"), unavailable(Reason.NOT_FOUND, "torch is not installed for /x")),
+        Options(torch_expected=True),
+        says="not installed",
+        name="not installed in --python",
+    ),
+    Case("compat.torch", SKIP, lambda: facts("h100x8-healthy"), says="not probed", name="replay"),
+    Case("compat.driver_cuda", PASS, lambda: facts("h100x8-healthy"), says="built for CUDA 12.4"),
+    Case("compat.driver_cuda", WARN, lambda: facts("driver535-torch-cu128"), says="error 222"),
+    Case(
+        "compat.driver_cuda",
+        FAIL,
+        lambda: with_torch(facts("v100x4-tutorial"), runtime(cuda="12.1", version="2.1.0+cu121")),
+        says="too old",
+    ),
+    Case("compat.driver_cuda", SKIP, lambda: facts("gtx1050-desktop"), says="no torch"),
+    Case("compat.driver_cuda", SKIP, lambda: facts("no-driver"), name="no NVML"),
+    Case(
+        "compat.driver_cuda",
+        SKIP,
+        lambda: with_torch(facts("h100x8-healthy"), runtime(cuda=None, version="2.13.0+cpu")),
+        says="not a CUDA build",
+        name="cpu",
+    ),
+    Case("compat.arch", PASS, lambda: facts("driver535-torch-cu128"), says="native kernels (sm_86)"),
+    Case("compat.arch", FAIL, lambda: facts("p100-torch-cu128"), says="cu126", name="old GPU"),
+    Case("compat.arch", FAIL, lambda: facts("rtx5090-torch-cu124"), says="CUDA ≥ 12.8", name="new GPU"),
+    Case("compat.arch", WARN, lambda: h100(arch_list=("sm_70", "sm_80", "compute_80")), says="JIT", name="PTX"),
+    Case("compat.arch", SKIP, lambda: facts("h100x8-healthy"), name="not recorded"),
+    Case("compat.arch", SKIP, lambda: h100(cuda=None), says="CPU-only", name="cpu"),
+    Case("compat.arch", SKIP, lambda: h100(arch_list=()), says="no compiled", name="empty"),
+    Case("compat.cudnn", PASS, lambda: facts("p100-torch-cu128"), says="cuDNN 9.7.1 (torch built with 9.7.1)"),
+    Case(
+        "compat.cudnn",
+        FAIL,
+        lambda: with_torch(facts("p100-torch-cu128"), runtime(cudnn_version=90100, cudnn_compiled=(9, 7, 1))),
+        says="LD_LIBRARY_PATH",
+        name="older runtime",
+    ),
+    Case(
+        "compat.cudnn",
+        FAIL,
+        lambda: with_torch(facts("p100-torch-cu128"), runtime(cudnn_version=8902, cudnn_compiled=(9, 1, 0))),
+        says="cuDNN 8.9.2",
+        name="other major",
+    ),
+    Case(
+        "compat.cudnn",
+        FAIL,
+        lambda: with_torch(facts("p100-torch-cu128"), runtime(cudnn_version=91100, cudnn_compiled=(9, 11, 0))),
+        says="below sm_75",
+        name="9.11 on Pascal",
+    ),
+    Case("compat.cudnn", PASS, lambda: h100(cudnn_version=91100, cudnn_compiled=(9, 11, 0)), name="9.11 on Hopper"),
+    Case("compat.cudnn", SKIP, lambda: h100(cudnn_version=None), says="no cuDNN"),
+    Case("compat.cudnn", SKIP, lambda: facts("h100x8-healthy"), name="not recorded"),
+    Case("compat.nccl", PASS, lambda: facts("p100-torch-cu128"), says="NCCL 2.26.2"),
+    Case("compat.nccl", WARN, lambda: h100(nccl_version=None), says="8 GPUs"),
+    Case("compat.nccl", SKIP, lambda: with_torch(facts("p100-torch-cu128"), runtime(nccl_version=None))),
+    # configuration
+    Case("env.visible_devices", PASS, lambda: facts("h100x8-healthy"), says="unset"),
+    Case("env.visible_devices", PASS, lambda: facts("v100x4-tutorial"), says="cuda:3=GPU 3", name="set"),
+    Case("env.visible_devices", FAIL, lambda: facts("misconfigured-node"), says="'-1' leaves no device"),
+    Case(
+        "env.visible_devices",
+        FAIL,
+        lambda: with_env(facts("h100x8-healthy"), ("CUDA_VISIBLE_DEVICES", "")),
+        says="error 100",
+        name="empty",
+    ),
+    Case(
+        "env.visible_devices",
+        WARN,
+        lambda: with_env(facts("mixed-gpus-workstation"), ("CUDA_VISIBLE_DEVICES", "0")),
+        says="PCI_BUS_ID",
+        name="heuristic order",
+    ),
+    Case(
+        "env.visible_devices",
+        PASS,
+        lambda: with_env(
+            with_gpu(facts("h100x8-healthy"), 1, compute_mode=Reading.of(ComputeMode.PROHIBITED)),
+            ("CUDA_VISIBLE_DEVICES", "0,1"),
+        ),
+        name="compute mode is reported by its own check",
+    ),
+    Case("env.visible_devices", SKIP, lambda: facts("no-driver")),
+    Case("env.variables", PASS, lambda: facts("h100x8-healthy")),
+    Case("env.variables", WARN, lambda: facts("misconfigured-node"), says="CUDA_LAUNCH_BLOCKING=1"),
+    Case(
+        "env.variables",
+        WARN,
+        lambda: with_env(facts("h100x8-healthy"), ("CUDA_INJECTION64_PATH", "/opt/nsight/libinj.so")),
+        says="CUDA_INJECTION64_PATH",
+        name="injection",
+    ),
+    Case(
+        "env.variables",
+        PASS,
+        lambda: with_env(facts("h100x8-healthy"), ("CUDA_LAUNCH_BLOCKING", "0")),
+        name="launch blocking off",
+    ),
+    Case("config.mig", PASS, lambda: facts("a100-mig"), says="instance(s)"),
+    Case("config.mig", PASS, lambda: facts("h100x8-healthy"), says="MIG disabled", name="disabled"),
+    Case("config.mig", FAIL, lambda: facts("a100-mig-no-instances"), says="cannot run"),
+    Case(
+        "config.mig",
+        (WARN, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), mig_mode_pending=Reading.of(True)),
+        says="next GPU reset",
+    ),
+    Case("config.mig", SKIP, lambda: facts("gtx1050-desktop")),
+    Case("config.compute_mode", (PASS, FAIL), lambda: facts("misconfigured-node"), says="Prohibited"),
+    Case(
+        "config.compute_mode",
+        (WARN, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), compute_mode=Reading.of(ComputeMode.EXCLUSIVE_PROCESS)),
+        says="Exclusive_Process",
+    ),
+    Case(
+        "config.compute_mode",
+        (SKIP, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), compute_mode=not_supported()),
+    ),
+    Case("config.persistence", PASS, lambda: facts("h100x8-healthy")),
+    Case("config.persistence", WARN, lambda: facts("misconfigured-node"), says="nvidia-persistenced"),
+    Case(
+        "config.persistence",
+        (SKIP, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), persistence_mode=not_supported()),
+    ),
+    # health
+    Case("health.ecc", PASS, lambda: facts("h100x8-healthy")),
+    Case("health.ecc", FAIL, lambda: facts("a100-ecc-errors"), says="2 uncorrected ECC error(s)"),
+    Case("health.ecc", SKIP, lambda: facts("geforce-no-ecc-power"), says="not supported"),
+    Case(
+        "health.ecc",
+        (SKIP, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), ecc_mode_current=Reading.of(False)),
+        says="ECC disabled",
+        name="disabled",
+    ),
+    Case("health.retired_pages", PASS, lambda: facts("v100x4-tutorial")),
+    Case(
+        "health.retired_pages",
+        (FAIL, PASS, PASS, PASS),
+        lambda: with_gpu(facts("v100x4-tutorial"), retired_pages=Reading.of(RetiredPages(60, 3, False))),
+        says="63 retired pages",
+    ),
+    Case(
+        "health.retired_pages",
+        (FAIL, PASS, PASS, PASS),
+        lambda: with_gpu(facts("v100x4-tutorial"), retired_pages=Reading.of(RetiredPages(1, 0, True))),
+        says="pending",
+        name="pending",
+    ),
+    Case("health.retired_pages", SKIP, lambda: facts("geforce-no-ecc-power")),
+    Case("health.row_remap", PASS, lambda: facts("h100x8-healthy")),
+    Case("health.row_remap", FAIL, lambda: facts("a100-ecc-errors"), says="row remap pending"),
+    Case(
+        "health.row_remap",
+        (FAIL, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), remapped_rows=Reading.of(RemappedRows(0, 2, False, True))),
+        says="RMA",
+        name="failure",
+    ),
+    Case(
+        "health.row_remap",
+        (FAIL, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), remapped_rows=Reading.of(RemappedRows(0, 512, False, False))),
+        says="512 uncorrectable",
+        name="count",
+    ),
+    Case("health.row_remap", SKIP, lambda: facts("geforce-no-ecc-power")),
+    Case("health.recovery_action", PASS, lambda: facts("h100x8-healthy")),
+    Case("health.recovery_action", FAIL, lambda: facts("a100-ecc-errors"), says="GPU reset required"),
+    Case("health.recovery_action", SKIP, lambda: facts("geforce-no-ecc-power")),
+    Case("health.clock_events", PASS, lambda: facts("h100x8-healthy"), says="GpuIdle"),
+    Case("health.clock_events", FAIL, lambda: facts("a100-ecc-errors"), says="HwThermalSlowdown"),
+    Case(
+        "health.clock_events",
+        (WARN, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), clock_event_reasons=Reading.of(0x20)),
+        says="SwThermalSlowdown",
+    ),
+    Case(
+        "health.clock_events",
+        (FAIL, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), clock_event_reasons=Reading.of(0x80 | 0x4)),
+        says="HwPowerBrakeSlowdown",
+        name="power brake",
+    ),
+    Case(
+        "health.clock_events",
+        (SKIP, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), clock_event_reasons=not_supported()),
+    ),
+    Case("health.temperature", PASS, lambda: facts("h100x8-healthy"), says="slowdown at 87 °C"),
+    Case("health.temperature", WARN, lambda: facts("a100-ecc-errors"), says="within 5 °C"),
+    Case(
+        "health.temperature",
+        (FAIL, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), temperature_c=Reading.of(88)),
+        says="at or above",
+    ),
+    Case(
+        "health.temperature",
+        (WARN, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), temperature_c=Reading.of(75)),
+        Options(temp_margin_c=15),
+        says="within 15 °C",
+        name="--temp-margin",
+    ),
+    Case(
+        "health.temperature",
+        (SKIP, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), temperature_c=not_supported()),
+    ),
+    Case("health.inforom", PASS, lambda: facts("h100x8-healthy")),
+    Case(
+        "health.inforom",
+        (FAIL, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), inforom_valid=Reading.of(False)),
+        says="corrupted",
+    ),
+    Case(
+        "health.inforom",
+        (SKIP, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), inforom_valid=not_supported()),
+    ),
+    Case("health.processes", PASS, lambda: facts("h100x8-healthy")),
+    Case("health.processes", FAIL, lambda: facts("gtx1050-desktop"), says="PID 4242"),
+    Case("health.processes", WARN, lambda: facts("gtx1050-desktop"), Options(allow_processes=True), name="allowed"),
+    Case(
+        "health.processes",
+        (WARN, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), processes=Reading.of((process(983, ProcessKind.GRAPHICS),))),
+        says="graphics",
+        name="graphics",
+    ),
+    Case(
+        "health.processes",
+        (SKIP, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), processes=unavailable(Reason.NO_PERMISSION)),
+        says="no permission",
+    ),
+    Case("health.free_memory", PASS, lambda: facts("h100x8-healthy"), says="free of"),
+    Case("health.free_memory", FAIL, lambda: facts("h100x8-healthy"), Options(min_free_bytes=80 << 30), says="below"),
+    Case(
+        "health.free_memory",
+        (SKIP, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), memory=unavailable(Reason.UNKNOWN_ERROR, "boom")),
+        says="boom",
+    ),
+    Case("health.pcie", PASS, lambda: facts("h100x8-healthy"), says="Gen5 x16 (the link's maximum)"),
+    Case(
+        "health.pcie",
+        (SKIP, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), pcie=link(1, 16)),
+        says="normal when idle",
+        name="idle",
+    ),
+    Case(
+        "health.pcie",
+        (WARN, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), pcie=link(3, 16, gen_max=3)),
+        says="the slot limits the link to Gen3",
+        name="slot",
+    ),
+    Case(
+        "health.pcie",
+        (WARN, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(
+            facts("h100x8-healthy"), pcie=link(2, 16), utilization=Reading.of(Utilization(96, 41)), pstate=Reading.of(0)
+        ),
+        says="Gen2 x16 while busy (P0, 96% utilization)",
+        name="busy snapshot",
+    ),
+    Case(
+        "health.pcie",
+        (WARN, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: ran(with_gpu(facts("h100x8-healthy"), pcie=link(1, 16)), func(loaded_pcie=(5, 8))),
+        says="Gen5 x8 under the functional test's load",
+        name="under test load",
+    ),
+    Case(
+        "health.pcie",
+        (PASS, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: ran(with_gpu(facts("h100x8-healthy"), pcie=link(1, 16)), func(loaded_pcie=(5, 16))),
+        says="under the functional test's load (Gen5 x16 max)",
+        name="full speed under load",
+    ),
+    Case(
+        "health.pcie",
+        (SKIP, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
+        lambda: with_gpu(facts("h100x8-healthy"), pcie=no_link()),
+        says="PCIe link not supported",
+        name="unsupported",
+    ),
+    # requirements
+    Case("req.driver", PASS, lambda: facts("h100x8-healthy"), Options(require_driver="550"), says="required ≥ 550"),
+    Case("req.driver", FAIL, lambda: facts("h100x8-healthy"), Options(require_driver="555.1"), says="upgrade"),
+    Case("req.driver", FAIL, lambda: facts("no-driver"), Options(require_driver="550"), says="NVML unavailable"),
+    Case("req.cuda", (PASS, PASS), lambda: facts("h100x8-healthy"), Options(require_cuda="12.4")),
+    Case("req.cuda", (FAIL, FAIL), lambda: facts("h100x8-healthy"), Options(require_cuda="12.6"), says="CUDA 12.6"),
+    Case(
+        "req.cuda",
+        (FAIL, PASS),
+        lambda: facts("driver535-torch-cu128"),
+        Options(require_cuda="12.4"),
+        says="driver supports CUDA 12.2",
+        name="torch passes, driver older",
+    ),
+    Case(
+        "req.cuda", (FAIL, FAIL), lambda: facts("gtx1050-desktop"), Options(require_cuda="10.1"), says="not installed"
+    ),
+    Case("req.capability", PASS, lambda: facts("h100x8-healthy"), Options(require_capability="9.0")),
+    Case("req.capability", PASS, lambda: facts("h100x8-healthy"), Options(require_capability="8"), name="major only"),
+    Case("req.capability", FAIL, lambda: facts("h100x8-healthy"), Options(require_capability="10.0")),
+    Case("req.capability", FAIL, lambda: facts("no-driver"), Options(require_capability="8.0"), says="NVML"),
+    Case("req.gpu", PASS, lambda: facts("h100x8-healthy"), Options(require_gpu="h100"), says="matches 'h100'"),
+    Case(
+        "req.gpu",
+        (PASS, FAIL),
+        lambda: facts("mixed-gpus-workstation"),
+        Options(require_gpu="Quadro"),
+        says="does not match",
+    ),
+    Case("req.gpu", FAIL, lambda: facts("zero-gpus"), Options(require_gpu="H100"), says="no usable GPU"),
+    Case("req.torch", PASS, lambda: facts("h100x8-healthy"), Options(require_torch=">=2.3"), says="satisfies"),
+    Case("req.torch", FAIL, lambda: facts("h100x8-healthy"), Options(require_torch="<2.0"), says="pip install"),
+    Case("req.torch", FAIL, lambda: facts("gtx1050-desktop"), Options(require_torch=">=2"), says="not installed"),
+    # functional test
+    Case("func.gpu", PASS, lambda: ran(facts("h100x8-healthy"), func()), says="48.2 TFLOP/s"),
+    Case("func.gpu", FAIL, lambda: ran(facts("h100x8-healthy"), func(matmul_rel_error=float("nan"))), says="NaN"),
+    Case("func.gpu", FAIL, lambda: ran(facts("h100x8-healthy"), func(matmul_rel_error=3e-3)), name="inaccurate"),
+    Case("func.gpu", FAIL, lambda: ran(facts("h100x8-healthy"), func(memory_ok=False)), says="memory pattern"),
+    Case(
+        "func.gpu",
+        FAIL,
+        lambda: ran(facts("h100x8-healthy"), func(ok=False, error="RuntimeError: CUDA error: ECC")),
+        says="CUDA error: ECC",
+        name="error",
+    ),
+    Case("func.gpu", FAIL, lambda: ran(facts("h100x8-healthy"), func(loaded_clock_events=0x40)), says="HwThermal"),
+    Case("func.gpu", WARN, lambda: ran(facts("h100x8-healthy"), func(loaded_clock_events=0x8)), says="HwSlowdown"),
+    Case("func.gpu", SKIP, lambda: dataclasses.replace(facts("h100x8-healthy"), functional_skip_reason="--quick")),
+    Case("func.gpu", SKIP, lambda: ran(facts("h100x8-healthy")), says="no CUDA device", name="none"),
+]
+
+# What each rule can say. The coverage test holds the cases to it.
+CAN_PRODUCE: dict[str, set[Status]] = {
+    "nvml.init": {PASS, FAIL},
+    "env.variables": {PASS, WARN},
+    "compat.cudnn": {PASS, FAIL, SKIP},
+    "compat.nccl": {PASS, WARN, SKIP},
+    "config.persistence": {PASS, WARN, SKIP},
+    "health.ecc": {PASS, FAIL, SKIP},
+    "health.retired_pages": {PASS, FAIL, SKIP},
+    "health.row_remap": {PASS, FAIL, SKIP},
+    "health.recovery_action": {PASS, FAIL, SKIP},
+    "health.inforom": {PASS, FAIL, SKIP},
+    "health.free_memory": {PASS, FAIL, SKIP},
+    "health.pcie": {PASS, WARN, SKIP},
+    "nvml.gpu_count": {PASS, FAIL, SKIP},
+    "nvml.gpu_lost": {PASS, FAIL, SKIP},
+    **{f"req.{r}": {PASS, FAIL} for r in ("driver", "cuda", "capability", "gpu", "torch")},
+}
+
+
+def _case_id(case: Case) -> str:
+    expected = case.expected.value if isinstance(case.expected, Status) else "/".join(s.value for s in case.expected)
+    return f"{case.check_id}-{expected}" + (f"-{case.name}" if case.name else "")
+
+
+def _results(case: Case) -> list[CheckResult]:
+    return rules.run(case.build(), case.options, only=(case.check_id,))
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_rule(case: Case) -> None:
+    results = _results(case)
+    assert results, "the rule said nothing"
+    assert {r.id for r in results} == {case.check_id}
+    statuses = tuple(r.status for r in results)
+    if isinstance(case.expected, Status):
+        assert set(statuses) == {case.expected}, [(r.status, r.target, r.finding) for r in results]
+    else:
+        assert statuses == case.expected, [(r.status, r.target, r.finding) for r in results]
+    if case.says:
+        assert any(case.says in r.finding + r.fix for r in results), [(r.finding, r.fix) for r in results]
+    for r in results:
+        assert r.finding and "\n" not in r.finding and "\n" not in r.fix
+        if r.status in (FAIL, WARN):
+            assert r.fix, f"{r.id} {r.status.value} without a fix: {r.finding}"
+
+
+def test_every_rule_is_covered_for_every_status_it_can_produce() -> None:
+    covered: dict[str, set[Status]] = {}
+    for case in CASES:
+        expected = {case.expected} if isinstance(case.expected, Status) else set(case.expected)
+        covered.setdefault(case.check_id, set()).update(expected)
+    for check in rules.CHECKS:
+        wanted = CAN_PRODUCE.get(check.id, {PASS, WARN, FAIL, SKIP})
+        assert covered.get(check.id, set()) >= wanted, (check.id, wanted - covered.get(check.id, set()))
+
+
+def test_requirements_say_nothing_unless_asked() -> None:
+    f = facts("h100x8-healthy")
+    assert rules.run(f, Options(), only=("req",)) == []
 
 
 def test_only_and_skip_select_by_id_or_area() -> None:
     f = facts("h100x8-healthy")
-    assert {r.id for r in rules.run(f, Options(), only=("health",))} <= {
+    assert {r.id for r in rules.run(f, Options(), only=("health",))} == {
         c.id for c in rules.CHECKS if c.id.startswith("health.")
     }
-    assert not [
-        r for r in rules.run(f, Options(), skip=("health", "config")) if r.id.startswith(("health.", "config."))
-    ]
+    kept = rules.run(f, Options(), skip=("health", "config.mig"))
+    assert not [r for r in kept if r.id.startswith("health.") or r.id == "config.mig"]
+    assert rules.matches("health.ecc", "health.") and not rules.matches("health.ecc", "heal")
 
 
-@pytest.mark.parametrize("name", ["h100x8-healthy", "v100x4-tutorial", "a100-mig", "gtx1050-desktop"])
-def test_every_rule_returns_results_with_ids_from_the_registry(name: str) -> None:
-    ids = {c.id for c in rules.CHECKS}
-    for r in rules.run(facts(name), Options(require_gpu="x")):
-        assert r.id in ids or r.id.startswith("req.")
-        assert "\n" not in r.finding
+def test_ids_are_unique_and_areas_consistent() -> None:
+    assert len(set(rules.CHECK_IDS)) == len(rules.CHECK_IDS)
+    for check in rules.CHECKS:
+        assert check.id.split(".")[0] in {"nvml", "host", "compat", "env", "config", "health", "req", "func"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "h100x8-healthy",
+        "v100x4-tutorial",
+        "a100-mig",
+        "gtx1050-desktop",
+        "gpu-lost",
+        "no-driver",
+        "zero-gpus",
+        "misconfigured-node",
+        "rtx5090-torch-cu124",
+    ],
+)
+def test_every_rule_on_whole_machines(name: str) -> None:
+    everything = Options(
+        expect_gpus=2,
+        min_free_bytes=1 << 30,
+        require_driver="1",
+        require_cuda="1",
+        require_capability="1.0",
+        require_gpu="x",
+        require_torch=">=0",
+    )
+    results = rules.run(facts(name), everything)
+    assert {r.id for r in results} == set(rules.CHECK_IDS)
+    for r in results:
+        assert r.finding and "\n" not in r.finding

@@ -1,19 +1,48 @@
-"""Machine files: strict loading, defaults, and replays that reproduce themselves."""
+"""Machine files: strict loading, defaults, and replays that show exactly what the file says.
+
+A fixture that disagrees with its own replay would make every golden test describe a
+machine nobody wrote down, so the replay is checked against the file, field by field.
+"""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gpudiag.model import Machine
+from gpudiag.model import GpuState, Machine, Reason
 from gpudiag.probe.collect import collect
+from gpudiag.serialize import to_data
 from gpudiag.testing import fixtures
 from gpudiag.testing.fixtures import FixtureError, example_names, machine_from_data
+
+# The whole-machine examples the probe layer owns; the memory identity below is checked on these.
+PROBE_EXAMPLES = (
+    "v100x4-tutorial",
+    "gtx1050-desktop",
+    "a100-mig",
+    "a100-mig-no-instances",
+    "geforce-no-ecc-power",
+    "gpu-lost",
+    "no-driver",
+    "no-nvml-library",
+    "driver-mismatch",
+    "no-permission",
+    "zero-gpus",
+    "container-pids",
+    "old-driver-v1-processes",
+    "hidepid-processes",
+    "a100-ecc-errors",
+)
+
+GPU_UUID = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+MIG_UUID = re.compile(r"^MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+BUS_ID = re.compile(r"^[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-7]$")  # NVML's busId: domain:bus:device.function
 
 
 def raw(name: str) -> dict[str, Any]:
@@ -25,10 +54,40 @@ def normalised(m: Machine) -> Machine:
     return dataclasses.replace(m, source="", collected_at=0.0)
 
 
+def comparable(m: Machine) -> dict[str, Any]:
+    """The machine as data, minus what a replay cannot reproduce or orders differently.
+
+    NVML errors carry no text, so a "not supported" reading's annotation in a file is not
+    replayed; NVML lists compute processes before graphics ones; ``functions_missing`` is
+    compared on its own (a file lists what the driver lacks, a replay what it tripped over).
+    """
+    data: dict[str, Any] = to_data(normalised(m))
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if node.get("unavailable") == Reason.NOT_SUPPORTED.value:
+                return {"unavailable": Reason.NOT_SUPPORTED.value}
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    data = walk(data)
+    for gpu in data["gpus"]:
+        if isinstance(gpu["processes"], list):
+            gpu["processes"].sort(key=lambda p: (p["pid"], p["kind"]))
+    data["nvml"]["functions_missing"] = []
+    return data
+
+
+def test_the_probe_examples_are_all_shipped() -> None:
+    assert set(PROBE_EXAMPLES) <= set(example_names())
+
+
 @pytest.mark.parametrize("name", example_names())
 def test_every_example_loads_and_has_a_description(name: str) -> None:
     machine, description = fixtures.load(name)
-    assert description, f"{name} needs a description of its condition"
+    assert len(description) > 40, f"{name} needs a description of its condition and its sources"
     assert machine.schema == "gpudiag.machine/1"
 
 
@@ -41,6 +100,50 @@ def test_replaying_a_replay_gives_the_same_machine(name: str, tmp_path: Path) ->
     assert normalised(second) == normalised(first)
 
 
+@pytest.mark.parametrize("name", example_names())
+def test_a_replay_shows_what_the_file_says(name: str) -> None:
+    written = fixtures.load(name)[0]
+    replayed = collect(name)
+    assert comparable(replayed) == comparable(written)
+    tripped = set(replayed.nvml.functions_missing)
+    assert tripped <= set(written.nvml.functions_missing), tripped - set(written.nvml.functions_missing)
+
+
+@pytest.mark.parametrize("name", example_names())
+def test_identities_look_like_nvml_s(name: str) -> None:
+    machine = fixtures.load(name)[0]
+    uuids = []
+    for gpu in machine.gpus:
+        if gpu.state is not GpuState.OK:
+            continue
+        assert gpu.uuid.value is not None and GPU_UUID.match(gpu.uuid.value), gpu.uuid
+        assert gpu.pci_bus_id.value is not None and BUS_ID.match(gpu.pci_bus_id.value), gpu.pci_bus_id
+        uuids.append(gpu.uuid.value)
+        for mig in gpu.mig_devices:
+            assert mig.uuid.value is not None and MIG_UUID.match(mig.uuid.value), mig.uuid
+            uuids.append(mig.uuid.value)
+    assert len(uuids) == len(set(uuids)), "UUIDs must be unique within a machine"
+    minors = [g.minor_number.value for g in machine.gpus if g.minor_number.value is not None]
+    assert len(minors) == len(set(minors))
+
+
+@pytest.mark.parametrize("name", PROBE_EXAMPLES)
+def test_memory_figures_add_up_as_nvml_reports_them(name: str) -> None:
+    """NVML v2: total = reserved + used + free; v1 (no reserved figure): total = used + free."""
+    machine = fixtures.load(name)[0]
+    for gpu in machine.gpus:
+        memory = gpu.memory.value
+        if memory is None:
+            continue
+        reserved = memory.reserved_bytes.get(0)
+        assert memory.used_bytes + memory.free_bytes + reserved == memory.total_bytes, gpu.label
+        processes = gpu.processes.get(())
+        assert sum(p.used_memory_bytes.get(0) for p in processes) <= memory.used_bytes, gpu.label
+        for mig in gpu.mig_devices:
+            assert mig.memory.value is not None
+            assert mig.memory.value.used_bytes + mig.memory.value.free_bytes == mig.memory.value.total_bytes
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
@@ -48,13 +151,25 @@ def test_replaying_a_replay_gives_the_same_machine(name: str, tmp_path: Path) ->
         (lambda d: d["gpus"][0].update(temprature_c=30), "$.gpus[0]: unknown keys ['temprature_c']"),
         (lambda d: d["gpus"][0].update(temperature_c="hot"), "$.gpus[0].temperature_c: expected an integer"),
         (lambda d: d["gpus"][0].update(temperature_c=True), "expected an integer, got True"),
+        (lambda d: d["gpus"][0].update(power_limit_w="80W"), "$.gpus[0].power_limit_w: expected a number"),
+        (lambda d: d["gpus"][0].update(persistence_mode=1), "$.gpus[0].persistence_mode: expected true/false"),
         (lambda d: d["gpus"][0].update(fan_percent={"unavailable": "broken"}), "unknown reason 'broken'"),
+        (lambda d: d["gpus"][0].update(fan_percent={"unavailable": "not_supported", "why": "x"}), "unknown keys"),
         (lambda d: d["gpus"][0].update(fan_percent=None), "null is not a reading"),
         (lambda d: d["gpus"][0].update(compute_mode="Shared"), "'Shared' is not one of"),
-        (lambda d: d["gpus"][0].update(index=5), "index must equal its position"),
+        (lambda d: d["gpus"][0]["memory"].pop("free_bytes"), "$.gpus[0].memory: missing key 'free_bytes'"),
+        (lambda d: d["gpus"][0]["processes"][0].update(kind="X"), "$.gpus[0].processes[0].kind: 'X' is not one"),
+        (lambda d: d["gpus"][0].update(index=5), "$.gpus[0]: index must equal its position"),
+        (lambda d: d["gpus"].insert(0, "GPU 0"), "$.gpus[0]: expected an object"),
+        (lambda d: d.update(gpus={"0": {}}), "$.gpus: expected a list"),
+        (lambda d: d.pop("gpus"), "$: missing key 'gpus'"),
+        (lambda d: d.update(gpu_defaults=[]), "$.gpu_defaults: expected an object"),
         (lambda d: d.update(schema="gpudiag.machine/9"), "this gpudiag reads 'gpudiag.machine/1'"),
+        (lambda d: d.pop("schema"), "schema is None"),
         (lambda d: d["nvml"].pop("driver_version"), "$.nvml: missing key 'driver_version'"),
+        (lambda d: d["nvml"].update(status="fine"), "$.nvml.status: 'fine' is not one of"),
         (lambda d: d["gpus"][0].update(compute_capability=[9]), "expected 2 items"),
+        (lambda d: d.update(env=[["CUDA_VISIBLE_DEVICES"]]), "$.env[0]: expected 2 items"),
     ],
 )
 def test_loader_rejects_bad_data_naming_the_path(mutate: Any, message: str) -> None:
@@ -62,7 +177,20 @@ def test_loader_rejects_bad_data_naming_the_path(mutate: Any, message: str) -> N
     mutate(data)
     with pytest.raises(FixtureError) as err:
         machine_from_data(data, "test")
+    assert str(err.value).startswith("test: ")
     assert message in str(err.value)
+
+
+def test_loader_rejects_a_document_that_is_not_an_object() -> None:
+    with pytest.raises(FixtureError, match="expected a JSON object"):
+        machine_from_data([1, 2], "test")
+
+
+def test_failed_gpu_shorthand_with_an_unknown_state_is_rejected() -> None:
+    data = copy.deepcopy(raw("gpu-lost"))
+    data["gpus"][2]["state"] = "melted"
+    with pytest.raises(FixtureError, match=r"\$\.gpus\[2\]\.state: unknown state 'melted'"):
+        machine_from_data(data, "test")
 
 
 def test_gpu_defaults_merge_under_each_gpu() -> None:
@@ -73,16 +201,45 @@ def test_gpu_defaults_merge_under_each_gpu() -> None:
     assert m.gpus[5].pcie.width_max.value == 16  # nested default kept where the GPU overrides nothing
 
 
+def test_a_nested_override_keeps_its_siblings_from_the_defaults() -> None:
+    data = copy.deepcopy(raw("h100x8-healthy"))
+    data["gpus"][3]["pcie"] = {"width_current": 8}
+    m = machine_from_data(data)
+    assert (m.gpus[3].pcie.width_current.value, m.gpus[3].pcie.width_max.value) == (8, 16)
+    assert m.gpus[2].pcie.width_current.value == 16  # the other GPUs keep the default
+
+
 def test_a_value_replaces_a_defaulted_missing_marker() -> None:
     m = machine_from_data(raw("gpu-lost"))
     assert m.gpus[0].utilization.value is not None  # defaults say not_supported; the GPU says a value
 
 
+def test_a_missing_marker_replaces_a_defaulted_value_whole() -> None:
+    data = copy.deepcopy(raw("h100x8-healthy"))
+    data["gpus"][1]["memory"] = {"unavailable": "no_permission", "detail": "denied"}
+    data["gpus"][1]["ecc_errors"] = {"volatile_corrected": {"unavailable": "not_supported"}}
+    m = machine_from_data(data)
+    assert m.gpus[1].memory.reason is Reason.NO_PERMISSION and m.gpus[1].memory.detail == "denied"
+    assert m.gpus[1].ecc_errors.volatile_corrected.reason is Reason.NOT_SUPPORTED
+    assert m.gpus[1].ecc_errors.volatile_uncorrected.value == 0  # its siblings still come from the defaults
+
+
 def test_failed_gpu_shorthand_expands_to_a_full_row() -> None:
     m = machine_from_data(raw("gpu-lost"))
     lost = m.gpus[2]
-    assert lost.state.value == "lost"
-    assert lost.pcie.gen_current.reason is not None
+    assert lost.state is GpuState.LOST
+    assert "XID 79" in lost.state_detail
+    assert lost.pcie.gen_current.reason is Reason.GPU_LOST
+    assert lost.processes.reason is Reason.GPU_LOST
+
+
+def test_dump_keeps_the_description_and_loads_back(tmp_path: Path) -> None:
+    machine, _ = fixtures.load("a100-mig")
+    path = tmp_path / "node17.json"
+    path.write_text(fixtures.dump(machine, "node 17 after the reboot"))
+    again, description = fixtures.load(str(path))
+    assert description == "node 17 after the reboot"
+    assert again == machine
 
 
 @pytest.mark.parametrize(

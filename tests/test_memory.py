@@ -1,312 +1,300 @@
-"""`gpudiag memory`: one-shot views, the allocator breakdown, and the watch loop over changing machines."""
+"""`gpudiag.memory`: shares, the allocator breakdown, MIG matching, watch state, insights; the views."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import socket
-import threading
 import time
-import urllib.request
-from pathlib import Path
+from io import StringIO
 
-import pytest
+from rich.console import Console
 
-from gpudiag import memory, watch
-from gpudiag.exitcodes import ExitCode
-from gpudiag.model import GpuState, Machine, Memory, Reading
+from gpudiag import memory
+from gpudiag.model import GpuState, Machine, Memory, Reading, Reason
+from gpudiag.render import memory_view
 from gpudiag.testing.fixtures import load
 from gpudiag.track import TrackedDevice, TrackedProcess
-from tests.conftest import Cli
 
 MiB = 1024 * 1024
 
 
-def test_one_shot_table_and_shares(cli: Cli) -> None:
-    code, out, _ = cli("--replay", "v100x4-tutorial", "memory", width=140)
-    assert code == 0
-    assert "10955MiB / 16130MiB" in out
-    assert "67.8%" in out  # 10944 MiB of 16130 MiB
-    assert "Total: 29744MiB used of 64520MiB" in out
+def tracked(pid: int, *devices: TrackedDevice) -> dict[int, TrackedProcess]:
+    return {pid: TrackedProcess(pid, "python train.py", time.time(), devices)}
 
 
-def test_other_namespace_processes_are_said_so(cli: Cli) -> None:
-    _, out, _ = cli("--replay", "container-pids", "memory", width=140)
-    assert "host PID: not visible in this container" in out
-    assert "belong to the host's PID namespace" in out
+def device(uuid: str, allocated_mib: int, reserved_mib: int, index: int = 0, **kw: object) -> TrackedDevice:
+    fields: dict[str, object] = {
+        "torch_index": index,
+        "uuid": uuid,
+        "allocated_bytes": allocated_mib * MiB,
+        "reserved_bytes": reserved_mib * MiB,
+        "peak_allocated_bytes": 9000 * MiB,
+        "peak_reserved_bytes": 10500 * MiB,
+        "alloc_retries": 0,
+        "ooms": 0,
+    }
+    fields.update(kw)
+    return TrackedDevice(**fields)  # type: ignore[arg-type]
 
 
-def test_json_is_versioned(cli: Cli) -> None:
-    code, out, _ = cli("--replay", "a100-mig", "memory", "--json", "--id", "0")
-    data = json.loads(out)
-    assert code == 0 and data["schema"] == "gpudiag.memory/1"
-    assert [m["gpu_instance_id"] for m in data["gpus"][0]["mig_devices"]] == [1, 5, 13]
-    assert data["processes"][0]["used_bytes"] == 4096 * MiB
+def with_gpu(machine: Machine, index: int, **changes: object) -> Machine:
+    gpus = list(machine.gpus)
+    gpus[index] = dataclasses.replace(gpus[index], **changes)  # type: ignore[arg-type]
+    return dataclasses.replace(machine, gpus=tuple(gpus))
+
+
+def with_free(machine: Machine, index: int, free_mib: int) -> Machine:
+    old = machine.gpus[index].memory.value
+    assert old is not None
+    new = Memory(old.total_bytes, old.total_bytes - free_mib * MiB, free_mib * MiB, old.reserved_bytes)
+    return with_gpu(machine, index, memory=Reading.of(new))
+
+
+def render(view: memory.MemoryView, state: memory.WatchState | None = None, height: int | None = None) -> str:
+    file = StringIO()
+    Console(file=file, width=160, color_system=None).print(memory_view.render(view, state, height))
+    return file.getvalue()
+
+
+# --- one view ------------------------------------------------------------------------
+
+
+def test_shares_and_totals() -> None:
+    view = memory.build(load("v100x4-tutorial")[0], {})
+    assert [round(r.share_percent or 0, 1) for r in view.processes] == [67.8, 38.8, 38.8, 38.8]
+    assert view.total_used_bytes == (10955 + 3 * 6263) * MiB
+    assert view.processes_used_bytes == (10944 + 3 * 6252) * MiB
 
 
 def test_breakdown_of_a_tracked_process() -> None:
     machine = load("v100x4-tutorial")[0]
-    uuid = machine.gpus[0].uuid.value
-    assert uuid is not None
-    device = TrackedDevice(0, uuid.removeprefix("GPU-"), 8000 * MiB, 10000 * MiB, 9000 * MiB, 10500 * MiB, 2, 1)
-    view = memory.build(machine, {31337: TrackedProcess(31337, "python train.py", time.time(), (device,))})
+    uuid = "1c2b9d3e-5a7f-0b4c-8d2e-6f3a9b1c7d00"  # torch prints GPU 0's UUID without the prefix
+    view = memory.build(machine, tracked(31337, device(uuid, 8000, 10000, ooms=1, alloc_retries=2)))
     row = view.processes[0]
     assert row.breakdown is not None
+    assert row.breakdown.allocated_bytes == 8000 * MiB
     assert row.breakdown.cached_free_bytes == 2000 * MiB
     assert row.breakdown.other_bytes == 944 * MiB  # NVML's 10944 MiB minus 10000 reserved
     line = memory.empty_cache_line(row)
-    assert "empty_cache() would return up to 2.0 GiB" in line and "CUDA context" in line
+    assert line == (
+        "PID 31337 on GPU 0 (cuda:0): empty_cache() would return 2.0 GiB; 7.8 GiB is tensors, "
+        "944.0 MiB context and libraries"
+    )
+    assert "1 out-of-memory error(s), 2 allocator retries" in memory.peaks_line(row)
     assert view.processes[1].breakdown is None  # GPU 1: the tracker reported only cuda:0
 
 
-def test_tracked_process_shows_in_the_cli(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpudiag import track
-
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    machine_pid = 31337
-    directory = track.runtime_dir()
-    directory.mkdir(mode=0o700)
-    data = {
-        "schema": track.SCHEMA,
-        "pid": machine_pid,
-        "command": "python train.py",
-        "updated_at": time.time(),
-        "devices": [
-            {
-                "torch_index": 0,
-                "uuid": "1c2b9d3e-5a7f-0b4c-8d2e-6f3a9b1c7d00",
-                "name": "V100",
-                "allocated_bytes": 8000 * MiB,
-                "reserved_bytes": 10000 * MiB,
-                "peak_allocated_bytes": 1,
-                "peak_reserved_bytes": 1,
-                "alloc_retries": 3,
-                "ooms": 1,
-            }
-        ],
-    }
-    (directory / f"{machine_pid}.json").write_text(json.dumps(data))
-    monkeypatch.setattr("gpudiag.track._alive", lambda pid: True)
-    _, out, _ = cli("--replay", "v100x4-tutorial", "memory", width=160)
-    assert "Cached free" in out and "2000MiB" in out
-    assert "1 out-of-memory error(s), 3 allocation retries" in out
+def test_breakdown_is_clamped_and_says_when_nvml_has_no_figure() -> None:
+    dev = device("x", 100, 300)
+    assert memory.breakdown(200 * MiB, dev).other_bytes == 0  # tracker's sample newer than NVML's
+    b = memory.breakdown(None, dev)
+    assert b.other_bytes is None and b.reserved_bytes == 300 * MiB
 
 
-def _with(machine: Machine, gpu_index: int, **changes: object) -> Machine:
-    gpus = list(machine.gpus)
-    gpus[gpu_index] = dataclasses.replace(gpus[gpu_index], **changes)  # type: ignore[arg-type]
-    return dataclasses.replace(machine, gpus=tuple(gpus))
+def test_cuda_visible_devices_remap_is_followed_by_uuid() -> None:
+    """With CUDA_VISIBLE_DEVICES=2,3 the program's cuda:0 is GPU 2: matched by UUID, not by index."""
+    machine = load("v100x4-tutorial")[0]
+    dev = device("GPU-1c2b9d3e-5a7f-0b4c-8d2e-6f3a9b1c7d02", 5000, 6000, index=0)
+    view = memory.build(machine, tracked(31337, dev))
+    assert [r.gpu_index for r in view.processes if r.breakdown] == [2]
+    assert view.processes[2].breakdown is not None and view.processes[2].breakdown.torch_index == 0
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def now(self) -> float:
-        return self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.t += seconds
+def test_a_torch_without_uuids_is_matched_by_bus_id() -> None:
+    machine = load("v100x4-tutorial")[0]
+    dev = device("", 5000, 6000, index=1, pci_bus_id="0000:00:1c.0")
+    view = memory.build(machine, tracked(31337, dev))
+    assert [r.gpu_index for r in view.processes if r.breakdown] == [1]
 
 
-def _samples(machines: list[Machine]) -> list[memory.MemoryView]:
-    return [memory.build(m, {}) for m in machines]
+def test_mig_processes_are_matched_to_their_instance() -> None:
+    machine = load("a100-mig")[0]
+    dev = device("MIG-8b5c2a1e-3f4d-5e6f-9a0b-1c2d3e4f5a6b", 3000, 3500)  # GI 1's instance
+    view = memory.build(machine, tracked(20817, dev) | tracked(20990, dev))
+    by_pid = {r.process.pid: r for r in view.processes}
+    assert by_pid[20817].mig is not None and by_pid[20817].mig.gpu_instance_id.value == 1
+    used = by_pid[20817].process.used_memory_bytes.value
+    instance = by_pid[20817].mig.memory.value
+    assert used is not None and instance is not None
+    assert by_pid[20817].breakdown is not None and by_pid[20817].breakdown.other_bytes == used - 3500 * MiB
+    assert by_pid[20990].breakdown is None  # runs in GI 5: the entry's device is another instance
+    assert by_pid[20817].share_percent == 100 * used / instance.total_bytes  # of its instance, not the GPU
 
 
-def test_watch_marks_new_and_exited_processes_and_survives_a_lost_gpu() -> None:
+def test_id_selection_limits_gpus_and_processes() -> None:
+    view = memory.build(load("v100x4-tutorial")[0], {}, {1, 3})
+    assert [r.gpu.index for r in view.gpus] == [1, 3]
+    assert {r.gpu_index for r in view.processes} == {1, 3}
+
+
+def test_dataparallel_imbalance_is_explained() -> None:
+    view = memory.build(load("v100x4-tutorial")[0], {})
+    (line,) = memory.insights(view)
+    assert "GPU 0" in line and "DataParallel" in line and "device_ids[0]" in line
+    balanced = memory.build(load("h100x8-training-64procs")[0], {})
+    assert memory.insights(balanced) == []
+
+
+def test_one_shot_rendering() -> None:
+    out = render(memory.build(load("v100x4-tutorial")[0], {}))
+    assert "10955MiB / 16130MiB" in out and "67.8%" in out
+    assert "Total: 29744MiB used of 64520MiB (46.1%); 1 process(es) hold 29700MiB" in out
+    assert "python -m gpudiag.track" in out  # nothing tracked: the tip
+
+
+def test_lost_gpu_row_keeps_the_table_readable() -> None:
+    out = render(memory.build(load("gpu-lost")[0], {}))
+    header = next(line for line in out.splitlines() if line.lstrip().startswith("GPU"))
+    assert "Free" in header and "Driver-reserved" in header  # the lost row did not squeeze the columns
+    assert any(line.split()[:2] == ["2", "LOST"] for line in out.splitlines())
+    assert "GPU 2: GPU is lost (fallen off the bus, XID 79)" in out
+
+
+def test_mig_rows_show_profile_and_instance() -> None:
+    out = render(memory.build(load("a100-mig")[0], {}))
+    assert "└ MIG 3g.20gb GI 1" in out and "└ MIG 1g.5gb GI 13" in out
+    assert "3g.20gb GI 1   20817" in out
+
+
+def test_container_pids_are_said_so() -> None:
+    out = render(memory.build(load("container-pids")[0], {}))
+    assert "host PID: not visible in this container" in out
+    assert "2 process(es) belong to the host's PID namespace" in out
+
+
+def test_json_sample_is_numeric_and_versioned() -> None:
+    machine = load("v100x4-tutorial")[0]
+    view = memory.build(machine, tracked(31337, device("1c2b9d3e-5a7f-0b4c-8d2e-6f3a9b1c7d00", 8000, 10000)))
+    data = memory_view.to_json(view, 12.5)
+    assert data["schema"] == "gpudiag.memory/1" and data["timestamp"] == 12.5
+    gpu = data["gpus"][0]
+    assert gpu["used_bytes"] == 10955 * MiB and gpu["used_percent"] == 67.92
+    assert gpu["driver_reserved_bytes"] is None  # driver 418 has no memory_v2
+    proc = data["processes"][0]
+    assert proc["torch"]["cached_free_bytes"] == 2000 * MiB and proc["torch"]["reserved_bytes"] == 10000 * MiB
+    assert data["processes"][1]["torch"] is None
+    assert "sample" not in data  # one-shot
+
+
+# --- watching ------------------------------------------------------------------------
+
+
+def test_watch_state_marks_new_and_exited_and_keeps_peaks() -> None:
     base = load("v100x4-tutorial")[0]
     procs = base.gpus[1].processes.value
     assert procs is not None
-    extra = dataclasses.replace(procs[0], pid=4242)
-    with_extra = _with(base, 1, processes=Reading.of((*procs, extra)))
-    lost = _with(
-        with_extra, 2, state=GpuState.LOST, memory=Reading.missing(__import__("gpudiag").model.Reason.GPU_LOST)
-    )
-    gone = _with(lost, 1, processes=Reading.of(procs))
-    sequence = _samples([base, with_extra, lost, gone])
-    shown: list[memory.MemoryView] = []
-    clock = FakeClock()
-    outcome = watch.run(
-        lambda: sequence[len(shown)],
-        lambda v, s, t: shown.append(v),
-        watch.WatchOptions(interval=1.0, count=4),
-        clock.now,
-        clock.sleep,
-    )
-    assert outcome.code is ExitCode.OK and outcome.samples == 4
-    assert [r.process.pid for r in shown[1].processes if r.status == "new"] == [4242]
-    assert shown[2].gpus[2].gpu.state is GpuState.LOST
-    assert (1, 4242) in [(g, p) for g, p, _ in shown[3].exited]
-    assert clock.t == pytest.approx(3.0)  # three sleeps between four samples
+    extra = dataclasses.replace(procs[0], pid=4242, used_memory_bytes=Reading.of(700 * MiB))
+    more = with_gpu(base, 1, processes=Reading.of((*procs, extra)))
+    state = memory.WatchState()
+    first = state.update(memory.build(base, {}), at=1.0)
+    assert all(r.status == "" for r in first.processes)  # the first sample marks nothing new
+    second = state.update(memory.build(more, {}), at=2.0)
+    assert [r.process.pid for r in second.processes if r.status == "new"] == [4242]
+    assert state.recently_new(next(r for r in second.processes if r.process.pid == 4242))
+    third = state.update(memory.build(base, {}), at=3.0)
+    assert [(e.gpu_index, e.pid) for e in third.exited] == [(1, 4242)]
+    assert [what for _, what in state.events][-1].startswith("- PID 4242 on GPU 1 exited")
+    assert state.peak_process[(0, 31337)] == 10944 * MiB and (1, 4242) not in state.peak_process
 
 
-def _free(machine: Machine, gpu: int, free_mib: int) -> Machine:
-    old = machine.gpus[gpu].memory.value
-    assert old is not None
-    new = Memory(old.total_bytes, old.total_bytes - free_mib * MiB, free_mib * MiB, old.reserved_bytes)
-    return _with(machine, gpu, memory=Reading.of(new))
-
-
-def test_until_free_waits_then_succeeds_or_times_out() -> None:
+def test_processes_on_a_lost_gpu_are_not_reported_as_exited() -> None:
     base = load("v100x4-tutorial")[0]
-    busy = _samples([base] * 3 + [_free(base, 2, 15000)])
-    clock = FakeClock()
-    i = iter(busy)
-    outcome = watch.run(
-        lambda: next(i),
-        lambda *a: None,
-        watch.WatchOptions(interval=2, until_free=14 * 1024 * MiB),
-        clock.now,
-        clock.sleep,
+    lost = with_gpu(
+        base,
+        2,
+        state=GpuState.LOST,
+        state_detail="GPU is lost",
+        memory=Reading.missing(Reason.GPU_LOST),
+        processes=Reading.missing(Reason.GPU_LOST),
     )
-    assert outcome.code is ExitCode.OK and "GPU 2" in outcome.message and outcome.samples == 4
-    clock = FakeClock()
-    outcome = watch.run(
-        lambda: busy[0],
-        lambda *a: None,
-        watch.WatchOptions(interval=2, until_free=14 * 1024 * MiB, timeout=5),
-        clock.now,
-        clock.sleep,
-    )
-    assert outcome.code is ExitCode.FAILED and "timed out after 5 s" in outcome.message
+    state = memory.WatchState()
+    state.update(memory.build(base, {}))
+    view = state.update(memory.build(lost, {}))
+    assert view.exited == () and view.lost == (2,)
+    assert any("GPU 2 lost" in what for _, what in state.events)
+    again = state.update(memory.build(lost, {}))
+    assert again.lost == ()  # said once
 
 
-def test_alert_fires_when_free_memory_drops() -> None:
-    base = load("h100x8-healthy")[0]
-    seq = iter(_samples([base, _free(base, 3, 500)]))
-    clock = FakeClock()
-    outcome = watch.run(
-        lambda: next(seq),
-        lambda *a: None,
-        watch.WatchOptions(interval=1, alert_free_below=1024 * MiB),
-        clock.now,
-        clock.sleep,
-    )
-    assert outcome.code is ExitCode.FAILED and outcome.samples == 2 and "500.0 MiB free" in outcome.message
-
-
-def test_ctrl_c_ends_the_watch_cleanly() -> None:
-    def interrupted() -> memory.MemoryView:
-        raise KeyboardInterrupt
-
-    clock = FakeClock()
-    assert (
-        watch.run(interrupted, lambda *a: None, watch.WatchOptions(interval=1), clock.now, clock.sleep).code
-        is ExitCode.OK
-    )
-
-
-def test_piped_watch_writes_json_lines_and_logs(cli: Cli, tmp_path: Path) -> None:
-    csv_log, jsonl_log = tmp_path / "m.csv", tmp_path / "m.jsonl"
-    code, out, _ = cli(
-        "--replay", "h100x8-healthy", "memory", "--count", "2", "--interval", "0.01", "--log", str(csv_log)
-    )
-    lines = out.splitlines()
-    assert code == 0 and len(lines) == 2
-    assert all(json.loads(line)["schema"] == "gpudiag.memory/1" for line in lines)
-    assert "\x1b[" not in out
-    rows = csv_log.read_text().splitlines()
-    assert rows[0].startswith("timestamp,gpu,used_bytes") and len(rows) == 1 + 2 * 8
-    cli("--replay", "h100x8-healthy", "memory", "--count", "1", "--interval", "0.01", "--log", str(jsonl_log))
-    assert json.loads(jsonl_log.read_text().splitlines()[0])["gpus"][0]["index"] == 0
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--watch", "--interval", "0"], "must be a positive number"),
-        (["--watch", "--interval", "-1"], "must be a positive number"),
-        (["--watch", "--interval", "nan"], "must be a positive number"),
-        (["--until-free", "20GX"], "invalid size unit"),
-        (["--alert-free-below", "lots"], "invalid size"),
-        (["--count", "0"], "--count must be 1 or more"),
-        (["--log", "out.txt", "--count", "1"], "use a .csv or .jsonl"),
-        (["--timeout", "5"], "--timeout goes with --until-free"),
-        (["--prometheus", "70000", "--count", "1"], "not a TCP port"),
-    ],
-)
-def test_bad_input_is_a_usage_error(cli: Cli, args: list[str], message: str) -> None:
-    code, _, err = cli("--replay", "h100x8-healthy", "memory", *args)
-    assert code == ExitCode.USAGE and message in err
-
-
-def test_nvml_failure_gives_its_exit_code(cli: Cli) -> None:
-    code, _, err = cli("--replay", "no-permission", "memory")
-    assert code == ExitCode.NVML_NO_PERMISSION and "/dev/nvidia" in err
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def test_prometheus_serves_the_figures_on_loopback() -> None:
-    from gpudiag.render.prometheus import MemoryMetrics
-
-    port = _free_port()
-    metrics = MemoryMetrics.serve(port, "127.0.0.1")
-    try:
-        metrics.update(memory.build(load("v100x4-tutorial")[0], {}))
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            body = response.read().decode()
-    finally:
-        metrics.shutdown()
-    from prometheus_client.parser import text_string_to_metric_families
-
-    samples = {
-        (s.name, s.labels.get("gpu"), s.labels.get("pid")): s.value
-        for family in text_string_to_metric_families(body)
-        for s in family.samples
-    }
-    assert samples[("gpudiag_gpu_memory_used_bytes", "0", None)] == 10955 * MiB
-    assert samples[("gpudiag_process_memory_used_bytes", "0", "31337")] == 10944 * MiB
-    assert samples[("gpudiag_gpu_utilization_percent", "3", None)] == 87
-
-
-def test_prometheus_port_in_use_is_explained() -> None:
-    from gpudiag.errors import GpudiagError
-    from gpudiag.render.prometheus import MemoryMetrics
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        with pytest.raises(GpudiagError, match="cannot serve metrics"):
-            MemoryMetrics.serve(s.getsockname()[1], "127.0.0.1")
-
-
-def test_broken_pipe_in_watch_exits_quietly(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    cmd = f"{sys.executable} -m gpudiag --replay h100x8-healthy memory --watch --interval 0.01 | head -n 1"
-    result = subprocess.run(
-        ["bash", "-c", f"set -o pipefail; {cmd}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "COLUMNS": "120"},
-    )
-    assert "Traceback" not in result.stderr
-    assert json.loads(result.stdout)["schema"] == "gpudiag.memory/1"
-    assert threading.active_count() >= 1
-
-
-def test_watch_frame_shows_peaks_and_history_sparklines() -> None:
-    from io import StringIO
-
-    from rich.console import Console
-
-    from gpudiag.render import memory_view
-
+def test_watch_frame_shows_peaks_sparklines_and_events() -> None:
     base = load("h100x8-healthy")[0]
     state = memory.WatchState()
     for free in (80000, 40000, 1000):
-        view = state.update(memory.build(_free(base, 0, free), {}))
-    console = Console(file=StringIO(), width=200, color_system=None)
-    console.print(memory_view.render(view, state, height=40))
-    text = console.file.getvalue()  # type: ignore[attr-defined]
-    assert "Peak used" in text and "Util history" in text
+        view = state.update(memory.build(with_free(base, 0, free), {}))
+    out = render(view, state, height=40)
+    assert "Peak used" in out and "Memory history" in out and "Util history" in out
+    assert f"{81559 - 1000}MiB" in out  # GPU 0's peak: the last, fullest sample
     assert memory_view.sparkline([0, 50, 100]) == "▁▅█"
-    assert f"{81559 - 1000}MiB" in text  # GPU 0's peak: the last, fullest sample
+    assert memory_view.sparkline([-5, 250]) == "▁█"  # out-of-range values stay on the scale
+
+
+def test_live_frame_fits_the_screen() -> None:
+    base = load("h100x8-training-64procs")[0]
+    state = memory.WatchState()
+    view = state.update(memory.build(base, {}))
+    for height in (30, 50):
+        out = render(view, state, height=height)
+        assert len(out.splitlines()) <= height
+        assert "more processes (--json lists all)" in out
+
+
+def test_low_utilization_while_holding_memory_is_explained() -> None:
+    base = load("h100x8-training-64procs")[0]
+    util = base.gpus[5].utilization.value
+    assert util is not None
+    idle = with_gpu(base, 5, utilization=Reading.of(dataclasses.replace(util, gpu_percent=7)))
+    state = memory.WatchState()
+    for _ in range(memory.LOW_UTIL_SAMPLES - 1):
+        view = state.update(memory.build(idle, {}))
+    assert memory.insights(view, state) == []  # one bad second is not a verdict
+    view = state.update(memory.build(idle, {}))
+    (line,) = memory.insights(view, state)
+    assert line.startswith("GPU 5: 7% utilization over the last 10 samples") and "waiting" in line
+
+
+def test_free_memory_extremes() -> None:
+    machine = with_free(with_free(load("gpu-lost")[0], 3, 100), 1, 2000)
+    view = memory.build(machine, {})
+    free0 = machine.gpus[0].memory.value
+    assert free0 is not None and free0.free_bytes > 2000 * MiB
+    assert memory.min_free(view) == (3, 100 * MiB)  # the lost GPU 2 counts for neither
+    assert memory.max_free(view) == (0, free0.free_bytes)
+
+
+def test_csv_rows_sum_tracked_processes() -> None:
+    machine = load("v100x4-tutorial")[0]
+    view = memory.build(machine, tracked(31337, device("1c2b9d3e-5a7f-0b4c-8d2e-6f3a9b1c7d00", 8000, 10000)))
+    rows = memory_view.csv_rows(view, 1.0)
+    assert len(rows[0]) == len(memory_view.CSV_HEADER)
+    assert rows[0][-3:] == ("ok", 8000 * MiB, 10000 * MiB)
+    assert rows[1][-2:] == ("", "")
+
+
+def test_a_tracked_process_nvml_does_not_list_is_still_reported() -> None:
+    """In a container NVML gives host PIDs; the tracker knows the container's: no row to split, so a note."""
+    machine = load("container-pids")[0]
+    uuid = machine.gpus[0].uuid.value
+    assert uuid is not None
+    unused = device(machine.gpus[1].uuid.value or "", 0, 0, index=1)  # never allocated on: not worth a note
+    view = memory.build(machine, tracked(17, device(uuid, 5000, 6000), unused))
+    assert all(r.breakdown is None for r in view.processes)
+    (u,) = view.unmatched
+    assert (u.pid, u.gpu_index, u.breakdown.cached_free_bytes, u.breakdown.other_bytes) == (17, 0, 1000 * MiB, None)
+    line = memory.unmatched_line(u)
+    assert "NVML lists no such PID there" in line and "1000.0 MiB cached that empty_cache() would return" in line
+    assert "Tracked PID 17 (python train.py) uses GPU 0 (cuda:0)" in render(view)
+    assert memory_view.to_json(view, 0.0)["tracked_unmatched"][0]["torch"]["reserved_bytes"] == 6000 * MiB
+    assert memory.build(machine, tracked(17, device(uuid, 5000, 6000)), {1}).unmatched == ()  # GPU not shown
+
+
+def test_empty_cache_line_without_an_nvml_figure() -> None:
+    row = memory.build(load("v100x4-tutorial")[0], tracked(31337, device("1c2b9d3e-5a7f-0b4c-8d2e-6f3a9b1c7d00", 1, 3)))
+    bare = dataclasses.replace(row.processes[0], breakdown=memory.breakdown(None, device("x", 1024, 3072)))
+    assert (
+        memory.empty_cache_line(bare)
+        == "PID 31337 on GPU 0 (cuda:0): empty_cache() would return 2.0 GiB; 1.0 GiB is tensors"
+    )
+
+
+def test_a_machine_without_gpus_says_so() -> None:
+    out = render(memory.build(load("zero-gpus")[0], {}))
+    assert "No GPU to show" in out and "Used / Total" not in out

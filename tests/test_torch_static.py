@@ -1,7 +1,10 @@
-"""torch build facts from its files, never by importing torch."""
+"""torch build facts from its files, never by importing torch (which costs a second or more)."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpudiag.model import Reason
-from gpudiag.probe.torch_static import read_version_file
+from gpudiag.probe.torch_static import read_version_file, torch_build
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -20,36 +23,65 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_cuda_build(tmp_path: Path) -> None:
     d = write(
         tmp_path,
-        "from typing import Optional\n__version__ = '2.5.1+cu124'\ndebug = False\n"
-        "cuda: Optional[str] = '12.4'\ngit_version = 'abc'\nhip: Optional[str] = None\n",
+        "from typing import Optional\n__all__ = ['__version__', 'cuda']\n__version__ = '2.5.1+cu124'\n"
+        "debug = False\ncuda: Optional[str] = '12.4'\ngit_version = 'abc'\nhip: Optional[str] = None\n",
     )
     build = read_version_file(d).value
-    assert build is not None and (build.version, build.cuda, build.hip) == ("2.5.1+cu124", "12.4", None)
+    assert build is not None
+    assert (build.version, build.cuda, build.hip, build.location) == ("2.5.1+cu124", "12.4", None, str(d))
 
 
-def test_cpu_and_rocm_builds(tmp_path: Path) -> None:
+def test_cpu_build_has_no_cuda(tmp_path: Path) -> None:
     cpu = read_version_file(write(tmp_path, "__version__ = '2.13.0+cpu'\ncuda = None\nhip = None\n")).value
-    assert cpu is not None and cpu.cuda is None
+    assert cpu is not None and (cpu.version, cpu.cuda, cpu.hip) == ("2.13.0+cpu", None, None)
+
+
+def test_rocm_build_names_hip(tmp_path: Path) -> None:
     rocm = read_version_file(write(tmp_path, "__version__ = '2.4.0+rocm6.1'\ncuda = None\nhip = '6.1.40091'\n")).value
-    assert rocm is not None and rocm.hip == "6.1.40091"
+    assert rocm is not None and (rocm.cuda, rocm.hip) == (None, "6.1.40091")
 
 
-def test_garbage_and_missing_files(tmp_path: Path) -> None:
-    assert read_version_file(write(tmp_path, "this is not python(")).reason is Reason.UNKNOWN_ERROR
-    assert read_version_file(write(tmp_path, "cuda = '12.1'\n")).reason is Reason.UNKNOWN_ERROR
-    assert read_version_file(tmp_path / "nowhere").reason is Reason.UNKNOWN_ERROR
+def test_values_that_are_not_literals_are_ignored_not_executed(tmp_path: Path) -> None:
+    d = write(tmp_path, "import os\n__version__ = '2.1.0'\ncuda = os.environ['NOPE']\nhip = None\n")
+    build = read_version_file(d).value
+    assert build is not None and build.cuda is None
 
 
-def test_installed_cpu_torch_is_read_without_importing_it() -> None:
-    pytest.importorskip("torch")  # find_spec only; the check below runs in a fresh interpreter
+@pytest.mark.parametrize(
+    "text",
+    ["this is not python(", "cuda = '12.1'\n", "__version__ = 2.1\n", ""],
+    ids=["syntax error", "no version", "version not a string", "empty"],
+)
+def test_garbage_is_an_explained_unknown_error(tmp_path: Path, text: str) -> None:
+    reading = read_version_file(write(tmp_path, text))
+    assert reading.reason is Reason.UNKNOWN_ERROR
+    assert str(tmp_path / "version.py") in reading.detail
+
+
+def test_a_missing_file_is_an_explained_unknown_error(tmp_path: Path) -> None:
+    reading = read_version_file(tmp_path / "nowhere")
+    assert reading.reason is Reason.UNKNOWN_ERROR and "nowhere" in reading.detail
+
+
+def test_installed_torch_is_read_without_importing_it() -> None:
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed here")
     code = (
-        "import sys\n"
+        "import json, sys\n"
         "from gpudiag.probe.torch_static import torch_build\n"
         "b = torch_build().value\n"
-        "print(b.version, b.cuda, 'torch' in sys.modules)\n"
+        "print(json.dumps([b.version, b.cuda, b.location, 'torch' in sys.modules]))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    version, cuda, imported = out
-    assert imported == "False"
-    if "+cpu" in version:  # the CPU wheel CI installs
-        assert cuda == "None"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    version, cuda, location, imported = json.loads(out)
+    assert imported is False
+    assert version == importlib.metadata.version("torch")
+    assert Path(location, "version.py").is_file()
+    if version.endswith("+cpu"):  # the CPU wheel this project's CI installs
+        assert cuda is None
+
+
+def test_without_torch_the_reading_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    reading = torch_build()
+    assert reading.reason is Reason.NOT_FOUND and "pip install" in reading.detail

@@ -1,220 +1,202 @@
-"""Running a plan: the measuring loop (pure) and the torch backend that copies for real.
+"""The measuring loop, over injectable copy and clock primitives.
 
-Method (after NVIDIA's nvbandwidth): buffers allocated once per mode and size, host buffers
-allocated after pinning the process to the GPU's NUMA node; untimed warm-up copies (they
-also enable peer access, which CUDA does lazily); asynchronous modes timed with CUDA events
-behind a spin kernel so that the host's enqueue cost stays outside the window; blocking and
-pageable modes timed per call with a wall clock; several samples; data verified after.
+Method (after NVIDIA's nvbandwidth, field notes §3), per task:
+1. buffers allocated once, on the CPUs of the GPU's NUMA node (so host pages are local),
+   the source filled with a pattern that differs per task;
+2. untimed warm-up copies (they also enable peer access, which CUDA does lazily), then a
+   synchronisation and the ``on_warm`` hook: the GPU is busy, the link at its loaded speed;
+3. the destination cleared, so that verification cannot pass on a stale buffer;
+4. ``samples`` samples of ``iters`` copies. Asynchronous modes: a spin kernel first, then
+   the start event, the copies, the end event, so the host's enqueue cost falls inside the
+   spin and outside the window; the spin lasts at least twice the longest enqueue seen.
+   Blocking and pageable modes: a wall clock around each call and its synchronisation;
+5. synchronise and verify that the destination holds the source.
+
+Only :mod:`gpudiag.bench.torch_prims` implements the primitives with torch; tests inject
+fakes. Everything here is plain Python.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
+import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
-from gpudiag.bench.plan import Mode, Plan
-from gpudiag.bench.stats import Bandwidth, bandwidth
+from gpudiag.bench.placement import Placed, placed_on
+from gpudiag.bench.plan import DeviceInfo, Plan, Task
 
-SPIN_CYCLES = 50_000_000  # tens of ms of GPU spin: longer than enqueueing a sample's copies
+MIN_SPIN_SECONDS = 0.01  # far longer than enqueueing 16 copies (tens of microseconds each)
 
 
-class Backend(Protocol):
+class NoCudaError(Exception):
+    """torch cannot use CUDA here; the message says why, in one line."""
+
+
+class Copy(Protocol):
+    """One task's buffers, ready to copy."""
+
+    def run(self) -> None:
+        """Issue one copy (asynchronous modes) or do it (blocking ones)."""
+
+    def clear(self) -> None:
+        """Fill the destination(s) with a value the source does not hold."""
+
+    def start_sample(self) -> None:
+        """After the start event: make every stream the copies use wait for it."""
+
+    def end_sample(self) -> None:
+        """Before the end event: make the timing stream wait for every copy."""
+
+    def verify(self) -> bool:
+        """Whether the destination(s) hold the source(s)."""
+
+    def close(self) -> None:
+        """Free the buffers."""
+
+
+class Primitives(Protocol):
+    spin_kernel: bool  # whether spin() really spins (else enqueue cost is inside the window)
+
     def device_count(self) -> int: ...
 
-    def device_uuid(self, device: int) -> str: ...
+    def devices(self, ordinals: Sequence[int]) -> list[DeviceInfo]:
+        """Facts about these devices (creating their CUDA contexts)."""
+        ...
 
     def can_access_peer(self, device: int, peer: int) -> bool: ...
 
-    def measure(
-        self, mode: Mode, device: int, peer: int | None, nbytes: int, plan: Plan, after_warmup: Callable[[], None]
-    ) -> tuple[list[float], bool]:
-        """Seconds per copy for each sample, and whether the copied data verified."""
+    def prepare(self, task: Task) -> Copy: ...
+
+    def synchronize(self, devices: Sequence[int]) -> None: ...
+
+    def spin(self, device: int, seconds: float) -> None: ...
+
+    def record(self, device: int) -> Any: ...
+
+    def elapsed(self, start: Any, end: Any) -> float:
+        """Seconds between two recorded events, once the end one has happened."""
         ...
+
+    def release(self) -> None:
+        """Return cached device and pinned host memory after a task."""
 
 
 @dataclass(frozen=True)
-class Measurement:
-    mode: Mode
-    device: int  # torch ordinal
-    peer: int | None
-    nbytes: int  # per copy
-    counted_bytes: int  # what the figure counts (both directions for bidirectional)
-    bandwidth: Bandwidth
+class Measured:
+    seconds_per_copy: tuple[float, ...]  # one per sample
     verified: bool
+    spin_short: int  # samples whose enqueue outlasted the spin kernel
 
 
-def tasks(plan: Plan, backend: Backend) -> list[tuple[Mode, int, int | None, int]]:
-    """Every (mode, device, peer, size) the plan asks for on this machine."""
-    devices = plan.devices if plan.devices is not None else tuple(range(backend.device_count()))
-    out: list[tuple[Mode, int, int | None, int]] = []
-    for mode in plan.modes:
-        for device in devices:
-            peers: list[int | None] = [p for p in devices if p != device] if mode.is_peer else [None]
-            for peer in peers:
-                if mode is Mode.PEER_BIDIR and peer is not None and peer < device:
-                    continue  # a<->b once
-                out.extend((mode, device, peer, size) for size in plan.sizes)
-    return out
-
-
-def run(
+def measure(
+    prims: Primitives,
+    copy: Copy,
+    task: Task,
     plan: Plan,
-    backend: Backend,
-    on_step: Callable[[str], None],
-    after_warmup: Callable[[int], None],
-) -> list[Measurement]:
-    """Measure every task in turn. Peers without a direct path are measured too: CUDA stages
-    those copies through the host, and the figure shows it."""
-    results: list[Measurement] = []
-    for mode, device, peer, size in tasks(plan, backend):
-        label = f"{mode.value} cuda:{device}" + (f"->cuda:{peer}" if peer is not None else "") + f" {size}B"
-        on_step(label)
-
-        def warmed(d: int = device) -> None:
-            after_warmup(d)
-
-        times, verified = backend.measure(mode, device, peer, size, plan, warmed)
-        counted = size * (2 if mode is Mode.PEER_BIDIR else 1)
-        results.append(Measurement(mode, device, peer, size, counted, bandwidth(counted, times), verified))
-    return results
-
-
-# --- NUMA placement --------------------------------------------------------------------
-
-
-def node_cpus(node: int, root: Path = Path("/sys/devices/system/node")) -> set[int]:
-    """CPUs of a NUMA node from sysfs ('0-15,32-47')."""
-    text = (root / f"node{node}" / "cpulist").read_text().strip()
-    cpus: set[int] = set()
-    for part in filter(None, text.split(",")):
-        low, _, high = part.partition("-")
-        cpus.update(range(int(low), int(high or low) + 1))
-    return cpus
-
-
-@contextlib.contextmanager
-def pinned_to_node(node: int | None) -> Iterator[str]:
-    """Run the block on the GPU's NUMA node's CPUs, so host buffers land in its memory."""
-    if node is None or node < 0 or not hasattr(os, "sched_setaffinity"):
-        yield "NUMA node unknown: host memory placed by the OS"
-        return
-    before = os.sched_getaffinity(0)
-    try:
-        os.sched_setaffinity(0, node_cpus(node))
-    except (OSError, ValueError):
-        yield f"could not pin to NUMA node {node}: host memory placed by the OS"
-        return
-    try:
-        yield f"host memory on NUMA node {node} (process pinned to its CPUs)"
-    finally:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, before)
-
-
-# --- the torch backend -----------------------------------------------------------------
-
-
-class TorchBackend:
-    """Real copies with torch. Imported only by bench-transfer, after a child confirmed CUDA works."""
-
-    def __init__(self, numa_nodes: dict[int, int | None]) -> None:
-        import torch
-
-        self.torch: Any = torch
-        self.numa_nodes = numa_nodes  # torch ordinal -> NUMA node
-        self.placement: dict[int, str] = {}
-
-    def device_count(self) -> int:
-        return int(self.torch.cuda.device_count())
-
-    def device_uuid(self, device: int) -> str:
-        return str(getattr(self.torch.cuda.get_device_properties(device), "uuid", ""))
-
-    def can_access_peer(self, device: int, peer: int) -> bool:
-        return bool(self.torch.cuda.can_device_access_peer(device, peer))
-
-    def _pattern(self, n: int, device: Any) -> Any:
-        t = self.torch
-        return (t.arange(n, dtype=t.int64, device=device) * 2654435761 % 2147483647).to(t.int32)
-
-    def measure(
-        self, mode: Mode, device: int, peer: int | None, nbytes: int, plan: Plan, after_warmup: Callable[[], None]
-    ) -> tuple[list[float], bool]:
-        t = self.torch
-        n = nbytes // 4
-        dev = t.device("cuda", device)
-        with pinned_to_node(self.numa_nodes.get(device)) as placement:
-            self.placement[device] = placement
-            pinned = "pinned" in mode.value
-            if mode.value.startswith("h2d"):
-                src = t.empty(n, dtype=t.int32, pin_memory=pinned)
-                src.copy_(self._pattern(n, "cpu"))
-                dst = t.empty(n, dtype=t.int32, device=dev)
-            elif mode.value.startswith("d2h"):
-                src = self._pattern(n, dev)
-                dst = t.empty(n, dtype=t.int32, pin_memory=pinned)
-            else:
-                src = self._pattern(n, dev)
-                dst = t.empty(n, dtype=t.int32, device=t.device("cuda", peer) if peer is not None else dev)
-            back = None
-            if mode is Mode.PEER_BIDIR and peer is not None:
-                back_src = self._pattern(n, t.device("cuda", peer))
-                back = (back_src, t.empty(n, dtype=t.int32, device=dev))
-        asynchronous = mode.timed_with_events or mode in (Mode.D2D, Mode.PEER, Mode.PEER_BIDIR)
-
-        def copy() -> None:
-            if back is None:
-                dst.copy_(src, non_blocking=asynchronous)
-                return
-            # Both directions at once: the return copy runs on a stream of its own, both start
-            # after the previous iteration, and the timing stream waits for both.
-            current, other = t.cuda.current_stream(dev), self._peer_stream(peer)
-            other.wait_stream(current)
-            dst.copy_(src, non_blocking=True)
-            with t.cuda.stream(other):
-                back[1].copy_(back[0], non_blocking=True)
-            current.wait_stream(other)
-
-        with t.cuda.device(device):
-            for _ in range(plan.warmup):
-                copy()
-            t.cuda.synchronize()
-            after_warmup()
-            samples = [self._sample(copy, plan.iters, asynchronous) for _ in range(plan.samples)]
-            t.cuda.synchronize()
-            verified = bool(t.equal(dst.cpu() if dst.is_cuda else dst, src.cpu() if src.is_cuda else src))
-            if back is not None:
-                verified = verified and bool(t.equal(back[1].cpu(), back[0].cpu()))
-        return samples, verified
-
-    def _peer_stream(self, peer: int | None) -> Any:
-        if not hasattr(self, "_streams"):
-            self._streams: dict[int | None, Any] = {}
-        if peer not in self._streams:
-            self._streams[peer] = self.torch.cuda.Stream(device=peer)
-        return self._streams[peer]
-
-    def _sample(self, copy: Callable[[], None], iters: int, asynchronous: bool) -> float:
-        t = self.torch
-        if not asynchronous:
+    on_warm: Callable[[], None],
+    clock: Callable[[], float] = time.perf_counter,
+) -> Measured:
+    """Warm up, time ``plan.samples`` samples and verify, on buffers already prepared."""
+    devices = task.devices
+    for _ in range(plan.warmup):
+        copy.run()
+    prims.synchronize(devices)
+    on_warm()
+    copy.clear()
+    prims.synchronize(devices)
+    seconds: list[float] = []
+    spin_seconds, short = MIN_SPIN_SECONDS, 0
+    for _ in range(plan.samples):
+        if task.mode.timed_with_events:
+            prims.spin(task.device, spin_seconds)
+            began = clock()
+            start = prims.record(task.device)
+            copy.start_sample()
+            for _ in range(plan.iters):
+                copy.run()
+            copy.end_sample()
+            end = prims.record(task.device)
+            enqueue = clock() - began
+            if enqueue >= spin_seconds or not prims.spin_kernel:
+                short += 1
+            spin_seconds = max(spin_seconds, 2 * enqueue)
+            seconds.append(prims.elapsed(start, end) / plan.iters)
+        else:
             total = 0.0
-            for _ in range(iters):
-                start = time.perf_counter()
-                copy()
-                t.cuda.synchronize()
-                total += time.perf_counter() - start
-            return total / iters
-        start, end = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
-        if hasattr(t.cuda, "_sleep"):
-            t.cuda._sleep(SPIN_CYCLES)  # the GPU is busy while we enqueue: enqueue cost stays outside
-        start.record()
-        for _ in range(iters):
-            copy()
-        end.record()
-        end.synchronize()
-        return float(start.elapsed_time(end)) / 1000.0 / iters
+            for _ in range(plan.iters):
+                began = clock()
+                copy.run()
+                prims.synchronize(devices)
+                total += clock() - began
+            seconds.append(total / plan.iters)
+    prims.synchronize(devices)
+    return Measured(tuple(seconds), copy.verify(), short)
+
+
+def describe(exc: BaseException) -> str:
+    """One line for an exception raised while copying (OOM, a CUDA error)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    name = type(exc).__name__
+    if "out of memory" in text.lower() or name == "OutOfMemoryError":
+        name = "out of memory"
+    out = f"{name}: {text}" if text else name
+    return out if len(out) <= 200 else out[:197] + "..."
+
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+def run_tasks(
+    prims: Primitives,
+    plan: Plan,
+    tasks: Sequence[Task],
+    devices: dict[int, DeviceInfo],
+    numa_nodes: dict[int, int | None],
+    host_nodes: dict[int, set[int]],
+    emit: Emit,
+    on_task: Callable[[Task | None], None] = lambda task: None,
+    clock: Callable[[], float] = time.perf_counter,
+    place: Callable[..., Any] = placed_on,
+) -> None:
+    """Measure every task in turn and emit its events: start, warm, result.
+
+    A task that fails (out of memory, a CUDA error) is reported and the next one runs.
+    ``on_task`` sees each task as it starts (and None at the end): the child's watchdog.
+    """
+    from gpudiag.bench.plan import does_not_fit
+
+    for task in tasks:
+        on_task(task)
+        emit({"kind": "start", "task": task.index})
+        result: dict[str, Any] = {"kind": "result", "task": task.index}
+        why = does_not_fit(task, devices)
+        if why:
+            emit({**result, "error": why})
+            continue
+        with place(numa_nodes.get(task.device), host_nodes) as placed:
+            result["placement"] = _placed(placed)
+            try:
+                copy = prims.prepare(task)
+                try:
+                    warm = functools.partial(emit, {"kind": "warm", "task": task.index})
+                    measured = measure(prims, copy, task, plan, warm, clock)
+                finally:
+                    copy.close()
+                result.update(
+                    seconds_per_copy=list(measured.seconds_per_copy),
+                    verified=measured.verified,
+                    spin_short=measured.spin_short,
+                )
+            except Exception as exc:  # a failing copy is a finding about this task, not the end
+                result["error"] = describe(exc)
+            finally:
+                prims.release()
+        emit(result)
+    on_task(None)
+
+
+def _placed(placed: Placed) -> dict[str, Any]:
+    return {"placement": placed.placement.value, "gpu_node": placed.gpu_node, "detail": placed.detail}

@@ -1,122 +1,228 @@
-"""What a link should deliver, and a verdict on what it did.
+"""What a link should deliver, and a verdict on what it did. Rates are bytes per second.
 
-PCIe: per-lane rates after encoding (Gen1/2 8b/10b, Gen3+ 128b/130b; Gen6 FLIT), typical
-measured pinned copies and warning floors for x16 from the field notes (NVIDIA's
-bandwidthTest / nvbandwidth figures on healthy systems); narrower links scale by width.
-Within a GPU: healthy copy rates per memory class, bytes counted once.
+PCIe (field notes §3): per-lane rates after encoding (Gen1/2 8b/10b, Gen3-5 128b/130b,
+Gen6 FLIT 242/256), so x16 allows Gen3 15.75, Gen4 31.5, Gen5 63.0 GB/s. Pinned copies of
+large buffers on healthy systems reach Gen3 11.5-13.2 (below expected under 10), Gen4
+24-26.5 (under 21), Gen5 50-57.5 (under 44); narrower links scale with width ("halve for
+x8"). Gen1/2 and Gen6 have no published figures: they take the Gen3 and Gen5 ratios of
+typical to theoretical (our choice). Pageable copies reach about 40-75 % of pinned.
+
+Within one GPU: healthy copies reach 74-87 % of the memory's peak counting read + write,
+so 37-43.5 % of the peak counting bytes once, as we do (field notes: V100 670-780,
+A100-40GB 1150-1320, H100 SXM 2470-2900 GB/s counted twice). Below 85 % of the typical
+range's low end is "below expected" (our choice). Peak bandwidths are NVIDIA's datasheet
+figures. NVLink per direction: A100 SXM 265-276, H100 SXM 365-397 GB/s (H200 SXM has the
+same NVLink 4 as H100: taken to be the same).
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 
-from gpudiag.bench.plan import Mode
-
 GB = 1e9
-LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
-# x16 pinned copies: (typical low, typical high, warn below), GB/s.
-TYPICAL_X16 = {3: (11.5, 13.2, 10.0), 4: (24.0, 26.5, 21.0), 5: (50.0, 57.5, 44.0)}
-# Within one GPU, bytes counted once (half of bandwidthTest's read+write figure).
-D2D_TYPICAL = (
-    ("H100", (1235.0, 1450.0)),
-    ("H200", (1800.0, 2150.0)),
-    ("A100-SXM4-80GB", (700.0, 900.0)),
-    ("A100 80GB", (700.0, 850.0)),
-    ("A100", (575.0, 660.0)),
-    ("V100", (335.0, 390.0)),
+LANE_RATE = {1: 0.25e9, 2: 0.5e9, 3: 8e9 / 8 * 128 / 130, 4: 16e9 / 8 * 128 / 130, 5: 32e9 / 8 * 128 / 130}
+LANE_RATE[6] = 64e9 / 8 * 242 / 256
+WIDTHS = (1, 2, 4, 8, 16)
+# x16, pinned, large buffers: (typical low, typical high, below-expected floor), bytes/s.
+TYPICAL_X16 = {
+    3: (11.5e9, 13.2e9, 10.0e9),
+    4: (24.0e9, 26.5e9, 21.0e9),
+    5: (50.0e9, 57.5e9, 44.0e9),
+}
+_RATIO_FROM = {1: 3, 2: 3, 6: 5}  # generations without figures borrow these ratios
+PAGEABLE_SHARE = (0.40, 0.75)  # of pinned
+D2D_SHARE = (0.37, 0.435)  # of the memory's peak, bytes counted once
+D2D_FLOOR = 0.85  # of the typical low
+PEER_FLOOR = 0.85
+
+# Peak memory bandwidth, bytes/s, by NVML/torch device name (first match wins).
+MEMORY_PEAK: tuple[tuple[str, float], ...] = (
+    (r"h100.*nvl", 3900e9),
+    (r"h100.*pcie", 2000e9),
+    (r"h100", 3350e9),  # SXM5: "NVIDIA H100 80GB HBM3"
+    (r"h200", 4800e9),
+    (r"b200", 8000e9),
+    (r"a100.*(80gb.*pcie|pcie.*80gb)", 1935e9),
+    (r"a100.*80gb", 2039e9),  # SXM4-80GB
+    (r"a100", 1555e9),  # 40 GB, SXM4 and PCIe
+    (r"v100s", 1134e9),
+    (r"v100", 900e9),
+    (r"p100.*12gb", 549e9),
+    (r"p100", 732e9),
+    (r"\ba10g?\b", 600e9),
+    (r"\ba30\b", 933e9),
+    (r"\ba40\b", 696e9),
+    (r"\bl40s?\b", 864e9),
+    (r"\bl4\b", 300e9),
+    (r"\bt4\b", 320e9),
+    (r"rtx 4090", 1008e9),
+    (r"rtx 3090 ti", 1008e9),
+    (r"rtx 3090", 936e9),
+    (r"rtx 6000 ada", 960e9),
+    (r"rtx a6000", 768e9),
+    (r"quadro rtx 4000", 416e9),
+    (r"gtx 1050", 112e9),
+)
+# NVLink, one direction between two GPUs of an HGX board: (typical low, high), bytes/s.
+NVLINK_PER_DIRECTION: tuple[tuple[str, tuple[float, float]], ...] = (
+    (r"h100.*(hbm3|sxm)", (365e9, 397e9)),
+    (r"h200(?!.*nvl)", (365e9, 397e9)),
+    (r"a100-sxm", (265e9, 276e9)),
 )
 
 
 class Verdict(str, enum.Enum):
     HEALTHY = "healthy"
-    BELOW = "below expected"
-    NO_REFERENCE = "no reference"
+    BELOW = "below_expected"
+    NOT_JUDGED = "not_judged"
+
+    @property
+    def label(self) -> str:
+        return self.value.replace("_", " ")
+
+
+@dataclass(frozen=True, order=True)
+class Link:
+    """A PCIe link configuration."""
+
+    gen: int
+    width: int
+
+    def __str__(self) -> str:
+        return f"Gen{self.gen} x{self.width}"
+
+    @property
+    def theoretical(self) -> float | None:
+        lane = LANE_RATE.get(self.gen)
+        return lane * self.width if lane else None
+
+    @property
+    def typical(self) -> tuple[float, float, float] | None:
+        """(low, high, floor) for pinned copies of large buffers: the x16 figures' share of
+        the theoretical limit, applied to this link."""
+        theory = self.theoretical
+        if theory is None:
+            return None
+        ref = _RATIO_FROM.get(self.gen, self.gen)
+        ref_theory = LANE_RATE[ref] * 16
+        low, high, floor = (value / ref_theory * theory for value in TYPICAL_X16[ref])
+        return (low, high, floor)
+
+
+@dataclass(frozen=True)
+class Expectation:
+    limit: float | None  # theoretical, bytes/s
+    typical: tuple[float, float] | None
+    floor: float | None  # below this: below expected
+
+
+NONE = Expectation(None, None, None)
 
 
 @dataclass(frozen=True)
 class Judgement:
     verdict: Verdict
-    limit_gbps: float | None  # theoretical, after encoding
-    typical: tuple[float, float] | None
-    note: str  # "behaves like Gen3 x16", "link trained at Gen1 x16 (max Gen4)", ...
+    expectation: Expectation
+    behaves_like: Link | None = None
+    note: str = ""  # why not judged, or a share ("48% of pinned")
 
 
-def pcie_theoretical(gen: int, width: int) -> float | None:
-    lane = LANE_GBPS.get(gen)
-    return lane * width if lane else None
-
-
-def pcie_typical(gen: int, width: int) -> tuple[float, float, float] | None:
-    base = TYPICAL_X16.get(gen)
-    if base is None:
-        theory = pcie_theoretical(gen, width)
-        return (0.76 * theory, 0.88 * theory, 0.66 * theory) if theory else None  # same efficiency as Gen3-5
-    scale = width / 16
-    return (base[0] * scale, base[1] * scale, base[2] * scale)
-
-
-def behaves_like(gbps: float) -> str:
-    """The fastest link a figure is consistent with (it clears that link's warning floor).
-
-    Among links of equal speed the x16 one is named: a GPU retrained to a lower generation
-    at full width is the common failure.
-    """
-    best: tuple[float, int, str] | None = None
-    for gen in LANE_GBPS:
-        for width in (8, 16):  # the widths GPUs train to
-            typical = pcie_typical(gen, width)
-            theory = pcie_theoretical(gen, width)
-            if typical is None or theory is None or gbps < typical[2]:
+def behaves_like(rate: float, best: Link, current: Link | None = None) -> Link | None:
+    """The fastest link on which this figure would be healthy (at or above the floor,
+    not above the theoretical limit), no faster than ``best``. Among equally fast links,
+    the one NVML reports under load wins, then the full width: a GPU that retrained to a
+    lower generation at full width is the common failure."""
+    candidates: list[tuple[float, int, int, Link]] = []
+    for gen in LANE_RATE:
+        for width in WIDTHS:
+            link = Link(gen, width)
+            typical, theory = link.typical, link.theoretical
+            if gen > best.gen or width > best.width or typical is None or theory is None:
                 continue
-            key = (round(theory, 1), width, f"Gen{gen} x{width}")
-            if best is None or key[:2] > best[:2]:
-                best = key
-    return best[2] if best else ""
+            if typical[2] <= rate <= theory * 1.02:
+                candidates.append((round(theory / 1e8), int(link == current), int(width == best.width), link))
+    return max(candidates, key=lambda c: c[:3])[3] if candidates else None
 
 
-def judge_host(
-    mode: Mode,
-    gbps: float,
-    gen: int | None,
-    width: int | None,
-    gen_max: int | None,
-    width_max: int | None,
-    pinned_gbps: float | None = None,
-) -> Judgement:
-    """A host<->device figure against what the link can do.
-
-    The reference is the link's maximum (the lower of GPU and slot): the current gen/width,
-    read right after the warm-up while the GPU is busy, only explains a shortfall. A GPU
-    that stays at a lower generation under load is the failure to catch.
-    """
-    ref_gen, ref_width = gen_max or gen, width_max or width
-    if ref_gen is None or ref_width is None:
-        return Judgement(Verdict.NO_REFERENCE, None, None, "PCIe link not reported by NVML")
-    limit = pcie_theoretical(ref_gen, ref_width)
-    typical = pcie_typical(ref_gen, ref_width)
-    degraded = ""
-    if gen is not None and width is not None and (gen < ref_gen or width < ref_width):
-        degraded = f"link running at Gen{gen} x{width} (capable of Gen{ref_gen} x{ref_width})"
-    if "pageable" in mode.value:
-        # Pageable copies stage through a pinned bounce buffer: 40-75 % of pinned is normal.
-        note = f"{100 * gbps / pinned_gbps:.0f}% of pinned" if pinned_gbps else "staged through a bounce buffer"
-        return Judgement(Verdict.NO_REFERENCE, limit, None, note)
-    if typical is None or limit is None:
-        return Judgement(Verdict.NO_REFERENCE, limit, None, degraded)
-    if gbps >= typical[2]:
-        return Judgement(Verdict.HEALTHY, limit, typical[:2], degraded)
-    like = behaves_like(gbps)
-    cause = degraded or "link at full speed: suspect a remote NUMA node, a PCIe switch, or contention"
-    note = f"behaves like {like}; {cause}" if like else cause
-    return Judgement(Verdict.BELOW, limit, typical[:2], note)
+def host_expectation(link: Link | None, pinned: bool = True) -> Expectation:
+    if link is None or link.typical is None:
+        return NONE
+    low, high, floor = link.typical
+    if pinned:
+        return Expectation(link.theoretical, (low, high), floor)
+    share_low, share_high = PAGEABLE_SHARE
+    return Expectation(link.theoretical, (share_low * low, share_high * high), share_low * floor)
 
 
-def judge_d2d(gbps: float, gpu_name: str) -> Judgement:
-    for key, typical in D2D_TYPICAL:
-        if key.lower() in gpu_name.lower():
-            low = typical[0] * 0.85  # 15 % under the healthy range before we call it low
-            if gbps >= low:
-                return Judgement(Verdict.HEALTHY, None, typical, "")
-            return Judgement(Verdict.BELOW, None, typical, "memory clocks throttled, or another process is busy")
-    return Judgement(Verdict.NO_REFERENCE, None, None, "no reference figure for this GPU")
+def judge_pinned(rate: float, max_link: Link | None, current: Link | None) -> Judgement:
+    """A pinned host<->device figure against the link's maximum (the lower of GPU and slot).
+    The link read under load does not lower the bar: it explains a shortfall."""
+    expectation = host_expectation(max_link)
+    if max_link is None or expectation.floor is None:
+        return Judgement(Verdict.NOT_JUDGED, expectation, note="PCIe link not reported by NVML")
+    if rate >= expectation.floor:
+        return Judgement(Verdict.HEALTHY, expectation)
+    return Judgement(Verdict.BELOW, expectation, behaves_like(rate, max_link, current))
+
+
+def judge_pageable(rate: float, pinned_rate: float | None, max_link: Link | None) -> Judgement:
+    """Pageable copies stage through a pinned bounce buffer: judged as a share of the pinned
+    figure of the same GPU, direction and size (40-75 % is normal), else of the link."""
+    expectation = host_expectation(max_link, pinned=False)
+    if pinned_rate:
+        share = rate / pinned_rate
+        note = f"{100 * share:.0f}% of pinned"
+        verdict = Verdict.HEALTHY if share >= PAGEABLE_SHARE[0] else Verdict.BELOW
+        return Judgement(verdict, expectation, note=note)
+    if expectation.floor is None:
+        return Judgement(Verdict.NOT_JUDGED, expectation, note="PCIe link not reported by NVML")
+    return Judgement(Verdict.HEALTHY if rate >= expectation.floor else Verdict.BELOW, expectation)
+
+
+def memory_peak(name: str) -> float | None:
+    lowered = name.lower()
+    for pattern, peak in MEMORY_PEAK:
+        if re.search(pattern, lowered):
+            return peak
+    return None
+
+
+def judge_d2d(rate: float, name: str, nbytes: int, l2_bytes: int) -> Judgement:
+    peak = memory_peak(name)
+    if peak is None:
+        return Judgement(Verdict.NOT_JUDGED, NONE, note=f"no memory figure for {name or 'this GPU'}")
+    low, high = D2D_SHARE[0] * peak, D2D_SHARE[1] * peak
+    expectation = Expectation(peak / 2, (low, high), D2D_FLOOR * low)
+    if l2_bytes and nbytes < 8 * l2_bytes:
+        return Judgement(Verdict.NOT_JUDGED, expectation, note="under 8x the L2 cache: inflated by the cache")
+    if rate >= D2D_FLOOR * low:
+        return Judgement(Verdict.HEALTHY, expectation)
+    return Judgement(Verdict.BELOW, expectation)
+
+
+def nvlink_typical(name: str) -> tuple[float, float] | None:
+    lowered = name.lower()
+    for pattern, typical in NVLINK_PER_DIRECTION:
+        if re.search(pattern, lowered):
+            return typical
+    return None
+
+
+def judge_peer(rate_per_direction: float, name: str, peer_access: bool | None, max_link: Link | None) -> Judgement:
+    """A peer figure (per direction) against NVLink where the GPU class has it on its board,
+    otherwise described by the path it is consistent with."""
+    pcie = max_link.theoretical if max_link is not None else None
+    if peer_access is False:
+        return Judgement(Verdict.NOT_JUDGED, NONE, note="no peer access: staged through host memory")
+    typical = nvlink_typical(name)
+    if typical is None:
+        if pcie is not None and rate_per_direction > pcie:
+            return Judgement(Verdict.NOT_JUDGED, NONE, note="faster than PCIe allows: NVLink")
+        return Judgement(Verdict.NOT_JUDGED, NONE, note="no reference for this GPU's peer path")
+    expectation = Expectation(None, typical, PEER_FLOOR * typical[0])
+    if rate_per_direction >= PEER_FLOOR * typical[0]:
+        return Judgement(Verdict.HEALTHY, expectation)
+    path = "PCIe speed: " if pcie is not None and rate_per_direction <= pcie else ""
+    return Judgement(Verdict.BELOW, expectation, note=f"{path}below NVLink's typical")

@@ -1,54 +1,284 @@
-"""Measurements + what NVML says about each GPU -> judged rows."""
+"""What the child measured, plus what NVML says about each GPU -> judged rows and findings.
+
+Pure: the command gives it the child's :class:`~gpudiag.bench.child.Outcome` and the NVML
+GPUs; the renderers take its rows.
+"""
 
 from __future__ import annotations
 
-from gpudiag.bench.engine import Measurement
-from gpudiag.bench.link import Judgement, Verdict, judge_d2d, judge_host
-from gpudiag.bench.plan import Mode
-from gpudiag.bench.stats import GB
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gpudiag.bench.child import Outcome
+from gpudiag.bench.link import NONE as NO_EXPECTATION
+from gpudiag.bench.link import Judgement, Link, Verdict, judge_d2d, judge_pageable, judge_peer, judge_pinned
+from gpudiag.bench.placement import Placed
+from gpudiag.bench.plan import DeviceInfo, Mode, Task, size_text
+from gpudiag.bench.stats import GB, Bandwidth, bandwidth
 from gpudiag.model import Gpu
-from gpudiag.render.bench_view import Row
 
 
-def rows(
-    measurements: list[Measurement],
-    gpus: dict[int, Gpu | None],  # torch ordinal -> NVML GPU
-    links: dict[int, tuple[int, int] | None],  # torch ordinal -> (gen, width) read after warm-up
-) -> list[Row]:
-    pinned: dict[tuple[int, str, int], float] = {}
-    for m in measurements:
-        if m.mode in (Mode.H2D_PINNED, Mode.D2H_PINNED):
-            pinned[(m.device, m.mode.value[:3], m.nbytes)] = m.bandwidth.median
+@dataclass(frozen=True)
+class Row:
+    task: Task
+    device: DeviceInfo | None
+    gpu: Gpu | None  # NVML's view of task.device
+    peer_gpu: Gpu | None
+    bandwidth: Bandwidth | None  # None when the task failed
+    verified: bool | None
+    error: str
+    link: Link | None  # read from NVML right after the warm-up
+    max_link: Link | None  # the lower of GPU and slot
+    judgement: Judgement
+    cause: str  # the likely cause when below expected
+    placement: Placed | None
+    peer_access: bool | None
+    spin_short: int
+
+    @property
+    def label(self) -> str:
+        return device_label(self.task.device, self.gpu)
+
+    @property
+    def peer_label(self) -> str:
+        return "" if self.task.peer is None else device_label(self.task.peer, self.peer_gpu)
+
+    @property
+    def failed(self) -> bool:
+        return self.verified is False
+
+
+def device_label(ordinal: int, gpu: Gpu | None) -> str:
+    """'cuda:0 (GPU 3)': torch's ordinal, then nvidia-smi's index."""
+    return f"cuda:{ordinal}" + (f" (GPU {gpu.index})" if gpu is not None else "")
+
+
+def link_of(gen: int | None, width: int | None) -> Link | None:
+    return Link(gen, width) if gen and width else None
+
+
+def max_link(gpu: Gpu | None) -> Link | None:
+    return None if gpu is None else link_of(gpu.pcie.gen_max.value, gpu.pcie.width_max.value)
+
+
+def slower(current: Link | None, best: Link | None) -> bool:
+    return current is not None and best is not None and (current.gen < best.gen or current.width < best.width)
+
+
+def rows(outcome: Outcome, gpus: Mapping[int, Gpu | None]) -> list[Row]:
+    """One judged row per task, in the child's order."""
+    devices = {d.ordinal: d for d in outcome.devices}
+    rates: dict[int, Bandwidth] = {}
+    for task in outcome.tasks:
+        result = outcome.results.get(task.index)
+        if result is not None and not result.error and result.seconds_per_copy:
+            try:
+                rates[task.index] = bandwidth(task.counted_bytes, result.seconds_per_copy)
+            except ValueError:
+                continue
+    # Pageable figures are judged as a share of pinned: the blocking pinned figure of the same
+    # GPU, direction and size (the like-for-like call), else the asynchronous one.
+    pinned_blocking: dict[tuple[int, str, int], float] = {}
+    for t in sorted(outcome.tasks, key=lambda t: t.mode.timed_with_events, reverse=True):
+        if t.mode.is_host and t.mode.pinned and t.index in rates:
+            pinned_blocking[(t.device, t.mode.direction, t.nbytes)] = rates[t.index].median
     out = []
-    for m in measurements:
-        gpu = gpus.get(m.device)
-        label = f"GPU {gpu.index}" if gpu is not None else f"cuda:{m.device}"
-        peer_gpu = gpus.get(m.peer) if m.peer is not None else None
-        peer_label = "" if m.peer is None else (f"GPU {peer_gpu.index}" if peer_gpu else f"cuda:{m.peer}")
-        link = links.get(m.device)
-        gen_max = gpu.pcie.gen_max.value if gpu else None
-        width_max = gpu.pcie.width_max.value if gpu else None
-        link_text = ""
-        if link is not None:
-            link_text = f"Gen{link[0]} x{link[1]}"
-            if gen_max and width_max and (link[0], link[1]) != (gen_max, width_max):
-                link_text += f" (max Gen{gen_max} x{width_max})"
-        gbps = m.bandwidth.median / GB
-        judgement: Judgement
-        if m.mode.is_host:
-            ref = pinned.get((m.device, m.mode.value[:3], m.nbytes))
-            judgement = judge_host(
-                m.mode,
-                gbps,
-                link[0] if link else None,
-                link[1] if link else None,
-                gen_max,
-                width_max,
-                ref / GB if ref else None,
+    for task in outcome.tasks:
+        result = outcome.results.get(task.index)
+        gpu = gpus.get(task.device)
+        best = max_link(gpu)
+        link = outcome.links.get(task.index)
+        bw = rates.get(task.index)
+        error = result.error if result is not None else "not measured: the benchmark stopped before this task"
+        if result is not None and not result.error and bw is None:
+            error = "the clock did not advance: use larger --sizes"
+        peer_access = outcome.peer_access.get((task.device, task.peer)) if task.peer is not None else None
+        judgement = Judgement(Verdict.NOT_JUDGED, NO_EXPECTATION)
+        if bw is not None:
+            judgement = judge(task, bw.median, devices.get(task.device), best, link, peer_access, pinned_blocking)
+        placement = result.placement if result is not None else None
+        out.append(
+            Row(
+                task=task,
+                device=devices.get(task.device),
+                gpu=gpu,
+                peer_gpu=gpus.get(task.peer) if task.peer is not None else None,
+                bandwidth=bw,
+                verified=result.verified if result is not None and not result.error else None,
+                error=error,
+                link=link,
+                max_link=best,
+                judgement=judgement,
+                cause=likely_cause(task.mode, judgement, link, best, placement),
+                placement=placement,
+                peer_access=peer_access,
+                spin_short=result.spin_short if result is not None else 0,
             )
-        elif m.mode is Mode.D2D:
-            judgement = judge_d2d(gbps, gpu.name.get("") if gpu else "")
-        else:
-            judgement = Judgement(Verdict.NO_REFERENCE, None, None, "NVLink/PCIe peer path: see `nvidia-smi topo -m`")
-        out.append(Row(m, label, peer_label, judgement, link_text))
+        )
+    return out
+
+
+HOST_PLATEAU = 32 * 1024 * 1024  # below this, host copies are latency-bound: not judged
+
+
+def judge(
+    task: Task,
+    rate: float,
+    device: DeviceInfo | None,
+    best: Link | None,
+    link: Link | None,
+    peer_access: bool | None,
+    pinned_blocking: Mapping[tuple[int, str, int], float],
+) -> Judgement:
+    mode = task.mode
+    name = device.name if device is not None else ""
+    if mode.is_host:
+        if task.nbytes < HOST_PLATEAU:
+            return Judgement(Verdict.NOT_JUDGED, NO_EXPECTATION, note="below the plateau: latency-bound")
+        if mode.pinned:
+            return judge_pinned(rate, best, link)
+        return judge_pageable(rate, pinned_blocking.get((task.device, mode.direction, task.nbytes)), best)
+    if mode is Mode.D2D:
+        return judge_d2d(rate, name, task.nbytes, device.l2_bytes if device is not None else 0)
+    if task.nbytes < HOST_PLATEAU:
+        return Judgement(Verdict.NOT_JUDGED, NO_EXPECTATION, note="below the plateau: latency-bound")
+    return judge_peer(rate / mode.byte_factor, name, peer_access, best)
+
+
+def likely_cause(
+    mode: Mode, judgement: Judgement, link: Link | None, best: Link | None, placement: Placed | None
+) -> str:
+    """Name the likely cause of a figure below expected, from what the numbers point to."""
+    if judgement.verdict is not Verdict.BELOW:
+        return ""
+    remote = placement is not None and placement.placement.may_be_remote
+    if mode.is_host:
+        if slower(link, best):
+            return f"the link runs at {link} under load (capable of {best}): it trained down"
+        if remote and placement is not None:
+            return f"host memory may be on a remote NUMA node ({placement.detail})"
+        if not mode.pinned:
+            return "pageable copies stage through CPU memory: a slow or busy CPU memory system"
+        return "the link runs at full speed and host memory is local: a shared PCIe switch, IOMMU/ACS, or other traffic"
+    if mode is Mode.D2D:
+        return "memory clocks held down (power or thermal), another process on the GPU, or faulty memory"
+    return "an NVLink down or degraded (`nvidia-smi nvlink -s`), or the copy went over PCIe"
+
+
+class Severity(str, enum.Enum):
+    FAILURE = "failure"  # data did not verify
+    WARNING = "warning"  # below expected, a task failed, the run was cut short
+    INFO = "info"
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: Severity
+    device: int | None  # CUDA ordinal
+    message: str
+
+
+def findings(table: Sequence[Row], outcome: Outcome) -> list[Finding]:
+    """What the figures mean, per GPU: data errors, a degraded link, a remote NUMA node."""
+    out: list[Finding] = []
+    for row in table:
+        if row.failed:
+            out.append(
+                Finding(
+                    Severity.FAILURE,
+                    row.task.device,
+                    f"{row.label}: {row.task.label()} copied wrong data: the GPU, its memory or the link corrupts "
+                    "data; run `gpudiag check` and look for Xid errors in `dmesg`",
+                )
+            )
+    by_device: dict[int, list[Row]] = {}
+    for row in table:
+        by_device.setdefault(row.task.device, []).append(row)
+    for device, device_rows in by_device.items():
+        below = [r for r in device_rows if r.judgement.verdict is Verdict.BELOW]
+        host = [r for r in below if r.task.mode.is_host]
+        if host:
+            worst = min(host, key=lambda r: r.bandwidth.median if r.bandwidth else 0.0)
+            floor = worst.judgement.expectation.floor
+            like = f", behaves like {worst.judgement.behaves_like}" if worst.judgement.behaves_like else ""
+            expected = f" (at least {floor / GB:.1f} expected on {worst.max_link})" if floor and worst.max_link else ""
+            rate = worst.bandwidth.median / GB if worst.bandwidth else 0.0
+            out.append(
+                Finding(
+                    Severity.WARNING,
+                    device,
+                    f"{worst.label}: host copies below expected: {worst.task.mode.value} {rate:.1f} GB/s{expected}"
+                    f"{like}. Likely cause: {worst.cause}." + _advice(worst),
+                )
+            )
+        for row in below:
+            if row.task.mode.is_host:
+                continue
+            rate = row.bandwidth.median / GB if row.bandwidth else 0.0
+            target = f" -> {row.peer_label}" if row.peer_label else ""
+            out.append(
+                Finding(
+                    Severity.WARNING,
+                    device,
+                    f"{row.label}{target}: {row.task.mode.value} {rate:.1f} GB/s is below expected. "
+                    f"Likely cause: {row.cause}.",
+                )
+            )
+        first = device_rows[0]
+        gpu = first.gpu
+        if gpu is not None:
+            gen_gpu, gen_max = gpu.pcie.gen_gpu_max.value, gpu.pcie.gen_max.value
+            if gen_gpu and gen_max and gen_max < gen_gpu:
+                out.append(
+                    Finding(
+                        Severity.INFO,
+                        device,
+                        f"{first.label}: the GPU supports PCIe Gen{gen_gpu} but its slot allows Gen{gen_max}: "
+                        f"figures are judged against Gen{gen_max}",
+                    )
+                )
+    for row in table:
+        if row.error and not row.error.startswith("not measured"):
+            out.append(Finding(Severity.WARNING, row.task.device, f"{row.task.label()}: {row.error}"))
+    if outcome.failure:
+        out.append(Finding(Severity.WARNING, None, outcome.failure))
+    return out
+
+
+def failed(found: Sequence[Finding]) -> bool:
+    """Exit 1 when something was found: wrong data, a figure below expected, a task that
+    failed, a run cut short. Information alone (a slot-limited GPU) is not a failure."""
+    return any(f.severity is not Severity.INFO for f in found)
+
+
+def _advice(row: Row) -> str:
+    if slower(row.link, row.max_link):
+        return " Reseat the GPU or check its slot and riser; `nvidia-smi -q -d PCIE` shows the link."
+    if row.placement is not None and row.placement.placement.may_be_remote and row.placement.gpu_node is not None:
+        node = row.placement.gpu_node
+        return f" Run bound to the GPU's node: `numactl --cpunodebind={node} --membind={node} gpudiag bench-transfer`."
+    return ""
+
+
+def notes(table: Sequence[Row], outcome: Outcome, launch_blocking: bool, requested_peer: bool) -> list[str]:
+    """Caveats about the method on this run."""
+    out: list[str] = []
+    remote = sorted(
+        {r.placement.detail for r in table if r.placement is not None and r.placement.placement.may_be_remote}
+    )
+    out.extend(remote)
+    if not outcome.spin_kernel:
+        out.append("no spin kernel in this torch: the host's enqueue cost is inside the CUDA-event windows")
+    else:
+        short = [r for r in table if r.spin_short]
+        if short:
+            out.append(f"{len(short)} figure(s) had samples whose enqueue outlasted the spin kernel: they may read low")
+    if launch_blocking:
+        out.append("CUDA_LAUNCH_BLOCKING=1: every copy is issued synchronously, asynchronous figures read low")
+    if requested_peer and len(outcome.devices) < 2 and outcome.devices:
+        out.append("peer modes need two or more GPUs: none measured")
+    small = sorted({size_text(r.task.nbytes) for r in table if r.judgement.note.startswith(("below the", "under 8x"))})
+    if small and len(small) < 6:
+        out.append(f"not judged at {', '.join(small)}: below the bandwidth plateau or inside the L2 cache")
     return out

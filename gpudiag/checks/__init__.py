@@ -1,13 +1,20 @@
 """Pre-job checks: pure rules over the gathered facts, each with a stable id.
 
-A rule returns one result per thing it judged (the node, or each GPU). A field the GPU
-does not support is SKIP, never FAIL.
+The command gathers :class:`Facts` (the machine model, torch's runtime view or why it is
+missing, host device facts, functional-test results) and :class:`Options` (thresholds and
+requirements); :mod:`gpudiag.checks.rules` (the registry) turns them into
+:class:`CheckResult` rows. A rule returns one result per thing it judged (the node, or each
+GPU). A field the GPU does not support is SKIP, never FAIL.
+
+Rules by area: ``driver`` (NVML, device nodes, modules), ``software`` (torch, CUDA, cuDNN,
+NCCL; tables in ``compat``), ``config``, ``health`` (with the functional test's verdict),
+``requirements``; ``functional`` runs the functional test's child process.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gpudiag.model import Machine, Reading, TorchRuntime
 from gpudiag.probe.devices import DeviceFacts
@@ -35,28 +42,29 @@ class FunctionalResult:
     """The functional test of one GPU, run in a child process."""
 
     gpu_index: int | None  # NVML index, when the torch device could be matched to one
-    torch_index: int
-    ok: bool
+    torch_index: int  # cuda:N in the child; -1 when the child died before naming a device
+    ok: bool  # the child finished this GPU without an exception
     error: str
-    context_seconds: float | None
-    memory_ok: bool | None
-    matmul_rel_error: float | None
+    context_seconds: float | None  # creating the CUDA context on this GPU (CUDA already initialised)
+    memory_ok: bool | None  # the pattern written to GPU memory read back intact
+    matmul_rel_error: float | None  # fp32 (TF32 off) vs float64 CPU reference; NaN when non-finite
     tflops: float | None
-    loaded_pcie: tuple[int, int] | None  # gen, width read from NVML while the GPU was busy
-    loaded_clock_events: int | None
+    loaded_pcie: tuple[int, int] | None  # (gen, width) read from NVML while the GPU was busy
+    loaded_clock_events: int | None  # NVML clock event bits read while the GPU was busy
 
 
 @dataclass(frozen=True)
 class Options:
     expect_gpus: int | None = None
     min_free_bytes: int | None = None
+    temp_margin_c: int = 5  # warn this close to the GPU's own slowdown temperature
     require_driver: str | None = None
     require_cuda: str | None = None
     require_capability: str | None = None
     require_gpu: str | None = None
     require_torch: str | None = None
     allow_processes: bool = False
-    quick: bool = False
+    torch_expected: bool = False  # --python named an environment: torch missing there is a failure
 
 
 @dataclass(frozen=True)
@@ -66,4 +74,3 @@ class Facts:
     devices: DeviceFacts | None  # None: not recorded (a replay)
     functional: tuple[FunctionalResult, ...] | None = None  # None: not run
     functional_skip_reason: str = ""
-    notes: tuple[str, ...] = field(default_factory=tuple)

@@ -1,10 +1,16 @@
-"""`gpudiag bench-transfer`: host<->device, device-to-device and peer copy bandwidth, judged against the link."""
+"""`gpudiag bench-transfer`: host<->device, device-to-device and peer copy bandwidth, judged
+against what the link and the memory can do.
+
+Thin: options -> plan; torch's build and NVML say whether CUDA can work (torch is never
+imported here); the benchmark runs in a child process while this one reads the PCIe link
+under load and shows the progress; then judged rows -> a renderer and an exit code.
+"""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from typing import TYPE_CHECKING, Annotated
+import os
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -13,8 +19,9 @@ from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
 
 if TYPE_CHECKING:
+    from gpudiag.bench.child import Outcome
     from gpudiag.bench.plan import Plan
-    from gpudiag.model import Machine, TorchRuntime
+    from gpudiag.model import Gpu
     from gpudiag.probe.collect import MachineSource
 
 
@@ -25,124 +32,130 @@ def _no_device(message: str) -> GpudiagError:
 @handle_errors
 def command(
     ctx: typer.Context,
-    sizes: Annotated[str | None, typer.Option("--sizes", help="Copy sizes, e.g. 64MiB,1GiB (default 256MiB).")] = None,
-    sweep: Annotated[bool, typer.Option("--sweep", help="Sizes from 4KiB to 1GiB, with a chart.")] = False,
+    sizes: Annotated[
+        str | None, typer.Option("--sizes", help="Copy sizes, e.g. 64MiB,1GiB (default: 256MiB, D2D at least 8x L2).")
+    ] = None,
+    sweep: Annotated[
+        bool, typer.Option("--sweep", help="Sizes from 4KiB to 1GiB, with a chart of where bandwidth saturates.")
+    ] = False,
     modes: Annotated[
-        str | None, typer.Option("--modes", help="Modes (h2d, d2h, pinned, pageable, d2d, peer, peer_bidir, …).")
+        str | None,
+        typer.Option("--modes", help="Modes: h2d, d2h, pinned, pageable, async, d2d, peer, peer_bidir, h2d_pinned, …"),
     ] = None,
     device: Annotated[
-        str | None, typer.Option("--device", help="Only these CUDA devices (cuda ordinals, comma-separated).")
+        str | None, typer.Option("--device", help="Only these CUDA devices (torch's ordinals, e.g. 0 or 0,1).")
     ] = None,
     iters: Annotated[int, typer.Option("--iters", help="Copies per sample.")] = 16,
-    samples: Annotated[int, typer.Option("--samples", help="Samples per figure (median, min, max).")] = 3,
-    gib: Annotated[bool, typer.Option("--gib", help="Report GiB/s (2^30) instead of GB/s (10^9).")] = False,
+    samples: Annotated[int, typer.Option("--samples", help="Samples per figure: median, min, max.")] = 3,
+    gib: Annotated[bool, typer.Option("--gib", help="Show GiB/s (2^30 B/s) instead of GB/s (10^9 B/s).")] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Machine-readable (gpudiag.bench-transfer/1).")] = False,
-    csv_output: Annotated[bool, typer.Option("--csv", help="CSV rows.")] = False,
+    csv_output: Annotated[bool, typer.Option("--csv", help="One CSV row per figure.")] = False,
 ) -> None:
     """Measure copy bandwidth (H2D, D2H pageable/pinned, D2D, peer) and judge it against the PCIe/memory limit."""
     from gpudiag.bench.plan import make_plan
+    from gpudiag.bench.preflight import nvml_reason, torch_reason
+    from gpudiag.probe.torch_static import torch_build
 
     s = settings(ctx)
     if json_output and csv_output:
         raise UsageError("choose one of --json and --csv")
+    plan = make_plan(modes, sizes, sweep, iters, samples, device)
     if s.replay:
         raise UsageError("bench-transfer measures this machine; it cannot run on a replay")
-    ordinals = None
-    if device is not None:
-        try:
-            ordinals = tuple(int(d) for d in device.split(",") if d.strip())
-        except ValueError:
-            raise UsageError(f"--device {device!r}: use CUDA ordinals such as 0 or 0,1") from None
-        if not ordinals or min(ordinals) < 0:
-            raise UsageError(f"--device {device!r}: use CUDA ordinals such as 0 or 0,1")
-    plan = make_plan(modes, sizes, sweep, iters, samples, ordinals)
+    reason = torch_reason(torch_build())
+    if reason:
+        raise _no_device(reason)
 
-    # Say why not, without importing torch here: installed? a CUDA build? a driver? CUDA usable?
-    if importlib.util.find_spec("torch") is None:
-        raise _no_device("torch is not installed (pip install 'gpudiag[torch]')")
-    from gpudiag.model import NvmlStatus
     from gpudiag.probe.collect import open_source
-    from gpudiag.probe.torch_static import torch_build
 
-    build = torch_build().value
-    if build is not None and build.cuda is None:
-        raise _no_device(f"torch {build.version} is a CPU-only build")
     with open_source() as source:
         machine = source.read()
-        if machine.nvml.status is not NvmlStatus.OK:
-            raise _no_device(machine.nvml.detail)
-        from gpudiag.probe.torch_runtime import probe
-
-        runtime = probe()
-        if runtime.value is None:
-            raise _no_device(runtime.detail)
-        if not runtime.value.cuda_available:
-            raise _no_device(f"torch {runtime.value.version} cannot use CUDA: {runtime.value.cuda_error}")
-        if ordinals and max(ordinals) >= runtime.value.device_count:
-            raise UsageError(f"--device {device}: only {runtime.value.device_count} CUDA device(s) are visible")
-        _run(s, source, machine, runtime.value, plan, gib, sweep, json_output, csv_output)
+        reason = nvml_reason(machine)
+        if reason:
+            raise _no_device(reason)
+        outcome = _measure(s, source, machine.gpus, plan)
+    _report(s, outcome, machine.gpus, plan, gib, json_output, csv_output, explicit_modes=modes is not None)
 
 
-def _run(
-    s: Settings,
-    source: MachineSource,
-    machine: Machine,
-    runtime: TorchRuntime,
-    plan: Plan,
-    gib: bool,
-    sweep: bool,
-    json_output: bool,
-    csv_output: bool,
-) -> None:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+def _measure(s: Settings, source: MachineSource, gpus: tuple[Gpu, ...], plan: Plan) -> Outcome:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from gpudiag.bench import engine, report
-    from gpudiag.render import bench_view
+    from gpudiag.bench.child import Collector, run_child
+    from gpudiag.bench.link import Link
+    from gpudiag.bench.placement import pci_numa_node
+    from gpudiag.bench.plan import DeviceInfo, Task
+    from gpudiag.bench.preflight import match_gpu, numa_maps
 
-    by_uuid = {(g.uuid.value or "").removeprefix("GPU-").lower(): g for g in machine.gpus}
-    gpus = {i: by_uuid.get(d.uuid.lower()) for i, d in enumerate(runtime.devices)}
-    numa = {i: (g.numa_node.value if g is not None else None) for i, g in gpus.items()}
-    links: dict[int, tuple[int, int] | None] = {}
-
-    def after_warmup(ordinal: int) -> None:
-        # Right after the warm-up the GPU is busy: an idle link downshifts, a loaded one shows its real speed.
-        gpu = gpus.get(ordinal)
+    def read_link(device: DeviceInfo) -> Link | None:
+        # Right after the warm-up the GPU is busy: an idle link downshifts, a loaded one shows its speed.
+        gpu = match_gpu(device.uuid, device.pci_bus_id, gpus)
         if gpu is None:
-            links[ordinal] = None
-            return
-        now = source.read().gpu(gpu.index).pcie
-        gen, width = now.gen_current.value, now.width_current.value
-        links[ordinal] = (gen, width) if gen is not None and width is not None else None
+            return None
+        pcie = source.read().gpu(gpu.index).pcie
+        gen, width = pcie.gen_current.value, pcie.width_current.value
+        return Link(gen, width) if gen and width else None
 
-    backend = engine.TorchBackend(numa)
-    total = len(engine.tasks(plan, backend))
     err_console = make_console(s, stderr=True)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
+        MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=err_console,
         transient=True,
+        disable=not err_console.is_terminal,  # nothing, not even a blank line, into logs and pipes
     ) as progress:
-        task = progress.add_task("measuring", total=total)
+        bar = progress.add_task("starting torch and CUDA in a child process", total=None)
 
-        def on_step(label: str) -> None:
-            progress.update(task, description=label, advance=1)
+        def on_tasks(planned: list[Task]) -> None:
+            progress.update(bar, total=len(planned), completed=0)
 
-        measurements = engine.run(plan, backend, on_step, after_warmup)
-    rows = report.rows(measurements, gpus, links)
-    notes = sorted(set(backend.placement.values()))
-    if any(not r.measurement.verified for r in rows):
-        notes.append("DATA MISMATCH: a copy did not read back what was written — the GPU or link is faulty")
+        def on_start(task: Task) -> None:
+            progress.update(bar, description=task.label(), completed=task.index)
+
+        by_uuid, by_pci = numa_maps(gpus, pci_numa_node)
+        outcome = run_child(
+            plan,
+            Collector(read_link, on_tasks, on_start),
+            gpu_count=len(gpus),
+            numa_by_uuid=by_uuid,
+            numa_by_pci=by_pci,
+        )
+    if outcome.no_cuda:
+        raise _no_device(outcome.no_cuda)
+    if outcome.usage:
+        raise UsageError(outcome.usage)
+    if not outcome.devices and outcome.failure:
+        raise _no_device(f"torch could not start CUDA: {outcome.failure}")
+    return outcome
+
+
+def _report(
+    s: Settings,
+    outcome: Outcome,
+    machine_gpus: tuple[Gpu, ...],
+    plan: Plan,
+    gib: bool,
+    json_output: bool,
+    csv_output: bool,
+    explicit_modes: bool,
+) -> None:
+    from gpudiag.bench import report
+    from gpudiag.bench.preflight import match_gpu
+    from gpudiag.render import bench_view
+
+    gpus = {d.ordinal: match_gpu(d.uuid, d.pci_bus_id, machine_gpus) for d in outcome.devices}
+    rows = report.rows(outcome, gpus)
+    found = report.findings(rows, outcome)
+    launch_blocking = os.environ.get("CUDA_LAUNCH_BLOCKING", "") == "1"
+    notes = report.notes(rows, outcome, launch_blocking, explicit_modes and any(m.is_peer for m in plan.modes))
+    unit = bench_view.BINARY if gib else bench_view.DECIMAL
     if json_output:
-        info = {
-            str(i): {"nvml_index": g.index if g else None, "name": g.name.value if g else None} for i, g in gpus.items()
-        }
-        typer.echo(json.dumps(bench_view.to_json(rows, notes, info), indent=2))
+        data: Any = bench_view.to_json(rows, outcome, gpus, found, notes, plan)
+        typer.echo(json.dumps(data, indent=2))
     elif csv_output:
-        typer.echo(bench_view.to_csv(rows), nl=False)
+        typer.echo(bench_view.to_csv(rows, unit), nl=False)
     else:
-        make_console(s).print(bench_view.render(rows, notes, gib, sweep))
-    if any(not r.measurement.verified for r in rows):
+        make_console(s).print(bench_view.render(rows, outcome, gpus, found, notes, plan, unit))
+    if report.failed(found):
         raise typer.Exit(int(ExitCode.FAILED))

@@ -1,4 +1,10 @@
-"""`gpudiag check`: can a job run here, and if not, why and what to do."""
+"""`gpudiag check`: can a job run here, and if not, why and what to do.
+
+Exit codes (schedulers rely on them): 0 every check passed or was skipped (warnings allowed
+unless --strict); 1 a check failed; 2 usage error; COULD_NOT_RUN when gpudiag could not run
+a requested check (or any check) and nothing failed. Any other code (70 internal error,
+130 interrupted) also means the verdict is unknown.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +12,9 @@ import json
 import math
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,43 +22,192 @@ from gpudiag.cli.common import handle_errors, make_console, settings
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
 
+if TYPE_CHECKING:
+    from gpudiag.checks import Facts, FunctionalResult, Options
+    from gpudiag.checks.functional import Collector
+    from gpudiag.model import Machine, Reading, TorchRuntime
+    from gpudiag.probe.collect import MachineSource
+
+# "check could not run (all or part of it) and nothing failed". The table's CHECK_INCOMPLETE
+# (5) is that code; the lead may rename it (e.g. CHECK_COULD_NOT_RUN) — this is the one use.
+COULD_NOT_RUN = ExitCode.CHECK_INCOMPLETE
+
 _VERSION = re.compile(r"^\d+(\.\d+)*$")
 
 
 def _version_option(value: str | None, option: str, example: str) -> str | None:
-    if value is not None and not _VERSION.match(value.strip()):
+    if value is None:
+        return None
+    if not _VERSION.match(value.strip()):
         raise UsageError(f"{option} {value!r}: expected a version like {example}")
-    return value.strip() if value is not None else None
+    return value.strip()
 
 
 def _ids(values: list[str] | None, option: str) -> tuple[str, ...]:
-    from gpudiag.checks.rules import CHECK_IDS
+    from gpudiag.checks.rules import CHECK_IDS, matches
 
     out = []
     for value in values or []:
         for item in (v.strip() for v in value.split(",")):
             if not item:
                 continue
-            if not any(cid == item or cid.startswith(item.rstrip(".") + ".") for cid in CHECK_IDS):
-                raise UsageError(f"{option} {item!r}: no such check; ids: {', '.join(CHECK_IDS)}")
+            if not any(matches(cid, item) for cid in CHECK_IDS):
+                raise UsageError(f"{option} {item!r}: no such check or area; ids: {', '.join(CHECK_IDS)}")
             out.append(item)
     return tuple(out)
+
+
+def _options(
+    expect_gpus: int | None,
+    min_free: str | None,
+    temp_margin: int,
+    require_driver: str | None,
+    require_cuda: str | None,
+    require_capability: str | None,
+    require_gpu: str | None,
+    require_torch: str | None,
+    allow_processes: bool,
+    python: str | None,
+) -> Options:
+    from gpudiag.checks import Options
+    from gpudiag.units import parse_size
+
+    if expect_gpus is not None and expect_gpus < 0:
+        raise UsageError(f"--expect-gpus {expect_gpus}: must be 0 or more")
+    if not 0 <= temp_margin <= 50:
+        raise UsageError(f"--temp-margin {temp_margin}: expected 0 to 50 (°C below the GPU's slowdown temperature)")
+    if require_gpu is not None and not require_gpu.strip():
+        raise UsageError("--require-gpu: expected part of a GPU name, e.g. H100")
+    if require_torch is not None:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            SpecifierSet(require_torch)
+        except InvalidSpecifier:
+            raise UsageError(f"--require-torch {require_torch!r}: expected a specifier like '>=2.3'") from None
+    return Options(
+        expect_gpus=expect_gpus,
+        min_free_bytes=parse_size(min_free) if min_free is not None else None,
+        temp_margin_c=temp_margin,
+        require_driver=_version_option(require_driver, "--require-driver", "550 or 550.54.15"),
+        require_cuda=_version_option(require_cuda, "--require-cuda", "12.4"),
+        require_capability=_version_option(require_capability, "--require-capability", "8.0"),
+        require_gpu=require_gpu.strip() if require_gpu is not None else None,
+        require_torch=require_torch,
+        allow_processes=allow_processes,
+        torch_expected=python is not None,
+    )
+
+
+def _open(replay: str | None) -> MachineSource:
+    from gpudiag.probe.collect import open_source
+
+    try:
+        return open_source(replay)
+    except UsageError:
+        raise
+    except GpudiagError as exc:  # e.g. the pynvml module is missing or stale: gpudiag cannot look
+        raise GpudiagError(f"check could not run: {exc.message}", COULD_NOT_RUN) from None
+
+
+def _torch(machine: Machine, live: bool, not_started: str, python: str | None, timeout: float) -> Reading[TorchRuntime]:
+    from gpudiag.model import Reading, Reason
+
+    if not_started:
+        return Reading.missing(Reason.UNAVAILABLE, not_started)
+    if live:
+        from gpudiag.probe.torch_runtime import probe
+
+        return probe(python, timeout)
+    if machine.torch_runtime.reason is Reason.UNAVAILABLE:
+        return Reading.missing(Reason.UNAVAILABLE, "torch runtime not recorded in this snapshot")
+    return machine.torch_runtime
+
+
+def _collector(source: MachineSource, machine: Machine) -> Collector:
+    """Collects the functional test's lines; re-reads a GPU's link and clock events when it is busy."""
+    from gpudiag.checks.functional import Collector
+
+    uuids = {(g.uuid.value or "").removeprefix("GPU-").lower(): g.index for g in machine.gpus if g.uuid.ok}
+
+    def nvml_index_of(uuid: str) -> int | None:
+        return uuids.get(uuid.removeprefix("GPU-").lower())
+
+    def read_loaded(index: int) -> tuple[tuple[int, int] | None, int | None]:
+        gpu = source.read().gpu(index)
+        gen, width = gpu.pcie.gen_current.value, gpu.pcie.width_current.value
+        return (gen, width) if gen is not None and width is not None else None, gpu.clock_event_reasons.value
+
+    return Collector(nvml_index_of, read_loaded)
+
+
+def _gather(
+    replay: str | None, torch_off: str, python: str | None, timeout: float, functional_off: str
+) -> tuple[Facts, list[str]]:
+    """Read the machine, ask torch, read host facts, run the functional test. Notes: what could not run.
+
+    ``torch_off`` / ``functional_off``: why torch is not started / the functional test not run ("" to do it).
+    """
+    from gpudiag.checks import Facts
+    from gpudiag.model import NvmlStatus, Reason, unavailable
+
+    live = not replay
+    notes: list[str] = []
+    with _open(replay) as source:
+        machine = source.read()
+        if python is not None:
+            # gpudiag's own torch files say nothing about the environment being checked.
+            machine = replace(machine, torch_build=unavailable(Reason.NOT_FOUND, f"see the torch of {python}"))
+        functional: tuple[FunctionalResult, ...] | None = None
+        why = functional_off
+        if not why:
+            if not live:
+                why = "not run on a replayed machine"
+            elif machine.nvml.status is not NvmlStatus.OK:
+                why = "NVML unavailable (see nvml.init)"
+            elif torch_off:
+                why = "needs torch (see compat.torch)"
+        if why:
+            torch = _torch(machine, live, torch_off, python, timeout)
+        else:
+            # One child: torch's facts, then (if CUDA works) the functional test of every visible GPU.
+            from gpudiag.checks import functional as functional_test
+            from gpudiag.probe.torch_runtime import probe_then
+
+            collector = _collector(source, machine)
+            allowed = timeout + functional_test.SECONDS_PER_GPU * len(machine.gpus)
+            torch, child = probe_then(functional_test.CODE, python, allowed, collector.on_line)
+            if torch.value is not None and torch.value.cuda_available:
+                functional, why = collector.finish(child)
+                if why:
+                    notes.append(why)
+            else:
+                why = "needs a torch that can use CUDA (see compat.torch)"
+        if live and not torch_off and torch.reason is Reason.UNAVAILABLE:
+            notes.append(f"the torch probe could not start: {torch.detail}")
+        devices = None
+        if live:  # after torch: CUDA's own start-up may have loaded nvidia_uvm and created its node
+            from gpudiag.probe.devices import read_device_facts
+
+            devices = read_device_facts(tuple(n for g in machine.gpus if (n := g.minor_number.value) is not None))
+    facts = Facts(machine=machine, torch=torch, devices=devices, functional=functional, functional_skip_reason=why)
+    return facts, notes
 
 
 @handle_errors
 def command(
     ctx: typer.Context,
     quick: Annotated[
-        bool, typer.Option("--quick", help="Skip the functional test (seconds instead of ~10 s).")
+        bool, typer.Option("--quick", help="Skip the functional test (context, memory pattern, matmul per GPU).")
     ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Machine-readable results (gpudiag.check/1).")] = False,
     junit: Annotated[
         Path | None,
-        typer.Option("--junit", help="Also write JUnit XML here (one test case per check).", dir_okay=False),
+        typer.Option("--junit", help="Also write JUnit XML here (one test case per result).", dir_okay=False),
     ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too.")] = False,
     only: Annotated[
-        list[str] | None, typer.Option("--only", help="Run only these check ids or areas (repeatable).")
+        list[str] | None, typer.Option("--only", help="Run only these check ids or areas, e.g. health (repeatable).")
     ] = None,
     skip: Annotated[
         list[str] | None, typer.Option("--skip", help="Skip these check ids or areas (repeatable).")
@@ -62,6 +218,9 @@ def command(
     min_free: Annotated[
         str | None, typer.Option("--min-free", help="Fail a GPU with less free memory, e.g. 20GiB.")
     ] = None,
+    temp_margin: Annotated[
+        int, typer.Option("--temp-margin", help="Warn this many °C below a GPU's slowdown temperature.")
+    ] = 5,
     allow_processes: Annotated[
         bool, typer.Option("--allow-processes", help="Running compute processes warn instead of failing.")
     ] = False,
@@ -73,125 +232,84 @@ def command(
         str | None, typer.Option("--require-capability", help="Minimum compute capability, e.g. 8.0.")
     ] = None,
     require_gpu: Annotated[
-        str | None, typer.Option("--require-gpu", help='GPU name must contain this, e.g. "H100".')
+        str | None, typer.Option("--require-gpu", help='Every GPU\'s name must contain this, e.g. "H100".')
     ] = None,
     require_torch: Annotated[
         str | None, typer.Option("--require-torch", help='torch version specifier, e.g. ">=2.3".')
     ] = None,
     python: Annotated[
-        str | None, typer.Option("--python", help="Check the torch of this interpreter (e.g. your training venv).")
+        str | None,
+        typer.Option("--python", help="Check the torch of this interpreter (e.g. your training venv's python)."),
     ] = None,
     no_torch: Annotated[bool, typer.Option("--no-torch", help="Do not start torch at all (its checks SKIP).")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds allowed for each torch child process.")] = 90.0,
 ) -> None:
-    """Pre-job health and CUDA/driver/PyTorch compatibility checks, with exit codes for CI and schedulers."""
-    from gpudiag.checks import Facts, Options, Status
+    """Pre-job health and CUDA/driver/PyTorch compatibility checks, with exit codes for CI and schedulers.
+
+    Exit codes: 0 ready (every check passed or was skipped), 1 a check failed (or warned, with
+    --strict), 2 usage error, 5 a requested check could not run and nothing failed.
+    """
+    from gpudiag.checks import Status
     from gpudiag.checks import rules as check_rules
-    from gpudiag.model import NvmlStatus, Reading, Reason, TorchRuntime
-    from gpudiag.probe.collect import open_source
     from gpudiag.render import check_view
-    from gpudiag.units import parse_size
 
     s = settings(ctx)
     if not (math.isfinite(timeout) and timeout > 0):
         raise UsageError(f"--timeout {timeout}: must be a positive number of seconds")
-    if expect_gpus is not None and expect_gpus < 0:
-        raise UsageError("--expect-gpus must be 0 or more")
-    if require_torch is not None:
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-        try:
-            SpecifierSet(require_torch)
-        except InvalidSpecifier:
-            raise UsageError(f"--require-torch {require_torch!r}: expected a specifier like '>=2.3'") from None
-    if python is not None and not (os.path.isfile(python) and os.access(python, os.X_OK)):
-        raise UsageError(f"--python {python!r}: not an executable file")
-    options = Options(
-        expect_gpus=expect_gpus,
-        min_free_bytes=parse_size(min_free) if min_free is not None else None,
-        require_driver=_version_option(require_driver, "--require-driver", "550 or 550.54.15"),
-        require_cuda=_version_option(require_cuda, "--require-cuda", "12.4"),
-        require_capability=_version_option(require_capability, "--require-capability", "8.0"),
-        require_gpu=require_gpu,
-        require_torch=require_torch,
-        allow_processes=allow_processes,
-        quick=quick,
+    if python is not None:
+        if s.replay:
+            raise UsageError("--python asks a live environment's torch; a replay uses the torch recorded in it")
+        if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+            raise UsageError(f"--python {python!r}: not an executable file")
+        if no_torch:
+            raise UsageError("--python and --no-torch contradict each other")
+    options = _options(
+        expect_gpus,
+        min_free,
+        temp_margin,
+        require_driver,
+        require_cuda,
+        require_capability,
+        require_gpu,
+        require_torch,
+        allow_processes,
+        python,
     )
     only_ids, skip_ids = _ids(only, "--only"), _ids(skip, "--skip")
-
-    incomplete = False
-    with open_source(s.replay) as source:
-        machine = source.read()
-        live = not s.replay
-        torch: Reading[TorchRuntime]
-        if no_torch:
-            torch = Reading.missing(Reason.UNAVAILABLE, "--no-torch: torch not started")
-        elif live:
-            from gpudiag.probe.torch_runtime import probe
-
-            torch = probe(python, timeout)
-            incomplete = torch.reason is Reason.UNAVAILABLE
-        elif machine.torch_runtime.reason is Reason.UNAVAILABLE:
-            torch = Reading.missing(Reason.UNAVAILABLE, "torch runtime not recorded in this snapshot")
-        else:
-            torch = machine.torch_runtime
-        devices = None
-        if live:
-            from gpudiag.probe.devices import read_device_facts
-
-            devices = read_device_facts(
-                tuple(g.minor_number.value for g in machine.gpus if g.minor_number.value is not None)
-            )
-        functional, why = None, ""
-        if quick:
-            why = "--quick"
-        elif not live:
-            why = "not run on a replayed machine"
-        elif machine.nvml.status is not NvmlStatus.OK:
-            why = "NVML unavailable"
-        elif torch.value is None or not torch.value.cuda_available:
-            why = "torch cannot use CUDA here (see compat.torch)"
-        else:
-            from gpudiag.checks import functional as functional_test
-
-            uuids = {(g.uuid.value or "").removeprefix("GPU-").lower(): g.index for g in machine.gpus}
-
-            def nvml_index_of(uuid: str) -> int | None:
-                return uuids.get(uuid.removeprefix("GPU-").lower())
-
-            def read_loaded(torch_index: int, _: str) -> tuple[int | None, tuple[int, int] | None, int | None]:
-                devices_now = torch.value.devices if torch.value else ()
-                index = nvml_index_of(devices_now[torch_index].uuid) if torch_index < len(devices_now) else None
-                if index is None:
-                    return None, None, None
-                gpu = source.read().gpu(index)
-                gen, width = gpu.pcie.gen_current.value, gpu.pcie.width_current.value
-                return (
-                    index,
-                    (gen, width) if gen is not None and width is not None else None,
-                    gpu.clock_event_reasons.value,
-                )
-
-            functional, why = functional_test.run(python, nvml_index_of, read_loaded, timeout + 20 * len(machine.gpus))
-            incomplete = incomplete or functional is None
-
-    facts = Facts(machine=machine, torch=torch, devices=devices, functional=functional, functional_skip_reason=why)
+    selected = {c.id for c in check_rules.CHECKS if check_rules.selected(c.id, only_ids, skip_ids)}
+    functional_wanted = "func.gpu" in selected and not quick
+    torch_wanted = (
+        functional_wanted
+        or any(cid.startswith("compat.") for cid in selected)
+        or bool("req.cuda" in selected and options.require_cuda)
+        or bool("req.torch" in selected and options.require_torch)
+    )
+    facts, notes = _gather(
+        s.replay,
+        "--no-torch: torch not started" if no_torch else ("" if torch_wanted else "not needed by the selected checks"),
+        python,
+        timeout,
+        "--quick" if quick else ("" if functional_wanted else "not selected"),
+    )
     results = check_rules.run(facts, options, only_ids, skip_ids)
+
     statuses = {r.status for r in results}
     if Status.FAIL in statuses or (strict and Status.WARN in statuses):
         code = ExitCode.FAILED
-    elif incomplete:
-        code = ExitCode.CHECK_INCOMPLETE
+    elif notes:
+        code = COULD_NOT_RUN
     else:
         code = ExitCode.OK
 
     if junit is not None:
         try:
-            junit.write_text(check_view.to_junit(facts, results, strict))
+            junit.write_text(check_view.to_junit(facts, results, strict, notes))
         except OSError as exc:
             raise GpudiagError(f"cannot write {junit}: {exc.strerror or exc}", ExitCode.USAGE) from None
     if json_output:
-        typer.echo(json.dumps(check_view.to_json(facts, results, strict, int(code)), indent=2))
+        typer.echo(json.dumps(check_view.to_json(facts, results, strict, int(code), notes), indent=2))
     else:
-        make_console(s).print(check_view.render(facts, results, strict))
+        make_console(s).print(check_view.render(facts, results, strict, notes))
+    for note in notes:
+        typer.echo(f"gpudiag: could not run: {note}", err=True)
     raise typer.Exit(int(code))

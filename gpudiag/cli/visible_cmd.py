@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -14,6 +14,11 @@ from gpudiag.exitcodes import NVML_EXIT, ExitCode
 from gpudiag.model import NvmlStatus
 from gpudiag.probe.collect import collect
 from gpudiag.visibility import ORDER_VAR, ORDERS, VISIBLE_VAR
+
+if TYPE_CHECKING:
+    from gpudiag.visibility import ProbeReport, Resolution
+
+PROBE_TIMEOUT_S = 120.0  # cuInit on many GPUs without persistence mode takes seconds per GPU
 
 
 @handle_errors
@@ -41,68 +46,118 @@ def command(
     """Show which GPUs CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER make visible, as which cuda:N."""
     from gpudiag import visibility
     from gpudiag.render import visible_view
-    from gpudiag.selection import select_gpus
 
     s = settings(ctx)
     if value is not None and unset:
         raise UsageError("choose one of --value and --unset")
-    if order is not None and order.strip().upper() not in ORDERS:
-        raise UsageError(f"--order {order!r}: use FASTEST_FIRST or PCI_BUS_ID")
+    order_option = None
+    if order is not None:
+        order_option = order.strip().upper()
+        if order_option not in ORDERS:
+            raise UsageError(f"--order {order!r}: use FASTEST_FIRST or PCI_BUS_ID")
     if probe and s.replay:
         raise UsageError("--probe asks this machine's CUDA runtime; it cannot probe a replayed machine")
+    if probe and select is not None:
+        raise UsageError("choose one of --probe and --select (probe the selection with --value)")
+
     machine = collect(s.replay)
-    if machine.nvml.status is not NvmlStatus.OK:
-        raise GpudiagError(machine.nvml.detail, NVML_EXIT[machine.nvml.status])
-
-    if select is not None:
-        chosen = select_gpus(machine.gpus, select)
-        by_index, by_uuid = visibility.export_line(machine, tuple(g.index for g in chosen))
-        typer.echo(by_index)
-        typer.echo(f"# or, immune to ordering: {by_uuid}")
-        return
-
     env = machine.env_map
+    recorded = "recorded environment" if s.replay else "environment"
     if unset:
         current, origin = None, "--unset"
     elif value is not None:
         current, origin = value, "--value"
     else:
-        current, origin = env.get(VISIBLE_VAR), "recorded environment" if s.replay else "environment"
-    current_order = order if order is not None else env.get(ORDER_VAR)
-    resolution = visibility.resolve(machine, current, current_order)
-    hints = visibility.code_hints(resolution)
+        current, origin = env.get(VISIBLE_VAR), recorded
+    current_order, order_origin = (
+        (order_option, "--order") if order_option is not None else (env.get(ORDER_VAR), recorded)
+    )
 
-    probe_result = None
-    code = ExitCode.OK
-    if probe:
-        probe_result, code = _probe(resolution, current, resolution.order)
-
-    if json_output:
-        typer.echo(json.dumps(visible_view.to_json(resolution, origin, hints, probe_result), indent=2))
-    else:
-        make_console(s).print(visible_view.render(resolution, origin, hints, probe_result))
-    if code is not ExitCode.OK:
+    if machine.nvml.status is not NvmlStatus.OK:
+        code = NVML_EXIT[machine.nvml.status]
+        if not probe:
+            raise GpudiagError(machine.nvml.detail, code)
+        unmapped = _probe(None, current, current_order)
+        if json_output:
+            typer.echo(
+                json.dumps(
+                    {
+                        "schema": visible_view.SCHEMA,
+                        "error": machine.nvml.detail,
+                        "cuda_visible_devices": current,
+                        "cuda_device_order_value": current_order,
+                        "probe": visible_view.probe_json(unmapped),
+                    },
+                    indent=2,
+                )
+            )
+        else:
+            make_console(s).print(visible_view.render_unavailable(machine.nvml.detail, unmapped))
+        typer.echo(f"gpudiag: {machine.nvml.detail}", err=True)
         raise typer.Exit(int(code))
 
+    if select is not None:
+        _select(machine, select, json_output)
+        return
 
-def _probe(resolution: object, value: str | None, order: str) -> tuple[tuple[str, tuple[str, ...]], ExitCode]:
+    resolution = visibility.resolve(machine, current, current_order)
+    hints = visibility.code_hints(resolution)
+    report = _probe(resolution, current, current_order) if probe else None
+    if json_output:
+        typer.echo(json.dumps(visible_view.to_json(resolution, origin, hints, report), indent=2))
+    else:
+        console = make_console(s)
+        console.print(visible_view.render(resolution, origin, hints, report, order_origin, console.width))
+    if report is not None and report.status == "disagrees":
+        raise typer.Exit(int(ExitCode.FAILED))
+    if report is not None and report.status == "could_not_run":
+        raise typer.Exit(int(ExitCode.NO_CUDA_DEVICE))
+
+
+def _select(machine: Any, ids: str, json_output: bool) -> None:
+    """Export lines for these GPUs (or one MIG instance), checked by resolving them back."""
+    from gpudiag import visibility
+    from gpudiag.render import visible_view
+
+    targets = visibility.select_targets(machine, ids)
+    lines = visibility.export_lines(machine, targets)
+    value = ",".join((t.mig.uuid.get("?") if t.mig is not None else t.gpu.uuid.get("?")) for t in targets)
+    check = visibility.resolve(machine, value, "PCI_BUS_ID")
+    mapping = ", ".join(
+        f"cuda:{d.ordinal} = GPU {d.gpu_index}" + (f" MIG {d.mig.index}" if d.mig is not None else "") + f" ({d.name})"
+        for d in check.devices
+    )
+    if json_output:
+        chosen = {
+            "nvml_indices": [t.gpu.index for t in targets],
+            "mig_uuid": next((t.mig.uuid.value for t in targets if t.mig is not None), None),
+            "exports": list(lines),
+        }
+        data = visible_view.to_json(check, "--select", visibility.code_hints(check), None, select=chosen)
+        typer.echo(json.dumps(data, indent=2))
+        return
+    typer.echo(lines[0])
+    if len(lines) > 1:
+        typer.echo(f"# or, immune to ordering: {lines[1]}")
+    typer.echo(f"# then {mapping}")
+
+
+def _probe(resolution: Resolution | None, value: str | None, order: str | None) -> ProbeReport:
     """Run the CUDA runtime with this setting in a child; CUDA is never initialised here."""
     from gpudiag import visibility
-    from gpudiag.probe.child import run_python
+    from gpudiag.probe import child
 
-    assert isinstance(resolution, visibility.Resolution)
+    for name, text in ((VISIBLE_VAR, value), (ORDER_VAR, order)):
+        if text is not None and "\0" in text:
+            raise UsageError(f"{name} cannot contain a NUL character; the probe cannot pass it on")
     env = dict(os.environ)
     env.pop(VISIBLE_VAR, None)
+    env.pop(ORDER_VAR, None)
     if value is not None:
         env[VISIBLE_VAR] = value
-    env[ORDER_VAR] = order
-    result = run_python(visibility.PROBE_CODE, env=env, timeout=60)
+    if order is not None:
+        env[ORDER_VAR] = order
+    result = child.run_python(visibility.PROBE_CODE, env=env, timeout=PROBE_TIMEOUT_S)
     if not result.ok:
-        return (f"could not run: {result.detail}", ()), ExitCode.NO_CUDA_DEVICE
-    if "error" in result.data:
-        return (f"could not run: {result.data['error']}", ()), ExitCode.NO_CUDA_DEVICE
-    devices = result.data.get("devices", [])
-    problems = visibility.compare(resolution, devices)
-    if problems:
-        return ("DISAGREES with the computed mapping", problems), ExitCode.FAILED
-    return (f"agrees ({len(devices)} device(s), torch {result.data.get('torch')})", ()), ExitCode.OK
+        return visibility.probe_failed(result.detail)
+    return visibility.probe_report(resolution, result.data)

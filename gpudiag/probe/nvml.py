@@ -478,10 +478,10 @@ class NvmlSession:
                 return unavailable(reason, detail)
             for proc in procs:
                 pid = int(proc.pid)
-                if pid in merged:
-                    merged[pid] = (ProcessKind.COMPUTE_GRAPHICS, merged[pid][1])
-                else:
+                if pid not in merged:
                     merged[pid] = (kind, proc)
+                elif merged[pid][0] is not kind:  # in both lists; a repeat within one list stays one kind
+                    merged[pid] = (ProcessKind.COMPUTE_GRAPHICS, merged[pid][1])
         result = []
         for pid, (kind, proc) in merged.items():
             used = getattr(proc, "usedGpuMemory", None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import platform
 from collections import Counter
 from typing import Any
 
@@ -18,6 +17,12 @@ SCHEMA = "gpudiag.check/1"
 _STYLES = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "red bold", Status.SKIP: "dim"}
 
 
+def _cudnn_text(encoded: int) -> str:
+    if encoded >= 90000:
+        return f"{encoded // 10000}.{encoded % 10000 // 100}.{encoded % 100}"
+    return f"{encoded // 1000}.{encoded % 1000 // 100}.{encoded % 100}"
+
+
 def versions(facts: Facts) -> list[tuple[str, str]]:
     """What `python -m torch.utils.collect_env` users look for."""
     m, rt = facts.machine, facts.torch.value
@@ -26,20 +31,19 @@ def versions(facts: Facts) -> list[tuple[str, str]]:
     def dotted(v: tuple[int, int, int] | None) -> str:
         return ".".join(map(str, v)) if v else "N/A"
 
-    cudnn = "N/A"
-    if rt is not None and rt.cudnn_version is not None:
-        v = rt.cudnn_version
-        cudnn = (
-            f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 90000 else f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
-        )
-    torch_version = rt.version if rt else (build.version if build else "not installed")
+    if rt is not None:
+        torch_version = f"{rt.version}  ({rt.python})" if rt.python else rt.version
+    elif build is not None:
+        torch_version = f"{build.version}  (files only: {facts.torch.detail or 'not started'})"
+    else:
+        torch_version = facts.torch.detail or m.torch_build.detail or "not installed"
     torch_cuda = (rt.cuda if rt else (build.cuda if build else None)) or "N/A"
     return [
         ("Driver", m.nvml.driver_version.get("N/A")),
         ("CUDA (driver max)", m.nvml.cuda_driver_version.map(cuda_version_text).get("N/A")),
-        ("torch", torch_version + (f"  ({rt.python})" if rt else "")),
+        ("torch", torch_version),
         ("torch CUDA build", torch_cuda),
-        ("cuDNN", cudnn),
+        ("cuDNN", _cudnn_text(rt.cudnn_version) if rt is not None and rt.cudnn_version is not None else "N/A"),
         ("NCCL", dotted(rt.nccl_version) if rt else "N/A"),
         ("Python", m.host.python),
         ("OS", m.host.os),
@@ -50,15 +54,26 @@ def summary(results: list[CheckResult]) -> Counter[Status]:
     return Counter(r.status for r in results)
 
 
-def summary_line(results: list[CheckResult], strict: bool) -> Text:
+def verdict(results: list[CheckResult], strict: bool, notes: list[str]) -> str:
+    """READY, NOT READY (a failure, or a warning under --strict) or UNKNOWN (something could not run)."""
     counts = summary(results)
-    failed = counts[Status.FAIL] or (strict and counts[Status.WARN])
-    verdict = "NOT READY" if failed else "READY"
+    if counts[Status.FAIL] or (strict and counts[Status.WARN]):
+        return "NOT READY"
+    return "UNKNOWN" if notes else "READY"
+
+
+def summary_line(results: list[CheckResult], strict: bool, notes: list[str] | None = None) -> Text:
+    notes = notes or []
+    counts = summary(results)
+    word = verdict(results, strict, notes)
     parts = [f"{counts[s]} {s.value.lower()}" for s in Status]
-    return Text(
-        f"{verdict}: {', '.join(parts)}" + (" (--strict: warnings fail)" if strict else ""),
-        style="red bold" if failed else "green bold",
-    )
+    text = f"{word}: {', '.join(parts)}"
+    if strict:
+        text += " (--strict: warnings fail)"
+    if word == "UNKNOWN":
+        text += f"; could not run: {'; '.join(notes)}"
+    style = {"READY": "green bold", "NOT READY": "red bold", "UNKNOWN": "yellow bold"}[word]
+    return Text(text, style=style)
 
 
 def _grouped(results: list[CheckResult]) -> list[tuple[CheckResult, str]]:
@@ -83,7 +98,7 @@ def _grouped(results: list[CheckResult]) -> list[tuple[CheckResult, str]]:
     return grouped
 
 
-def render(facts: Facts, results: list[CheckResult], strict: bool) -> Group:
+def render(facts: Facts, results: list[CheckResult], strict: bool, notes: list[str] | None = None) -> Group:
     parts: list[RenderableType] = []
     if facts.machine.source != "live":
         parts.append(Text(facts.machine.source, style="dim"))
@@ -109,18 +124,24 @@ def render(facts: Facts, results: list[CheckResult], strict: bool) -> Group:
     versions_table.add_column("")
     for name, value in versions(facts):
         versions_table.add_row(name, value)
-    parts += [versions_table, Text(""), summary_line(results, strict)]
+    parts += [versions_table, Text(""), summary_line(results, strict, notes)]
     return Group(*parts)
 
 
-def to_json(facts: Facts, results: list[CheckResult], strict: bool, exit_code: int) -> dict[str, Any]:
+def to_json(
+    facts: Facts, results: list[CheckResult], strict: bool, exit_code: int, notes: list[str] | None = None
+) -> dict[str, Any]:
+    notes = notes or []
     counts = summary(results)
     return {
         "schema": SCHEMA,
         "source": facts.machine.source,
+        "host": facts.machine.host.hostname,
+        "verdict": verdict(results, strict, notes),
         "exit_code": exit_code,
         "strict": strict,
         "summary": {s.value.lower(): counts[s] for s in Status},
+        "could_not_run": list(notes),
         "versions": dict(versions(facts)),
         "checks": [
             {
@@ -133,23 +154,26 @@ def to_json(facts: Facts, results: list[CheckResult], strict: bool, exit_code: i
             }
             for r in results
         ],
-        "host": platform.node() if facts.machine.source == "live" else facts.machine.host.hostname,
     }
 
 
-def to_junit(facts: Facts, results: list[CheckResult], strict: bool) -> str:
-    """One test case per check result, for CI systems that read JUnit XML."""
+def to_junit(facts: Facts, results: list[CheckResult], strict: bool, notes: list[str] | None = None) -> str:
+    """One test case per check result (per GPU where the check is per GPU), for CI systems."""
     from junit_xml import TestCase, TestSuite, to_xml_report_string
 
     cases = []
     for r in results:
         name = f"{r.id}[{r.target}]" if r.target else r.id
         case = TestCase(name, classname=f"gpudiag.check.{r.id.split('.')[0]}", stdout=r.finding)
-        message = r.finding + (f" — fix: {r.fix}" if r.fix else "")
+        message = r.finding + (f" (fix: {r.fix})" if r.fix else "")
         if r.status is Status.FAIL or (strict and r.status is Status.WARN):
             case.add_failure_info(message=message, failure_type=r.status.value)
         elif r.status is Status.SKIP:
             case.add_skipped_info(message=r.finding)
+        cases.append(case)
+    for note in notes or []:
+        case = TestCase("gpudiag.could_not_run", classname="gpudiag.check")
+        case.add_error_info(message=note)
         cases.append(case)
     suite = TestSuite("gpudiag check", cases, hostname=facts.machine.host.hostname)
     return str(to_xml_report_string([suite]))

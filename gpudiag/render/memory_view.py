@@ -2,34 +2,58 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from rich import box
-from rich.console import Group, RenderableType
-from rich.table import Table
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.segment import Segment
 from rich.text import Text
 
-from gpudiag.memory import MemoryView, ProcessRow, WatchState, empty_cache_line, foreign_count
-from gpudiag.model import GpuState, HostState
+from gpudiag.memory import (
+    Breakdown,
+    GpuRow,
+    MemoryView,
+    ProcessRow,
+    WatchState,
+    empty_cache_line,
+    foreign_count,
+    insights,
+    peaks_line,
+    unmatched_line,
+    untracked_compute,
+)
+from gpudiag.model import GpuState, HostState, MigDevice
 from gpudiag.render.format import NA, mib_text, missing_note, percent_style, text
 
 SCHEMA = "gpudiag.memory/1"
 _BLOCKS = "▁▂▃▄▅▆▇█"
 BAR_WIDTH = 20
+LIVE_NOTES = 4  # tracked-process notes shown in a live frame (the rest: --json)
+LIVE_EVENTS = 4
 
 
 def sparkline(values: Iterable[float], width: int = 24) -> str:
     """Percentages 0-100 as block characters, newest on the right."""
     tail = list(values)[-width:]
-    return "".join(_BLOCKS[min(len(_BLOCKS) - 1, int(v / 100 * len(_BLOCKS)))] for v in tail)
+    return "".join(_BLOCKS[max(0, min(len(_BLOCKS) - 1, int(v / 100 * len(_BLOCKS))))] for v in tail)
 
 
 def bar(percent: float | None) -> Text:
     if percent is None:
         return Text(NA)
-    filled = round(percent / 100 * BAR_WIDTH)
+    filled = max(0, min(BAR_WIDTH, round(percent / 100 * BAR_WIDTH)))
     return Text("█" * filled + "░" * (BAR_WIDTH - filled), style=percent_style(percent))
+
+
+def mig_label(mig: MigDevice) -> str:
+    """'3g.20gb GI 1': the profile from NVML's MIG device name, and the GPU instance."""
+    name = mig.name.get("")
+    profile = name.rsplit("MIG ", 1)[1] if "MIG " in name else ""
+    gi = text(mig.gpu_instance_id)
+    return f"{profile} GI {gi}".strip()
 
 
 def _command(row: ProcessRow) -> str:
@@ -41,39 +65,113 @@ def _command(row: ProcessRow) -> str:
     return host.command.value or host.name.value or f"({missing_note(host.command)})"
 
 
-def gpu_table(view: MemoryView, state: WatchState | None = None) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    table.add_column("GPU", justify="right")
-    table.add_column("Name", no_wrap=True, overflow="ellipsis", max_width=26)
-    table.add_column("Used / Total", justify="right", no_wrap=True)
-    table.add_column("", no_wrap=True)
-    table.add_column("Free", justify="right", no_wrap=True)
-    table.add_column("Driver-reserved", justify="right", no_wrap=True)
-    table.add_column("Util", justify="right")
-    if state is not None:
-        table.add_column("Peak used", justify="right", no_wrap=True)
-        table.add_column("Memory history", no_wrap=True)
-        table.add_column("Util history", no_wrap=True)
+@dataclass(frozen=True)
+class Column:
+    header: str
+    justify: str = "right"  # "left" | "right"
+    flexible: bool = False  # takes the width that is left, cut with "…" (one per grid)
+    max_width: int | None = None
+    drop: int = 0  # when the terminal is too narrow, columns with the highest drop go first (0: never)
+
+
+class Grid:
+    """A table drawn as plain text lines: rich's Table look (header, rule, 3-space gaps), at a
+    tenth of its cost, which a refresh every second on a 64-process node needs. Widths come
+    from the cells; the flexible column takes what the terminal has left, and optional
+    columns are dropped, least useful first, when even that does not fit."""
+
+    GAP = "   "
+
+    def __init__(self, columns: list[Column]) -> None:
+        self.columns = columns
+        self.rows: list[list[Text]] = []
+
+    def add_row(self, *cells: str | Text) -> None:
+        self.rows.append([c if isinstance(c, Text) else Text(c) for c in cells])
+
+    def _widths(self, shown: list[int]) -> dict[int, int]:
+        widths = {}
+        for i in shown:
+            col = self.columns[i]
+            natural = max([cell_len(col.header), *(row[i].cell_len for row in self.rows)])
+            widths[i] = min(natural, col.max_width) if col.max_width else natural
+        return widths
+
+    def lines(self, width: int) -> list[Text]:
+        shown = list(range(len(self.columns)))
+        widths = self._widths(shown)
+        flexible = next((i for i in shown if self.columns[i].flexible), None)
+
+        def total() -> int:
+            return sum(widths[i] for i in shown) + len(self.GAP) * (len(shown) - 1)
+
+        droppable = sorted((i for i in shown if self.columns[i].drop), key=lambda i: -self.columns[i].drop)
+        while total() > width and droppable:
+            if flexible is not None:
+                floor = max(cell_len(self.columns[flexible].header), 12)
+                if total() - widths[flexible] + floor <= width:
+                    break
+            shown.remove(droppable.pop(0))
+        if flexible is not None and total() > width:
+            widths[flexible] = max(cell_len(self.columns[flexible].header), widths[flexible] - (total() - width))
+        out = [self._line([Text(self.columns[i].header, style="bold") for i in shown], shown, widths)]
+        out.append(Text("─" * min(total(), width)))
+        out += [self._line([row[i] for i in shown], shown, widths) for row in self.rows]
+        return out
+
+    def _line(self, cells: list[Text], shown: list[int], widths: dict[int, int]) -> Text:
+        line = Text(no_wrap=True, overflow="crop", end="")
+        for n, (cell, i) in enumerate(zip(cells, shown, strict=True)):
+            cell = cell.copy()
+            last = n == len(shown) - 1
+            cell.truncate(widths[i], overflow="ellipsis")
+            if not (last and self.columns[i].justify == "left"):  # no trailing blanks
+                cell.align("left" if self.columns[i].justify == "left" else "right", widths[i])
+            if n:
+                line.append(self.GAP)
+            line.append_text(cell)
+        line.rstrip()
+        return line
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in self.lines(options.max_width):
+            yield from line.render(console)
+            yield Segment.line()
+
+
+def gpu_table(view: MemoryView, state: WatchState | None = None) -> Grid:
+    watching = state is not None  # on a narrow screen a watch keeps its history, a one-shot its bar
+    columns = [
+        Column("GPU"),
+        Column("Name", "left", flexible=True, max_width=26),
+        Column("Used / Total"),
+        Column("", "left", drop=8 if watching else 3),
+        Column("Free"),
+        Column("Driver-reserved", drop=9 if watching else 4),
+        Column("Util"),
+    ]
+    if watching:
+        columns += [Column("Peak used", drop=6), Column("Memory history", "left", drop=5)]
+        columns += [Column("Util history", "left", drop=7)]
+    grid = Grid(columns)
+    width = len(columns)
     for row in view.gpus:
         gpu = row.gpu
-        if gpu.state is not GpuState.OK:
-            cells: list[RenderableType] = [
-                str(gpu.index),
-                Text("LOST" if gpu.state is GpuState.LOST else "ERROR", style="red bold"),
-                Text(gpu.state_detail, style="red"),
-            ]
-            table.add_row(*cells, *[""] * (len(table.columns) - 3))
+        if gpu.state is not GpuState.OK:  # why: in a note under the table, so columns keep their width
+            label = "LOST" if gpu.state is GpuState.LOST else "ERROR"
+            grid.add_row(str(gpu.index), Text(label, style="red bold"), Text(NA, style="red"), *[""] * (width - 3))
             continue
         mem = gpu.memory.value
         used = f"{mib_text(mem.used_bytes)} / {mib_text(mem.total_bytes)}" if mem else NA
-        cells = [
+        util = gpu.utilization.value
+        cells: list[str | Text] = [
             str(gpu.index),
             text(gpu.name),
             used,
             bar(row.used_percent),
             mib_text(mem.free_bytes) if mem else NA,
             text(mem.reserved_bytes, mib_text) if mem else NA,
-            text(gpu.utilization, lambda u: f"{u.gpu_percent}%"),
+            Text(f"{util.gpu_percent}%", style=_util_style(util.gpu_percent)) if util else NA,
         ]
         if state is not None:
             peak = state.peak_used.get(gpu.index)
@@ -82,185 +180,296 @@ def gpu_table(view: MemoryView, state: WatchState | None = None) -> Table:
                 sparkline(state.history.get(gpu.index, ()), 16),
                 sparkline(state.util_history.get(gpu.index, ()), 16),
             ]
-        table.add_row(*cells)
+        grid.add_row(*cells)
         for mig in gpu.mig_devices:
             m = mig.memory.value
             mig_used = f"{mib_text(m.used_bytes)} / {mib_text(m.total_bytes)}" if m else NA
             pct = 100.0 * m.used_bytes / m.total_bytes if m and m.total_bytes else None
-            table.add_row(
+            grid.add_row(
                 "",
-                Text(f"└ MIG GI {text(mig.gpu_instance_id)}", style="cyan"),
+                Text(f"└ MIG {mig_label(mig)}", style="cyan"),
                 mig_used,
                 bar(pct),
                 mib_text(m.free_bytes) if m else NA,
-                *[""] * (len(table.columns) - 5),
+                *[""] * (width - 5),
             )
-    return table
+    return grid
 
 
-def process_table(view: MemoryView, max_rows: int | None = None) -> Table | Text:
+def _util_style(percent: int) -> str:
+    """Low utilization while memory is held means the GPUs wait (input pipeline, sync)."""
+    return "yellow" if percent < 30 else ""
+
+
+def process_table(
+    view: MemoryView, state: WatchState | None = None, max_rows: int | None = None
+) -> list[RenderableType]:
     """The process rows, biggest first per GPU; ``max_rows`` keeps a live view within the screen."""
     if not view.processes:
-        return Text("No processes use GPU memory", style="dim")
+        return [Text("No processes use GPU memory", style="dim")]
     rows = view.processes
     if max_rows is not None and len(rows) > max_rows:
-        biggest = sorted(rows, key=lambda r: -(r.process.used_memory_bytes.value or 0))[: max(max_rows - 1, 1)]
-        rows = tuple(r for r in view.processes if r in biggest)  # keep the GPU order
+        keep = max(max_rows - 1, 1)  # one line says how many more
+        biggest = sorted(rows, key=lambda r: -(r.process.used_memory_bytes.value or 0))[:keep]
+        chosen = {id(r) for r in biggest}
+        rows = tuple(r for r in view.processes if id(r) in chosen)  # keep the GPU order
     tracked = any(r.breakdown is not None for r in view.processes)
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for name, justify in (("GPU", "right"), ("PID", "right"), ("User", "left"), ("Used", "right"), ("Share", "right")):
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    mig = any(r.process.gpu_instance_id is not None for r in view.processes)
+    columns = [Column("GPU")]
+    columns += [Column("MIG", "left")] if mig else []
+    columns += [Column("PID"), Column("User", "left", drop=2), Column("Used"), Column("Share", drop=3)]
+    columns += [Column("Peak", drop=4)] if state is not None else []
     if tracked:
-        for name in ("Allocated", "Cached free", "Context+other"):
-            table.add_column(name, justify="right", no_wrap=True)
-    table.add_column("Command", overflow="ellipsis", no_wrap=True, max_width=72)
+        columns += [
+            Column("Allocated"),
+            Column("Cached free"),
+            Column("Context+other"),
+            Column("Peak reserved", drop=1),
+        ]
+    columns.append(Column("Command", "left", flexible=True, max_width=72))
+    grid = Grid(columns)
     for row in rows:
         p = row.process
-        pid = Text(("+ " if row.status == "new" else "") + str(p.pid), style="green" if row.status == "new" else "")
-        cells: list[RenderableType] = [
-            str(row.gpu_index),
-            pid,
+        new = row.status == "new" or (state is not None and state.recently_new(row))
+        cells: list[str | Text] = [str(row.gpu_index)]
+        if mig:
+            cells.append(mig_label(row.mig) if row.mig is not None else _gi_label(p.gpu_instance_id))
+        cells += [
+            Text(("+ " if new else "") + str(p.pid), style="green" if new else ""),
             text(p.host.user),
             text(p.used_memory_bytes, mib_text),
             f"{row.share_percent:.1f}%" if row.share_percent is not None else NA,
         ]
+        if state is not None:
+            peak = state.peak_process.get(row.key)
+            cells.append(mib_text(peak) if peak is not None else NA)
         if tracked:
             b = row.breakdown
             cells += (
-                [mib_text(b.allocated_bytes), mib_text(b.cached_free_bytes), mib_text(b.other_bytes)]
+                [
+                    mib_text(b.allocated_bytes),
+                    mib_text(b.cached_free_bytes),
+                    mib_text(b.other_bytes) if b.other_bytes is not None else NA,
+                    mib_text(b.peak_reserved_bytes),
+                ]
                 if b
-                else ["", "", ""]
+                else ["", "", "", ""]
             )
         cells.append(_command(row))
-        table.add_row(*cells)
+        grid.add_row(*cells)
+    out: list[RenderableType] = [grid]
     hidden = len(view.processes) - len(rows)
     if hidden:
-        table.add_row(
-            "", "", "", "", "", *([""] * 3 if tracked else []), Text(f"… {hidden} more (--json lists all)", style="dim")
-        )
-    return table
+        out.append(Text(f"… {hidden} more processes (--json lists all)", style="dim"))
+    return out
 
 
-def render(view: MemoryView, state: WatchState | None = None, height: int | None = None) -> Group:
-    """The memory view; with ``height`` (a live screen) the process table is cut to fit."""
-    parts: list[RenderableType] = []
-    if view.machine.source != "live":
-        parts.append(Text(view.machine.source, style="dim"))
-    parts.append(gpu_table(view, state))
-    total = f"Total: {mib_text(view.total_used_bytes)} used of {mib_text(view.total_bytes)}"
-    max_rows = None
-    if height is not None:
-        used = len(view.gpus) + sum(len(r.gpu.mig_devices) for r in view.gpus) + 12  # headers, totals, notes
-        max_rows = max(height - used, 3)
-    parts += [Text(total, style="bold"), Text(""), Text("Processes", style="bold"), process_table(view, max_rows)]
-    for row in view.processes:
-        line = empty_cache_line(row)
+def _gi_label(value: int | None) -> str:
+    return f"GI {value}" if value is not None else ""
+
+
+def _notes(view: MemoryView, state: WatchState | None) -> list[Text]:
+    notes: list[Text] = []
+    for row in view.gpus:
+        if row.gpu.state is not GpuState.OK:
+            notes.append(Text(f"GPU {row.gpu.index}: {row.gpu.state_detail}", style="red"))
+    notes += [Text(line, style="yellow") for line in insights(view, state)]
+    for prow in view.processes:
+        line = empty_cache_line(prow)
         if line:
-            parts.append(Text(line, style="cyan"))
-        if row.breakdown and (row.breakdown.ooms or row.breakdown.alloc_retries):
-            parts.append(
-                Text(
-                    f"PID {row.process.pid}: {row.breakdown.ooms} out-of-memory error(s), "
-                    f"{row.breakdown.alloc_retries} allocation retries (cache flushes)",
-                    style="yellow",
-                )
-            )
-    for gpu_index, pid, command in view.exited:
-        parts.append(Text(f"- exited: PID {pid} on GPU {gpu_index} {command}", style="dim"))
+            notes.append(Text(line, style="cyan"))
+        b = prow.breakdown
+        if b is not None and (b.ooms or b.alloc_retries):
+            notes.append(Text(peaks_line(prow), style="yellow"))
+    notes += [Text(unmatched_line(u), style="cyan") for u in view.unmatched]
     foreign = foreign_count(view)
     if foreign:
-        parts.append(
+        notes.append(
             Text(
                 f"Note: {foreign} process(es) belong to the host's PID namespace (container): their "
                 "owner and command are not visible here",
                 style="yellow",
             )
         )
-    untracked = [r for r in view.processes if r.breakdown is None and r.process.kind.value != "G"]
-    if untracked and not any(r.breakdown for r in view.processes):
-        parts.append(
-            Text(
-                "Tip: for PyTorch's view of a process's memory, start it with "
-                "`python -m gpudiag.track train.py` or call gpudiag.track.start()",
-                style="dim",
-            )
+    return notes
+
+
+def _totals(view: MemoryView) -> Text:
+    if not view.gpus:
+        return Text("No GPU to show", style="bold")
+    pct = f" ({100.0 * view.total_used_bytes / view.total_bytes:.1f}%)" if view.total_bytes else ""
+    line = f"Total: {mib_text(view.total_used_bytes)} used of {mib_text(view.total_bytes)}{pct}"
+    n = len({r.process.pid for r in view.processes})
+    if n:
+        line += f"; {n} process(es) hold {mib_text(view.processes_used_bytes)}"
+    return Text(line, style="bold")
+
+
+TIP = (
+    "Tip: `python -m gpudiag.track train.py` (or gpudiag.track.start()) adds PyTorch's allocated / cached / "
+    "context split"
+)
+
+
+def render(view: MemoryView, state: WatchState | None = None, height: int | None = None) -> Group:
+    """The memory view. With ``height`` (a live screen) every line is one screen line: notes
+    and events are cut, not wrapped, and process rows fill what is left."""
+    head: list[RenderableType] = []
+    if view.machine.source != "live":
+        head.append(Text(view.machine.source, style="dim"))
+    if state is not None:
+        stamp = time.strftime("%H:%M:%S", time.localtime(state.last_at))
+        head.append(
+            Text(f"sample {state.samples} at {stamp}; peaks since the watch began; Ctrl-C to stop", style="dim")
         )
-    return Group(*parts)
+    gpus = gpu_table(view, state)
+    notes = _notes(view, state)
+    events = [
+        Text(f"{time.strftime('%H:%M:%S', time.localtime(at))}  {what}", style="dim")
+        for at, what in (list(state.events)[-LIVE_EVENTS:] if state is not None else [])
+    ]
+    if not events and view.exited:  # a watch sample rendered on its own
+        events = [Text(f"- exited: PID {e.pid} on GPU {e.gpu_index} {e.command}", style="dim") for e in view.exited]
+    tail = [*notes, *([Text("Recent events", style="bold"), *events] if events else [])]
+    if untracked_compute(view):
+        tail.append(Text(TIP, style="dim"))
+    max_rows = None
+    if height is not None:
+        if len(notes) > LIVE_NOTES:
+            more = len(notes) - LIVE_NOTES + 1
+            kept = [*notes[: LIVE_NOTES - 1], Text(f"… {more} more notes (--json has every figure)", style="dim")]
+            tail = kept + tail[len(notes) :]
+        for line in tail:
+            line.no_wrap, line.overflow = True, "ellipsis"
+        used = len(head) + 2 + len(gpus.rows) + 1 + 2  # GPU grid, totals, blank, "Processes"
+        used += 2 + 1 + len(tail) + 1  # process header, "… more", tail, the cursor's line
+        max_rows = max(height - used, 3)
+    parts = [*head, *([gpus] if view.gpus else []), _totals(view), Text(""), Text("Processes", style="bold")]
+    return Group(*parts, *process_table(view, state, max_rows), *tail)
 
 
-def to_json(view: MemoryView, timestamp: float) -> dict[str, Any]:
-    def gpu_json(row: Any) -> dict[str, Any]:
-        g = row.gpu
-        m = g.memory.value
-        return {
-            "index": g.index,
-            "uuid": g.uuid.value,
-            "name": g.name.value,
-            "state": g.state.value,
-            "total_bytes": m.total_bytes if m else None,
-            "used_bytes": m.used_bytes if m else None,
-            "free_bytes": m.free_bytes if m else None,
-            "driver_reserved_bytes": m.reserved_bytes.value if m else None,
-            "utilization_percent": g.utilization.value.gpu_percent if g.utilization.value else None,
-            "unavailable": missing_note(g.memory) or None,
-            "mig_devices": [
-                {
-                    "index": d.index,
-                    "uuid": d.uuid.value,
-                    "gpu_instance_id": d.gpu_instance_id.value,
-                    "total_bytes": d.memory.value.total_bytes if d.memory.value else None,
-                    "used_bytes": d.memory.value.used_bytes if d.memory.value else None,
-                }
-                for d in g.mig_devices
-            ],
-        }
+# --- JSON and CSV --------------------------------------------------------------------
 
-    def proc_json(row: ProcessRow) -> dict[str, Any]:
-        p, b = row.process, row.breakdown
-        return {
-            "gpu_index": row.gpu_index,
-            "pid": p.pid,
-            "type": p.kind.value,
-            "user": p.host.user.value,
-            "command": p.host.command.value,
-            "host_state": p.host.state.value,
-            "used_bytes": p.used_memory_bytes.value,
-            "share_percent": round(row.share_percent, 2) if row.share_percent is not None else None,
-            "new": row.status == "new",
-            "torch": None
-            if b is None
-            else {
-                "allocated_bytes": b.allocated_bytes,
-                "cached_free_bytes": b.cached_free_bytes,
-                "other_bytes": b.other_bytes,
-                "peak_allocated_bytes": b.peak_allocated_bytes,
-                "peak_reserved_bytes": b.peak_reserved_bytes,
-                "alloc_retries": b.alloc_retries,
-                "ooms": b.ooms,
-            },
-        }
 
+def _int_field(m: Any, attr: str) -> int | None:
+    return int(getattr(m, attr)) if m is not None else None
+
+
+def _gpu_json(row: GpuRow, state: WatchState | None) -> dict[str, Any]:
+    g = row.gpu
+    m = g.memory.value
+    out: dict[str, Any] = {
+        "index": g.index,
+        "uuid": g.uuid.value,
+        "name": g.name.value,
+        "state": g.state.value,
+        "state_detail": g.state_detail or None,
+        "total_bytes": _int_field(m, "total_bytes"),
+        "used_bytes": _int_field(m, "used_bytes"),
+        "free_bytes": _int_field(m, "free_bytes"),
+        "used_percent": round(row.used_percent, 2) if row.used_percent is not None else None,
+        "driver_reserved_bytes": m.reserved_bytes.value if m else None,
+        "utilization_percent": g.utilization.value.gpu_percent if g.utilization.value else None,
+        "unavailable": missing_note(g.memory) or None,
+        "mig_devices": [
+            {
+                "index": d.index,
+                "uuid": d.uuid.value,
+                "name": d.name.value,
+                "gpu_instance_id": d.gpu_instance_id.value,
+                "compute_instance_id": d.compute_instance_id.value,
+                "total_bytes": _int_field(d.memory.value, "total_bytes"),
+                "used_bytes": _int_field(d.memory.value, "used_bytes"),
+                "free_bytes": _int_field(d.memory.value, "free_bytes"),
+            }
+            for d in g.mig_devices
+        ],
+    }
+    if state is not None:
+        out["peak_used_bytes"] = state.peak_used.get(g.index)
+    return out
+
+
+def _torch_json(b: Breakdown) -> dict[str, Any]:
     return {
-        "schema": SCHEMA,
-        "timestamp": timestamp,
-        "source": view.machine.source,
-        "gpus": [gpu_json(r) for r in view.gpus],
-        "processes": [proc_json(r) for r in view.processes],
-        "exited": [{"gpu_index": g, "pid": p} for g, p, _ in view.exited],
-        "total_used_bytes": view.total_used_bytes,
-        "total_bytes": view.total_bytes,
+        "cuda_index": b.torch_index,
+        "allocated_bytes": b.allocated_bytes,
+        "reserved_bytes": b.reserved_bytes,
+        "cached_free_bytes": b.cached_free_bytes,
+        "other_bytes": b.other_bytes,
+        "peak_allocated_bytes": b.peak_allocated_bytes,
+        "peak_reserved_bytes": b.peak_reserved_bytes,
+        "alloc_retries": b.alloc_retries,
+        "ooms": b.ooms,
     }
 
 
-CSV_HEADER = ("timestamp", "gpu", "used_bytes", "total_bytes", "free_bytes", "utilization_percent", "processes")
+def _process_json(row: ProcessRow, state: WatchState | None) -> dict[str, Any]:
+    p, b = row.process, row.breakdown
+    out: dict[str, Any] = {
+        "gpu_index": row.gpu_index,
+        "gpu_instance_id": p.gpu_instance_id,
+        "compute_instance_id": p.compute_instance_id,
+        "pid": p.pid,
+        "type": p.kind.value,
+        "user": p.host.user.value,
+        "command": p.host.command.value,
+        "host_state": p.host.state.value,
+        "used_bytes": p.used_memory_bytes.value,
+        "share_percent": round(row.share_percent, 2) if row.share_percent is not None else None,
+        "new": row.status == "new",
+        "torch": _torch_json(b) if b is not None else None,
+    }
+    if state is not None:
+        out["peak_used_bytes"] = state.peak_process.get(row.key)
+    return out
+
+
+def to_json(view: MemoryView, timestamp: float, state: WatchState | None = None) -> dict[str, Any]:
+    """One sample as `gpudiag.memory/1`; a watch sample adds its number, peaks and events."""
+    out: dict[str, Any] = {
+        "schema": SCHEMA,
+        "timestamp": timestamp,
+        "source": view.machine.source,
+        "gpus": [_gpu_json(r, state) for r in view.gpus],
+        "processes": [_process_json(r, state) for r in view.processes],
+        "exited": [{"gpu_index": e.gpu_index, "pid": e.pid, "command": e.command or None} for e in view.exited],
+        "total_used_bytes": view.total_used_bytes,
+        "total_bytes": view.total_bytes,
+        "processes_used_bytes": view.processes_used_bytes,
+    }
+    out["tracked_unmatched"] = [
+        {"pid": u.pid, "command": u.command, "gpu_index": u.gpu_index, "torch": _torch_json(u.breakdown)}
+        for u in view.unmatched
+    ]
+    if state is not None:
+        out["sample"] = state.samples
+        out["lost_gpus"] = list(view.lost)
+    return out
+
+
+CSV_HEADER = (
+    "timestamp",
+    "gpu",
+    "used_bytes",
+    "total_bytes",
+    "free_bytes",
+    "utilization_percent",
+    "processes",
+    "state",
+    "torch_allocated_bytes",
+    "torch_reserved_bytes",
+)
 
 
 def csv_rows(view: MemoryView, timestamp: float) -> list[tuple[Any, ...]]:
+    """One row per GPU per sample; torch columns sum the tracked processes on that GPU."""
     rows = []
     for r in view.gpus:
         m = r.gpu.memory.value
         u = r.gpu.utilization.value
-        procs = sum(1 for p in view.processes if p.gpu_index == r.gpu.index)
+        procs = [p for p in view.processes if p.gpu_index == r.gpu.index]
+        tracked = [p.breakdown for p in procs if p.breakdown is not None]
         rows.append(
             (
                 f"{timestamp:.3f}",
@@ -269,7 +478,10 @@ def csv_rows(view: MemoryView, timestamp: float) -> list[tuple[Any, ...]]:
                 m.total_bytes if m else "",
                 m.free_bytes if m else "",
                 u.gpu_percent if u else "",
-                procs,
+                len(procs),
+                r.gpu.state.value,
+                sum(b.allocated_bytes for b in tracked) if tracked else "",
+                sum(b.reserved_bytes for b in tracked) if tracked else "",
             )
         )
     return rows

@@ -1,4 +1,8 @@
-"""`gpudiag visible` rendered: the cuda:N mapping, how each entry was read, and why."""
+"""`gpudiag visible` rendered: the cuda:N mapping, how each entry was read, and why.
+
+Every piece of text taken from the user's value is shown with repr() or inside a Text object,
+so blanks, control characters and rich markup in a value print as written.
+"""
 
 from __future__ import annotations
 
@@ -10,68 +14,191 @@ from rich.table import Table
 from rich.text import Text
 
 from gpudiag.render.format import mib_text
-from gpudiag.visibility import ORDER_VAR, VISIBLE_VAR, Outcome, Resolution
+from gpudiag.visibility import ORDER_VAR, VISIBLE_VAR, Outcome, ProbeReport, Resolution
 
 SCHEMA = "gpudiag.visible/1"
 
 
-def _setting(resolution: Resolution, origin: str) -> Text:
+def _setting(resolution: Resolution, origin: str, order_origin: str) -> Text:
     value = "(unset: every device)" if resolution.value is None else repr(resolution.value)
-    line = Text(f"{VISIBLE_VAR}={value}   {ORDER_VAR}={resolution.order}", style="bold")
-    line.append(f"   [{origin}]", style="dim")
+    line = Text(f"{VISIBLE_VAR}={value}", style="bold")
+    line.append(f" [{origin}]", style="dim")
+    shown = resolution.order if resolution.order_value is None else repr(resolution.order_value)
+    line.append(f"   {ORDER_VAR}={shown}", style="bold")
+    if resolution.order_value is None:
+        line.append(" [unset: CUDA's default]", style="dim")
+    else:
+        line.append(f" [{order_origin}]", style="dim")
+        if resolution.order_value != resolution.order:
+            line.append(f" → {resolution.order}", style="bold")
     return line
 
 
+def _devices(resolution: Resolution, width: int | None) -> RenderableType:
+    """The mapping table. UUIDs are never cut: on a narrow console Bus-Id, then Memory, then Name go."""
+    if not resolution.devices:
+        return Text("No CUDA device is visible with this setting.", style="red bold")
+    rows = []
+    for d in resolution.devices:
+        gpu = f"{d.gpu_index}" + (f" / MIG {d.mig.index}" if d.mig is not None else "")
+        memory = mib_text(d.memory_total_bytes) if d.memory_total_bytes is not None else "N/A"
+        rows.append(
+            {
+                "cuda:N": f"cuda:{d.ordinal}",
+                "GPU": gpu,
+                "Name": d.name,
+                "UUID": d.uuid,
+                "Bus-Id": d.pci_bus_id,
+                "Memory": memory,
+            }
+        )
+    columns = ["cuda:N", "GPU", "Name", "UUID", "Bus-Id", "Memory"]
+
+    def needed(cols: list[str]) -> int:
+        return sum(max(len(c), *(len(r[c]) for r in rows)) + 3 for c in cols)
+
+    for optional in ("Bus-Id", "Memory", "Name"):
+        if width is None or needed(columns) <= width:
+            break
+        columns.remove(optional)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for name in columns:
+        if name == "UUID":  # the identity of the device: fold it onto two lines rather than cut it
+            table.add_column(name, overflow="fold", min_width=min(len(r[name]) for r in rows) // 2)
+            continue
+        table.add_column(name, no_wrap=True, justify="right" if name in ("GPU", "Memory") else "left")
+    for row in rows:
+        table.add_row(*(row[c] for c in columns))
+    return table
+
+
+def _entries(resolution: Resolution) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("#", justify="right")
+    table.add_column("entry")
+    table.add_column("result")
+    table.add_column("why")
+    styles = {Outcome.USED: "green", Outcome.DROPPED: "red", Outcome.IGNORED: "yellow"}
+    for e in resolution.entries:
+        why = e.reason + ("" if e.documented else " [undocumented]")
+        table.add_row(str(e.position), repr(e.token), Text(e.outcome.value, style=styles[e.outcome]), why)
+    return table
+
+
+def _bullets(lines: tuple[str, ...] | list[str], prefix: str, style: str = "") -> Table:
+    """Bulleted lines with a hanging indent, so wrapped text stays under its bullet."""
+    grid = Table.grid(padding=(0, 1), pad_edge=False)
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for line in lines:
+        grid.add_row(f"  {prefix}", Text(line, style=style))
+    return grid
+
+
+def _section(title: str, lines: tuple[str, ...] | list[str], prefix: str, style: str = "") -> list[RenderableType]:
+    if not lines:
+        return []
+    return [Text(""), Text(title, style="bold"), _bullets(lines, prefix, style)]
+
+
+def render_probe(probe: ProbeReport) -> list[RenderableType]:
+    style = {"agrees": "green", "disagrees": "red bold", "could_not_run": "yellow"}.get(probe.status, "")
+    title = Text("CUDA runtime probe (a child process with this setting): ", style="bold")
+    title.append(probe.summary, style=style)
+    lines: list[str] = []
+    for source in probe.sources:
+        if source.devices is None:
+            lines.append(f"{source.label}: {source.detail}")
+            continue
+        seen = ", ".join(f"cuda:{d.ordinal} {d.uuid or d.name or '?'}" for d in source.devices[:8])
+        more = " …" if len(source.devices) > 8 else ""
+        lines.append(f"{source.label}: {len(source.devices)} device(s)" + (f": {seen}{more}" if seen else ""))
+    if probe.torch_count_before_init is not None:
+        lines.append(f"torch.cuda.device_count() before CUDA initialised: {probe.torch_count_before_init}")
+    lines += [f"disagreement: {p}" for p in probe.disagreements]
+    lines += [f"note: {n}" for n in probe.notes]
+    return [Text(""), title, _bullets(lines, "-")]
+
+
 def render(
-    resolution: Resolution, origin: str, hints: tuple[str, ...], probe: tuple[str, tuple[str, ...]] | None
+    resolution: Resolution,
+    origin: str,
+    hints: tuple[str, ...],
+    probe: ProbeReport | None,
+    order_origin: str = "environment",
+    width: int | None = None,
 ) -> Group:
-    parts: list[RenderableType] = [_setting(resolution, origin), Text("")]
-    if resolution.devices:
-        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-        for name in ("cuda:N", "GPU", "Name", "UUID", "Bus-Id", "Memory"):
-            table.add_column(name, no_wrap=True, justify="right" if name in ("GPU", "Memory") else "left")
-        for d in resolution.devices:
-            gpu = f"{d.gpu_index}" + (f" / MIG {d.mig.index}" if d.mig is not None else "")
-            memory = mib_text(d.memory_total_bytes) if d.memory_total_bytes is not None else "N/A"
-            table.add_row(f"cuda:{d.ordinal}", gpu, d.name, d.uuid, d.pci_bus_id, memory)
-        parts.append(table)
-    else:
-        parts.append(Text("No CUDA device is visible with this setting.", style="red bold"))
+    parts: list[RenderableType] = [_setting(resolution, origin, order_origin), Text(""), _devices(resolution, width)]
     if resolution.entries:
-        parts += [Text(""), Text("How CUDA reads the list", style="bold")]
-        entries = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-        entries.add_column("#", justify="right")
-        entries.add_column("entry")
-        entries.add_column("result")
-        entries.add_column("why")
-        styles = {Outcome.USED: "green", Outcome.DROPPED: "red", Outcome.IGNORED: "yellow"}
-        for e in resolution.entries:
-            entries.add_row(str(e.position), repr(e.token), Text(e.outcome.value, style=styles[e.outcome]), e.reason)
-        parts.append(entries)
-    if resolution.warnings:
-        parts.append(Text(""))
-        parts += [Text(f"Warning: {w}", style="yellow") for w in resolution.warnings]
+        parts += [Text(""), Text("How CUDA reads the list", style="bold"), _entries(resolution)]
+    parts += _section("Warnings", resolution.warnings, "!", "yellow")
+    parts += _section("Undocumented behaviour gpudiag assumes (check with --probe)", resolution.undocumented, "?")
+    if resolution.pytorch is not None:
+        parts += _section("PyTorch reads the variable differently", resolution.pytorch.divergences, "-")
     if resolution.narrowing:
-        parts += [Text(""), Text("Set before CUDA_VISIBLE_DEVICES applies", style="bold")]
-        parts += [Text(f"  {name}={value}: {note}") for name, value, note in resolution.narrowing]
+        lines = [f"{name}={value!r}: {note}" for name, value, note in resolution.narrowing]
+        parts += _section(f"Set before {VISIBLE_VAR} applies", lines, "-")
     if probe is not None:
-        status, problems = probe
-        parts += [Text(""), Text(f"CUDA runtime probe: {status}", style="bold")]
-        parts += [Text(f"  disagreement: {p}", style="red") for p in problems]
-    if hints:
-        parts += [Text(""), Text("In your code", style="bold")]
-        parts += [Text(f"  - {h}") for h in hints]
+        parts += render_probe(probe)
+    parts += _section("In your code", hints, "-")
     return Group(*parts)
 
 
-def to_json(
-    resolution: Resolution, origin: str, hints: tuple[str, ...], probe: tuple[str, tuple[str, ...]] | None
-) -> dict[str, Any]:
+def render_unavailable(detail: str, probe: ProbeReport | None) -> Group:
+    """NVML cannot run: no mapping can be computed; the probe's answer may still say why."""
+    parts: list[RenderableType] = [Text(f"gpudiag cannot compute the mapping: {detail}", style="red bold")]
+    if probe is not None:
+        parts += render_probe(probe)
+    return Group(*parts)
+
+
+def probe_json(probe: ProbeReport | None) -> dict[str, Any] | None:
+    if probe is None:
+        return None
     return {
+        "status": probe.status,
+        "summary": probe.summary,
+        "disagreements": list(probe.disagreements),
+        "notes": list(probe.notes),
+        "torch_count_before_init": probe.torch_count_before_init,
+        "sources": [
+            {
+                "name": s.name,
+                "label": s.label,
+                "answered": s.devices is not None,
+                "detail": s.detail,
+                "devices": None
+                if s.devices is None
+                else [
+                    {
+                        "cuda_ordinal": d.ordinal,
+                        "name": d.name,
+                        "uuid": d.uuid,
+                        "pci_bus_id": d.pci_bus_id,
+                        "memory_total_bytes": d.memory_total_bytes,
+                    }
+                    for d in s.devices
+                ],
+            }
+            for s in probe.sources
+        ],
+    }
+
+
+def to_json(
+    resolution: Resolution,
+    origin: str,
+    hints: tuple[str, ...],
+    probe: ProbeReport | None,
+    select: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    pytorch = resolution.pytorch
+    data: dict[str, Any] = {
         "schema": SCHEMA,
         "origin": origin,
         "cuda_visible_devices": resolution.value,
         "cuda_device_order": resolution.order,
+        "cuda_device_order_value": resolution.order_value,
         "order_is_heuristic": resolution.order_is_heuristic,
         "devices": [
             {
@@ -82,15 +209,44 @@ def to_json(
                 "pci_bus_id": d.pci_bus_id,
                 "name": d.name,
                 "memory_total_bytes": d.memory_total_bytes,
+                "parent_uuid": d.parent_uuid,
+                "gpu_instance_id": d.mig.gpu_instance_id.value if d.mig is not None else None,
+                "compute_instance_id": d.mig.compute_instance_id.value if d.mig is not None else None,
+                "compute_mode": d.compute_mode or None,
             }
             for d in resolution.devices
         ],
         "entries": [
-            {"position": e.position, "token": e.token, "outcome": e.outcome.value, "reason": e.reason}
+            {
+                "position": e.position,
+                "token": e.token,
+                "outcome": e.outcome.value,
+                "reason": e.reason,
+                "kind": e.kind,
+                "nvml_index": e.gpu_index,
+                "mig_index": e.mig_index,
+                "documented": e.documented,
+            }
             for e in resolution.entries
         ],
         "warnings": list(resolution.warnings),
+        "undocumented": list(resolution.undocumented),
+        "pytorch": None
+        if pytorch is None
+        else {
+            "device_count_before_init": pytorch.count_before_init,
+            "error": pytorch.error or None,
+            "asks_cuda_runtime": pytorch.asks_cuda,
+            "nvml_index_by_cuda_ordinal": [
+                {"cuda_ordinal": i.ordinal, "nvml_index": i.nvml_index, "error": i.error or None}
+                for i in pytorch.nvml_indices
+            ],
+            "divergences": list(pytorch.divergences),
+        },
         "narrowed_by": [{"variable": n, "value": v, "meaning": m} for n, v, m in resolution.narrowing],
         "hints": list(hints),
-        "probe": None if probe is None else {"status": probe[0], "disagreements": list(probe[1])},
+        "probe": probe_json(probe),
     }
+    if select is not None:
+        data["select"] = select
+    return data

@@ -85,6 +85,9 @@ class FakeNvml:
     # Constants and error classes come from the real module, so `except lib.NVMLError_X`
     # in the source catches exactly what real NVML would raise.
     def __getattr__(self, name: str) -> Any:
+        real = getattr(pynvml, name, None)
+        if real is not None and not callable(real):
+            return real  # a constant such as nvmlMemory_v2, which is named like a function
         if name.startswith("nvml") and name[4:5].isupper():
             # A call this fake does not model: behave like a driver that lacks it.
             def missing(*_args: Any, **_kw: Any) -> Any:

@@ -61,11 +61,17 @@ def machine_from_data(data: Any, where: str = "fixture") -> Machine:
         raise FixtureError(f"{where}: schema is {schema!r}, this gpudiag reads {MACHINE_SCHEMA!r}")
     body = {k: v for k, v in data.items() if k not in _FIXTURE_ONLY_KEYS}
     defaults = data.get("gpu_defaults", {})
+    if not isinstance(defaults, dict):
+        raise FixtureError(f"{where}: $.gpu_defaults: expected an object")
     body.setdefault("source", "fixture")
     body.setdefault("collected_at", 0.0)
+    if "gpus" not in body:
+        raise FixtureError(f"{where}: $: missing key 'gpus'")  # never read a typo as a GPU-less machine
+    if not isinstance(body["gpus"], list):
+        raise FixtureError(f"{where}: $.gpus: expected a list")
     failed: dict[int, tuple[GpuState, str]] = {}
     gpus = []
-    for position, entry in enumerate(body.get("gpus", [])):
+    for position, entry in enumerate(body["gpus"]):
         if not isinstance(entry, dict):
             raise FixtureError(f"{where}: $.gpus[{position}]: expected an object")
         if entry.get("index", position) != position:

@@ -10,7 +10,13 @@ A daemon thread writes, every ``interval`` seconds, one small JSON file per proc
 per-user runtime directory (mode 0700, file 0600, written atomically). It reads
 ``torch.cuda.memory_stats`` only: no synchronisation, no allocation, nothing that touches
 the training loop. It never raises into the caller, never imports torch itself (it waits
-until the program has), and removes its file at exit.
+until the program has), never initialises CUDA, and removes its file at exit.
+
+The reading side (:func:`read_entries`) trusts only fresh entries, in a private directory,
+of live processes of this user in this PID namespace; an entry whose PID now names another
+process (same PID, different start time) is ignored.
+
+This module is imported into the user's process: it imports the standard library only.
 """
 
 from __future__ import annotations
@@ -18,129 +24,249 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import math
 import os
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 SCHEMA = "gpudiag.track/1"
-STALE_AFTER_S = 30.0  # an entry not refreshed for this long is ignored (its writer is stuck or gone)
+DIR_ENV = "GPUDIAG_TRACK_DIR"  # overrides the directory on both sides (writer and reader)
+DEFAULT_INTERVAL_S = 2.0
+MIN_INTERVAL_S = 1.0  # a watch refreshes at 1 Hz: publishing faster only costs the program
+STALE_AFTER_S = 30.0  # an entry older than max(this, 5 intervals) is ignored: its writer is stuck or gone
 
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
 _stop = threading.Event()
+_atexit_registered = False
+_directory: Path | None = None  # where this process's entry is
+
+
+# --- where entries live --------------------------------------------------------------
+
+
+def runtime_dirs() -> list[Path]:
+    """Where entries may be, the writer's choice first.
+
+    ``$GPUDIAG_TRACK_DIR`` if set; else ``$XDG_RUNTIME_DIR/gpudiag`` (per-user tmpfs) and
+    ``<tmp>/gpudiag-<uid>``. The reader looks in both, because a training job started from
+    a login shell and a monitor started from `su`, cron or a bare ssh command may not agree
+    on ``XDG_RUNTIME_DIR``.
+    """
+    override = os.environ.get(DIR_ENV)
+    if override:
+        return [Path(override)]
+    dirs = []
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if base and os.path.isdir(base):
+        dirs.append(Path(base) / "gpudiag")
+    dirs.append(Path(tempfile.gettempdir()) / f"gpudiag-{os.getuid()}")
+    return dirs
 
 
 def runtime_dir() -> Path:
-    """$XDG_RUNTIME_DIR/gpudiag (per-user tmpfs), else a per-uid directory under the temp dir."""
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    if base and os.path.isdir(base):
-        return Path(base) / "gpudiag"
-    return Path(tempfile.gettempdir()) / f"gpudiag-{os.getuid()}"
+    """The directory a writer prefers (it falls back to the next if this one is not private)."""
+    return runtime_dirs()[0]
 
 
-def _ensure_private_dir(path: Path) -> bool:
-    """Create the directory 0700, and refuse one that someone else owns or others can write."""
+def _private(path: Path) -> bool:
+    """True for a directory this user owns that nobody else can read or write."""
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = path.stat()
     except OSError:
         return False
     return st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
+def _ensure_private_dir(path: Path) -> bool:
+    """Create the directory 0700, and refuse one that someone else owns or others can use."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return _private(path)
+
+
+# --- process identity (Linux /proc; None elsewhere) ----------------------------------
+
+
+def _start_ticks(pid: int | str) -> int | None:
+    """The process's start time in clock ticks since boot: with the PID, it names one process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(b")") + 2 :].split()[19])  # field 22; comm may hold spaces
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _pid_namespace(pid: int | str = "self") -> str | None:
+    """'pid:[4026531836]': PIDs mean the same thing only within one namespace."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+# --- writing (inside the user's process) ---------------------------------------------
+
+
+def _bus_id(props: Any) -> str:
+    """NVML's spelling of the device's PCI address, when this torch exposes it."""
+    try:
+        return f"{int(props.pci_domain_id):08X}:{int(props.pci_bus_id):02X}:{int(props.pci_device_id):02X}.0"
+    except (AttributeError, TypeError, ValueError):
+        return ""
+
+
 def _device_stats(torch: Any) -> list[dict[str, Any]]:
-    if not torch.cuda.is_initialized():
+    cuda = getattr(torch, "cuda", None)
+    if cuda is None or not cuda.is_initialized():
         return []  # never initialise CUDA on the program's behalf
     devices = []
-    for index in range(torch.cuda.device_count()):
-        stats = torch.cuda.memory_stats(index)
-        props = torch.cuda.get_device_properties(index)
-        devices.append(
-            {
-                "torch_index": index,
-                "uuid": str(getattr(props, "uuid", "")),
-                "name": props.name,
-                "allocated_bytes": int(stats.get("allocated_bytes.all.current", 0)),
-                "reserved_bytes": int(stats.get("reserved_bytes.all.current", 0)),
-                "peak_allocated_bytes": int(stats.get("allocated_bytes.all.peak", 0)),
-                "peak_reserved_bytes": int(stats.get("reserved_bytes.all.peak", 0)),
-                "alloc_retries": int(stats.get("num_alloc_retries", 0)),
-                "ooms": int(stats.get("num_ooms", 0)),
-            }
-        )
+    for index in range(cuda.device_count()):
+        try:  # one odd device (a pluggable allocator without stats) must not hide the others
+            stats = cuda.memory_stats(index)
+            props = cuda.get_device_properties(index)
+            devices.append(
+                {
+                    "torch_index": index,
+                    "uuid": str(getattr(props, "uuid", "") or ""),
+                    "pci_bus_id": _bus_id(props),
+                    "name": str(props.name),
+                    "allocated_bytes": int(stats.get("allocated_bytes.all.current", 0)),
+                    "reserved_bytes": int(stats.get("reserved_bytes.all.current", 0)),
+                    "peak_allocated_bytes": int(stats.get("allocated_bytes.all.peak", 0)),
+                    "peak_reserved_bytes": int(stats.get("reserved_bytes.all.peak", 0)),
+                    "alloc_retries": int(stats.get("num_alloc_retries", 0)),
+                    "ooms": int(stats.get("num_ooms", 0)),
+                }
+            )
+        except Exception:
+            continue
     return devices
 
 
-def snapshot(torch: Any | None = None) -> dict[str, Any]:
-    """This process's entry (what the file holds)."""
+def snapshot(torch: Any | None = None, interval: float = DEFAULT_INTERVAL_S) -> dict[str, Any]:
+    """This process's entry (what the file holds). Uses torch only if the program imported it."""
     if torch is None:
         torch = sys.modules.get("torch")
     devices = _device_stats(torch) if torch is not None else []
     return {
         "schema": SCHEMA,
         "pid": os.getpid(),
+        "start_ticks": _start_ticks("self"),
+        "pid_namespace": _pid_namespace(),
         "command": " ".join(sys.argv) or sys.executable,
+        "torch_version": str(getattr(torch, "__version__", "")) or None,
+        "interval_s": interval,
         "updated_at": time.time(),
         "devices": devices,
     }
 
 
-def _write(path: Path, entry: dict[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+def write_entry(path: Path, entry: dict[str, Any]) -> None:
+    """Write ``entry`` to ``path`` atomically, mode 0600: readers see the old file or the new one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")  # created 0600
     try:
-        with os.fdopen(fd, "w") as f:  # mkstemp creates it 0600
-            json.dump(entry, f)
-        os.replace(tmp, path)  # atomic: readers see the old or the new file, never half
+        with os.fdopen(fd, "w") as f:
+            json.dump(entry, f, separators=(",", ":"))
+        os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
 
 
+def _entry_path(directory: Path) -> Path:
+    return directory / f"{os.getpid()}.json"
+
+
+def _publish(path: Path, interval: float) -> None:
+    try:
+        write_entry(path, snapshot(interval=interval))
+    except FileNotFoundError:
+        # The directory went away (a /tmp cleaner; the runtime directory of a user who logged
+        # out while training went on): make it again, privately, and carry on.
+        if _ensure_private_dir(path.parent):
+            write_entry(path, snapshot(interval=interval))
+
+
 def _loop(interval: float, directory: Path) -> None:
-    path = directory / f"{os.getpid()}.json"
-    while not _stop.is_set():
-        # A reporter must never disturb the program it reports on: any failure is swallowed.
-        with contextlib.suppress(Exception):
-            _write(path, snapshot())
-        _stop.wait(interval)
-    with contextlib.suppress(OSError):
-        path.unlink()
+    path = _entry_path(directory)
+    try:
+        while not _stop.is_set():
+            with contextlib.suppress(Exception):  # a reporter must never disturb the program
+                _publish(path, interval)
+            _stop.wait(interval)
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
-def start(interval: float = 2.0) -> bool:
-    """Start publishing (idempotent). Returns False if it could not (no private directory)."""
-    global _thread
-    with _lock:
-        if _thread is not None and _thread.is_alive():
+def _checked_interval(interval: Any) -> float:
+    try:
+        value = float(interval)
+    except (TypeError, ValueError):
+        return DEFAULT_INTERVAL_S
+    if not math.isfinite(value) or value <= 0:
+        return DEFAULT_INTERVAL_S
+    return max(value, MIN_INTERVAL_S)
+
+
+def start(interval: float = DEFAULT_INTERVAL_S) -> bool:
+    """Start publishing every ``interval`` seconds (idempotent; never raises).
+
+    Returns False if it could not: no private runtime directory, or no thread could start.
+    """
+    global _thread, _atexit_registered, _directory
+    try:
+        with _lock:
+            if _thread is not None and _thread.is_alive():
+                return True
+            directory = next((d for d in runtime_dirs() if _ensure_private_dir(d)), None)
+            if directory is None:
+                return False
+            _stop.clear()
+            thread = threading.Thread(
+                target=_loop, args=(_checked_interval(interval), directory), name="gpudiag-track", daemon=True
+            )
+            thread.start()
+            _thread, _directory = thread, directory
+            if not _atexit_registered:
+                atexit.register(stop)
+                _atexit_registered = True
             return True
-        directory = runtime_dir()
-        if not _ensure_private_dir(directory):
-            return False
-        _stop.clear()
-        _thread = threading.Thread(
-            target=_loop, args=(max(interval, 0.2), directory), name="gpudiag-track", daemon=True
-        )
-        _thread.start()
-        atexit.register(stop)
-        return True
+    except Exception:
+        return False
 
 
 def stop() -> None:
-    """Stop publishing and remove this process's entry."""
+    """Stop publishing and remove this process's entry (never raises)."""
     global _thread
-    with _lock:
-        thread, _thread = _thread, None
-    if thread is not None:
-        _stop.set()
-        thread.join(timeout=5)
-    with contextlib.suppress(OSError):
-        (runtime_dir() / f"{os.getpid()}.json").unlink()
+    try:
+        with _lock:
+            thread, _thread = _thread, None
+        if thread is not None:
+            _stop.set()
+            thread.join(timeout=2)
+        if _directory is not None:
+            with contextlib.suppress(OSError):
+                _entry_path(_directory).unlink()
+    except Exception:
+        pass
+
+
+def running() -> bool:
+    """Whether this process is publishing."""
+    thread = _thread
+    return thread is not None and thread.is_alive()
 
 
 # --- reading (the CLI side) ----------------------------------------------------------
@@ -149,13 +275,14 @@ def stop() -> None:
 @dataclass(frozen=True)
 class TrackedDevice:
     torch_index: int
-    uuid: str
+    uuid: str  # as torch prints it: without the GPU-/MIG- prefix; "" if this torch lacks it
     allocated_bytes: int
     reserved_bytes: int
     peak_allocated_bytes: int
     peak_reserved_bytes: int
     alloc_retries: int
     ooms: int
+    pci_bus_id: str = ""  # NVML's spelling, a fallback when uuid is ""
 
 
 @dataclass(frozen=True)
@@ -164,35 +291,81 @@ class TrackedProcess:
     command: str
     updated_at: float
     devices: tuple[TrackedDevice, ...]
+    interval_s: float = DEFAULT_INTERVAL_S
+    start_ticks: int | None = None
+    pid_namespace: str | None = None
+    torch_version: str | None = None
+
+    def stale(self, now: float) -> bool:
+        return now - self.updated_at > max(STALE_AFTER_S, 5 * self.interval_s)
 
 
-def read_entries(directory: Path | None = None, now: float | None = None) -> dict[int, TrackedProcess]:
-    """Fresh, well-formed entries of live processes owned by this user, by PID."""
-    directory = directory or runtime_dir()
+def read_entries(
+    directories: Path | Iterable[Path] | None = None,
+    now: float | None = None,
+    *,
+    live: bool = True,
+) -> dict[int, TrackedProcess]:
+    """Well-formed entries by PID, from private directories of this user.
+
+    For the live machine an entry must also be fresh and name a live process (same PID,
+    same start time) in this PID namespace. Entries recorded with a replayed machine
+    (``live=False``) are a recording: their PIDs are not this host's, their age is moot.
+    """
+    if directories is None:
+        dirs = runtime_dirs()
+    elif isinstance(directories, Path):
+        dirs = [directories]
+    else:
+        dirs = list(directories)
     now = time.time() if now is None else now
+    own_namespace = _pid_namespace() if live else None
     found: dict[int, TrackedProcess] = {}
-    try:
-        st = directory.stat()
-        if st.st_uid != os.getuid() or st.st_mode & 0o077:
-            return {}  # not our private directory: trust nothing in it
-        paths = list(directory.glob("*.json"))
-    except OSError:
-        return {}
-    for path in paths:
-        try:
-            if path.stat().st_uid != os.getuid():
+    for directory in dirs:
+        for entry in _read_directory(directory):
+            if live and (entry.stale(now) or not _same_process(entry, own_namespace)):
                 continue
-            data = json.loads(path.read_text())
-            entry = _parse(data)
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if entry is None or now - entry.updated_at > STALE_AFTER_S or not _alive(entry.pid):
-            continue
-        found[entry.pid] = entry
+            if entry.pid not in found or entry.updated_at > found[entry.pid].updated_at:
+                found[entry.pid] = entry
     return found
 
 
-def _parse(data: Any) -> TrackedProcess | None:
+def _read_directory(directory: Path) -> list[TrackedProcess]:
+    if not _private(directory):
+        return []  # missing, or not our private directory: trust nothing in it
+    try:
+        paths = list(directory.glob("*.json"))
+    except OSError:
+        return []
+    entries = []
+    uid = os.getuid()
+    for path in paths:
+        try:
+            st = path.lstat()
+            if st.st_uid != uid or not path.is_file() or path.is_symlink():
+                continue
+            entry = parse_entry(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if entry is not None and path.name == f"{entry.pid}.json":  # a renamed or copied file is foreign
+            entries.append(entry)
+    return entries
+
+
+def _same_process(entry: TrackedProcess, own_namespace: str | None) -> bool:
+    if entry.pid_namespace and own_namespace and entry.pid_namespace != own_namespace:
+        return False  # written in another container: its PID is not the one NVML or we see
+    if not _alive(entry.pid):
+        return False
+    if entry.start_ticks is not None:
+        ticks = _start_ticks(entry.pid)
+        if ticks is not None and ticks != entry.start_ticks:
+            return False  # the PID was reused by another process
+    return True
+
+
+def parse_entry(data: Any) -> TrackedProcess | None:
+    """An entry from its JSON, or None if it is not one of ours (raises on a malformed one)."""
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         return None
     devices = tuple(
@@ -205,17 +378,36 @@ def _parse(data: Any) -> TrackedProcess | None:
             peak_reserved_bytes=int(d["peak_reserved_bytes"]),
             alloc_retries=int(d["alloc_retries"]),
             ooms=int(d["ooms"]),
+            pci_bus_id=str(d.get("pci_bus_id") or ""),
         )
         for d in data["devices"]
     )
-    return TrackedProcess(int(data["pid"]), str(data["command"]), float(data["updated_at"]), devices)
+    updated_at = float(data["updated_at"])
+    interval = float(data.get("interval_s", DEFAULT_INTERVAL_S))
+    if not math.isfinite(updated_at) or not math.isfinite(interval):
+        return None
+    start_ticks = data.get("start_ticks")
+    return TrackedProcess(
+        pid=int(data["pid"]),
+        command=str(data["command"]),
+        updated_at=updated_at,
+        devices=devices,
+        interval_s=interval,
+        start_ticks=int(start_ticks) if start_ticks is not None else None,
+        pid_namespace=str(data["pid_namespace"]) if data.get("pid_namespace") else None,
+        torch_version=str(data["torch_version"]) if data.get("torch_version") else None,
+    )
 
 
 def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    except OSError:
+        return False
     return True
