@@ -1,3 +1,3 @@
-from gpudiag.cli.app import main
+from gpudiag.entry import main
 
 main()

@@ -104,7 +104,7 @@ def test_one_shot_table_at_120_columns(cli: Cli) -> None:
 def test_json_is_versioned_and_numeric(cli: Cli) -> None:
     code, out, _ = cli("--replay", "a100-mig", "memory", "--json", "--id", "0")
     data = json.loads(out)
-    assert code == 0 and data["schema"] == "gpudiag.memory/1" and data["timestamp"] == 0.0  # replay: deterministic
+    assert code == 0 and data["schema"] == "gpudiag.memory/2" and data["timestamp"] == 0.0  # replay: deterministic
     assert [m["gpu_instance_id"] for m in data["gpus"][0]["mig_devices"]] == [1, 5, 13]
     instance = load("a100-mig")[0].gpus[0].mig_devices[0].memory.value  # GI 1
     assert instance is not None and data["gpus"][0]["mig_devices"][0]["free_bytes"] == instance.free_bytes
@@ -176,9 +176,9 @@ def test_piped_watch_writes_json_lines_with_events(cli: Cli, steps: list[Machine
     steps += [base, started, lose(started, 2), lose(base, 2)]
     code, out, err = cli("--replay", "v100x4-tutorial", "memory", "--watch", "--count", "4")
     samples = [json.loads(line) for line in out.splitlines()]
-    assert code == ExitCode.GPU_LOST and err == "gpudiag: GPU 2 lost\n"
+    assert code == ExitCode.GPU_LOST and err == "gpudiag: GPU 2 is lost (the other GPUs are shown)\n"
     assert [s["sample"] for s in samples] == [1, 2, 3, 4]
-    assert all(s["schema"] == "gpudiag.memory/1" for s in samples)
+    assert all(s["schema"] == "gpudiag.memory/2" for s in samples)
     assert [p["pid"] for p in samples[1]["processes"] if p["new"]] == [4242]
     assert samples[2]["lost_gpus"] == [2] and samples[2]["gpus"][2]["state"] == "lost"
     command = started.gpus[0].processes.get(())[0].host.command.value  # add_process copies GPU 0's first
@@ -333,7 +333,7 @@ def test_prometheus_port_in_use_is_explained(cli: Cli) -> None:
 
 
 def test_broken_pipe_in_watch_exits_quietly() -> None:
-    cmd = f"{sys.executable} -m gpudiag --replay h100x8-healthy memory --watch --interval 0.01 | head -n 1"
+    cmd = f"{sys.executable} -m gpudiag --replay h100x8-healthy memory --watch --interval 0.1 | head -n 1"
     result = subprocess.run(
         ["bash", "-c", f"set -o pipefail; {cmd}"],
         capture_output=True,
@@ -343,14 +343,14 @@ def test_broken_pipe_in_watch_exits_quietly() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
-    assert json.loads(result.stdout)["schema"] == "gpudiag.memory/1"
+    assert json.loads(result.stdout)["schema"] == "gpudiag.memory/2"
 
 
 def test_sigterm_ends_the_watch_like_ctrl_c() -> None:
     import signal
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpudiag", "--replay", "h100x8-healthy", "memory", "--watch", "--interval", "0.05"],
+        [sys.executable, "-m", "gpudiag", "--replay", "h100x8-healthy", "memory", "--watch", "--interval", "0.1"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
