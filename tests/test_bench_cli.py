@@ -15,7 +15,7 @@ import pytest
 from gpudiag.bench import child
 from gpudiag.bench.plan import DeviceInfo, GiB
 from gpudiag.exitcodes import ExitCode
-from gpudiag.model import Reading, Reason, TorchBuild
+from gpudiag.model import ALL_GROUPS, Reading, Reason, TorchBuild
 from gpudiag.probe import collect
 from gpudiag.testing.fixtures import load
 from tests.conftest import Cli
@@ -57,7 +57,7 @@ def _machine(monkeypatch: pytest.MonkeyPatch, example: str) -> None:
     """This machine 'is' an example machine: torch is a CUDA build and NVML reads the example."""
     real = collect.open_source
     monkeypatch.setattr("gpudiag.probe.torch_static.torch_build", lambda: CUDA_BUILD)
-    monkeypatch.setattr(collect, "open_source", lambda replay=None, environ=None: real(example))
+    monkeypatch.setattr(collect, "open_source", lambda replay=None, environ=None, facts=ALL_GROUPS: real(example, facts=facts))
 
 
 @pytest.mark.parametrize(

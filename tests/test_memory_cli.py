@@ -20,7 +20,7 @@ from rich.console import Console
 from gpudiag import memory, track
 from gpudiag.cli import memory_cmd
 from gpudiag.exitcodes import ExitCode
-from gpudiag.model import Machine
+from gpudiag.model import ALL_GROUPS, Machine
 from gpudiag.probe import collect
 from gpudiag.testing.fixtures import load
 from tests.conftest import Cli
@@ -73,8 +73,8 @@ def steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Machine]]:
     clocks: list[Timeline] = []
     real_open = collect.open_source
 
-    def opening(replay: str | None = None, environ: Any = None) -> collect.MachineSource:
-        source = real_open(replay, environ)
+    def opening(replay: str | None = None, environ: Any = None, facts: Any = ALL_GROUPS) -> collect.MachineSource:
+        source = real_open(replay, environ, facts)
         if states:
             clock = Timeline(source, states)
             clocks.append(clock)
@@ -197,8 +197,8 @@ def test_ctrl_c_in_the_watch_exits_0_after_the_samples_so_far(
 
     real_open = collect.open_source
 
-    def opening(replay: str | None = None, environ: Any = None) -> collect.MachineSource:
-        source = real_open(replay, environ)
+    def opening(replay: str | None = None, environ: Any = None, facts: Any = ALL_GROUPS) -> collect.MachineSource:
+        source = real_open(replay, environ, facts)
         monkeypatch.setattr(memory_cmd, "CLOCK", memory_cmd.Clock(time.monotonic, interrupt, time.time))
         return source
 

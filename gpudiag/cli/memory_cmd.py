@@ -110,7 +110,7 @@ def command(
     )
     looping = watch or any(v is not None for v in (count, until_free, alert_free_below, log, prometheus))
 
-    with open_source(s.replay) as source:
+    with open_source(s.replay, facts=memory.GROUPS) as source:
         first = source.read()
         if first.nvml.status is not NvmlStatus.OK:
             raise GpudiagError(first.nvml.detail, NVML_EXIT[first.nvml.status])

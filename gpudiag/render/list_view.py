@@ -10,6 +10,7 @@ from rich.text import Text
 
 from gpudiag import __version__
 from gpudiag.model import (
+    FactGroup,
     Gpu,
     GpuProcess,
     GpuState,
@@ -20,6 +21,21 @@ from gpudiag.model import (
     cuda_version_text,
 )
 from gpudiag.render.format import NA, mib_text, missing_note, percent_style, temperature_style, text
+
+# What the tables and notes show; list reads nothing else (InfoROM, PCIe, ECC history ... are check's).
+GROUPS = frozenset(
+    {
+        FactGroup.MEMORY,
+        FactGroup.UTILIZATION,
+        FactGroup.THERMAL,
+        FactGroup.POWER,
+        FactGroup.PERFORMANCE,
+        FactGroup.MODES,
+        FactGroup.ECC,
+        FactGroup.MIG,
+        FactGroup.PROCESSES,
+    }
+)
 
 _COLUMNS = (
     "GPU",
