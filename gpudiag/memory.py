@@ -13,7 +13,6 @@ from gpudiag.model import FactGroup, Gpu, GpuProcess, GpuState, HostState, Machi
 from gpudiag.selection import normalize_bus_id
 from gpudiag.track import TrackedDevice, TrackedProcess
 
-
 # What the memory views, JSON, logs and metrics use; the memory command reads nothing else.
 GROUPS = frozenset({FactGroup.MEMORY, FactGroup.UTILIZATION, FactGroup.MIG, FactGroup.PROCESSES})
 

@@ -57,7 +57,9 @@ def _machine(monkeypatch: pytest.MonkeyPatch, example: str) -> None:
     """This machine 'is' an example machine: torch is a CUDA build and NVML reads the example."""
     real = collect.open_source
     monkeypatch.setattr("gpudiag.probe.torch_static.torch_build", lambda: CUDA_BUILD)
-    monkeypatch.setattr(collect, "open_source", lambda replay=None, environ=None, facts=ALL_GROUPS: real(example, facts=facts))
+    monkeypatch.setattr(
+        collect, "open_source", lambda replay=None, environ=None, facts=ALL_GROUPS: real(example, facts=facts)
+    )
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -106,7 +106,9 @@ def test_a_healthy_gen3_v100_is_judged_against_gen3() -> None:
     rows, outcome, _ = simulate("v100-pcie-gen3-x16", "host,d2d", V100_HEALTHY)
     modes = by_mode(rows)
     pinned_and_d2d = [r for r in rows if r.task.mode.pinned or r.task.mode is Mode.D2D]
-    assert all(r.judgement.verdict is Verdict.HEALTHY for r in pinned_and_d2d), [(r.task.mode, r.judgement) for r in rows]
+    assert all(r.judgement.verdict is Verdict.HEALTHY for r in pinned_and_d2d), [
+        (r.task.mode, r.judgement) for r in rows
+    ]
     pinned = modes[Mode.H2D_PINNED]
     assert pinned.label == "cuda:0 (GPU 0)" and pinned.link == Link(3, 16) == pinned.max_link
     assert pinned.judgement.expectation.limit == pytest.approx(15.75e9, rel=2e-3)

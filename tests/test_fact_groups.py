@@ -48,7 +48,13 @@ def test_a_group_not_asked_for_is_not_read_and_says_so() -> None:
     session.open(machine.nvml.kernel_module_version)
     gpu = session.read_gpus(frozenset({FactGroup.MEMORY}))[0]
     assert gpu.memory.ok and gpu.uuid.ok and gpu.name.ok and gpu.pci_bus_id.ok  # identity: always
-    for reading in (gpu.inforom_valid, gpu.temperature_c, gpu.processes, gpu.pcie.gen_current, gpu.ecc_errors.aggregate_corrected):
+    for reading in (
+        gpu.inforom_valid,
+        gpu.temperature_c,
+        gpu.processes,
+        gpu.pcie.gen_current,
+        gpu.ecc_errors.aggregate_corrected,
+    ):
         assert reading.reason is Reason.NOT_READ and reading.reason.label == "not read by this command"
     assert INFOROM not in fake.calls and "nvmlDeviceGetTemperature" not in fake.calls
 
@@ -64,11 +70,27 @@ def test_every_group_has_a_reader_and_all_groups_read_every_field() -> None:
 @pytest.mark.parametrize(
     ("args", "never", "always"),
     [
-        (["list"], {INFOROM, "nvmlDeviceGetRemappedRows", "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetFieldValues"}, {"nvmlDeviceGetMemoryInfo"}),
+        (
+            ["list"],
+            {INFOROM, "nvmlDeviceGetRemappedRows", "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetFieldValues"},
+            {"nvmlDeviceGetMemoryInfo"},
+        ),
         (["list", "--no-processes"], {INFOROM, "nvmlDeviceGetComputeRunningProcesses_v3"}, {"nvmlDeviceGetMemoryInfo"}),
-        (["list", "--query", "name,memory.used", "--format", "csv"], {INFOROM, "nvmlDeviceGetTemperature", "nvmlDeviceGetComputeRunningProcesses_v3"}, {"nvmlDeviceGetMemoryInfo"}),
-        (["memory"], {INFOROM, "nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetTotalEccErrors"}, {"nvmlDeviceGetComputeRunningProcesses_v3"}),
-        (["visible"], {INFOROM, "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetTemperature"}, {"nvmlDeviceGetCudaComputeCapability"}),
+        (
+            ["list", "--query", "name,memory.used", "--format", "csv"],
+            {INFOROM, "nvmlDeviceGetTemperature", "nvmlDeviceGetComputeRunningProcesses_v3"},
+            {"nvmlDeviceGetMemoryInfo"},
+        ),
+        (
+            ["memory"],
+            {INFOROM, "nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetTotalEccErrors"},
+            {"nvmlDeviceGetComputeRunningProcesses_v3"},
+        ),
+        (
+            ["visible"],
+            {INFOROM, "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetTemperature"},
+            {"nvmlDeviceGetCudaComputeCapability"},
+        ),
         (["check", "--no-torch", "--quick"], {"nvmlDeviceGetPowerUsage"}, {INFOROM, "nvmlDeviceGetRemappedRows"}),
         (["snapshot"], set(), {INFOROM, "nvmlDeviceGetPowerUsage", "nvmlDeviceGetNumaNodeId"}),
         (["list", "--json"], set(), {INFOROM, "nvmlDeviceGetNumaNodeId"}),
@@ -101,7 +123,13 @@ def _force_everything(monkeypatch: pytest.MonkeyPatch) -> None:
 
 COMMANDS = [
     ["list"],
-    ["list", "--query", "index,name,memory.used,memory.free,temperature.gpu,power.draw,ecc.mode.current", "--format", "csv"],
+    [
+        "list",
+        "--query",
+        "index,name,memory.used,memory.free,temperature.gpu,power.draw,ecc.mode.current",
+        "--format",
+        "csv",
+    ],
     ["memory"],
     ["memory", "--json"],
     ["visible"],
