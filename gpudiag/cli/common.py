@@ -60,6 +60,7 @@ def make_console(s: Settings | None = None, *, stderr: bool = False, file: IO[st
         kwargs["no_color"] = False  # an explicit choice outranks NO_COLOR
     if file is not None:
         kwargs["file"] = file
+
     class _Console(Console):
         def on_broken_pipe(self) -> None:
             # rich exits 1 here; a reader that went away (`| head`) is the error edge's to end, quietly.
