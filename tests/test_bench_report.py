@@ -20,7 +20,7 @@ from gpudiag.bench.plan import DeviceInfo, MiB, Mode, make_plan, tasks
 from gpudiag.bench.preflight import match_gpu
 from gpudiag.model import Gpu, Reading
 from gpudiag.probe.child import ChildOutcome, ChildResult
-from gpudiag.testing.fixtures import load
+from gpudiag.replay.fixtures import load
 from tests.test_bench_fakes import FakePrimitives, Scenario
 
 CAPTURE = Path(__file__).resolve().parent.parent / "docs" / "hardware" / "h100-80gb-hbm3-driver580"

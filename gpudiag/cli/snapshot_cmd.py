@@ -13,7 +13,7 @@ from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import ALL_GROUPS
 from gpudiag.probe.collect import collect
-from gpudiag.testing.fixtures import dump
+from gpudiag.replay.fixtures import dump
 
 
 @handle_errors
