@@ -16,7 +16,7 @@ from collections import Counter
 from typer.testing import CliRunner
 
 from gpudiag.cli.app import app
-from gpudiag.testing.fake_nvml import FakeNvml
+from gpudiag.replay.fake_nvml import FakeNvml
 
 INFOROM = "nvmlDeviceValidateInforom"
 INFOROM_MS = 68.0

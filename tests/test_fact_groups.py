@@ -18,9 +18,9 @@ import pytest
 from gpudiag.model import ALL_GROUPS, FactGroup, GpuState, Reason
 from gpudiag.probe import collect
 from gpudiag.probe.nvml import NvmlSession
-from gpudiag.testing import fixtures
-from gpudiag.testing.fake_host import RecordedHost
-from gpudiag.testing.fake_nvml import FakeNvml
+from gpudiag.replay import fixtures
+from gpudiag.replay.fake_host import RecordedHost
+from gpudiag.replay.fake_nvml import FakeNvml
 from tests.conftest import Cli
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ import pytest
 from gpudiag.model import GpuState
 from gpudiag.probe.collect import collect
 from gpudiag.render.format import mib_text
-from gpudiag.testing.fixtures import example_names
+from gpudiag.replay.fixtures import example_names
 from tests.conftest import Cli
 
 WIDTHS = (60, 80, 100, 120, 200)
