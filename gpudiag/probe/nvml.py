@@ -292,11 +292,11 @@ class NvmlSession:
             "name": self._read("nvmlDeviceGetName", h, convert=_text),
             "minor_number": self._read("nvmlDeviceGetMinorNumber", h, convert=int),
         }
-        gpu = replace(blank_gpu(index, GpuState.OK, "", NOT_READ), **identity)
+        fields = {**_blank_fields(NOT_READ), **identity}
         for group in FactGroup:  # declaration order: the same NVML call order whatever the set
             if group in facts:
-                gpu = replace(gpu, **_FACT_READERS[group](self, h, handles))
-        return gpu
+                fields.update(_FACT_READERS[group](self, h, handles))
+        return Gpu(index=index, state=GpuState.OK, state_detail="", **fields)
 
     # -- one reader per group of facts: each returns the Gpu fields of its group ------
 
@@ -639,6 +639,12 @@ _GPU_FIXED = ("index", "state", "state_detail")
 
 def blank_gpu(index: int, state: GpuState, detail: str, missing: Reading[Any]) -> Gpu:
     """A GPU whose every reading is ``missing`` (nested link and ECC readings too), no MIG devices."""
+    return Gpu(index=index, state=state, state_detail=detail, **_blank_fields(missing))
+
+
+def _blank_fields(missing: Reading[Any]) -> dict[str, Any]:
+    """Every Gpu field but index and state, each ``missing``: found from the dataclass, so a new
+    reading field needs no line here."""
     values: dict[str, Any] = {}
     for f in dataclasses.fields(Gpu):
         if f.name in _GPU_FIXED:
@@ -650,7 +656,7 @@ def blank_gpu(index: int, state: GpuState, detail: str, missing: Reading[Any]) -
             values[f.name] = kind(**{inner.name: missing for inner in dataclasses.fields(kind)})
         else:
             values[f.name] = missing
-    return Gpu(index=index, state=state, state_detail=detail, **values)
+    return values
 
 
 @functools.cache
