@@ -502,3 +502,17 @@ def test_piped_watch_prints_the_text_a_terminal_shows_one_block_per_sample() -> 
     assert "Total: " in blocks[0] and "Processes" in blocks[0]
     assert max(len(line) for line in result.stdout.splitlines()) > 120  # not cut to a default 80 columns
     assert not result.stdout.lstrip().startswith("{")
+
+
+def test_the_command_only_parses_calls_and_renders() -> None:
+    """The watch's sinks (live view, log files, Prometheus) belong to gpudiag.memory_watch, not the command."""
+    import ast
+
+    source = (Path(__file__).resolve().parent.parent / "gpudiag" / "cli" / "memory_cmd.py").read_text()
+    tree = ast.parse(source)
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+    }
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert not {"Live", "MemoryMetrics", "csv", "writerows", "signal", "open"} & (names | imported)
+    assert [n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)] == ["Clock"]
