@@ -101,7 +101,7 @@ def test_a_missing_replay_file_still_says_not_found(cli: Cli, tmp_path: Path) ->
         (["check", "--quick", "--min-free", "80"], "--min-free: size '80' needs a unit, e.g. 80GiB, 80MiB"),
         (["memory", "--count", "1", "--until-free", "20"], "--until-free: size '20' needs a unit"),
         (["memory", "--count", "1", "--alert-free-below", "1.5"], "--alert-free-below: size '1.5' needs a unit"),
-        (["memory", "--count", "1", "--interval", "1e-9"], "--interval 1e-09: use at least 0.1 seconds between samples"),
+        (["memory", "--count", "1", "--interval", "1e-9"], "--interval 1e-09: use at least 0.1 seconds"),
         (["memory", "--count", "1", "--interval", "0.09"], "use at least 0.1 seconds"),
         (["check", "--quick", "--only", "health", "--skip", "health"], "selects no check"),
         (["check", "--quick", "--skip", "nvml,host,compat,env,config,health,req,func"], "skips every check"),
