@@ -1,0 +1,215 @@
+"""Start-up time and peak memory of gpudiag's read-only commands, beside the floor and the peers.
+
+Whole processes, interleaved (one round runs every command once, in a shuffled order), medians:
+the machine may be shared and noisy, so only ratios taken within one run mean anything.
+
+- floor: ``python -c "import typer, rich, pynvml, psutil"``, what any tool built on the same
+  libraries pays before it does anything; ``floor+rich`` adds ``rich.console`` and ``rich.table``,
+  which any rich table needs.
+- gpudiag on the replayed 8-GPU example, run the way the installed ``gpudiag`` script runs it.
+- the peers gpustat and nvitop (``-1``) on the same replayed machine, unmodified, through
+  ``python -m gpudiag.replay`` (which puts the replay's fake NVML in front of them);
+  ``replay-wrapper`` is that wrapper running an empty script: what it adds to the peers.
+
+Targets (ratio of medians to the floor): list <= 1.4x, list --json and --query <= 1.15x, every
+other read-only command <= 1.5x. ``--baseline DIR`` also runs the gpudiag commands from another
+checkout (e.g. ``git archive`` of an older commit) in the same rounds: a before/after in one run.
+
+Peak RSS (the child's ru_maxrss): every command above, and ``memory --watch`` after 100 and after
+1,000 refreshes (at the 0.1 s minimum interval: ~100 s, both at once; ``--no-watch`` skips it).
+
+Usage: python benchmarks/bench_startup.py [--runs N] [--baseline DIR] [--no-watch] [--only NAME,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = "h100x8-healthy"
+WATCH_EXAMPLE = "h100x8-training-64procs"
+PY = sys.executable
+
+
+@dataclass
+class Case:
+    name: str
+    argv: list[str]
+    target: float | None = None  # ratio to the floor
+    tree: Path | None = None  # PYTHONPATH; None: the interpreter's own
+    walls: list[float] = field(default_factory=list)
+    rss_kib: list[int] = field(default_factory=list)
+
+
+def _gpudiag(*args: str) -> list[str]:
+    script = shutil.which("gpudiag")
+    # The installed entry script does `from gpudiag.entry import main; sys.exit(main())`.
+    head = [PY, script] if script else [PY, "-c", "import sys; from gpudiag.entry import main; sys.exit(main())"]
+    return [*head, "--replay", EXAMPLE, *args]
+
+
+def _env(tree: Path | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
+    env.update(COLUMNS="160", LINES="50", NO_COLOR="1", TERM="dumb")
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
+    return env
+
+
+def run_once(case: Case) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of one whole process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(case.argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env(case.tree))
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0, 1):  # 1: a check that fails is still a measured run
+        raise SystemExit(f"{case.name}: exit {proc.returncode}: {err.decode(errors='replace')[-400:]}")
+    return wall, usage.ru_maxrss
+
+
+def cases(tree: Path, baseline: Path | None, empty_script: Path) -> list[Case]:
+    floor = [PY, "-c", "import typer, rich, pynvml, psutil"]
+    out = [
+        Case("floor", floor),
+        Case("floor+rich", [PY, "-c", "import typer, rich, pynvml, psutil, rich.console, rich.table"]),
+    ]
+    commands = [
+        ("list", ["list"], 1.4),
+        ("list --json", ["list", "--json"], 1.15),
+        ("list --query", ["list", "--query", "name,memory.used", "--format", "csv"], 1.15),
+        ("memory", ["memory"], 1.5),
+        ("visible", ["visible"], 1.5),
+        ("check --quick --no-torch", ["check", "--quick", "--no-torch"], 1.5),
+    ]
+    for label, tree_path in (("", tree), ("base: ", baseline)):
+        if tree_path is None:
+            continue
+        out += [Case(label + name, _gpudiag(*args), target, tree_path) for name, args, target in commands]
+    replay = [PY, "-m", "gpudiag.replay", EXAMPLE]
+    if _has_replay_runner(tree):
+        out += [
+            Case("replay-wrapper", [*replay, str(empty_script)], tree=tree),
+            Case("gpustat", [*replay, "-m", "gpustat"], tree=tree),
+            Case("nvitop -1", [*replay, "-m", "nvitop", "-1"], tree=tree),
+        ]
+    return out
+
+
+def _has_replay_runner(tree: Path) -> bool:
+    return (tree / "gpudiag" / "replay" / "run.py").is_file()
+
+
+def compile_bytecode(*trees: Path) -> None:
+    """Write .pyc files as an installed package has them (this environment may forbid it)."""
+    import compileall
+    import sysconfig
+
+    for path in (*trees, Path(sysconfig.get_paths()["purelib"])):
+        compileall.compile_dir(str(path), quiet=2, workers=1)
+
+
+def watch_rss(tree: Path) -> dict[int, int]:
+    """Peak RSS (KiB) of `memory --watch --json` after 100 and 1,000 refreshes, run side by side."""
+    procs = {}
+    for count in (100, 1000):
+        argv = [*_gpudiag("memory", "--watch", "--json", "--interval", "0.1", "--count", str(count))]
+        argv[argv.index(EXAMPLE)] = WATCH_EXAMPLE
+        procs[count] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, env=_env(tree))
+    peaks = {}
+    for count, proc in procs.items():
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        peaks[count] = usage.ru_maxrss
+    return peaks
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--baseline", type=Path, help="another checkout's root, run in the same rounds")
+    parser.add_argument("--no-watch", action="store_true", help="skip the 100 s memory --watch RSS run")
+    parser.add_argument("--only", default="", help="comma-separated case names (floor is always run)")
+    args = parser.parse_args()
+    tree = ROOT
+    baseline = args.baseline.resolve() if args.baseline else None
+    compile_bytecode(tree, *([baseline] if baseline else []))
+    with tempfile.TemporaryDirectory() as tmp:
+        empty = Path(tmp) / "empty.py"
+        empty.write_text("")
+        todo = cases(tree, baseline, empty)
+        if args.only:
+            wanted = {"floor", *args.only.split(",")}
+            todo = [c for c in todo if c.name in wanted or c.name.removeprefix("base: ") in wanted]
+        for case in todo:  # warm the page cache and the bytecode
+            run_once(case)
+        rng = random.Random(16)
+        for _ in range(args.runs):
+            order = todo[:]
+            rng.shuffle(order)
+            for case in order:
+                wall, rss = run_once(case)
+                case.walls.append(wall)
+                case.rss_kib.append(rss)
+    report(todo, args.runs)
+    if not args.no_watch:
+        peaks = watch_rss(tree)
+        growth = peaks[1000] - peaks[100]
+        print(
+            f"memory --watch ({WATCH_EXAMPLE}) peak RSS: {peaks[100] / 1024:.1f} MiB after 100 refreshes, "
+            f"{peaks[1000] / 1024:.1f} MiB after 1,000 (growth {growth / 1024:+.1f} MiB)"
+        )
+    return 0 if all(ok for ok in _verdicts(todo)) else 1
+
+
+def _verdicts(todo: list[Case]) -> list[bool]:
+    floor = statistics.median(todo[0].walls)
+    return [
+        statistics.median(c.walls) / floor <= c.target
+        for c in todo
+        if c.target is not None and not c.name.startswith("base: ")
+    ]
+
+
+def report(todo: list[Case], runs: int) -> None:
+    floor = statistics.median(next(c for c in todo if c.name == "floor").walls)
+    by_name = {c.name: c for c in todo}
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+        f"{runs} interleaved rounds, medians; replay of {EXAMPLE}"
+    )
+    print(f"{'command':<34}{'median ms':>10}{'min ms':>9}{'x floor':>9}{'target':>8}  {'verdict':<8}{'RSS MiB':>8}")
+    for case in todo:
+        med = statistics.median(case.walls)
+        ratio = med / floor
+        target = f"{case.target:.2f}" if case.target else ""
+        verdict = "" if case.target is None else ("ok" if ratio <= case.target else "OVER")
+        extra = ""
+        base = by_name.get("base: " + case.name)
+        if base is not None:
+            extra = f"  after/before {med / statistics.median(base.walls):.2f}"
+        rss = statistics.median(case.rss_kib) / 1024
+        print(
+            f"{case.name:<34}{med * 1000:>10.1f}{min(case.walls) * 1000:>9.1f}{ratio:>9.2f}{target:>8}  "
+            f"{verdict:<8}{rss:>8.1f}{extra}"
+        )
+    if "nvitop -1" in by_name and "list" in by_name:
+        ratio = statistics.median(by_name["list"].walls) / statistics.median(by_name["nvitop -1"].walls)
+        print(f"list / nvitop -1 (both on the replay): {ratio:.2f}  (target < 1)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
