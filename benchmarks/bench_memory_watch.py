@@ -17,7 +17,6 @@ Usage: python benchmarks/bench_memory_watch.py [--refreshes N] [--steps N] [--ru
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import io
 import json
 import os
@@ -30,6 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 from rich.console import Console
 
 from gpudiag import memory, track
@@ -81,9 +81,9 @@ def _with_pids(machine: Machine, pids: list[int]) -> Machine:
     it = iter(pids)
     gpus = []
     for gpu in machine.gpus:
-        procs = tuple(dataclasses.replace(p, pid=next(it)) for p in gpu.processes.get(()))
-        gpus.append(dataclasses.replace(gpu, processes=Reading.of(procs)))
-    return dataclasses.replace(machine, gpus=tuple(gpus))
+        procs = tuple(msgspec.structs.replace(p, pid=next(it)) for p in gpu.processes.get(()))
+        gpus.append(msgspec.structs.replace(gpu, processes=Reading.of(procs)))
+    return msgspec.structs.replace(machine, gpus=tuple(gpus))
 
 
 def bench_watch(refreshes: int) -> bool:

@@ -14,6 +14,8 @@ import types
 import typing
 from typing import Any, TypeVar, Union
 
+import msgspec
+
 from gpudiag.model import Reading, Reason
 
 T = TypeVar("T")
@@ -32,6 +34,8 @@ def to_data(obj: Any) -> Any:
                 out["detail"] = obj.detail
             return out
         return to_data(obj.value)
+    if isinstance(obj, msgspec.Struct):  # the model
+        return {name: to_data(getattr(obj, name)) for name in obj.__struct_fields__}
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, enum.Enum):
@@ -48,13 +52,22 @@ def from_data(cls: type[T], data: Any, path: str = "$") -> T:
     return typing.cast(T, _load(cls, data, path))
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+_FIELDS: dict[type, dict[str, tuple[Any, bool]]] = {}
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
+def _fields(cls: Any) -> dict[str, tuple[Any, bool]]:
+    """Each field's type and whether it must be given, for a model Struct or a dataclass."""
+    if cls not in _FIELDS:
+        if issubclass(cls, msgspec.Struct):
+            found = {f.name: (f.type, f.required) for f in msgspec.structs.fields(cls)}
+        else:
+            hints = typing.get_type_hints(cls)
+            found = {
+                f.name: (hints[f.name], f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+                for f in dataclasses.fields(cls)
+            }
+        _FIELDS[cls] = found
+    return _FIELDS[cls]
 
 
 def _load(tp: Any, data: Any, path: str) -> Any:
@@ -92,19 +105,18 @@ def _load(tp: Any, data: Any, path: str) -> Any:
         if len(data) != len(args):
             raise SchemaError(f"{path}: expected {len(args)} items, got {len(data)}")
         return tuple(_load(a, item, f"{path}[{i}]") for i, (a, item) in enumerate(zip(args, data, strict=True)))
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and (issubclass(tp, msgspec.Struct) or dataclasses.is_dataclass(tp)):
         if not isinstance(data, dict):
             raise SchemaError(f"{path}: expected an object, got {type(data).__name__}")
-        hints = _hints(tp)
-        fields = {f.name: f for f in dataclasses.fields(tp)}
+        fields = _fields(tp)
         unknown = set(data) - set(fields)
         if unknown:
             raise SchemaError(f"{path}: unknown keys {sorted(unknown)}")
         kwargs = {}
-        for name, f in fields.items():
+        for name, (hint, required) in fields.items():
             if name in data:
-                kwargs[name] = _load(hints[name], data[name], f"{path}.{name}")
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                kwargs[name] = _load(hint, data[name], f"{path}.{name}")
+            elif required:
                 raise SchemaError(f"{path}: missing key {name!r}")
         return tp(**kwargs)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):

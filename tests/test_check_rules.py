@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import msgspec
 import pytest
 
 from gpudiag.checks import CheckResult, Facts, FunctionalResult, Options, Status, rules
@@ -43,13 +44,13 @@ def facts(name: str) -> Facts:
 
 
 def with_machine(f: Facts, **changes: object) -> Facts:
-    machine: Machine = dataclasses.replace(f.machine, **changes)  # type: ignore[arg-type]
+    machine: Machine = msgspec.structs.replace(f.machine, **changes)  # type: ignore[arg-type]
     return dataclasses.replace(f, machine=machine)
 
 
 def with_gpu(f: Facts, index: int = 0, **changes: object) -> Facts:
     gpus = list(f.machine.gpus)
-    gpus[index] = dataclasses.replace(gpus[index], **changes)  # type: ignore[arg-type]
+    gpus[index] = msgspec.structs.replace(gpus[index], **changes)  # type: ignore[arg-type]
     return with_machine(f, gpus=tuple(gpus))
 
 
@@ -61,7 +62,7 @@ def runtime(f: Facts | None = None, **changes: object) -> Reading[TorchRuntime]:
     """``f``'s recorded torch runtime (or the P100 machine's), changed."""
     base = (f or facts("p100-torch-cu128")).torch.value
     assert base is not None
-    return Reading.of(dataclasses.replace(base, **changes))  # type: ignore[arg-type]
+    return Reading.of(msgspec.structs.replace(base, **changes))  # type: ignore[arg-type]
 
 
 def with_torch(f: Facts, torch: Reading[TorchRuntime]) -> Facts:
@@ -102,7 +103,7 @@ def live(f: Facts, d: DeviceFacts) -> Facts:
 
 
 def in_container(f: Facts) -> Facts:
-    return with_machine(f, host=dataclasses.replace(f.machine.host, in_container=True))
+    return with_machine(f, host=msgspec.structs.replace(f.machine.host, in_container=True))
 
 
 def ran(f: Facts, *results: FunctionalResult) -> Facts:

@@ -7,12 +7,12 @@ machine nobody wrote down, so the replay is checked against the file, field by f
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import re
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from gpudiag.model import GpuState, Machine, Reason
@@ -51,7 +51,7 @@ def raw(name: str) -> dict[str, Any]:
 
 
 def normalised(m: Machine) -> Machine:
-    return dataclasses.replace(m, source="", collected_at=0.0)
+    return msgspec.structs.replace(m, source="", collected_at=0.0)
 
 
 def comparable(m: Machine) -> dict[str, Any]:

@@ -6,7 +6,6 @@ or the NVML source. Skipped without a working NVIDIA driver.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -23,7 +22,7 @@ _VOLATILE_GPU_FIELDS = ("utilization", "temperature_c", "power_draw_w", "pstate"
 
 
 def _stable(gpu: Gpu) -> dict[str, Any]:
-    data = {f.name: getattr(gpu, f.name) for f in dataclasses.fields(gpu) if f.name not in _VOLATILE_GPU_FIELDS}
+    data = {name: getattr(gpu, name) for name in gpu.__struct_fields__ if name not in _VOLATILE_GPU_FIELDS}
     memory = gpu.memory.value
     if memory is not None:  # used/free move as the driver allocates; the total does not
         data["memory"] = (memory.total_bytes, memory.reserved_bytes)

@@ -6,6 +6,7 @@ import dataclasses
 import time
 from io import StringIO
 
+import msgspec
 from rich.console import Console
 
 from gpudiag import memory
@@ -38,8 +39,8 @@ def device(uuid: str, allocated_mib: int, reserved_mib: int, index: int = 0, **k
 
 def with_gpu(machine: Machine, index: int, **changes: object) -> Machine:
     gpus = list(machine.gpus)
-    gpus[index] = dataclasses.replace(gpus[index], **changes)  # type: ignore[arg-type]
-    return dataclasses.replace(machine, gpus=tuple(gpus))
+    gpus[index] = msgspec.structs.replace(gpus[index], **changes)  # type: ignore[arg-type]
+    return msgspec.structs.replace(machine, gpus=tuple(gpus))
 
 
 def with_free(machine: Machine, index: int, free_mib: int) -> Machine:
@@ -186,7 +187,7 @@ def test_watch_state_marks_new_and_exited_and_keeps_peaks() -> None:
     base = load("v100x4-tutorial")[0]
     procs = base.gpus[1].processes.value
     assert procs is not None
-    extra = dataclasses.replace(procs[0], pid=4242, used_memory_bytes=Reading.of(700 * MiB))
+    extra = msgspec.structs.replace(procs[0], pid=4242, used_memory_bytes=Reading.of(700 * MiB))
     more = with_gpu(base, 1, processes=Reading.of((*procs, extra)))
     state = memory.WatchState()
     first = state.update(memory.build(base, {}), at=1.0)
@@ -245,7 +246,7 @@ def test_low_utilization_while_holding_memory_is_explained() -> None:
     base = load("h100x8-training-64procs")[0]
     util = base.gpus[5].utilization.value
     assert util is not None
-    idle = with_gpu(base, 5, utilization=Reading.of(dataclasses.replace(util, gpu_percent=7)))
+    idle = with_gpu(base, 5, utilization=Reading.of(msgspec.structs.replace(util, gpu_percent=7)))
     state = memory.WatchState()
     for _ in range(memory.LOW_UTIL_SAMPLES - 1):
         view = state.update(memory.build(idle, {}))

@@ -5,9 +5,9 @@ Time is injected (a clock whose sleep moves the fake machine on), so these run i
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
+import msgspec
 import pytest
 
 from gpudiag import memory, watch
@@ -51,7 +51,7 @@ def add_process(machine: Machine, gpu: int, pid: int, used_mib: int) -> Machine:
     assert procs is not None
     template = machine.gpus[0].processes.value
     assert template
-    extra = dataclasses.replace(template[0], pid=pid, used_memory_bytes=Reading.of(used_mib * MiB))
+    extra = msgspec.structs.replace(template[0], pid=pid, used_memory_bytes=Reading.of(used_mib * MiB))
     return with_gpu(machine, gpu, processes=Reading.of((*procs, extra)))
 
 

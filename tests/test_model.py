@@ -6,8 +6,6 @@ stop a missing value from being added, compared or tested for truth by accident.
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -62,7 +60,7 @@ def test_any_value_is_held_and_given_back(value: object) -> None:
 
 def test_readings_are_frozen() -> None:
     reading = Reading.of(1)
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         reading.value = 2  # type: ignore[misc]
 
 

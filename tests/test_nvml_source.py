@@ -8,13 +8,13 @@ machines cannot express (a GPU lost mid-read, an error from one particular call)
 from __future__ import annotations
 
 import ast
-import dataclasses
 import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pynvml
 import pytest
 
@@ -39,8 +39,8 @@ def session(machine: Machine, lib: Any = None) -> tuple[NvmlSession, Any]:
 
 def with_gpu(machine: Machine, index: int, **changes: Any) -> Machine:
     gpus = list(machine.gpus)
-    gpus[index] = dataclasses.replace(gpus[index], **changes)
-    return dataclasses.replace(machine, gpus=tuple(gpus))
+    gpus[index] = msgspec.structs.replace(gpus[index], **changes)
+    return msgspec.structs.replace(machine, gpus=tuple(gpus))
 
 
 class FailsOneCall(FakeNvml):
@@ -288,7 +288,7 @@ def test_clock_events_fall_back_to_throttle_reasons(machine: Load) -> None:
 def test_v2_is_used_when_v3_is_missing(machine: Load) -> None:
     m = machine("h100x8-healthy")
     missing = ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses_v3")
-    m = dataclasses.replace(m, nvml=dataclasses.replace(m.nvml, functions_missing=missing))
+    m = msgspec.structs.replace(m, nvml=msgspec.structs.replace(m.nvml, functions_missing=missing))
     s, _ = session(m)
     s.read_gpus()
     s.read_gpus()
@@ -308,7 +308,7 @@ def test_without_any_process_query_the_processes_say_why(machine: Load) -> None:
     m = machine("h100x8-healthy")
     gone = ("_v3", "_v2", "")
     names = tuple(f"nvmlDeviceGet{f}RunningProcesses{v}" for f in ("Compute", "Graphics") for v in gone)
-    m = dataclasses.replace(m, nvml=dataclasses.replace(m.nvml, functions_missing=names))
+    m = msgspec.structs.replace(m, nvml=msgspec.structs.replace(m.nvml, functions_missing=names))
     s, _ = session(m)
     procs = s.read_gpus()[0].processes
     assert procs.reason is Reason.FUNCTION_NOT_FOUND
@@ -320,7 +320,7 @@ def test_per_process_memory_that_nvml_cannot_give_is_not_supported(machine: Load
     m = machine(name)
     gpu = m.gpus[0]
     assert gpu.processes.value
-    blind = dataclasses.replace(gpu.processes.value[0], used_memory_bytes=Reading.missing(Reason.NOT_SUPPORTED))
+    blind = msgspec.structs.replace(gpu.processes.value[0], used_memory_bytes=Reading.missing(Reason.NOT_SUPPORTED))
     m = with_gpu(m, 0, processes=Reading.of((blind, *gpu.processes.value[1:])))
     first = session(m)[0].read_gpus()[0].processes.value
     assert first is not None
@@ -335,7 +335,7 @@ def test_compute_and_graphics_of_one_pid_merge_as_c_plus_g(machine: Load) -> Non
     m = machine("gtx1050-desktop")
     gpu = m.gpus[0]
     assert gpu.processes.value is not None
-    both = dataclasses.replace(gpu.processes.value[0], kind=ProcessKind.COMPUTE_GRAPHICS)
+    both = msgspec.structs.replace(gpu.processes.value[0], kind=ProcessKind.COMPUTE_GRAPHICS)
     m = with_gpu(m, 0, processes=Reading.of((both,)))
     procs = session(m)[0].read_gpus()[0].processes.value
     assert procs is not None and [(p.pid, p.kind) for p in procs] == [(4242, ProcessKind.COMPUTE_GRAPHICS)]

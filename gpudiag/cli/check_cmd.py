@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from msgspec.structs import replace
 
 from gpudiag.cli.common import handle_errors, make_console, settings
 from gpudiag.errors import GpudiagError, UsageError

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Annotated
 
 import typer
+from msgspec.structs import replace
 
 from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, settings
 from gpudiag.errors import UsageError

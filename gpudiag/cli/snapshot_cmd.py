@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from msgspec.structs import replace
 
 from gpudiag.cli.common import handle_errors, settings
 from gpudiag.errors import GpudiagError

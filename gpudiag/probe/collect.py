@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec.structs import replace
 
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import dataclasses
 import functools
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TypeVar
+
+import msgspec
 
 from gpudiag.model import (
     ALL_GROUPS,
@@ -277,7 +278,7 @@ class NvmlSession:
                 gpus.append(self._read_gpu(index, handles, facts))
             except _GpuLostError as lost:
                 gpus.append(failed_gpu(index, GpuState.LOST, f"GPU is lost ({lost.detail})"))
-        self.info = replace(
+        self.info = msgspec.structs.replace(
             self.info,
             process_query_api=self._process_api,
             functions_missing=tuple(self._missing),
@@ -643,22 +644,21 @@ def blank_gpu(index: int, state: GpuState, detail: str, missing: Reading[Any]) -
 
 
 def _blank_fields(missing: Reading[Any]) -> dict[str, Any]:
-    """Every Gpu field but index and state, each ``missing``: found from the dataclass, so a new
+    """Every Gpu field but index and state, each ``missing``: found from the Struct, so a new
     reading field needs no line here."""
     values: dict[str, Any] = {}
-    for f in dataclasses.fields(Gpu):
+    for f in _gpu_fields():
         if f.name in _GPU_FIXED:
             continue
-        kind = _gpu_field_types()[f.name]
-        if typing.get_origin(kind) is tuple:
+        if typing.get_origin(f.type) is tuple:
             values[f.name] = ()
-        elif isinstance(kind, type) and dataclasses.is_dataclass(kind):
-            values[f.name] = kind(**{inner.name: missing for inner in dataclasses.fields(kind)})
+        elif isinstance(f.type, type) and issubclass(f.type, msgspec.Struct):
+            values[f.name] = f.type(**{name: missing for name in f.type.__struct_fields__})
         else:
             values[f.name] = missing
     return values
 
 
 @functools.cache
-def _gpu_field_types() -> dict[str, Any]:
-    return typing.get_type_hints(Gpu)
+def _gpu_fields() -> tuple[msgspec.structs.FieldInfo, ...]:
+    return msgspec.structs.fields(Gpu)

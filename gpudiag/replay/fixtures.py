@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import math
 import stat
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import replace
 
 from gpudiag.errors import UsageError
 from gpudiag.model import MACHINE_SCHEMA, GpuState, Machine, Memory
