@@ -49,6 +49,7 @@ class Case:
     target: float | None = None  # ratio to the floor
     tree: Path | None = None  # PYTHONPATH; None: the interpreter's own
     walls: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)  # user + system seconds: steadier under load
     rss_kib: list[int] = field(default_factory=list)
 
 
@@ -67,8 +68,8 @@ def _env(tree: Path | None) -> dict[str, str]:
     return env
 
 
-def run_once(case: Case) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of one whole process."""
+def run_once(case: Case) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds and peak RSS (KiB) of one whole process."""
     start = time.perf_counter()
     proc = subprocess.Popen(case.argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env(case.tree))
     assert proc.stderr is not None
@@ -78,7 +79,7 @@ def run_once(case: Case) -> tuple[float, int]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode not in (0, 1):  # 1: a check that fails is still a measured run
         raise SystemExit(f"{case.name}: exit {proc.returncode}: {err.decode(errors='replace')[-400:]}")
-    return wall, usage.ru_maxrss
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
 def cases(tree: Path, baseline: Path | None, empty_script: Path) -> list[Case]:
@@ -161,8 +162,9 @@ def main() -> int:
             order = todo[:]
             rng.shuffle(order)
             for case in order:
-                wall, rss = run_once(case)
+                wall, cpu, rss = run_once(case)
                 case.walls.append(wall)
+                case.cpus.append(cpu)
                 case.rss_kib.append(rss)
     report(todo, args.runs)
     if not args.no_watch:
@@ -180,7 +182,7 @@ def _verdicts(todo: list[Case]) -> list[bool]:
     return [
         statistics.median(c.walls) / floor <= c.target
         for c in todo
-        if c.target is not None and not c.name.startswith("base: ")
+        if c.target is not None and not c.name.startswith("base: ")  # the verdict is on wall time
     ]
 
 
@@ -191,24 +193,32 @@ def report(todo: list[Case], runs: int) -> None:
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
         f"{runs} interleaved rounds, medians; replay of {EXAMPLE}"
     )
-    print(f"{'command':<34}{'median ms':>10}{'min ms':>9}{'x floor':>9}{'target':>8}  {'verdict':<8}{'RSS MiB':>8}")
+    cpu_floor = statistics.median(next(c for c in todo if c.name == "floor").cpus)
+    print("wall: elapsed ms; cpu: the child's user+system ms (less disturbed by other load); x: ratio to the floor")
+    print(f"{'command':<28}{'wall':>7}{'min':>7}{'x':>6}{'cpu':>7}{'x':>6}{'target':>7}  {'verdict':<8}{'RSS MiB':>7}")
     for case in todo:
         med = statistics.median(case.walls)
         ratio = med / floor
+        cpu = statistics.median(case.cpus)
         target = f"{case.target:.2f}" if case.target else ""
         verdict = "" if case.target is None else ("ok" if ratio <= case.target else "OVER")
         extra = ""
         base = by_name.get("base: " + case.name)
         if base is not None:
-            extra = f"  after/before {med / statistics.median(base.walls):.2f}"
+            extra = (
+                f"  after/before wall {med / statistics.median(base.walls):.2f}"
+                f" cpu {cpu / statistics.median(base.cpus):.2f}"
+            )
         rss = statistics.median(case.rss_kib) / 1024
         print(
-            f"{case.name:<34}{med * 1000:>10.1f}{min(case.walls) * 1000:>9.1f}{ratio:>9.2f}{target:>8}  "
-            f"{verdict:<8}{rss:>8.1f}{extra}"
+            f"{case.name:<28}{med * 1000:>7.0f}{min(case.walls) * 1000:>7.0f}{ratio:>6.2f}{cpu * 1000:>7.0f}"
+            f"{cpu / cpu_floor:>6.2f}{target:>7}  {verdict:<8}{rss:>7.1f}{extra}"
         )
     if "nvitop -1" in by_name and "list" in by_name:
-        ratio = statistics.median(by_name["list"].walls) / statistics.median(by_name["nvitop -1"].walls)
-        print(f"list / nvitop -1 (both on the replay): {ratio:.2f}  (target < 1)")
+        lst, top = by_name["list"], by_name["nvitop -1"]
+        wall = statistics.median(lst.walls) / statistics.median(top.walls)
+        cpu = statistics.median(lst.cpus) / statistics.median(top.cpus)
+        print(f"list / nvitop -1 (both on the replay): wall {wall:.2f}, cpu {cpu:.2f}  (target < 1)")
 
 
 if __name__ == "__main__":

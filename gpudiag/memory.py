@@ -7,7 +7,8 @@ peaks, which processes appeared or exited between samples, and which GPUs were l
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field, replace
+
+import msgspec
 
 from gpudiag.model import FactGroup, Gpu, GpuProcess, GpuState, HostState, Machine, MigDevice, ProcessKind
 from gpudiag.selection import normalize_bus_id
@@ -17,8 +18,7 @@ from gpudiag.track import TrackedDevice, TrackedProcess
 GROUPS = frozenset({FactGroup.MEMORY, FactGroup.UTILIZATION, FactGroup.MIG, FactGroup.PROCESSES})
 
 
-@dataclass(frozen=True)
-class Breakdown:
+class Breakdown(msgspec.Struct, frozen=True):
     """NVML's per-process figure split by what PyTorch knows."""
 
     allocated_bytes: int  # live tensors
@@ -36,8 +36,7 @@ class Breakdown:
         return self.allocated_bytes + self.cached_free_bytes
 
 
-@dataclass(frozen=True)
-class ProcessRow:
+class ProcessRow(msgspec.Struct, frozen=True):
     gpu_index: int
     process: GpuProcess
     share_percent: float | None  # of the GPU's (or its MIG instance's) total memory
@@ -55,21 +54,18 @@ class ProcessRow:
         return host.command.get("") or host.name.get("")
 
 
-@dataclass(frozen=True)
-class GpuRow:
+class GpuRow(msgspec.Struct, frozen=True):
     gpu: Gpu
     used_percent: float | None
 
 
-@dataclass(frozen=True)
-class Exit:
+class Exit(msgspec.Struct, frozen=True):
     gpu_index: int
     pid: int
     command: str
 
 
-@dataclass(frozen=True)
-class Unmatched:
+class Unmatched(msgspec.Struct, frozen=True):
     """A tracked process using a shown GPU that NVML does not list there: in a container NVML
     gives host PIDs while the tracker knows its own, and no safe rule can pair them."""
 
@@ -79,8 +75,7 @@ class Unmatched:
     breakdown: Breakdown  # other_bytes is None: NVML's figure for it is unknown
 
 
-@dataclass(frozen=True)
-class MemoryView:
+class MemoryView(msgspec.Struct, frozen=True):
     machine: Machine
     gpus: tuple[GpuRow, ...]
     processes: tuple[ProcessRow, ...]
@@ -256,18 +251,17 @@ MARK_SAMPLES = 5  # a new process keeps its mark, an exit its line, for this man
 EVENTS = 8  # events kept for the live view
 
 
-@dataclass
-class WatchState:
+class WatchState(msgspec.Struct):
     """What the watch remembers between samples."""
 
-    history: dict[int, deque[float]] = field(default_factory=dict)  # used % per GPU
-    util_history: dict[int, deque[float]] = field(default_factory=dict)
-    peak_used: dict[int, int] = field(default_factory=dict)  # per GPU, since the watch started
-    peak_process: dict[tuple[int, int], int] = field(default_factory=dict)  # (gpu, pid) -> NVML used
-    seen: dict[tuple[int, int], str] = field(default_factory=dict)  # (gpu, pid) -> command
-    first_seen: dict[tuple[int, int], int] = field(default_factory=dict)  # sample number
-    lost: set[int] = field(default_factory=set)
-    events: deque[tuple[float, str]] = field(default_factory=lambda: deque(maxlen=EVENTS))
+    history: dict[int, deque[float]] = msgspec.field(default_factory=dict)  # used % per GPU
+    util_history: dict[int, deque[float]] = msgspec.field(default_factory=dict)
+    peak_used: dict[int, int] = msgspec.field(default_factory=dict)  # per GPU, since the watch started
+    peak_process: dict[tuple[int, int], int] = msgspec.field(default_factory=dict)  # (gpu, pid) -> NVML used
+    seen: dict[tuple[int, int], str] = msgspec.field(default_factory=dict)  # (gpu, pid) -> command
+    first_seen: dict[tuple[int, int], int] = msgspec.field(default_factory=dict)  # sample number
+    lost: set[int] = msgspec.field(default_factory=set)
+    events: deque[tuple[float, str]] = msgspec.field(default_factory=lambda: deque(maxlen=EVENTS))
     samples: int = 0
     last_at: float = 0.0  # wall time of the last sample
 
@@ -309,7 +303,7 @@ class WatchState:
                 self.first_seen[key] = self.samples
                 if self.samples > 1:
                     self.events.append((at, f"+ PID {key[1]} on GPU {key[0]} {prow.command}".rstrip()))
-            rows.append(replace(prow, status="new" if is_new and self.samples > 1 else ""))
+            rows.append(msgspec.structs.replace(prow, status="new" if is_new and self.samples > 1 else ""))
         exited = []
         for key, command in self.seen.items():
             if key in now:
@@ -322,7 +316,7 @@ class WatchState:
             self.first_seen.pop(key, None)
             self.peak_process.pop(key, None)
         self.seen = now
-        return replace(view, processes=tuple(rows), exited=tuple(exited), lost=tuple(newly_lost))
+        return msgspec.structs.replace(view, processes=tuple(rows), exited=tuple(exited), lost=tuple(newly_lost))
 
     def recently_new(self, row: ProcessRow) -> bool:
         """Whether the live view still marks this process as new."""

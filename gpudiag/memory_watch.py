@@ -13,9 +13,10 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+import msgspec
 
 from gpudiag import memory
 from gpudiag.errors import GpudiagError
@@ -26,8 +27,7 @@ from gpudiag.track import TrackedProcess
 from gpudiag.watch import Outcome, WatchOptions, run
 
 
-@dataclass(frozen=True)
-class SinkOptions:
+class SinkOptions(msgspec.Struct, frozen=True):
     json_lines: bool  # --json: one JSON object per sample instead of text
     log: Path | None = None  # .csv or .jsonl, appended to
     prometheus: int | None = None  # port

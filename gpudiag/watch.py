@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 from gpudiag.exitcodes import ExitCode
 from gpudiag.memory import MemoryView, WatchState, max_free, min_free
 from gpudiag.units import human_bytes
 
 
-@dataclass(frozen=True)
-class WatchOptions:
+class WatchOptions(msgspec.Struct, frozen=True):
     interval: float
     count: int | None = None
     until_free: int | None = None
@@ -19,8 +19,7 @@ class WatchOptions:
     alert_free_below: int | None = None
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True):
     code: ExitCode
     message: str  # for stderr; "" when there is nothing to say
     samples: int

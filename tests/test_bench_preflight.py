@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 from gpudiag.bench.preflight import match_gpu, numa_maps, nvml_reason, pci_key, torch_reason, uuid_key
 from gpudiag.model import Reading, Reason, TorchBuild

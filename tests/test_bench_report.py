@@ -6,11 +6,11 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from gpudiag.bench import engine, report
 from gpudiag.bench.child import Collector, Outcome

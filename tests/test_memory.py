@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from io import StringIO
 
@@ -293,7 +292,7 @@ def test_a_tracked_process_nvml_does_not_list_is_still_reported() -> None:
 
 def test_empty_cache_line_without_an_nvml_figure() -> None:
     row = memory.build(load("v100x4-tutorial")[0], tracked(31337, device("1c2b9d3e-5a7f-0b4c-8d2e-6f3a9b1c7d00", 1, 3)))
-    bare = dataclasses.replace(row.processes[0], breakdown=memory.breakdown(None, device("x", 1024, 3072)))
+    bare = msgspec.structs.replace(row.processes[0], breakdown=memory.breakdown(None, device("x", 1024, 3072)))
     assert (
         memory.empty_cache_line(bare)
         == "PID 31337 on GPU 0 (cuda:0): empty_cache() would return 2.0 GiB; 1.0 GiB is tensors"

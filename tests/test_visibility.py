@@ -13,11 +13,11 @@ import json
 import random
 import subprocess
 import sys
-from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from gpudiag.errors import UsageError
 from gpudiag.model import ComputeMode, Machine, Reading

@@ -9,9 +9,9 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
+import msgspec
 import typer
 
 from gpudiag.errors import GpudiagError
@@ -24,8 +24,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 DEBUG_ENV = "GPUDIAG_DEBUG"
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(msgspec.Struct, frozen=True):
     replay: str | None  # example name or snapshot path, from --replay or GPUDIAG_REPLAY
     debug: bool
     color: str  # auto | always | never

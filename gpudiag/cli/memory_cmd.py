@@ -6,10 +6,10 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
+import msgspec
 import typer
 
 from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, settings
@@ -17,8 +17,7 @@ from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import NVML_EXIT
 
 
-@dataclass
-class Clock:
+class Clock(msgspec.Struct):
     """Time as the watch sees it; tests swap in one that steps the fake machine."""
 
     now: Callable[[], float] = time.monotonic

@@ -13,7 +13,6 @@ import ctypes
 import functools
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
@@ -123,8 +122,7 @@ def _unusable(status: NvmlStatus, detail: str, kernel_module_version: Reading[st
     )
 
 
-@dataclass
-class _Handles:
+class _Handles(msgspec.Struct):
     gpu: Any  # NVML handle, or None when it could not be obtained
     state: GpuState
     state_detail: str
@@ -601,8 +599,7 @@ def _query_processes_v1(lib: Any, handle: Any, symbol: str) -> list[Any]:
     return out
 
 
-@dataclass
-class _V1Process:
+class _V1Process(msgspec.Struct):
     pid: int
     usedGpuMemory: int | None  # noqa: N815 - mirrors the NVML struct
 

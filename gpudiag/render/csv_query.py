@@ -7,7 +7,8 @@ Field names and units follow nvidia-smi, so `gpudiag list --query name,memory.us
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 from gpudiag.errors import UsageError
 from gpudiag.model import FactGroup, Gpu, Machine, Reading, cuda_version_text
@@ -16,8 +17,7 @@ from gpudiag.units import mib
 _G = FactGroup
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(msgspec.Struct, frozen=True):
     unit: str  # shown in the header as "[unit]" and after values unless nounits
     read: Callable[[Machine, Gpu], Reading[str]]
     group: FactGroup | None = None  # what the source must read for it; None: identity or system facts
@@ -82,8 +82,7 @@ def _reserved(g: Gpu) -> Reading[str]:
     return _mib(g.memory.value.reserved_bytes)
 
 
-@dataclass(frozen=True)
-class CsvFormat:
+class CsvFormat(msgspec.Struct, frozen=True):
     header: bool = True
     units: bool = True
 

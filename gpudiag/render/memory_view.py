@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.segment import Segment
@@ -68,8 +68,7 @@ def _command(row: ProcessRow) -> str:
     return host.command.value or host.name.value or f"({missing_note(host.command)})"
 
 
-@dataclass(frozen=True)
-class Column:
+class Column(msgspec.Struct, frozen=True):
     header: str
     justify: str = "right"  # "left" | "right"
     flexible: bool = False  # takes the width that is left, cut with "…" (one per grid)
