@@ -89,9 +89,32 @@ def machine_from_data(data: Any, where: str = "fixture") -> Machine:
         gpus.append(merged)
     body["gpus"] = gpus
     try:
-        return from_data(Machine, body)
+        machine = from_data(Machine, body)
     except SchemaError as exc:
         raise FixtureError(f"{where}: {exc}") from None
+    _check_memory(machine, where)
+    return machine
+
+
+def _check_memory(machine: Machine, where: str) -> None:
+    """Memory must add up as NVML reports it, or the replay shows what no GPU can.
+
+    A GPU's figures are NVML's v2 struct, where used excludes the reserved memory:
+    used + free + reserved = total. Without a reserved figure (drivers before R510, MIG
+    devices) they are the v1 struct: used + free = total.
+    """
+    for gpu in machine.gpus:
+        owners = [(f"$.gpus[{gpu.index}].memory", gpu.memory.value)]
+        owners += [(f"$.gpus[{gpu.index}].mig_devices[{m.index}].memory", m.memory.value) for m in gpu.mig_devices]
+        for path, mem in owners:
+            if mem is None:
+                continue
+            reserved = mem.reserved_bytes.get(0)
+            if mem.used_bytes + mem.free_bytes + reserved != mem.total_bytes:
+                raise FixtureError(
+                    f"{where}: {path}: used ({mem.used_bytes}) + free ({mem.free_bytes}) + reserved ({reserved})"
+                    f" != total ({mem.total_bytes}); NVML's used excludes the reserved memory"
+                )
 
 
 def _deep_merge(base: Any, override: Any) -> Any:
