@@ -70,7 +70,7 @@ def _number(value: Any) -> Any:
 
 def read_gpustat() -> dict[str, Any]:
     _fresh("gpustat")
-    import gpustat  # noqa: PLC0415 - imported afresh for each machine
+    import gpustat  # imported afresh for each machine
 
     try:
         collection = gpustat.new_query()
@@ -101,8 +101,8 @@ def read_gpustat() -> dict[str, Any]:
 
 def read_nvitop() -> dict[str, Any]:
     _fresh("nvitop")
-    import nvitop  # noqa: PLC0415 - imported afresh for each machine
-    from nvitop.api import libnvml  # noqa: PLC0415
+    import nvitop  # imported afresh for each machine
+    from nvitop.api import libnvml
 
     try:
         count = nvitop.Device.count()

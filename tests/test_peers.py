@@ -66,7 +66,7 @@ def milli(watts: Any) -> int | None:
 
 @functools.cache
 def gpudiag_list(name: str) -> dict[str, Any]:
-    code, out, err = Cli().replay(name, "list", "--json")
+    _, out, _ = Cli().replay(name, "list", "--json")
     data: dict[str, Any] = json.loads(out)
     return data
 

@@ -392,7 +392,7 @@ class FakeNvml(ModuleType):
 
     def nvmlDeviceGetComputeMode(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetComputeMode")
-        return _COMPUTE_MODE_CODES[_value(self._full_gpu(handle).compute_mode)]
+        return int(_COMPUTE_MODE_CODES[_value(self._full_gpu(handle).compute_mode)])
 
     def nvmlDeviceGetCudaComputeCapability(self, handle: FakeHandle) -> tuple[int, int]:
         self._enter("nvmlDeviceGetCudaComputeCapability")
