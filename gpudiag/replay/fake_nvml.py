@@ -293,10 +293,11 @@ class FakeNvml(ModuleType):
         self._enter("nvmlDeviceGetPciInfo")
         bus_id = str(_value(self._gpu(handle).pci_bus_id))
         info = pynvml.nvmlPciInfo_t()
-        info.busId = info.busIdLegacy = bus_id.encode()
+        info.busId = bus_id.encode()
         key = _bus_id_key(bus_id)
         if key is not None:
             info.domain, info.bus, info.device = key[:3]
+            info.busIdLegacy = f"{key[0]:04X}:{key[1]:02X}:{key[2]:02X}.{key[3]:X}".encode()  # 0000:00:06.0
         return info
 
     def nvmlDeviceGetPciInfo_v3(self, handle: FakeHandle) -> Any:
@@ -450,7 +451,13 @@ class FakeNvml(ModuleType):
 
     def nvmlDeviceGetRetiredPages(self, handle: FakeHandle, cause: int) -> list[int]:
         self._enter("nvmlDeviceGetRetiredPages")
-        pages = _value(self._full_gpu(handle).retired_pages)
+        gpu = self._full_gpu(handle)
+        if cause not in (
+            pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
+            pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
+        ):
+            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # checked before support, as captured
+        pages = _value(gpu.retired_pages)
         single = cause == pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
         n = pages.single_bit if single else pages.double_bit
         return [0x1000 * (i + 1) for i in range(n)]  # page addresses; only the count matters
