@@ -222,7 +222,8 @@ def test_gpu_defaults_merge_under_each_gpu() -> None:
     data = raw("h100x8-healthy")
     m = machine_from_data(data)
     assert all(g.name.value == "NVIDIA H100 80GB HBM3" for g in m.gpus)
-    assert [g.numa_node.value for g in m.gpus] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert [g.temperature_c.value for g in m.gpus] == [31, 34, 37, 33, 36, 32, 35, 31]  # each GPU's own
+    assert all(g.numa_node.reason is Reason.NOT_SUPPORTED for g in m.gpus)  # from the defaults
     assert m.gpus[5].pcie.width_max.value == 16  # nested default kept where the GPU overrides nothing
 
 
