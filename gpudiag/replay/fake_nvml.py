@@ -150,10 +150,6 @@ class FakeNvml(ModuleType):
         """Change what the fake reports (a later sample); handles stay valid, as in NVML."""
         self._machine = machine
 
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for names that nvidia-ml-py does not have either.
-        raise AttributeError(f"module 'pynvml' has no attribute {name!r}")
-
     # -- plumbing --------------------------------------------------------------------
 
     def _lacks(self, name: str) -> Callable[..., Any]:
