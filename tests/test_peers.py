@@ -218,3 +218,35 @@ def test_the_replay_runner_explains_bad_input_in_one_line(args: list[str], words
     )
     assert done.returncode == 2
     assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def _replayed(name: str, *command: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "gpudiag.replay", name, *command],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**_env(), "COLUMNS": "120"},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+CAPTURE = ROOT / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
+
+
+def test_nvitop_on_the_replayed_h100_shows_what_it_showed_on_the_real_one() -> None:
+    """nvitop -1 on the busy H100 (captured, a second GPU of the kind at the same workload) and on
+    its replay: the same memory cells. Temperature, power and PID were that GPU's own."""
+    real = (CAPTURE / "nvitop-1-busy.txt").read_text()
+    replayed = _replayed("h100-driver580-busy", "-m", "nvitop", "-1")
+    for cell in ("12815MiB / 79.65GiB", "MEM: ", "12806MiB", "Default", "Disabled", "00000000:00:06.0"):
+        assert cell in real and cell in replayed, cell
+
+
+def test_gpustat_on_the_replayed_h100_shows_what_it_showed_on_the_real_one() -> None:
+    real = json.loads((CAPTURE / "gpustat-json-busy.json").read_text())["gpus"][0]
+    replayed = json.loads(_replayed("h100-driver580-busy", "-m", "gpustat", "--json"))["gpus"][0]
+    for key in ("name", "memory.used", "memory.total", "enforced.power.limit", "utilization.gpu", "fan.speed"):
+        assert replayed[key] == real[key], key
