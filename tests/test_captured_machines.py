@@ -45,8 +45,9 @@ COMMANDS = [
 
 
 def smi_mib(nbytes: int) -> int:
-    """MiB as nvidia-smi prints them: rounded to the nearest (13 437 304 832 B is 12815 MiB)."""
-    return (nbytes + MiB // 2) // MiB
+    """MiB as nvidia-smi prints them: rounded up (13 437 304 832 B is 12815 MiB, and the busy
+    free 71 580 188 672 B, 68264.19 MiB, is 68265 MiB; so its four figures may add to total + 1)."""
+    return -(-nbytes // MiB)
 
 
 def reading(name: str) -> tuple[Machine, Gpu]:
@@ -131,9 +132,7 @@ def test_memory_matches_nvidia_smi(name: str, file: str) -> None:
     assert smi_mib(memory.total_bytes) == number(smi, "fb_memory_usage/total")
     assert smi_mib(memory.reserved_bytes.get(-1)) == number(smi, "fb_memory_usage/reserved")
     assert smi_mib(memory.used_bytes) == number(smi, "fb_memory_usage/used")
-    # why not rounded: nvidia-smi 580 prints free rounded up (68265 for 68264.19 MiB busy), so
-    # its used + free + reserved is one MiB over total; gpudiag's figures add up.
-    assert 0 <= number(smi, "fb_memory_usage/free") - memory.free_bytes / MiB < 1
+    assert smi_mib(memory.free_bytes) == number(smi, "fb_memory_usage/free")
 
 
 @pytest.mark.parametrize(("name", "file"), PAIRS)
@@ -325,17 +324,13 @@ def test_the_nvidia_smi_table_says_what_gpudiag_read(name: str, file: str) -> No
         assert int(row["temp"]) == gpu.temperature_c.value
 
 
-@pytest.mark.parametrize(
-    ("name", "memory"),
-    [
-        ("h100-driver580-idle", "0MiB / 81559MiB"),
-        pytest.param(
-            "h100-driver580-busy",
-            "12815MiB / 81559MiB",
-            marks=pytest.mark.xfail(strict=True, reason="list rounds MiB down (12814MiB) until it follows nvidia-smi"),
-        ),
-    ],
-)
-def test_gpudiag_list_shows_memory_as_nvidia_smi_does(cli: Cli, name: str, memory: str) -> None:
-    _, out, _ = cli.replay(name, "list", width=160)
-    assert memory in out
+@pytest.mark.parametrize(("name", "file"), PAIRS)
+def test_gpudiag_shows_memory_in_mib_as_nvidia_smi_does(cli: Cli, name: str, file: str) -> None:
+    _, smi = xml_gpu(file)
+    used, total, free, reserved = (
+        int(number(smi, f"fb_memory_usage/{part}")) for part in ("used", "total", "free", "reserved")
+    )
+    _, listed, _ = cli.replay(name, "list", width=160)
+    assert f"{used}MiB / {total}MiB" in listed
+    _, memory, _ = cli.replay(name, "memory", width=160)
+    assert f"{used}MiB / {total}MiB" in memory and f"{free}MiB" in memory and f"{reserved}MiB" in memory
