@@ -121,7 +121,9 @@ def command(
             view = memory.build(first, _tracked(replayed), wanted)
             if json_output:
                 stamp = 0.0 if replayed else CLOCK.wall()  # a replay's one-shot is deterministic, as in `list`
-                typer.echo(json.dumps(memory_view.to_json(view, stamp), indent=2))
+                from gpudiag.fleet.identity import slurm_node
+
+                typer.echo(json.dumps(memory_view.to_json(view, stamp, slurm_node=slurm_node()), indent=2))
             else:
                 make_console(s).print(memory_view.render(view))
             if any(r.gpu.state is GpuState.LOST for r in view.gpus):
