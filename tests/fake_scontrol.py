@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-SCRIPT = '''#!{python}
+SCRIPT = """#!{python}
 import json, sys
 state_file, log_file = {state!r}, {log!r}
 args = sys.argv[1:]
@@ -42,7 +42,7 @@ if args[:1] == ["update"]:
     json.dump(nodes, open(state_file, "w"))
     sys.exit(0)
 sys.exit(2)
-'''
+"""
 
 
 @dataclass
@@ -69,8 +69,6 @@ def install(directory: Path, nodes: dict[str, tuple[str, str]], fail_updates: bo
     state_file, log_file = directory / "slurm-state.json", directory / "scontrol.log"
     state_file.write_text(json.dumps({n: {"state": s, "reason": r} for n, (s, r) in nodes.items()}))
     script = bindir / "scontrol"
-    script.write_text(
-        SCRIPT.format(python=sys.executable, state=str(state_file), log=str(log_file), fail=fail_updates)
-    )
+    script.write_text(SCRIPT.format(python=sys.executable, state=str(state_file), log=str(log_file), fail=fail_updates))
     script.chmod(0o755)
     return FakeSlurm(bindir, state_file, log_file)

@@ -74,9 +74,7 @@ def command(
         if reason:
             raise _no_device(reason)
         outcome = _measure(s, source, machine.gpus, plan)
-    _report(
-        s, outcome, machine.gpus, plan, gib, json_output, csv_output, modes is not None, machine.host.hostname
-    )
+    _report(s, outcome, machine.gpus, plan, gib, json_output, csv_output, modes is not None, machine.host.hostname)
 
 
 def _measure(s: Settings, source: MachineSource, gpus: tuple[Gpu, ...], plan: Plan) -> Outcome:
@@ -156,7 +154,11 @@ def _report(
     if json_output:
         from gpudiag.fleet.identity import slurm_node
 
-        data: Any = {**bench_view.to_json(rows, outcome, gpus, found, notes, plan), "host": host, "slurm_node": slurm_node()}
+        data: Any = {
+            **bench_view.to_json(rows, outcome, gpus, found, notes, plan),
+            "host": host,
+            "slurm_node": slurm_node(),
+        }
         typer.echo(json.dumps(data, indent=2))
     elif csv_output:
         typer.echo(bench_view.to_csv(rows, unit), nl=False)

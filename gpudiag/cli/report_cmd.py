@@ -52,5 +52,5 @@ def command(
     if json_output:
         typer.echo(json.dumps(report_view.to_json(fleet), indent=2))
     else:
-        make_console(settings(ctx)).print(report_view.render(fleet, nodes=not brief))
+        make_console(settings(ctx)).print(report_view.render(fleet, nodes=not brief), crop=False)
     raise typer.Exit(int(report.exit_code(fleet)))

@@ -143,7 +143,9 @@ class Scontrol:
                 [self.program, *args], capture_output=True, text=True, timeout=SCONTROL_TIMEOUT, check=False
             )
         except subprocess.TimeoutExpired:
-            raise GpudiagError(f"scontrol {' '.join(args[:2])} did not answer in {SCONTROL_TIMEOUT:.0f} s", ExitCode.FAILED) from None
+            raise GpudiagError(
+                f"scontrol {' '.join(args[:2])} did not answer in {SCONTROL_TIMEOUT:.0f} s", ExitCode.FAILED
+            ) from None
         except OSError as exc:
             raise GpudiagError(f"cannot run scontrol: {exc.strerror or exc}", ExitCode.FAILED) from None
 

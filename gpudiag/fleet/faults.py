@@ -10,7 +10,8 @@ _ACTIONS = {1: "GPU reset needed", 2: "node reboot needed", 3: "drain P2P", 4: "
 
 
 def remedy(recovery_actions: list[int | None], remap_pending: list[bool | None]) -> str:
-    """"GPU reset needed" / "node reboot needed" ("" for none), from NVML's recovery action and pending row remaps."""
+    """What else a fix needs ("GPU reset needed", "node reboot needed"; "" for nothing), from NVML's
+    recovery action and pending row remaps."""
     needs = {_ACTIONS.get(a, f"recovery action {a}") for a in recovery_actions if a}
     if any(remap_pending):
         needs.add("GPU reset needed")

@@ -10,10 +10,10 @@ from __future__ import annotations
 import enum
 import json
 import os
-
-import msgspec
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import msgspec
 
 from gpudiag.fleet.faults import remedy
 
@@ -66,10 +66,6 @@ class NodeFile:
     metrics: dict[str, float] = field(default_factory=dict)
     remedy: str = ""  # "GPU reset needed" etc. (see gpudiag.fleet.faults)
     checks: tuple[tuple[str, str], ...] = ()  # (check id, status) of every result, only when asked (JUnit)
-
-
-class _Malformed(ValueError):
-    """The file has our schema but not its shape; the message names the field."""
 
 
 def file_host(path: str) -> str:
@@ -273,7 +269,9 @@ _CHECKS = msgspec.json.Decoder(list[_CheckItem])
 
 def _name(data: _Named | dict[str, Any], fallback: str) -> str:
     """Slurm's name for the node when recorded, else its hostname, else the file's name."""
-    node, host = (data.slurm_node, data.host) if isinstance(data, _Named) else (data.get("slurm_node"), data.get("host"))
+    node, host = (
+        (data.slurm_node, data.host) if isinstance(data, _Named) else (data.get("slurm_node"), data.get("host"))
+    )
     if isinstance(node, str) and node:
         return node
     if isinstance(host, dict):
@@ -300,7 +298,9 @@ def _check(doc: _CheckFile, path: str, fallback: str) -> NodeFile:
         if key in VERSION_FIELDS and value != "N/A"
     }
     names, metrics, rem = _gpu_figures(doc.gpus)
-    return NodeFile(path, _name(doc, fallback), Kind.CHECK, "", doc.verdict, tuple(failures), versions, names, metrics, rem)
+    return NodeFile(
+        path, _name(doc, fallback), Kind.CHECK, "", doc.verdict, tuple(failures), versions, names, metrics, rem
+    )
 
 
 def _gpu_figures(gpus: list[_CheckGpu]) -> tuple[tuple[str, ...], dict[str, float], str]:

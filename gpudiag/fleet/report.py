@@ -170,7 +170,7 @@ def build(files: Iterable[NodeFile], expect: str | None = None) -> Report:
         for cid in node.failed_checks:
             groups[cid].append(node)
     failure_groups = []
-    for cid, members in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0])):
+    for cid, members in sorted(groups.items(), key=lambda item: -len(item[1])):  # ties: in check order
         findings = Counter(
             f"{f.target}: {f.finding}" if f.target else f.finding for n in members for f in n.failures if f.check == cid
         )

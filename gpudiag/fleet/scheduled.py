@@ -76,4 +76,3 @@ def line(facts: Facts, results: Sequence[CheckResult], notes: Sequence[str], cod
     else:
         text = f"gpudiag: UNKNOWN: could not run: {'; '.join(notes) or f'exit {code}'}"
     return text if len(text) <= MAX_LINE else text[: MAX_LINE - 1] + "…"
-

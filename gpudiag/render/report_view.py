@@ -66,16 +66,18 @@ def render(report: Report, nodes: bool = True) -> Group:
         hosts = report.hosts(state)
         if hosts:
             out.append(Text(""))
-            out.append(Text(f"{state.value.capitalize()}: {len(hosts)}  {hostlists.collect(hosts)}", style=_STYLES[state]))
+            out.append(
+                Text(f"{state.value.capitalize()}: {len(hosts)}  {hostlists.collect(hosts)}", style=_STYLES[state])
+            )
     if report.unexpected:
         out.append(Text(f"Not in --expect: {len(report.unexpected)}  {hostlists.collect(report.unexpected)}"))
     if report.skew:
         out += [Text(""), Text("Version skew", style="bold")]
         width = max(len(s.field) for s in report.skew)
         for s in report.skew:
-            for i, (value, hosts) in enumerate(s.values):
+            for i, (value, members) in enumerate(s.values):
                 label = s.field if i == 0 else ""
-                out.append(Text(f"  {label:<{width}}  {len(hosts):>5}  {value}  {hostlists.collect(hosts)}"))
+                out.append(Text(f"  {label:<{width}}  {len(members):>5}  {value}  {hostlists.collect(members)}"))
     if report.outliers:
         out += [Text(""), Text("Outliers against the fleet's median", style="bold")]
         width = max(len(o.host) for o in report.outliers)
@@ -86,6 +88,8 @@ def render(report: Report, nodes: bool = True) -> Group:
         out += [Text(""), Text("Nodes", style="bold")]
         width = max(len(n.host) for n in report.nodes)
         out += [node_line(n, width) for n in report.nodes]
+    for text in out:  # a line per item, never folded: grep and diff read it whole
+        text.no_wrap, text.overflow = True, "ignore"
     return Group(*out)
 
 
@@ -121,8 +125,7 @@ def to_json(report: Report) -> dict[str, Any]:
                 for name, (median, mad, n) in report.stats.items()
             },
             "found": [
-                {"node": o.host, "figure": o.figure.name, "value": o.value, "median": o.median}
-                for o in report.outliers
+                {"node": o.host, "figure": o.figure.name, "value": o.value, "median": o.median} for o in report.outliers
             ],
         },
         "nodes": [_node_json(n, by_host.get(n.host, [])) for n in report.nodes],
@@ -163,7 +166,7 @@ def to_junit(report: Report) -> str:
             case = TestCase("report", classname=classname)
             case.add_error_info(message=problem, error_type="unreadable")
             cases.append(case)
-        failed = {}
+        failed: dict[str, list[str]] = {}
         for f in n.failures:
             failed.setdefault(f.check, []).append(f"{f.target}: {f.finding}" if f.target else f.finding)
         seen = set()
