@@ -228,7 +228,9 @@ def test_json_output(cli: Cli, tmp_path: Path) -> None:
     node = {n["node"]: n for n in data["nodes"]}
     assert node["gpu002"]["remedy"] == "GPU reset needed"
     assert node["gpu002"]["gpus"] == "1× NVIDIA A100-SXM4-80GB" and node["gpu002"]["gpu_count"] == 1
-    assert node["gpu004"]["problems"] == [f"{directory}/gpu004.json: truncated or malformed JSON (the node was killed while writing?)"]
+    assert node["gpu004"]["problems"] == [
+        f"{directory}/gpu004.json: truncated or malformed JSON (the node was killed while writing?)"
+    ]
     assert node["gpu003"]["state"] == "missing"
 
 
