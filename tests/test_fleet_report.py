@@ -17,6 +17,7 @@ from tests.conftest import Cli
 
 BROKEN = "a100-ecc-errors"  # ECC errors, a pending row remap, NVML asks for a GPU reset
 HEALTHY = "h100x8-healthy"
+GOLDEN = Path(__file__).parent / "golden"
 
 
 def fleet(tmp_path: Path, nodes: dict[str, str]) -> Path:
@@ -260,51 +261,12 @@ def test_rendered_report_at_a_fixed_width(cli: Cli, tmp_path: Path) -> None:
     ff.write(directory, "gpu5.json", b"")
     code, out, _ = cli("report", str(directory), "--expect", "gpu[1-5]", width=100)
     assert code == ExitCode.FAILED
-    expected = f"""\
-5 node(s) expected as gpu[1-5]: 2 ready, 1 not ready, 1 unreadable, 1 missing
-
-Failures by check
-  health.ecc                  1  gpu2  e.g. GPU 0: 2 uncorrected ECC error(s) since the driver loaded
-  health.row_remap            1  gpu2  e.g. GPU 0: row remap pending (3 uncorrectable remaps) (GPU reset needed)
-  health.recovery_action      1  gpu2  e.g. GPU 0: NVML: GPU reset required (GPU reset needed)
-  health.clock_events         1  gpu2  e.g. GPU 0: hardware throttling: HwSlowdown, HwThermalSlowdown
-
-Missing: 1  gpu4
-
-Unreadable: 1  gpu5
-
-Version skew
-  Driver                 2  550.54.15  gpu[1,3]
-                         1  535.129.03  gpu2
-  CUDA (driver max)      2  12.4  gpu[1,3]
-                         1  12.2  gpu2
-  torch                  2  2.5.1+cu124  gpu[1,3]
-                         1  2.3.1+cu121  gpu2
-  torch CUDA build       2  12.4  gpu[1,3]
-                         1  12.1  gpu2
-  GPUs                   2  8× NVIDIA H100 80GB HBM3  gpu[1,3]
-                         1  1× NVIDIA A100-SXM4-80GB  gpu2
-
-Outliers against the fleet's median
-  gpu2  temperature 89 °C (fleet median 37 °C)
-  gpu2  ECC uncorrected errors 5 (fleet median 0)
-  gpu2  ECC corrected errors 4031 (fleet median 0)
-  gpu2  remapped rows 4 (fleet median 0)
-  rule: beyond median ± 3.5 × 1.4826 × MAD on the bad side, and by at least 10 % (rates), 5 °C or 1 (counts); fleets of 3+ nodes
-
-Nodes
-gpu1  READY       8× NVIDIA H100 80GB HBM3  driver 550.54.15
-gpu2  NOT READY   1× NVIDIA A100-SXM4-80GB  driver 535.129.03  health.ecc, health.row_remap, health.recovery_action, health.clock_events  GPU reset needed
-gpu3  READY       8× NVIDIA H100 80GB HBM3  driver 550.54.15
-gpu4  MISSING     sent nothing
-gpu5  UNREADABLE  {directory}/gpu5.json: empty file (the node wrote nothing: crashed, killed or timed out?)
-"""
+    expected = (GOLDEN / "report-fleet.txt").read_text().replace("{directory}", str(directory))
     assert out == expected
 
 
 def test_check_json_carries_the_figures_and_the_slurm_node(cli: Cli) -> None:
-    code, out, _ = cli.replay(BROKEN, "check", "--json", "--no-torch", env={"SLURMD_NODENAME": "gpu003"})
-    data = json.loads(out)
+    data = json.loads(cli.replay(BROKEN, "check", "--json", "--no-torch", env={"SLURMD_NODENAME": "gpu003"})[1])
     assert data["slurm_node"] == "gpu003" and data["host"] == "a100-node-31"
     (gpu,) = data["gpus"]
     assert gpu["remap_pending"] is True and gpu["recovery_action"] == 1 and gpu["matmul_tflops"] is None
