@@ -77,7 +77,9 @@ def read(path: str, keep_checks: bool = False) -> NodeFile:
     """One node file, never raising for its content (an OSError reading it is a problem too)."""
     try:
         with open(path, "rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
+            # Not read(MAX_BYTES + 1): that allocates the whole 64 MiB for every file.
+            too_big = os.fstat(handle.fileno()).st_size > MAX_BYTES
+            raw = handle.read(MAX_BYTES + 1) if too_big else handle.read()
     except OSError as exc:
         return NodeFile(path, file_host(path), None, f"cannot read: {exc.strerror or exc}")
     return parse(raw, path, keep_checks)
@@ -304,23 +306,50 @@ def _check(doc: _CheckFile, path: str, fallback: str) -> NodeFile:
 
 
 def _gpu_figures(gpus: list[_CheckGpu]) -> tuple[tuple[str, ...], dict[str, float], str]:
-    metrics: dict[str, float] = {}
-
-    def add(metric: str, values: list[int | None]) -> None:
-        known = [v for v in values if v is not None]
-        if known:
-            metrics[metric] = float(sum(known))
-
-    add("ecc_uncorrected", [g.ecc_aggregate_uncorrected for g in gpus])
-    add("ecc_corrected", [g.ecc_aggregate_corrected for g in gpus])
-    add("remapped_rows", [g.remapped_rows_correctable for g in gpus] + [g.remapped_rows_uncorrectable for g in gpus])
-    add("retired_pages", [g.retired_pages for g in gpus])
-    if temps := [g.temperature_c for g in gpus if g.temperature_c is not None]:
-        metrics["temperature_c"] = float(max(temps))  # the hottest GPU
-    if tflops := [g.matmul_tflops for g in gpus if g.matmul_tflops is not None]:
-        metrics["matmul_tflops"] = min(tflops)  # the slowest GPU
-    names = tuple(g.name or "unknown GPU" for g in gpus)
-    return names, metrics, remedy([g.recovery_action for g in gpus], [g.remap_pending for g in gpus])
+    """Per node: GPU models, the hottest GPU, the slowest matmul, error counts summed over GPUs."""
+    names = []
+    ecc_u = ecc_c = rows = pages = 0
+    seen_ecc_u = seen_ecc_c = seen_rows = seen_pages = False
+    hottest: float | None = None
+    slowest: float | None = None
+    actions: list[int | None] = []
+    pending: list[bool | None] = []
+    for g in gpus:  # one pass, unrolled: this runs for every GPU of every node file
+        names.append(g.name or "unknown GPU")
+        if g.ecc_aggregate_uncorrected is not None:
+            ecc_u += g.ecc_aggregate_uncorrected
+            seen_ecc_u = True
+        if g.ecc_aggregate_corrected is not None:
+            ecc_c += g.ecc_aggregate_corrected
+            seen_ecc_c = True
+        if g.remapped_rows_correctable is not None:
+            rows += g.remapped_rows_correctable + (g.remapped_rows_uncorrectable or 0)
+            seen_rows = True
+        if g.retired_pages is not None:
+            pages += g.retired_pages
+            seen_pages = True
+        if g.temperature_c is not None and (hottest is None or g.temperature_c > hottest):
+            hottest = g.temperature_c
+        if g.matmul_tflops is not None and (slowest is None or g.matmul_tflops < slowest):
+            slowest = g.matmul_tflops
+        if g.recovery_action:
+            actions.append(g.recovery_action)
+        if g.remap_pending:
+            pending.append(True)
+    sums: dict[str, float] = {}
+    for metric, total, seen in (
+        ("ecc_uncorrected", ecc_u, seen_ecc_u),
+        ("ecc_corrected", ecc_c, seen_ecc_c),
+        ("remapped_rows", rows, seen_rows),
+        ("retired_pages", pages, seen_pages),
+    ):
+        if seen:
+            sums[metric] = float(total)
+    if hottest is not None:
+        sums["temperature_c"] = float(hottest)
+    if slowest is not None:
+        sums["matmul_tflops"] = slowest
+    return tuple(names), sums, remedy(actions, pending) if actions or pending else ""
 
 
 def _snapshot(doc: _SnapshotFile, path: str, fallback: str) -> NodeFile:

@@ -87,7 +87,8 @@ def render(report: Report, nodes: bool = True) -> Group:
     if nodes and report.nodes:
         out += [Text(""), Text("Nodes", style="bold")]
         width = max(len(n.host) for n in report.nodes)
-        out += [node_line(n, width) for n in report.nodes]
+        # One Text for all the lines: rich renders 10,000 nodes in a fraction of the time of 10,000 Texts.
+        out.append(Text("\n").join(node_line(n, width) for n in report.nodes))
     for text in out:  # a line per item, never folded: grep and diff read it whole
         text.no_wrap, text.overflow = True, "ignore"
     return Group(*out)
