@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpudiag.model import Machine, Reading, Reason, cuda_version_text, unavailable
-from gpudiag.testing import fixtures
+from gpudiag.replay import fixtures
 
 
 def test_a_reading_holds_exactly_one_of_value_or_reason() -> None:
@@ -78,6 +78,7 @@ def test_every_reason_has_a_distinct_label_and_a_stable_value() -> None:
         "not_found",
         "unavailable",
         "unknown_error",
+        "not_read",
     ]
 
 
