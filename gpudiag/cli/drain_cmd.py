@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import os
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from gpudiag.cli.common import handle_errors
-from gpudiag.errors import GpudiagError, UsageError
+from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
-
-if TYPE_CHECKING:
-    from gpudiag.fleet.drain import Current, Scontrol, Target
 
 
 @handle_errors
@@ -36,52 +32,23 @@ def command(
     A reason someone else set is never overwritten. Exit codes: 0 done (or printed), 1 an scontrol
     command failed, 2 usage error.
     """
-    from gpudiag.fleet import drain, nodefiles, report
+    from gpudiag.fleet import drain
 
-    if len(paths) == 1 and not os.path.isdir(paths[0]):
-        try:
-            with open(paths[0], "rb") as handle:
-                raw = handle.read()
-        except OSError as exc:
-            raise UsageError(f"{paths[0]}: {exc.strerror or exc}") from None
-        targets = drain.from_report_json(raw, paths[0]) if drain.is_report(raw) else None
-    else:
-        targets = None
-    if targets is None:
-        targets = drain.from_report(report.build(nodefiles.read(f) for f in report.node_files(paths)))
-
-    scontrol, current = _current(targets, execute)
-    actions = drain.plan(targets, current, resume)
-
-    failed = 0
-    for action in actions:
-        if action.verb is drain.Verb.KEEP:
-            typer.echo(f"# {action.node}: {action.reason}")
-            continue
-        if not execute:
-            typer.echo(action.shell())
-            continue
-        assert scontrol is not None
-        error = scontrol.update(action)
-        if error:
-            failed += 1
-            typer.echo(f"gpudiag: {action.verb.value} {action.node} failed: {error}", err=True)
-        else:
-            typer.echo(f"{action.verb.value} {action.node}: {action.reason}")
-    if not any(a.verb is not drain.Verb.KEEP for a in actions):
-        typer.echo("# nothing to drain or resume", err=True)
-    raise typer.Exit(int(ExitCode.FAILED if failed else ExitCode.OK))
-
-
-def _current(targets: list[Target], execute: bool) -> tuple[Scontrol | None, dict[str, Current | None]]:
-    """Slurm's state and reason per node; a dry run without a reachable Slurm lists every failed node."""
-    from gpudiag.fleet.drain import Current, Scontrol
-
+    targets = drain.load_targets(paths)
     try:
-        scontrol = Scontrol()
-        return scontrol, {t.node: scontrol.show(t.node) for t in targets}
+        found = drain.Scontrol()
+        current = {t.node: found.show(t.node) for t in targets}
+        scontrol: drain.Scontrol | None = found
     except GpudiagError as exc:
         if execute:
             raise
         typer.echo(f"# {exc.message}; current states and reasons not read", err=True)
-        return None, {t.node: Current("UNKNOWN", "") for t in targets}
+        scontrol, current = None, {t.node: drain.Current("UNKNOWN", "") for t in targets}
+    actions = drain.plan(targets, current, resume)
+    if not any(a.verb is not drain.Verb.KEEP for a in actions):
+        typer.echo("# nothing to drain or resume", err=True)
+    failed = False
+    for line, ok in drain.carry_out(actions, scontrol if execute else None):
+        typer.echo(line, err=not ok)
+        failed = failed or not ok
+    raise typer.Exit(int(ExitCode.FAILED if failed else ExitCode.OK))

@@ -9,11 +9,12 @@ unreadable nodes are not drained: gpudiag does not know what is wrong with them.
 from __future__ import annotations
 
 import enum
+import os
 import re
 import shlex
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import msgspec
@@ -208,3 +209,32 @@ def is_report(raw: bytes) -> bool:
     """Whether a file is a report (else it is taken as a node output)."""
     head = raw[:4096]
     return b'"schema"' in head and SCHEMA.encode() in head
+
+
+def load_targets(paths: list[str]) -> list[Target]:
+    """From one `report --json` file, or from node files and directories as `report` reads them."""
+    from gpudiag.fleet import nodefiles
+    from gpudiag.fleet.report import build, node_files
+
+    if len(paths) == 1 and not os.path.isdir(paths[0]):
+        try:
+            with open(paths[0], "rb") as handle:
+                raw = handle.read()
+        except OSError as exc:
+            raise UsageError(f"{paths[0]}: {exc.strerror or exc}") from None
+        if is_report(raw):
+            return from_report_json(raw, paths[0])
+    return from_report(build(nodefiles.read(f) for f in node_files(paths)))
+
+
+def carry_out(actions: Iterable[Action], scontrol: Scontrol | None) -> Iterator[tuple[str, bool]]:
+    """(line, ok) per action: the command (dry run, ``scontrol`` None), or what running it did."""
+    for action in actions:
+        if action.verb is Verb.KEEP:
+            yield f"# {action.node}: {action.reason}", True
+        elif scontrol is None:
+            yield action.shell(), True
+        elif error := scontrol.update(action):
+            yield f"gpudiag: {action.verb.value} {action.node} failed: {error}", False
+        else:
+            yield f"{action.verb.value} {action.node}: {action.reason}", True
