@@ -116,7 +116,10 @@ def parse(raw: bytes, path: str, keep_checks: bool = False) -> NodeFile:
 
 def _explain(raw: bytes, path: str, host: str, exc: Exception | str) -> NodeFile:
     """Why a JSON document is not one we read (the error path only: parse it again, plainly)."""
-    data = json.loads(raw)
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return NodeFile(path, host, None, f"malformed JSON: {exc}")
     if not isinstance(data, dict):
         return NodeFile(path, host, None, "not a gpudiag output (JSON, but not an object)")
     schema = data.get("schema")
@@ -134,7 +137,7 @@ def _leading_json(raw: bytes) -> bytes | None:
     text = raw.decode("utf-8", "replace").lstrip()
     try:
         _, end = json.JSONDecoder().raw_decode(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
         return None
     return text[:end].encode()
 
