@@ -273,3 +273,26 @@ def test_check_json_carries_the_figures_and_the_slurm_node(cli: Cli) -> None:
     assert gpu["remap_pending"] is True and gpu["recovery_action"] == 1 and gpu["matmul_tflops"] is None
     memory = json.loads(cli.replay(BROKEN, "memory", "--json", env={"SLURMD_NODENAME": "gpu003"})[1])
     assert (memory["host"], memory["slurm_node"]) == ("a100-node-31", "gpu003")
+
+
+def test_real_bench_transfer_output_is_read(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench-transfer --json as the command writes it (the real child on fake copies), healthy and trained down."""
+    from tests.test_bench_cli import _fake_child
+
+    with monkeypatch.context() as patch:
+        _fake_child(patch, "h100x8-healthy", default_rate=53e9, rates={"d2d": 2.9e12})
+        args = ("bench-transfer", "--device", "0,1", "--modes", "h2d,d2h,d2d", "--json")
+        code, out, _ = cli(*args, env={"SLURMD_NODENAME": "gpu001"})
+    assert code == ExitCode.OK
+    healthy = nodefiles.parse(out.encode(), "x.json")
+    assert healthy.kind is Kind.BENCH and healthy.host == "gpu001" and healthy.failures == ()
+    assert healthy.metrics == pytest.approx({"h2d_gbps": 53.0, "d2h_gbps": 53.0, "d2d_gbps": 2900.0})
+
+    with monkeypatch.context() as patch:
+        _fake_child(patch, "h100-pcie-gen2-trained-down", default_rate=6.4e9, rates={"d2d": 1.0e12})
+        code, out, _ = cli("bench-transfer", "--iters", "4", "--samples", "2", "--json")
+    assert code == ExitCode.FAILED
+    slow = nodefiles.parse(out.encode(), "x.json")
+    assert slow.host == json.loads(out)["host"] and slow.metrics["h2d_gbps"] == pytest.approx(6.4)
+    assert [f.check for f in slow.failures] == ["bench-transfer"]
+    assert "host copies below expected" in slow.failures[0].finding

@@ -393,7 +393,7 @@ def _bench(doc: _BenchFile, path: str, fallback: str) -> NodeFile:
     failures = [
         Failure("bench-transfer", f"cuda:{f.cuda_device}" if f.cuda_device is not None else "", f.message)
         for f in doc.findings
-        if f.severity == "error"
+        if f.severity != "info"  # what makes bench-transfer exit 1: wrong data, below expected, cut short
     ]
     if not doc.complete:
         failures.append(Failure("bench-transfer", "", "the benchmark did not complete"))
