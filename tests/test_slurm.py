@@ -179,7 +179,7 @@ def cluster() -> Iterator[Cluster]:
     # The example Prolog, installed as slurm.conf's Prolog, reading its settings file.
     prolog = root / "etc" / "prolog.sh"
     prolog.write_text(
-        f"#!/bin/sh\nGPUDIAG_PROLOG_CONF={root}/etc/gpudiag-prolog exec {ROOT}/examples/slurm-prolog.sh\n"
+        f"#!/bin/sh\nGPUDIAG_PROLOG_CONF={root}/etc/gpudiag-prolog exec bash {ROOT}/examples/slurm-prolog.sh\n"
     )
     prolog.chmod(0o755)
     env = {
@@ -214,7 +214,7 @@ def cluster() -> Iterator[Cluster]:
 def test_the_srun_recipe_and_the_report(cluster: Cluster) -> None:
     """examples/slurm-fleet-check.sh in an allocation: check on every node, then `report`."""
     script = str(ROOT / "examples" / "slurm-fleet-check.sh")
-    done = cluster.run("salloc", "-N1", script, "healthy", GPUDIAG_REPLAY=HEALTHY, GPUDIAG_FLEET_BENCH="0")
+    done = cluster.run("salloc", "-N1", "bash", script, "healthy", GPUDIAG_REPLAY=HEALTHY, GPUDIAG_FLEET_BENCH="0")
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"1 node(s) expected as {cluster.node}: 1 ready, 0 not ready, 0 unreadable, 0 missing" in done.stdout
     report = json.loads((cluster.root / "healthy" / "report.json").read_text())
@@ -222,7 +222,7 @@ def test_the_srun_recipe_and_the_report(cluster: Cluster) -> None:
     assert (node["node"], node["state"], node["gpu_count"]) == (cluster.node, "ready", 8)
     assert (cluster.root / "healthy" / "report.xml").read_text().count("<testcase") > 20
 
-    done = cluster.run("salloc", "-N1", script, "broken", GPUDIAG_REPLAY=BROKEN, GPUDIAG_FLEET_BENCH="0")
+    done = cluster.run("salloc", "-N1", "bash", script, "broken", GPUDIAG_REPLAY=BROKEN, GPUDIAG_FLEET_BENCH="0")
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"health.ecc                  1  {cluster.node}" in done.stdout
 
