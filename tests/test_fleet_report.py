@@ -48,7 +48,7 @@ BAD_FILES = [
         b' "checks": [{"status": "FAIL"}]}',
         "missing required field `id`",
     ),
-    (b'{"schema": "gpudiag.memory/1"}', "malformed gpudiag.memory/1 output: Object missing required field `gpus`"),
+    (b'{"schema": "gpudiag.memory/2"}', "malformed gpudiag.memory/2 output: Object missing required field `gpus`"),
     (b'{"schema": "gpudiag.machine/1", "nvml": [], "gpus": []}', "malformed gpudiag.machine/1 output"),
     (b"[" * 100_000 + b"]" * 100_000, "truncated or malformed JSON"),  # deeper than any parser recurses
 ]
@@ -116,6 +116,8 @@ def test_a_snapshot_and_a_memory_file_merge_with_the_check_of_the_same_node(tmp_
     assert node.host == "dgx-h100-07" and node.state is State.READY
     assert set(node.kinds) == {Kind.CHECK, Kind.SNAPSHOT, Kind.MEMORY}
     assert fleet_report.skew == ()
+    older = {"schema": "gpudiag.memory/1", "host": "n2", "gpus": [{"name": "NVIDIA A40"}, {"name": None}]}
+    assert nodefiles.parse(json.dumps(older).encode(), "m.json").gpus == ("NVIDIA A40", "unknown GPU")
 
 
 # --- the fleet -------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ SCHEMAS = {
     "gpudiag.check/1": Kind.CHECK,
     "gpudiag.machine/1": Kind.SNAPSHOT,
     "gpudiag.bench-transfer/1": Kind.BENCH,
-    "gpudiag.memory/1": Kind.MEMORY,
+    "gpudiag.memory/2": Kind.MEMORY,
+    "gpudiag.memory/1": Kind.MEMORY,  # before 0.2.0: a missing reading was null
 }
 
 # Version fields compared across the fleet, under the names `check --json` gives them.
@@ -275,14 +276,18 @@ class _BenchFile(_Named, tag_field="schema", tag="gpudiag.bench-transfer/1"):
 
 
 class _MemoryGpu(msgspec.Struct):
-    name: str | None = None
+    name: str | _Reading = None
 
 
-class _MemoryFile(_Named, tag_field="schema", tag="gpudiag.memory/1"):
+class _MemoryFile(_Named, tag_field="schema", tag="gpudiag.memory/2"):
     gpus: list[_MemoryGpu]
 
 
-_DECODER = msgspec.json.Decoder(_CheckFile | _SnapshotFile | _BenchFile | _MemoryFile)
+class _MemoryFileV1(_MemoryFile, tag="gpudiag.memory/1"):
+    """The same fields, as far as a report reads them."""
+
+
+_DECODER = msgspec.json.Decoder(_CheckFile | _SnapshotFile | _BenchFile | _MemoryFile | _MemoryFileV1)
 _CHECKS = msgspec.json.Decoder(list[_CheckItem])
 
 
@@ -429,8 +434,14 @@ def _bench(doc: _BenchFile, path: str, fallback: str) -> NodeFile:
 
 
 def _memory(doc: _MemoryFile, path: str, fallback: str) -> NodeFile:
-    names = tuple(g.name or "unknown GPU" for g in doc.gpus)
+    names = tuple(_known(g.name) or "unknown GPU" for g in doc.gpus)
     return NodeFile(path, _name(doc, fallback), Kind.MEMORY, gpus=names)
 
 
-_READERS: dict[type, Any] = {_CheckFile: _check, _SnapshotFile: _snapshot, _BenchFile: _bench, _MemoryFile: _memory}
+_READERS: dict[type, Any] = {
+    _CheckFile: _check,
+    _SnapshotFile: _snapshot,
+    _BenchFile: _bench,
+    _MemoryFile: _memory,
+    _MemoryFileV1: _memory,
+}
