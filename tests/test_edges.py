@@ -329,6 +329,7 @@ _NULL_MEANS_NOT_APPLICABLE = {
     "command",
     "peak_used_bytes",
     "mig_uuid",
+    "slurm_node",  # not run by Slurm
 }
 
 
