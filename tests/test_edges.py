@@ -332,6 +332,7 @@ _NULL_MEANS_NOT_APPLICABLE = {
     "command",
     "peak_used_bytes",
     "mig_uuid",
+    "slurm_node",  # not run by Slurm
 }
 
 
