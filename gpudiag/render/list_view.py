@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
 from rich.measure import Measurement
 from rich.table import Table
@@ -123,6 +124,27 @@ def _natural_width(console: Console, table: Table) -> int:
     return Measurement.get(console, console.options.update_width(10_000), table).maximum
 
 
+def width_bound(table: Table) -> int | None:
+    """At least the table's natural width, from its cells' plain text; None when a cell is not plain
+    one-line text. Measuring a table costs as much as rendering it (~5-8 ms for 8 GPUs): when the
+    bound fits, the measurement is skipped and rich lays the table out once."""
+    total = 0
+    for column in table.columns:
+        widest = cell_len(str(column.header))
+        for cell in column.cells:
+            plain = cell.plain if isinstance(cell, Text) else cell if isinstance(cell, str) else None
+            if plain is None or "\t" in plain or "\n" in plain:
+                return None
+            widest = max(widest, cell_len(plain))
+        total += widest + 2  # padding on both sides
+    return total + len(table.columns) + 1  # separators, and edges as if shown
+
+
+def _fits(console: Console, table: Table, width: int) -> bool:
+    bound = width_bound(table)
+    return bound is not None and bound <= width
+
+
 def gpu_table(gpus: tuple[Gpu, ...], console: Console) -> Table:
     """The GPU table with as many columns as fit the console's width. Detail columns go first;
     if the rest is still too wide, the name is cut: GPU, temperature, memory and utilization stay whole."""
@@ -131,6 +153,8 @@ def gpu_table(gpus: tuple[Gpu, ...], console: Console) -> Table:
         if column is not None:
             shown.remove(column)
         table = _gpu_table(gpus, shown)
+        if _fits(console, table, console.width):
+            return table
         natural = _natural_width(console, table)
         if natural <= console.width:
             return table
@@ -216,6 +240,10 @@ def process_table(gpus: tuple[Gpu, ...], width: int, console: Console | None = N
     rows = _process_rows(gpus)
     if not rows:
         return Text("No running processes found", style="dim")
+    whole = _process_table(rows, [], command=True, command_width=width)
+    bound = width_bound(whole)
+    if bound is not None and bound <= width:  # nothing is cut: no need to measure the other columns
+        return _process_table(rows, [], command=True, command_width=width, wrap=width >= 100)
     measure = console or Console(width=width)
     left_out: list[str] = []
     for detail in (None, *_PROCESS_DETAILS):
