@@ -284,3 +284,17 @@ def test_a_patched_function_pointer_lookup_is_used_by_the_process_wrappers() -> 
     lib._nvmlGetFunctionPointer = patched  # type: ignore[method-assign]
     assert len(lib.nvmlDeviceGetComputeRunningProcesses(FakeHandle(0))) == 1
     assert asked == ["nvmlDeviceGetComputeRunningProcesses_v3"]
+
+
+def test_the_call_log_keeps_the_latest_calls_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replayed watch or exporter runs for days: the log of calls must not grow with it."""
+    from gpudiag.replay import fake_nvml
+
+    monkeypatch.setattr(fake_nvml, "CALL_LOG", 50)
+    lib = FakeNvml(load("h100x8-healthy")[0])
+    lib.nvmlInit()
+    for _ in range(200):
+        lib.nvmlDeviceGetCount()
+    lib.nvmlShutdown()
+    assert len(lib.calls) == 50
+    assert lib.calls[-2:] == ["nvmlDeviceGetCount", "nvmlShutdown"]

@@ -13,6 +13,7 @@ driver that lacks it would; a name that nvidia-ml-py itself lacks is an Attribut
 from __future__ import annotations
 
 import ctypes
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FunctionType, ModuleType
@@ -60,6 +61,7 @@ _COMPUTE_MODE_CODES = {
     ComputeMode.EXCLUSIVE_PROCESS: pynvml.NVML_COMPUTEMODE_EXCLUSIVE_PROCESS,
 }
 
+CALL_LOG = 100_000  # NVML calls kept for cost tests (~0.8 MiB)
 _MAX_MIG_SLOTS = 7  # A100/H100: up to seven GPU instances
 _NO_INSTANCE = 0xFFFFFFFF  # NVML's gpuInstanceId/computeInstanceId off MIG
 _NOT_AVAILABLE = ctypes.c_ulonglong(-1).value  # NVML_VALUE_NOT_AVAILABLE for usedGpuMemory
@@ -126,7 +128,9 @@ class FakeNvml(ModuleType):
         # Consumers (gpustat) cache function pointers here, as in nvidia-ml-py.
         namespace["_nvmlGetFunctionPointer_cache"] = {}
         self._machine = machine
-        self._calls: list[str] = []
+        # The latest calls only: a replayed `memory --watch` or exporter runs for days, and a log of
+        # every call grew by ~2 KiB a refresh on the 8-GPU example.
+        self._calls: deque[str] = deque(maxlen=CALL_LOG)
         self._init_count = 0  # NVML counts nvmlInit calls; each needs its nvmlShutdown
         self._loaded = False  # the library stays loaded after a shutdown, as pynvml keeps it
         # Every NVML call is a module attribute (so vars() and star imports see it): the modelled
@@ -140,8 +144,8 @@ class FakeNvml(ModuleType):
 
     @property
     def calls(self) -> list[str]:
-        """Every NVML function called, in order, for cost tests."""
-        return self._calls
+        """The NVML functions called, in order (the latest CALL_LOG of them), for cost tests."""
+        return list(self._calls)
 
     @property
     def initialised(self) -> bool:
