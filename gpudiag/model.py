@@ -10,7 +10,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+if TYPE_CHECKING:  # loaded only where details are read or shown (see gpudiag.serialize)
+    from gpudiag.details import GpuDetails
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -125,6 +128,9 @@ class HostState(str, enum.Enum):
     OTHER_NAMESPACE = "other_pid_namespace"  # a host PID seen from inside a container
 
 
+DETAILS_NOT_READ = "not read by this command"
+DETAILS_NOT_RECORDED = "not recorded in this snapshot"
+
 # --- GPU facts -----------------------------------------------------------------------
 
 
@@ -237,6 +243,8 @@ class Gpu:
     mig_mode_pending: Reading[bool]
     mig_devices: tuple[MigDevice, ...]
     processes: Reading[tuple[GpuProcess, ...]]
+    # What `nvidia-smi -q` adds (clocks, NVLink, topology, ...); only commands that show it read it.
+    details: Reading[GpuDetails] = field(default_factory=lambda: unavailable(Reason.UNAVAILABLE, DETAILS_NOT_READ))
 
     @property
     def label(self) -> str:

@@ -31,7 +31,7 @@ def snapshot_command(
     Replay it anywhere with `gpudiag --replay FILE list` (or check, memory, visible).
     """
     replay = settings(ctx).replay
-    machine = collect(replay)
+    machine = collect(replay, details=True)
     if not replay and not no_torch:
         # Recorded so that `check` on the replay can judge torch against these GPUs.
         from gpudiag.probe.torch_runtime import probe

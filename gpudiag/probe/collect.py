@@ -10,10 +10,22 @@ from typing import Any
 
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
-from gpudiag.model import MACHINE_SCHEMA, HostInfo, Machine, Reading, Reason, TorchBuild, TorchRuntime, unavailable
+from gpudiag.model import (
+    DETAILS_NOT_READ,
+    DETAILS_NOT_RECORDED,
+    MACHINE_SCHEMA,
+    HostInfo,
+    Machine,
+    Reading,
+    Reason,
+    TorchBuild,
+    TorchRuntime,
+    unavailable,
+)
 from gpudiag.probe import env as env_probe
 from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
 from gpudiag.probe.nvml import HostResolver, NvmlSession
+from gpudiag.probe.nvml import _no_process_stats as _NO_STATS
 from gpudiag.probe.torch_static import torch_build
 
 REPLAY_ENV = "GPUDIAG_REPLAY"
@@ -35,14 +47,19 @@ class MachineSource:
     torch_runtime: Reading[TorchRuntime] = field(
         default_factory=lambda: unavailable(Reason.UNAVAILABLE, "torch runtime not probed")
     )
+    # The replayed machine: GPUs it holds without details keep saying "not recorded".
+    recorded: Machine | None = None
     session: NvmlSession = field(init=False)
 
     def __post_init__(self) -> None:
         self.session = NvmlSession(self.lib, self.host)
         self.session.open(self.kernel_module_version)
 
-    def read(self) -> Machine:
-        gpus = self.session.read_gpus() if self.session.opened else ()
+    def read(self, details: bool = False) -> Machine:
+        """One sample; ``details`` adds `nvidia-smi -q`'s facts (clocks, NVLink, topology, ...)."""
+        if details and self.session.process_stats is _NO_STATS:
+            self.session.process_stats = _process_stats(self.recorded)
+        gpus = self.session.read_gpus(details) if self.session.opened else ()
         return Machine(
             schema=MACHINE_SCHEMA,
             source=self.name,
@@ -63,6 +80,16 @@ class MachineSource:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _process_stats(recorded: Machine | None) -> Any:
+    if recorded is None:
+        from gpudiag.probe.details import PsutilProcessStats
+
+        return PsutilProcessStats()
+    from gpudiag.testing.fake_details import RecordedProcessStats
+
+    return RecordedProcessStats(recorded)
 
 
 def open_source(replay: str | None = None, environ: Mapping[str, str] | None = None) -> MachineSource:
@@ -120,14 +147,23 @@ def _replay_source(spec: str) -> MachineSource:
         kernel_module_version=machine.nvml.kernel_module_version,
         description=description,
         torch_runtime=machine.torch_runtime,
+        recorded=machine,
     )
+    source.session.unrecorded_details = {
+        gpu.index: unavailable(
+            gpu.details.reason,
+            DETAILS_NOT_RECORDED if gpu.details.detail in ("", DETAILS_NOT_READ) else gpu.details.detail,
+        )
+        for gpu in machine.gpus
+        if gpu.details.reason is not None
+    }
     return source
 
 
-def collect(replay: str | None = None, environ: Mapping[str, str] | None = None) -> Machine:
-    """One reading of the machine."""
+def collect(replay: str | None = None, environ: Mapping[str, str] | None = None, details: bool = False) -> Machine:
+    """One reading of the machine; ``details`` adds what `nvidia-smi -q` shows beyond the table."""
     with open_source(replay, environ) as source:
-        machine = source.read()
+        machine = source.read(details)
     if replay:
         machine = replace(machine, collected_at=0.0)  # replays are deterministic
     return machine

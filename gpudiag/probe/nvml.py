@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -139,6 +140,12 @@ class NvmlSession:
         self._missing: list[str] = []
         self.info: NvmlInfo
         self.opened = False
+        # For details: host view of GPU processes, and the CPU count behind NVML's affinity masks.
+        self.process_stats: Any = _no_process_stats
+        self.cpu_count = os.cpu_count() or 1
+        self._details: Any = None
+        # Replays: GPUs whose snapshot holds no details answer with this instead of being read.
+        self.unrecorded_details: dict[int, Reading[Any]] = {}
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -260,8 +267,8 @@ class NvmlSession:
 
     # -- reading ---------------------------------------------------------------------
 
-    def read_gpus(self) -> tuple[Gpu, ...]:
-        """Read every GPU. Safe to call repeatedly; handles are reused."""
+    def read_gpus(self, details: bool = False) -> tuple[Gpu, ...]:
+        """Read every GPU, with `nvidia-smi -q`'s details if asked. Safe to call repeatedly."""
         gpus = []
         for index, handles in enumerate(self._handles):
             if handles.gpu is None:
@@ -271,12 +278,39 @@ class NvmlSession:
                 gpus.append(self._read_gpu(index, handles))
             except _GpuLostError as lost:
                 gpus.append(failed_gpu(index, GpuState.LOST, f"GPU is lost ({lost.detail})"))
+        if details:
+            gpus = self._with_details(gpus)
         self.info = replace(
             self.info,
             process_query_api=self._process_api,
             functions_missing=tuple(self._missing),
         )
         return tuple(gpus)
+
+    def _with_details(self, gpus: list[Gpu]) -> list[Gpu]:
+        from gpudiag.probe.details import DetailsProbe, with_nvlink_counts
+
+        if self._details is None:
+            self._details = DetailsProbe(self._lib, self._read, self.process_stats, self.cpu_count)
+        opened = [(i, hs.gpu) for i, hs in enumerate(self._handles) if hs.gpu is not None]
+        found: list[Any] = []
+        for index, gpu in enumerate(gpus):
+            handle = self._handles[index].gpu
+            if handle is None or gpu.state is not GpuState.OK or index in self.unrecorded_details:
+                found.append(None)
+                continue
+            peers = [(other, oh) for other, oh in opened if other != index]
+            try:
+                found.append(self._details.read(index, handle, peers))
+            except _GpuLostError as lost:
+                found.append(None)
+                gpus[index] = failed_gpu(index, GpuState.LOST, f"GPU is lost ({lost.detail})")
+        found = with_nvlink_counts(found, [g.pci_bus_id.value for g in gpus])
+        out = [g if d is None else replace(g, details=Reading.of(d)) for g, d in zip(gpus, found, strict=True)]
+        return [
+            replace(g, details=self.unrecorded_details[i]) if i in self.unrecorded_details and g.state is GpuState.OK else g
+            for i, g in enumerate(out)
+        ]
 
     def _read_gpu(self, index: int, handles: _Handles) -> Gpu:
         lib, h = self._lib, handles.gpu
@@ -502,6 +536,11 @@ class NvmlSession:
                 )
             )
         return Reading.of(tuple(result))
+
+
+def _no_process_stats(pid: int) -> tuple[Reading[float], Reading[int], Reading[float]]:
+    missing: Reading[Any] = unavailable(Reason.UNAVAILABLE, "no host view of processes")
+    return missing, missing, missing
 
 
 class NvmlDiscoveryError(Exception):

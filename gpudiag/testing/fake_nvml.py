@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 import pynvml
 
+from gpudiag.testing.fake_details import FakeDetailsMixin
 from gpudiag.model import (
     ComputeMode,
     Gpu,
@@ -70,7 +71,7 @@ def _value(reading: Reading[Any]) -> Any:
     return reading.value
 
 
-class FakeNvml:
+class FakeNvml(FakeDetailsMixin):
     """Module-like stand-in for ``pynvml``. Swap the machine with :meth:`set_machine`."""
 
     def __init__(self, machine: Machine) -> None:
@@ -172,7 +173,8 @@ class FakeNvml:
 
     def nvmlDeviceGetPciInfo(self, handle: FakeHandle) -> Any:
         self._enter("nvmlDeviceGetPciInfo")
-        return SimpleNamespace(busId=_value(self._gpu(handle).pci_bus_id))
+        gpu = self._gpu(handle)
+        return SimpleNamespace(busId=_value(gpu.pci_bus_id), **self.detail_pci(gpu))
 
     def nvmlDeviceGetMinorNumber(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetMinorNumber")
@@ -214,8 +216,7 @@ class FakeNvml:
             return int(_value(gpu.temperature_slowdown_c))
         if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN:
             return int(_value(gpu.temperature_shutdown_c))
-        _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return 0  # unreachable
+        return self.detail_threshold(handle, threshold)
 
     def nvmlDeviceGetFanSpeed(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetFanSpeed")
@@ -299,6 +300,9 @@ class FakeNvml:
         self._enter("nvmlDeviceGetRetiredPages")
         pages = _value(self._gpu(handle).retired_pages)
         single = cause == pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+        recorded = self.detail_retired_addresses(self._gpu(handle), single)
+        if recorded is not None:
+            return recorded
         n = pages.single_bit if single else pages.double_bit
         return [0x1000 * (i + 1) for i in range(n)]  # page addresses; only the count matters
 
@@ -330,7 +334,7 @@ class FakeNvml:
         out = []
         for field_id in field_ids:
             if field_id != pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
-                out.append(SimpleNamespace(fieldId=field_id, nvmlReturn=pynvml.NVML_ERROR_NOT_SUPPORTED))
+                out.append(self.detail_field(gpu, field_id))
                 continue
             action = gpu.recovery_action
             if action.reason is not None:
