@@ -190,6 +190,7 @@ class ProcessLoad:
     memory_percent: int
     encoder_percent: int
     decoder_percent: int
+    sampled_at_us: int  # NVML's timestamp of the sample (µs; the cursor for the next read)
     cpu_percent: Reading[float]
     rss_bytes: Reading[int]
     started_at: Reading[float]  # unix time

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from gpudiag.cli.common import handle_errors, make_console, settings
 from gpudiag.errors import UsageError
 from gpudiag.exitcodes import NVML_EXIT, ExitCode
-from gpudiag.model import GpuState, NvmlStatus, Reading
+from gpudiag.model import Gpu, GpuState, Machine, NvmlStatus, Reading
 from gpudiag.probe.collect import collect
 from gpudiag.selection import select_gpus
 from gpudiag.serialize import to_data
@@ -21,7 +21,7 @@ from gpudiag.serialize import to_data
 def list_command(
     ctx: typer.Context,
     json_output: Annotated[
-        bool, typer.Option("--json", help="Machine-readable output (schema gpudiag.machine/1).")
+        bool, typer.Option("--json", help="Machine-readable output (schema gpudiag.machine/1); JSON Lines with --watch.")
     ] = False,
     ids: Annotated[
         str | None,
@@ -32,48 +32,157 @@ def list_command(
         ),
     ] = None,
     no_processes: Annotated[bool, typer.Option("--no-processes", help="Leave out the processes table.")] = False,
+    details: Annotated[
+        bool,
+        typer.Option(
+            "--details",
+            "-q",
+            help="Everything about each GPU, grouped like `nvidia-smi -q`: clocks, power, ECC by location, "
+            "NVLink, topology, per-process load.",
+        ),
+    ] = False,
     query: Annotated[
         str | None,
         typer.Option(
-            "--query", "--query-gpu", help="nvidia-smi-style CSV fields, e.g. name,memory.used,utilization.gpu."
+            "--query",
+            "--query-gpu",
+            help="nvidia-smi --query-gpu fields as CSV, e.g. name,memory.used,clocks.sm (all 214 names of driver 580).",
+        ),
+    ] = None,
+    query_apps: Annotated[
+        str | None,
+        typer.Option(
+            "--query-compute-apps", help="nvidia-smi --query-compute-apps fields as CSV, e.g. pid,process_name,used_memory."
         ),
     ] = None,
     output_format: Annotated[
-        str | None, typer.Option("--format", help="With --query: csv[,noheader][,nounits].")
+        str | None, typer.Option("--format", help="With --query / --query-compute-apps: csv[,noheader][,nounits].")
     ] = None,
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C (like nvidia-smi -l, gpustat --watch).")
+    ] = False,
+    interval: Annotated[float, typer.Option("--interval", help="With --watch: seconds between samples.")] = 2.0,
+    count: Annotated[int | None, typer.Option("--count", help="With --watch: take this many samples, then exit.")] = None,
 ) -> None:
     """Show the GPUs, their state and the processes on them (like nvidia-smi)."""
     s = settings(ctx)
-    if output_format is not None and query is None:
-        raise UsageError("--format goes with --query")
-    if query is not None and json_output:
-        raise UsageError("choose one of --json and --query")
-    if query is not None:
+    modes = (("--json", json_output), ("--query", query), ("--query-compute-apps", query_apps), ("--details", details))
+    chosen = [name for name, on in modes if on]
+    if len(chosen) > 1:
+        raise UsageError(f"choose one of {' and '.join(chosen)}")
+    if output_format is not None and query is None and query_apps is None:
+        raise UsageError("--format goes with --query or --query-compute-apps")
+    if (interval != 2.0 or count is not None) and not watch:
+        raise UsageError("--interval and --count go with --watch")
+    if interval <= 0:
+        raise UsageError("--interval must be more than 0 seconds")
+    if count is not None and count < 1:
+        raise UsageError("--count must be at least 1")
+    view = _view(query, query_apps, output_format, details, json_output, no_processes)
+
+    if not watch:
+        machine = _sample(s.replay, view.details)
+        _check_nvml(machine, json_output)
+        gpus = _selected(machine, ids, no_processes)
+        if view.plain:
+            typer.echo(view.text(machine, gpus, first=True), nl=False)
+        else:
+            view.show(machine, gpus, s)
+        if any(g.state is GpuState.LOST for g in gpus):
+            raise typer.Exit(int(ExitCode.GPU_LOST))
+        return
+    from gpudiag.cli.list_watch import watch_list
+
+    watch_list(s, view, ids, no_processes, interval, count)
+
+
+class View:
+    """What one sample prints: plain text (CSV, JSON, details) or rich tables."""
+
+    def __init__(
+        self,
+        kind: str,
+        columns: Any = None,
+        fmt: Any = None,
+        details: bool = False,
+        show_processes: bool = True,
+    ) -> None:
+        self.kind = kind  # "table" | "json" | "csv" | "apps" | "details"
+        self.columns = columns
+        self.fmt = fmt
+        self.details = details
+        self.show_processes = show_processes
+
+    @property
+    def plain(self) -> bool:
+        return self.kind != "table"
+
+    def text(self, machine: Machine, gpus: tuple[Gpu, ...], first: bool, lines: bool = False) -> str:
         from gpudiag.render import csv_query
 
-        names = csv_query.parse_query(query)
-        fmt = csv_query.parse_format(output_format or "csv")
+        if self.kind == "json":
+            data = to_data(replace(machine, gpus=gpus))
+            return json.dumps(data, separators=(",", ":")) + "\n" if lines else json.dumps(data, indent=2) + "\n"
+        if self.kind == "csv":
+            fmt = self.fmt if first else replace(self.fmt, header=False)
+            return csv_query.render_csv(machine, gpus, self.columns, fmt)
+        if self.kind == "apps":
+            fmt = self.fmt if first else replace(self.fmt, header=False)
+            return csv_query.render_apps_csv(machine, gpus, self.columns, fmt)
+        from gpudiag.render.details_view import render
 
-    machine = collect(s.replay)
+        return render(machine, gpus)
+
+    def renderable(self, machine: Machine, gpus: tuple[Gpu, ...], console: Any) -> Any:
+        from gpudiag.render.list_view import render
+
+        return render(machine, gpus, console, show_processes=self.show_processes)
+
+    def show(self, machine: Machine, gpus: tuple[Gpu, ...], s: Any) -> None:
+        console = make_console(s)
+        console.print(self.renderable(machine, gpus, console))
+
+
+def _view(
+    query: str | None,
+    query_apps: str | None,
+    output_format: str | None,
+    details: bool,
+    json_output: bool,
+    no_processes: bool,
+) -> View:
+    if query is not None or query_apps is not None:
+        from gpudiag.render import csv_query
+
+        fmt = csv_query.parse_format(output_format or "csv")
+        if query is not None:
+            columns = csv_query.parse_query(query)
+            return View("csv", columns, fmt, details=csv_query.needs_details(columns))
+        apps = csv_query.parse_apps_query(query_apps or "")
+        return View("apps", apps, fmt, details=any(f.details for _, f in apps))
+    if json_output:
+        return View("json")
+    if details:
+        return View("details", details=True)
+    return View("table", show_processes=not no_processes)
+
+
+def _sample(replay: str | None, details: bool) -> Machine:
+    return collect(replay, details=details)
+
+
+def _check_nvml(machine: Machine, json_output: bool) -> None:
     if machine.nvml.status is not NvmlStatus.OK:
         if json_output:
             typer.echo(json.dumps(to_data(machine), indent=2))
         raise typer.Exit(_fail_nvml(machine.nvml.detail, machine.nvml.status))
+
+
+def _selected(machine: Machine, ids: str | None, no_processes: bool) -> tuple[Gpu, ...]:
     gpus = select_gpus(machine.gpus, ids)
     if no_processes:
         gpus = tuple(replace(g, processes=Reading.of(())) if g.processes.ok else g for g in gpus)
-
-    if json_output:
-        typer.echo(json.dumps(to_data(replace(machine, gpus=gpus)), indent=2))
-    elif query is not None:
-        typer.echo(csv_query.render_csv(machine, gpus, names, fmt), nl=False)
-    else:
-        from gpudiag.render.list_view import render
-
-        console = make_console(s)
-        console.print(render(machine, gpus, console, show_processes=not no_processes))
-    if any(g.state is GpuState.LOST for g in gpus):
-        raise typer.Exit(int(ExitCode.GPU_LOST))
+    return gpus
 
 
 def _fail_nvml(detail: str, status: NvmlStatus) -> int:

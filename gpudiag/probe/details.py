@@ -384,6 +384,7 @@ class DetailsProbe:
                     memory_percent=int(s.memUtil),
                     encoder_percent=int(s.encUtil),
                     decoder_percent=int(s.decUtil),
+                    sampled_at_us=int(s.timeStamp),
                     cpu_percent=cpu,
                     rss_bytes=rss,
                     started_at=started,

@@ -370,11 +370,11 @@ class FakeDetailsMixin:
 
     def nvmlDeviceGetProcessUtilization(self, handle: Any, since: int) -> list[Any]:
         loads = _value(self._details("nvmlDeviceGetProcessUtilization", handle).process_load)
-        stamp = since + 1  # always newer than asked: a replay holds one moment
+        # A replay holds one moment: its samples are always newer than the cursor asked for.
         return [
             SimpleNamespace(
                 pid=p.pid,
-                timeStamp=stamp,
+                timeStamp=max(p.sampled_at_us, since + 1),
                 smUtil=p.sm_percent,
                 memUtil=p.memory_percent,
                 encUtil=p.encoder_percent,

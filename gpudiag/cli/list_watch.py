@@ -1,0 +1,65 @@
+"""`gpudiag list --watch`: the list, refreshed every interval from one NVML session.
+
+On a terminal the tables refresh in place (rich Live); piped, each sample is printed as a
+block, as `nvidia-smi -l` does; CSV keeps one header and JSON becomes JSON Lines.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from gpudiag.cli.common import make_console
+from gpudiag.exitcodes import ExitCode
+from gpudiag.model import GpuState
+from gpudiag.probe.collect import open_source
+from gpudiag.watch import repeat
+
+if TYPE_CHECKING:
+    from gpudiag.cli.common import Settings
+    from gpudiag.cli.list_cmd import View
+
+
+def watch_list(s: Settings, view: View, ids: str | None, no_processes: bool, interval: float, count: int | None) -> None:
+    from gpudiag.cli.list_cmd import _check_nvml, _selected
+
+    console = make_console(s)
+    live: Any = None
+    lost = False
+    with open_source(s.replay) as source:  # handles are fetched once, reused by every sample
+
+        def step(n: int) -> None:
+            nonlocal live, lost
+            machine = source.read(view.details)
+            if s.replay:
+                machine = machine.__class__(**{**machine.__dict__, "collected_at": time.time()})
+            _check_nvml(machine, view.kind == "json")
+            gpus = _selected(machine, ids, no_processes)
+            lost = any(g.state is GpuState.LOST for g in gpus)
+            if view.plain:
+                block = view.text(machine, gpus, first=n == 0, lines=True)
+                if view.kind == "details" and n:
+                    block = "\n" + block
+                typer.echo(block, nl=False)
+            elif console.is_terminal:
+                if live is None:
+                    from rich.live import Live
+
+                    live = Live(console=console, auto_refresh=False, transient=False, redirect_stderr=False)
+                    live.start()
+                live.update(view.renderable(machine, gpus, console), refresh=True)
+            else:
+                if n:
+                    console.print()
+                console.print(time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(machine.collected_at)))
+                console.print(view.renderable(machine, gpus, console))
+
+        try:
+            repeat(step, interval, count, time.monotonic, time.sleep)
+        finally:
+            if live is not None:
+                live.stop()
+    if lost:
+        raise typer.Exit(int(ExitCode.GPU_LOST))
