@@ -158,6 +158,7 @@ class NvLink:
     version: Reading[int]
     speed_mbps: Reading[int]
     remote_pci_bus_id: Reading[str]
+    remote_type: Reading[str]  # "GPU", "switch" (NVSwitch), "IBM NPU" or "unknown"
     replay_errors: Reading[int]
     recovery_errors: Reading[int]
     crc_flit_errors: Reading[int]
@@ -170,8 +171,9 @@ class PeerLink:
 
     gpu: int  # the other GPU's NVML index
     common_ancestor: Reading[str]  # nvidia-smi's PIX/PXB/PHB/NODE/SYS (NV# comes from nvlinks)
-    nvlinks: int  # active NVLinks that end on the other GPU
+    nvlinks: int  # active NVLinks to the other GPU: direct, or through NVSwitches when P2P over NVLink is OK
     p2p_read: Reading[str]  # nvmlDeviceGetP2PStatus(READ): "OK" or why not
+    p2p_nvlink: Reading[str]  # nvmlDeviceGetP2PStatus(NVLINK)
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ def _hint(cls: type, f: dataclasses.Field[Any]) -> Any:
             for name, (module, attr) in _LAZY_TYPES.items():
                 if name in annotation and name not in namespace:
                     namespace[name] = getattr(importlib.import_module(module), attr)
-            annotation = eval(annotation, namespace)  # noqa: S307 - our own dataclass annotations
+            annotation = eval(annotation, namespace)
         _HINTS[key] = annotation
     return _HINTS[key]
 

@@ -156,3 +156,35 @@ def test_process_load_keeps_each_pids_newest_sample_and_its_cursor() -> None:
     assert first.value is not None and first.value[0].sm_percent == 40
     probe._process_load(0, object())
     assert asked == [0, 9]  # the second read asks only for samples newer than the first's
+
+
+GOLDEN = Path(__file__).parent / "golden" / "list-details"
+
+
+@pytest.mark.parametrize("name", [*fixtures.example_names(), "h100-capture-busy"])
+def test_every_example_shows_its_details_like_its_golden_file(name: str) -> None:
+    import os
+
+    from tests.test_list_cli import run
+
+    spec = str(MACHINES / f"{name}.json") if name.startswith("h100-capture") else name
+    code, out, err = run("--replay", spec, "list", "--details")
+    rendered = f"exit={code}\n--- stdout\n{out}--- stderr\n{err}".replace(str(MACHINES), "tests/machines")
+    golden = GOLDEN / f"{name}.txt"
+    if os.environ.get("GPUDIAG_UPDATE_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(rendered)
+    assert golden.exists(), f"no golden output for {name}: run with GPUDIAG_UPDATE_GOLDEN=1 and review it"
+    assert rendered == golden.read_text()
+
+
+def test_nvswitch_node_shows_nv18_between_every_pair_and_its_numa_split() -> None:
+    from gpudiag.render.details_view import topology_matrix
+
+    machine = collect("h100x8-nvswitch", details=True)
+    matrix = topology_matrix(machine).splitlines()
+    assert matrix[2].split()[:9] == ["GPU0", "X", *["NV18"] * 7]
+    assert matrix[9].split()[-3:] == ["56-111,168-223", "1", "1"]
+    peers = machine.gpus[0].details.value.affinity.peers  # type: ignore[union-attr]
+    assert {p.common_ancestor.value for p in peers if p.gpu < 4} == {"NODE"}
+    assert {p.common_ancestor.value for p in peers if p.gpu >= 4} == {"SYS"}

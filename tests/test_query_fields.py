@@ -97,7 +97,7 @@ def test_power_limit_is_the_requested_limit_and_enforced_the_enforced_one() -> N
     assert d is not None
     # Not equal on every GPU (an administrator's cap, a thermal or board limit): read from two calls.
     assert csv_query.BY_NAME["power.limit"].read is not csv_query.BY_NAME["enforced.power.limit"].read
-    code, out, _ = run("--replay", IDLE, "list", "--query", "power.limit,enforced.power.limit", "--format", "csv")
+    _, out, _ = run("--replay", IDLE, "list", "--query", "power.limit,enforced.power.limit", "--format", "csv")
     assert out.splitlines()[1] == "700.00 W, 700.00 W"
 
 
@@ -128,7 +128,9 @@ def test_query_compute_apps_matches_nvidia_smi_on_the_busy_h100() -> None:
     got = out.splitlines()
     assert got[0] == want[0]
     assert got[1].split(", ")[1:] == want[1].split(", ")[1:]  # all but the timestamp
-    _, aliases, _ = run("--replay", BUSY, "list", "--query-compute-apps", "pid,name,used_memory", "--format", "csv,noheader,nounits")
+    _, aliases, _ = run(
+        "--replay", BUSY, "list", "--query-compute-apps", "pid,name,used_memory", "--format", "csv,noheader,nounits"
+    )
     assert aliases == "1128, python3, 15946\n"
 
 

@@ -21,7 +21,8 @@ from gpudiag.serialize import to_data
 def list_command(
     ctx: typer.Context,
     json_output: Annotated[
-        bool, typer.Option("--json", help="Machine-readable output (schema gpudiag.machine/1); JSON Lines with --watch.")
+        bool,
+        typer.Option("--json", help="Machine-readable output (schema gpudiag.machine/1); JSON Lines with --watch."),
     ] = False,
     ids: Annotated[
         str | None,
@@ -52,7 +53,8 @@ def list_command(
     query_apps: Annotated[
         str | None,
         typer.Option(
-            "--query-compute-apps", help="nvidia-smi --query-compute-apps fields as CSV, e.g. pid,process_name,used_memory."
+            "--query-compute-apps",
+            help="nvidia-smi --query-compute-apps fields as CSV, e.g. pid,process_name,used_memory.",
         ),
     ] = None,
     output_format: Annotated[
@@ -62,7 +64,9 @@ def list_command(
         bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C (like nvidia-smi -l, gpustat --watch).")
     ] = False,
     interval: Annotated[float, typer.Option("--interval", help="With --watch: seconds between samples.")] = 2.0,
-    count: Annotated[int | None, typer.Option("--count", help="With --watch: take this many samples, then exit.")] = None,
+    count: Annotated[
+        int | None, typer.Option("--count", help="With --watch: take this many samples, then exit.")
+    ] = None,
 ) -> None:
     """Show the GPUs, their state and the processes on them (like nvidia-smi)."""
     s = settings(ctx)

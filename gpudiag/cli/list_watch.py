@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from gpudiag.cli.list_cmd import View
 
 
-def watch_list(s: Settings, view: View, ids: str | None, no_processes: bool, interval: float, count: int | None) -> None:
+def watch_list(
+    s: Settings, view: View, ids: str | None, no_processes: bool, interval: float, count: int | None
+) -> None:
     from gpudiag.cli.list_cmd import _check_nvml, _selected
 
     console = make_console(s)

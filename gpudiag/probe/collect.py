@@ -24,8 +24,7 @@ from gpudiag.model import (
 )
 from gpudiag.probe import env as env_probe
 from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
-from gpudiag.probe.nvml import HostResolver, NvmlSession
-from gpudiag.probe.nvml import _no_process_stats as _NO_STATS
+from gpudiag.probe.nvml import HostResolver, NvmlSession, no_process_stats
 from gpudiag.probe.torch_static import torch_build
 
 REPLAY_ENV = "GPUDIAG_REPLAY"
@@ -57,7 +56,7 @@ class MachineSource:
 
     def read(self, details: bool = False) -> Machine:
         """One sample; ``details`` adds `nvidia-smi -q`'s facts (clocks, NVLink, topology, ...)."""
-        if details and self.session.process_stats is _NO_STATS:
+        if details and self.session.process_stats is no_process_stats:
             self.session.process_stats = _process_stats(self.recorded)
         gpus = self.session.read_gpus(details) if self.session.opened else ()
         return Machine(
@@ -149,6 +148,7 @@ def _replay_source(spec: str) -> MachineSource:
         torch_runtime=machine.torch_runtime,
         recorded=machine,
     )
+    source.session.cpu_count = 1024  # the recorded machine's CPUs, not this host's, size its affinity masks
     source.session.unrecorded_details = {
         gpu.index: unavailable(
             gpu.details.reason,

@@ -14,8 +14,8 @@ from gpudiag.details import (
     ECC_LOCATIONS,
     Affinity,
     Bar1,
-    ClockSet,
     Clocks,
+    ClockSet,
     Codecs,
     EccLocation,
     GpuDetails,
@@ -45,6 +45,8 @@ P2P_STATUS = {
     6: "unknown",
 }
 P2P_READ = 0  # NVML_P2P_CAPS_INDEX_READ (pynvml defines it as a one-item tuple)
+P2P_NVLINK = 2  # NVML_P2P_CAPS_INDEX_NVLINK
+NVLINK_REMOTE_TYPES = {0: "GPU", 1: "IBM NPU", 2: "switch", 255: "unknown"}
 
 # Clock-event reason counters as field values, in nvidia-smi's names.
 EVENT_COUNTER_FIELDS = (
@@ -87,7 +89,9 @@ def _mw(value: Any) -> float:
 
 def cpu_list(mask_words: Any) -> str:
     """NVML's CPU bitmask (64-bit words, lowest CPU first) as a list such as ``0-15,32-47``."""
-    cpus = [word_index * 64 + bit for word_index, word in enumerate(mask_words) for bit in range(64) if int(word) >> bit & 1]
+    cpus = [
+        word_index * 64 + bit for word_index, word in enumerate(mask_words) for bit in range(64) if int(word) >> bit & 1
+    ]
     return ranges(cpus)
 
 
@@ -113,7 +117,8 @@ class DetailsProbe:
 
     def read(self, index: int, h: Any, peers: list[tuple[int, Any]]) -> GpuDetails:
         fields = self._field_values(
-            h, [FI_MEMORY_TEMP, FI_TOTAL_ENERGY, FI_PCIE_REPLAY_COUNTER, FI_POWER_AVERAGE, FI_POWER_INSTANT]
+            h,
+            [FI_MEMORY_TEMP, FI_TOTAL_ENERGY, FI_PCIE_REPLAY_COUNTER, FI_POWER_AVERAGE, FI_POWER_INSTANT]
             + [fid for _, fid in EVENT_COUNTER_FIELDS]
             + [FI_REMAPPED_COR_INACTIVE, FI_REMAPPED_UNC_INACTIVE],
         )
@@ -158,7 +163,9 @@ class DetailsProbe:
                 lib.NVML_ERROR_NO_PERMISSION: Reason.NO_PERMISSION,
                 lib.NVML_ERROR_NOT_FOUND: Reason.NOT_FOUND,
             }.get(code, Reason.UNKNOWN_ERROR)
-            out[fid] = unavailable(reason, "" if reason is not Reason.UNKNOWN_ERROR else f"field {fid}: NVML error {code}")
+            out[fid] = unavailable(
+                reason, "" if reason is not Reason.UNKNOWN_ERROR else f"field {fid}: NVML error {code}"
+            )
         return out
 
     # -- groups ----------------------------------------------------------------------
@@ -328,6 +335,12 @@ class DetailsProbe:
                     remote_pci_bus_id=self._read(
                         "nvmlDeviceGetNvLinkRemotePciInfo", h, link, convert=lambda p: _text(p.busId)
                     ),
+                    remote_type=self._read(
+                        "nvmlDeviceGetNvLinkRemoteDeviceType",
+                        h,
+                        link,
+                        convert=lambda t: NVLINK_REMOTE_TYPES.get(int(t), "unknown"),
+                    ),
                     replay_errors=errors(lib.NVML_NVLINK_ERROR_DL_REPLAY),
                     recovery_errors=errors(lib.NVML_NVLINK_ERROR_DL_RECOVERY),
                     crc_flit_errors=errors(lib.NVML_NVLINK_ERROR_DL_CRC_FLIT),
@@ -344,11 +357,17 @@ class DetailsProbe:
                 PeerLink(
                     gpu=other,
                     common_ancestor=self._read(
-                        "nvmlDeviceGetTopologyCommonAncestor", h, oh, convert=lambda lv: TOPOLOGY_LEVELS.get(int(lv), "?")
+                        "nvmlDeviceGetTopologyCommonAncestor",
+                        h,
+                        oh,
+                        convert=lambda lv: TOPOLOGY_LEVELS.get(int(lv), "?"),
                     ),
                     nvlinks=0,  # filled in by the session, which sees every GPU's links
                     p2p_read=self._read(
                         "nvmlDeviceGetP2PStatus", h, oh, P2P_READ, convert=lambda s: P2P_STATUS.get(int(s), str(s))
+                    ),
+                    p2p_nvlink=self._read(
+                        "nvmlDeviceGetP2PStatus", h, oh, P2P_NVLINK, convert=lambda s: P2P_STATUS.get(int(s), str(s))
                     ),
                 )
             )
@@ -394,7 +413,9 @@ class DetailsProbe:
 
 
 def with_nvlink_counts(details: list[GpuDetails | None], bus_ids: list[str | None]) -> list[GpuDetails | None]:
-    """Fill each peer's NVLink count: the active links of a GPU whose far end is that peer."""
+    """Fill each peer's NVLink count, as `nvidia-smi topo -m` shows NV#: the active links whose far
+    end is that peer, or, when the two reach each other over NVLink through NVSwitches, every
+    active link to a switch."""
     from dataclasses import replace
 
     by_bus = {bus.lower(): i for i, bus in enumerate(bus_ids) if bus}
@@ -404,11 +425,20 @@ def with_nvlink_counts(details: list[GpuDetails | None], bus_ids: list[str | Non
             out.append(d)
             continue
         counts: dict[int, int] = {}
+        switched = 0
         for link in d.nvlinks.value:
+            if not link.active.get(False):
+                continue
+            if link.remote_type.value == "switch":
+                switched += 1
+                continue
             remote = link.remote_pci_bus_id.value
-            if link.active.get(False) and remote is not None and remote.lower() in by_bus:
+            if remote is not None and remote.lower() in by_bus:
                 counts[by_bus[remote.lower()]] = counts.get(by_bus[remote.lower()], 0) + 1
-        peers = tuple(replace(p, nvlinks=counts.get(p.gpu, 0)) for p in d.affinity.peers)
+        peers = tuple(
+            replace(p, nvlinks=counts.get(p.gpu, 0) + (switched if p.p2p_nvlink.value == "OK" else 0))
+            for p in d.affinity.peers
+        )
         out.append(replace(d, affinity=replace(d.affinity, peers=peers)))
     return out
 

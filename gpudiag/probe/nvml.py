@@ -141,7 +141,7 @@ class NvmlSession:
         self.info: NvmlInfo
         self.opened = False
         # For details: host view of GPU processes, and the CPU count behind NVML's affinity masks.
-        self.process_stats: Any = _no_process_stats
+        self.process_stats: Any = no_process_stats
         self.cpu_count = os.cpu_count() or 1
         self._details: Any = None
         # Replays: GPUs whose snapshot holds no details answer with this instead of being read.
@@ -308,7 +308,9 @@ class NvmlSession:
         found = with_nvlink_counts(found, [g.pci_bus_id.value for g in gpus])
         out = [g if d is None else replace(g, details=Reading.of(d)) for g, d in zip(gpus, found, strict=True)]
         return [
-            replace(g, details=self.unrecorded_details[i]) if i in self.unrecorded_details and g.state is GpuState.OK else g
+            replace(g, details=self.unrecorded_details[i])
+            if i in self.unrecorded_details and g.state is GpuState.OK
+            else g
             for i, g in enumerate(out)
         ]
 
@@ -538,7 +540,7 @@ class NvmlSession:
         return Reading.of(tuple(result))
 
 
-def _no_process_stats(pid: int) -> tuple[Reading[float], Reading[int], Reading[float]]:
+def no_process_stats(pid: int) -> tuple[Reading[float], Reading[int], Reading[float]]:
     missing: Reading[Any] = unavailable(Reason.UNAVAILABLE, "no host view of processes")
     return missing, missing, missing
 

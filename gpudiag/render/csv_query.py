@@ -288,7 +288,13 @@ FIELDS: tuple[Field, ...] = (
     ),
     *(
         F(f"clocks_event_reasons_counters.{name}", _event_counter(name), unit="us", details=True)
-        for name in ("sw_power_cap", "sync_boost", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+        for name in (
+            "sw_power_cap",
+            "sync_boost",
+            "sw_thermal_slowdown",
+            "hw_thermal_slowdown",
+            "hw_power_brake_slowdown",
+        )
     ),
     F("memory.total", _mem("total_bytes"), _mib, "MiB"),
     F("memory.reserved", _reserved, _mib, "MiB"),
@@ -341,7 +347,10 @@ FIELDS: tuple[Field, ...] = (
     D("remapped_rows.uncorrectable_inactive", lambda d: d.memory_health.remapped_inactive_uncorrectable),
     F("remapped_rows.pending", _remapped("pending"), _yes),
     F("remapped_rows.failure", _remapped("failure"), _yes),
-    *(F(f"remapped_rows.histogram.{a}", _histogram(a), details=True) for a in ("max", "high", "partial", "low", "none")),
+    *(
+        F(f"remapped_rows.histogram.{a}", _histogram(a), details=True)
+        for a in ("max", "high", "partial", "low", "none")
+    ),
     F("temperature.gpu", _gpu(lambda g: g.temperature_c)),
     D("temperature.gpu.tlimit", lambda d: d.temperatures.margin_c),
     D("temperature.memory", lambda d: d.temperatures.memory_c),

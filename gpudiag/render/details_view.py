@@ -210,6 +210,10 @@ _EVENT_LABELS = {
 }
 
 
+def _bit_state(bit: int) -> Callable[[int], str]:
+    return lambda mask: "Active" if mask & bit else "Not Active"
+
+
 def _events(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
     lines: list[Line] = [(1, "Clocks Event Reasons", None)]
     active = gpu.clock_event_reasons
@@ -218,12 +222,18 @@ def _events(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
         if supported is not None and not supported & bit:
             value = "N/A (not supported)"
         else:
-            value = show(active, lambda mask, bit=bit: "Active" if mask & bit else "Not Active")
+            value = show(active, _bit_state(bit))
         lines.append((2, _EVENT_LABELS[name], value))
     if d is not None:
         lines.append((1, "Clocks Event Reasons Counters", None))
         for name, reading in d.clocks.event_reason_counters_us:
-            lines.append((2, name.replace("_", " ").title().replace("Sw ", "SW ").replace("Hw ", "HW "), show(reading, lambda v: f"{v} us")))
+            lines.append(
+                (
+                    2,
+                    name.replace("_", " ").title().replace("Sw ", "SW ").replace("Hw ", "HW "),
+                    show(reading, lambda v: f"{v} us"),
+                )
+            )
     return lines
 
 
@@ -243,9 +253,19 @@ def _memory(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
         bar1 = d.bar1.value
         lines.append((1, "BAR1 Memory Usage", None if bar1 is not None else _na(d.bar1)))
         if bar1 is not None:
-            lines += [(2, "Total", _mib(bar1.total_bytes)), (2, "Used", _mib(bar1.used_bytes)), (2, "Free", _mib(bar1.free_bytes))]
+            lines += [
+                (2, "Total", _mib(bar1.total_bytes)),
+                (2, "Used", _mib(bar1.used_bytes)),
+                (2, "Free", _mib(bar1.free_bytes)),
+            ]
         prot = d.identity.protected_memory_bytes.value
-        lines.append((1, "Conf Compute Protected Memory Usage", None if prot is not None else _na(d.identity.protected_memory_bytes)))
+        lines.append(
+            (
+                1,
+                "Conf Compute Protected Memory Usage",
+                None if prot is not None else _na(d.identity.protected_memory_bytes),
+            )
+        )
         if prot is not None:
             lines += [(2, "Total", _mib(prot[0])), (2, "Used", _mib(prot[1])), (2, "Free", _mib(prot[2]))]
     return lines
@@ -289,7 +309,10 @@ def _ecc(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
                 if corrected.value is None and uncorrected.value is None:
                     continue  # this GPU has no such memory or does not count it
                 label = loc.location.replace("_", " ").title().replace("Sram", "SRAM").replace("Cbu", "CBU")
-                lines += [(3, f"{label} Correctable", show(corrected)), (3, f"{label} Uncorrectable", show(uncorrected))]
+                lines += [
+                    (3, f"{label} Correctable", show(corrected)),
+                    (3, f"{label} Uncorrectable", show(uncorrected)),
+                ]
         lines += [
             (3, "Total Correctable", show(getattr(e, f"{counter}_corrected"))),
             (3, "Total Uncorrectable", show(getattr(e, f"{counter}_uncorrected"))),
@@ -318,7 +341,11 @@ def _ecc(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
             lines += [
                 (2, "Inactive Correctable Error", show(h.remapped_inactive_correctable)),
                 (2, "Inactive Uncorrectable Error", show(h.remapped_inactive_uncorrectable)),
-                (2, "Bank Remap Availability Histogram", None if h.row_remap_histogram.ok else _na(h.row_remap_histogram)),
+                (
+                    2,
+                    "Bank Remap Availability Histogram",
+                    None if h.row_remap_histogram.ok else _na(h.row_remap_histogram),
+                ),
             ]
             if h.row_remap_histogram.value is not None:
                 hist = h.row_remap_histogram.value
@@ -365,12 +392,18 @@ def _power(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
             (2, "Total Energy Consumption", show(p.energy_mj, lambda mj: f"{mj / 1000:.3f} J")),
         ]
     else:
-        lines += [(2, "Power Draw", show(gpu.power_draw_w, _w)), (2, "Current Power Limit", show(gpu.power_limit_w, _w))]
+        lines += [
+            (2, "Power Draw", show(gpu.power_draw_w, _w)),
+            (2, "Current Power Limit", show(gpu.power_limit_w, _w)),
+        ]
     return lines
 
 
 def _clock_lines(title: str, clocks: ClockSet, which: tuple[str, ...]) -> list[Line]:
-    return [(1, title, None), *((2, name.title() if name != "sm" else "SM", show(getattr(clocks, name), _mhz)) for name in which)]
+    return [
+        (1, title, None),
+        *((2, name.title() if name != "sm" else "SM", show(getattr(clocks, name), _mhz)) for name in which),
+    ]
 
 
 def _clocks(d: GpuDetails) -> list[Line]:
@@ -394,7 +427,7 @@ def _nvlink(d: GpuDetails) -> list[Line]:
             (2, f"Link {link.link}", state),
             (3, "Version", show(link.version)),
             (3, "Speed", show(link.speed_mbps, lambda v: f"{v / 1000:.3f} GB/s")),
-            (3, "Remote Bus Id", show(link.remote_pci_bus_id)),
+            (3, "Remote", f"{show(link.remote_type)} {show(link.remote_pci_bus_id)}"),
             (3, "Replay Errors", show(link.replay_errors)),
             (3, "Recovery Errors", show(link.recovery_errors)),
             (3, "CRC Flit Errors", show(link.crc_flit_errors)),
@@ -475,7 +508,7 @@ def topology_matrix(machine: Machine) -> str:
         cells += [
             d.affinity.cpus.get("N/A") if d else "N/A",
             d.affinity.numa_nodes.get("N/A") if d else "N/A",
-            g.numa_node.get("N/A") if g.numa_node.value is not None else "N/A",
+            str(g.numa_node.value) if g.numa_node.value is not None else "N/A",
         ]
         rows.append([str(c) for c in cells])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]

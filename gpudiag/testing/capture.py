@@ -59,7 +59,18 @@ FROM_NVIDIA_SMI: dict[str, Any] = {
 # Field values by id: power.draw.average / .instant (mW) and the clock-event counters (ns).
 FIELDS_FROM_NVIDIA_SMI = {
     "idle": {185: 71290, 186: 71890, 74: 0, 76: 0, 269: 0, 270: 0, 271: 0, 230: 0, 301: 0, 302: 0},
-    "busy": {185: 118690, 186: 119570, 74: 0, 76: 0, 269: 0, 270: 0, 271: 0, 230: 0, 301: 0, 302: 0},  # from nvidia-smi-q-busy.xml
+    "busy": {
+        185: 118690,
+        186: 119570,
+        74: 0,
+        76: 0,
+        269: 0,
+        270: 0,
+        271: 0,
+        230: 0,
+        301: 0,
+        302: 0,
+    },  # from nvidia-smi-q-busy.xml
 }
 # The busy capture's process as nvidia-smi --query-compute-apps showed it (pid 1128, python3).
 BUSY_PROCESS_NAME = "python3"

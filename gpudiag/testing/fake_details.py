@@ -41,7 +41,7 @@ def _value(reading: Reading[Any]) -> Any:
 
 
 def _mask(numbers: str, words: int) -> list[int]:
-    """"0-15,32" as NVML's array of 64-bit words."""
+    """ "0-15,32" as NVML's array of 64-bit words."""
     out = [0] * words
     for part in filter(None, numbers.split(",")):
         first, _, last = part.partition("-")
@@ -87,10 +87,14 @@ class FakeDetailsMixin:
         return self._clock("nvmlDeviceGetDefaultApplicationsClock", handle, "default_applications", clock_type)
 
     def nvmlDeviceGetSupportedClocksEventReasons(self, handle: Any) -> int:
-        return int(_value(self._details("nvmlDeviceGetSupportedClocksEventReasons", handle).clocks.event_reasons_supported))
+        return int(
+            _value(self._details("nvmlDeviceGetSupportedClocksEventReasons", handle).clocks.event_reasons_supported)
+        )
 
     def nvmlDeviceGetSupportedClocksThrottleReasons(self, handle: Any) -> int:
-        return int(_value(self._details("nvmlDeviceGetSupportedClocksThrottleReasons", handle).clocks.event_reasons_supported))
+        return int(
+            _value(self._details("nvmlDeviceGetSupportedClocksThrottleReasons", handle).clocks.event_reasons_supported)
+        )
 
     # -- power and temperature -------------------------------------------------------
 
@@ -98,10 +102,13 @@ class FakeDetailsMixin:
         return int(bool(_value(self._details("nvmlDeviceGetPowerManagementMode", handle).power.management)))
 
     def nvmlDeviceGetPowerManagementLimit(self, handle: Any) -> int:
-        return round(_value(self._details("nvmlDeviceGetPowerManagementLimit", handle).power.requested_limit_w) * 1000)
+        return round(
+            float(_value(self._details("nvmlDeviceGetPowerManagementLimit", handle).power.requested_limit_w)) * 1000
+        )
 
     def nvmlDeviceGetPowerManagementDefaultLimit(self, handle: Any) -> int:
-        return round(_value(self._details("nvmlDeviceGetPowerManagementDefaultLimit", handle).power.default_limit_w) * 1000)
+        power = self._details("nvmlDeviceGetPowerManagementDefaultLimit", handle).power
+        return round(float(_value(power.default_limit_w)) * 1000)
 
     def nvmlDeviceGetPowerManagementLimitConstraints(self, handle: Any) -> list[int]:
         power = self._details("nvmlDeviceGetPowerManagementLimitConstraints", handle).power
@@ -165,7 +172,7 @@ class FakeDetailsMixin:
             scopeId=scope,
             nvmlReturn=pynvml.NVML_SUCCESS,
             valueType=value_type,
-            value=SimpleNamespace(**{member: int(reading.value)}),
+            value=SimpleNamespace(**{member: int(_value(reading))}),
         )
 
     # -- identity --------------------------------------------------------------------
@@ -230,7 +237,9 @@ class FakeDetailsMixin:
         return SimpleNamespace(isC2cEnabled=int(bool(self._ident("nvmlDeviceGetC2cModeInfoV", handle, "c2c_enabled"))))
 
     def nvmlDeviceGetConfComputeProtectedMemoryUsage(self, handle: Any) -> Any:
-        total, used, free = self._ident("nvmlDeviceGetConfComputeProtectedMemoryUsage", handle, "protected_memory_bytes")
+        total, used, free = self._ident(
+            "nvmlDeviceGetConfComputeProtectedMemoryUsage", handle, "protected_memory_bytes"
+        )
         return SimpleNamespace(total=total, used=used, free=free)
 
     def detail_pci(self, gpu: Gpu) -> dict[str, Any]:
@@ -333,7 +342,13 @@ class FakeDetailsMixin:
         return int(_value(self._nvlink("nvmlDeviceGetNvLinkVersion", handle, link).version))
 
     def nvmlDeviceGetNvLinkRemotePciInfo(self, handle: Any, link: int) -> Any:
-        return SimpleNamespace(busId=_value(self._nvlink("nvmlDeviceGetNvLinkRemotePciInfo", handle, link).remote_pci_bus_id))
+        return SimpleNamespace(
+            busId=_value(self._nvlink("nvmlDeviceGetNvLinkRemotePciInfo", handle, link).remote_pci_bus_id)
+        )
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: Any, link: int) -> int:
+        kind = _value(self._nvlink("nvmlDeviceGetNvLinkRemoteDeviceType", handle, link).remote_type)
+        return {"GPU": 0, "IBM NPU": 1, "switch": 2}.get(kind, 255)
 
     def nvmlDeviceGetNvLinkErrorCounter(self, handle: Any, link: int, counter: int) -> int:
         found = self._nvlink("nvmlDeviceGetNvLinkErrorCounter", handle, link)
@@ -358,7 +373,12 @@ class FakeDetailsMixin:
         return _TOPOLOGY_CODES[level]
 
     def nvmlDeviceGetP2PStatus(self, handle: Any, other: Any, index: int) -> int:
-        return _P2P_CODES[_value(self._peer("nvmlDeviceGetP2PStatus", handle, other).p2p_read)]
+        peer = self._peer("nvmlDeviceGetP2PStatus", handle, other)
+        if index == 0:
+            return _P2P_CODES[_value(peer.p2p_read)]
+        if index == 2:
+            return _P2P_CODES[_value(peer.p2p_nvlink)]
+        return int(_raise(pynvml.NVML_ERROR_NOT_SUPPORTED))
 
     def nvmlDeviceGetCpuAffinity(self, handle: Any, words: int) -> list[int]:
         return _mask(_value(self._details("nvmlDeviceGetCpuAffinity", handle).affinity.cpus), words)

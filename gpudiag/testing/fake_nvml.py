@@ -15,7 +15,6 @@ from typing import Any, NoReturn
 
 import pynvml
 
-from gpudiag.testing.fake_details import FakeDetailsMixin
 from gpudiag.model import (
     ComputeMode,
     Gpu,
@@ -26,6 +25,7 @@ from gpudiag.model import (
     Reading,
     Reason,
 )
+from gpudiag.testing.fake_details import FakeDetailsMixin
 
 _INIT_ERRORS = {
     NvmlStatus.LIBRARY_NOT_FOUND: pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,
