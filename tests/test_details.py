@@ -15,8 +15,8 @@ import pytest
 from gpudiag.model import DETAILS_NOT_READ, DETAILS_NOT_RECORDED, Reason
 from gpudiag.probe.collect import collect
 from gpudiag.probe.details import cpu_list, ranges
-from gpudiag.testing import capture, fixtures
-from gpudiag.testing.fake_nvml import FakeHandle, FakeNvml
+from gpudiag.replay import capture, fixtures
+from gpudiag.replay.fake_nvml import FakeHandle, FakeNvml
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURE = ROOT / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
@@ -29,7 +29,7 @@ def test_capture_fixture_is_what_the_probe_reads_from_the_capture(moment: str) -
     assert unanswered == []  # every call the probe made was answered by the capture or nvidia-smi's output
     path = MACHINES / f"h100-capture-{moment}.json"
     recorded, _ = fixtures.load(str(path))
-    assert recorded.gpus == machine.gpus, f"regenerate: python -m gpudiag.testing.capture {moment} > {path}"
+    assert recorded.gpus == machine.gpus, f"regenerate: python -m gpudiag.replay.capture {moment} > {path}"
 
 
 def _plain(value: Any) -> Any:
@@ -114,7 +114,7 @@ def test_snapshot_of_a_replay_carries_the_details_and_replays_them(tmp_path: Pat
 def test_plain_list_neither_imports_nor_calls_the_details() -> None:
     code = (
         "import sys\n"
-        "from gpudiag.testing.fake_nvml import FakeNvml\n"
+        "from gpudiag.replay.fake_nvml import FakeNvml\n"
         "from gpudiag.cli.app import main\n"
         "calls = []\n"
         "orig = FakeNvml._enter\n"

@@ -67,7 +67,7 @@ def test_repeat_keeps_the_interval_grid_and_stops_on_ctrl_c() -> None:
 
 
 def test_the_watch_uses_one_nvml_session(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpudiag.testing.fake_nvml import FakeNvml
+    from gpudiag.replay.fake_nvml import FakeNvml
 
     inits: list[int] = []
     original = FakeNvml.nvmlInit

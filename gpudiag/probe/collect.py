@@ -86,7 +86,7 @@ def _process_stats(recorded: Machine | None) -> Any:
         from gpudiag.probe.details import PsutilProcessStats
 
         return PsutilProcessStats()
-    from gpudiag.testing.fake_details import RecordedProcessStats
+    from gpudiag.replay.fake_details import RecordedProcessStats
 
     return RecordedProcessStats(recorded)
 
@@ -131,9 +131,9 @@ def _live_source(environ: Mapping[str, str]) -> MachineSource:
 
 
 def _replay_source(spec: str) -> MachineSource:
-    from gpudiag.testing import fixtures
-    from gpudiag.testing.fake_host import RecordedHost
-    from gpudiag.testing.fake_nvml import FakeNvml
+    from gpudiag.replay import fixtures
+    from gpudiag.replay.fake_host import RecordedHost
+    from gpudiag.replay.fake_nvml import FakeNvml
 
     machine, description = fixtures.load(spec)
     source = MachineSource(

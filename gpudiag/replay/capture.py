@@ -8,7 +8,7 @@ exactly as it read the real one. The few calls that take arguments the capture d
 output of the same GPU (``nvidia-smi-query-gpu-each-field.tsv``, ``nvidia-smi-topo-m.txt``),
 listed in :data:`FROM_NVIDIA_SMI` with where each comes from.
 
-    python -m gpudiag.testing.capture idle > tests/machines/h100-capture-idle.json
+    python -m gpudiag.replay.capture idle > tests/machines/h100-capture-idle.json
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pynvml
 
 from gpudiag.model import MACHINE_SCHEMA, HostProcess, HostState, Machine, Reading, Reason, unavailable
 from gpudiag.probe.nvml import NvmlSession
-from gpudiag.testing import fixtures
+from gpudiag.replay import fixtures
 
 CAPTURE_DIR = Path(__file__).resolve().parent.parent.parent / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
 

@@ -25,7 +25,7 @@ from gpudiag.model import (
     Reading,
     Reason,
 )
-from gpudiag.testing.fake_details import FakeDetailsMixin
+from gpudiag.replay.fake_details import FakeDetailsMixin
 
 _INIT_ERRORS = {
     NvmlStatus.LIBRARY_NOT_FOUND: pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,

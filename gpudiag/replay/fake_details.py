@@ -1,6 +1,6 @@
 """The fake NVML's answers for the detail calls, from a machine's recorded :class:`GpuDetails`.
 
-A mixin of :class:`~gpudiag.testing.fake_nvml.FakeNvml`: each call returns what NVML
+A mixin of :class:`~gpudiag.replay.fake_nvml.FakeNvml`: each call returns what NVML
 returned on the recorded GPU (same shapes as nvidia-ml-py) or raises the error class that
 the recorded reading's reason stands for, as `docs/hardware/.../nvml-getters-*.json` show.
 """
@@ -35,7 +35,7 @@ def _raise(code: int) -> Any:
 
 
 def _value(reading: Reading[Any]) -> Any:
-    from gpudiag.testing.fake_nvml import _value as value
+    from gpudiag.replay.fake_nvml import _value as value
 
     return value(reading)
 
@@ -163,7 +163,7 @@ class FakeDetailsMixin:
         else:
             reading = unavailable(Reason.NOT_SUPPORTED)
         if reading.reason is not None:
-            from gpudiag.testing.fake_nvml import _REASON_ERRORS
+            from gpudiag.replay.fake_nvml import _REASON_ERRORS
 
             return SimpleNamespace(fieldId=field_id, scopeId=scope, nvmlReturn=_REASON_ERRORS[reading.reason])
         member = "ullVal" if value_type == 3 else "uiVal"
