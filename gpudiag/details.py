@@ -77,6 +77,8 @@ class Identity:
     pci_device: Reading[int]
     pci_device_id: Reading[int]  # e.g. 0x233010DE: device 0x2330, vendor 0x10DE
     pci_subsystem_id: Reading[int]
+    pci_base_class: Reading[int]  # PCI class code: 0x3 display controller (0x302: 3D controller)
+    pci_sub_class: Reading[int]
     inforom_image: Reading[str]
     inforom_oem: Reading[str]
     inforom_ecc: Reading[str]
@@ -116,9 +118,28 @@ class RowRemapHistogram:
 
 
 @dataclass(frozen=True)
+class SramErrors:
+    """SRAM ECC errors by kind and, for aggregate uncorrectable ones, by unit (Hopper and later)."""
+
+    volatile_corrected: int
+    volatile_uncorrected_parity: int
+    volatile_uncorrected_secded: int
+    aggregate_corrected: int
+    aggregate_uncorrected_parity: int
+    aggregate_uncorrected_secded: int
+    aggregate_l2: int
+    aggregate_sm: int
+    aggregate_mcu: int  # microcontroller
+    aggregate_pcie: int
+    aggregate_other: int
+    threshold_exceeded: bool  # enough uncorrectable SRAM errors that the GPU should be serviced
+
+
+@dataclass(frozen=True)
 class MemoryHealth:
     ecc_by_location: tuple[EccLocation, ...]
     row_remap_histogram: Reading[RowRemapHistogram]
+    sram: Reading[SramErrors]
     # Rows remapped in an earlier boot whose remapping no longer applies (nvidia-smi's *_inactive).
     remapped_inactive_correctable: Reading[int]
     remapped_inactive_uncorrectable: Reading[int]

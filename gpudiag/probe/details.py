@@ -6,6 +6,7 @@ field, `snapshot`), so plain `gpudiag list` neither imports it nor makes these c
 
 from __future__ import annotations
 
+import ctypes
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -27,6 +28,7 @@ from gpudiag.details import (
     PowerDetail,
     ProcessLoad,
     RowRemapHistogram,
+    SramErrors,
     Temperatures,
 )
 from gpudiag.model import Reading, Reason, unavailable
@@ -221,9 +223,16 @@ class DetailsProbe:
             ),
         )
 
+    def _struct(self, function: str, h: Any, struct: Any) -> Reading[Any]:
+        """A call that fills a versioned struct the caller passes (nvidia-ml-py's newer getters)."""
+        return self._read(function, h, ctypes.byref(struct), convert=lambda _: struct)
+
     def _identity(self, h: Any) -> Identity:
         lib = self._lib
         pci: Reading[Any] = self._read("nvmlDeviceGetPciInfo", h)
+        ext = lib.nvmlPciInfoExt_v1_t()
+        ext.version = lib.nvmlPciInfoExt_v1
+        pci_ext = self._struct("nvmlDeviceGetPciInfoExt", h, ext)
         gsp: Reading[Any] = self._read("nvmlDeviceGetGspFirmwareMode", h)
 
         def inforom(obj: int) -> Reading[str]:
@@ -240,6 +249,8 @@ class DetailsProbe:
             pci_device=pci.map(lambda p: int(p.device)),
             pci_device_id=pci.map(lambda p: int(p.pciDeviceId)),
             pci_subsystem_id=pci.map(lambda p: int(p.pciSubSystemId)),
+            pci_base_class=pci_ext.map(lambda p: int(p.baseClass)),
+            pci_sub_class=pci_ext.map(lambda p: int(p.subClass)),
             inforom_image=self._read("nvmlDeviceGetInforomImageVersion", h, convert=_text),
             inforom_oem=inforom(lib.NVML_INFOROM_OEM),
             inforom_ecc=inforom(lib.NVML_INFOROM_ECC),
@@ -285,6 +296,22 @@ class DetailsProbe:
 
         return MemoryHealth(
             ecc_by_location=locations,
+            sram=self._struct("nvmlDeviceGetSramEccErrorStatus", h, lib.c_nvmlEccSramErrorStatus_v1_t()).map(
+                lambda e: SramErrors(
+                    volatile_corrected=int(e.volatileCor),
+                    volatile_uncorrected_parity=int(e.volatileUncParity),
+                    volatile_uncorrected_secded=int(e.volatileUncSecDed),
+                    aggregate_corrected=int(e.aggregateCor),
+                    aggregate_uncorrected_parity=int(e.aggregateUncParity),
+                    aggregate_uncorrected_secded=int(e.aggregateUncSecDed),
+                    aggregate_l2=int(e.aggregateUncBucketL2),
+                    aggregate_sm=int(e.aggregateUncBucketSm),
+                    aggregate_mcu=int(e.aggregateUncBucketMcu),
+                    aggregate_pcie=int(e.aggregateUncBucketPcie),
+                    aggregate_other=int(e.aggregateUncBucketOther),
+                    threshold_exceeded=bool(e.bThresholdExceeded),
+                )
+            ),
             row_remap_histogram=self._read(
                 "nvmlDeviceGetRowRemapperHistogram",
                 h,

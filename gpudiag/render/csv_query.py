@@ -225,6 +225,23 @@ _FABRIC = (
     "health.partition_assigned",
 )
 
+_SRAM_NUMBERS = (
+    ("volatile.sram.parity", "volatile_uncorrected_parity"),
+    ("volatile.sram.secded", "volatile_uncorrected_secded"),
+    ("aggregate.sram.parity", "aggregate_uncorrected_parity"),
+    ("aggregate.sram.secded", "aggregate_uncorrected_secded"),
+)
+_SRAM_UNITS = ("l2", "sm", "mcu", "pcie", "other")
+
+
+def _sram_reading(d: GpuDetails, attr: str) -> Reading[Any]:
+    return d.memory_health.sram.map(lambda e: getattr(e, attr))
+
+
+def _sram(attr: str) -> Callable[[GpuDetails], Reading[Any]]:
+    return lambda d: _sram_reading(d, attr)
+
+
 # The table, in nvidia-smi's order (`nvidia-smi --help-query-gpu`).
 FIELDS: tuple[Field, ...] = (
     F("timestamp", lambda m, g: Reading.of(m.collected_at), _timestamp),
@@ -238,7 +255,8 @@ FIELDS: tuple[Field, ...] = (
     D("pci.domain", lambda d: d.identity.pci_domain, _hex(4)),
     D("pci.bus", lambda d: d.identity.pci_bus, _hex(2)),
     D("pci.device", lambda d: d.identity.pci_device, _hex(2)),
-    *_unanswered("pci.baseClass", "pci.subClass"),  # nvmlDeviceGetPciInfoExt: not read
+    D("pci.baseClass", lambda d: d.identity.pci_base_class, lambda v: f"0x{v:X}"),
+    D("pci.subClass", lambda d: d.identity.pci_sub_class, lambda v: f"0x{v:X}"),
     D("pci.device_id", lambda d: d.identity.pci_device_id, _hex(8)),
     D("pci.sub_device_id", lambda d: d.identity.pci_subsystem_id, _hex(8)),
     *_unanswered(*_VGPU),
@@ -325,19 +343,13 @@ FIELDS: tuple[Field, ...] = (
             F(f"ecc.errors.{kind}.{counter}.total", _ecc_total(attr)),
         )
     ),
-    # SRAM error detail (nvmlDeviceGetSramUniqueUncorrectedEccErrorCounts): not read.
-    *_unanswered(
-        "ecc.errors.uncorrected.volatile.sram.parity",
-        "ecc.errors.uncorrected.volatile.sram.secded",
-        "ecc.errors.uncorrected.aggregate.sram.parity",
-        "ecc.errors.uncorrected.aggregate.sram.secded",
+    *(D(f"ecc.errors.uncorrected.{name}", _sram(attr)) for name, attr in _SRAM_NUMBERS),
+    D(
         "ecc.errors.uncorrected.aggregate.sram.thresholdExceeded",
-        "ecc.errors.uncorrected.aggregate.sram.l2",
-        "ecc.errors.uncorrected.aggregate.sram.sm",
-        "ecc.errors.uncorrected.aggregate.sram.mcu",
-        "ecc.errors.uncorrected.aggregate.sram.pcie",
-        "ecc.errors.uncorrected.aggregate.sram.other",
+        lambda d: _sram_reading(d, "threshold_exceeded"),
+        _yes,
     ),
+    *(D(f"ecc.errors.uncorrected.aggregate.sram.{name}", _sram(f"aggregate_{name}")) for name in _SRAM_UNITS),
     F("retired_pages.single_bit_ecc.count", _retired("single_bit"), aliases=("retired_pages.sbe",)),
     F("retired_pages.double_bit.count", _retired("double_bit"), aliases=("retired_pages.dbe",)),
     F("retired_pages.pending", _retired("pending"), _yes),

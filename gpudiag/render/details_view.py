@@ -173,6 +173,8 @@ def _pci(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
             (2, "Bus", show(i.pci_bus, lambda v: f"0x{v:02X}")),
             (2, "Device", show(i.pci_device, lambda v: f"0x{v:02X}")),
             (2, "Domain", show(i.pci_domain, lambda v: f"0x{v:04X}")),
+            (2, "Base Classcode", show(i.pci_base_class, lambda v: f"0x{v:X}")),
+            (2, "Sub Classcode", show(i.pci_sub_class, lambda v: f"0x{v:X}")),
             (2, "Device Id", show(i.pci_device_id, lambda v: f"0x{v:08X}")),
         ]
     lines.append((2, "Bus Id", show(gpu.pci_bus_id)))
@@ -317,6 +319,8 @@ def _ecc(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
             (3, "Total Correctable", show(getattr(e, f"{counter}_corrected"))),
             (3, "Total Uncorrectable", show(getattr(e, f"{counter}_uncorrected"))),
         ]
+    if d is not None:
+        lines += _sram(d)
     rp = gpu.retired_pages
     lines += [
         (1, "Retired Pages", None),
@@ -352,6 +356,27 @@ def _ecc(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
                 for key in ("max", "high", "partial", "low", "none"):
                     lines.append((3, key.title(), f"{getattr(hist, key)} bank(s)"))
     return lines
+
+
+def _sram(d: GpuDetails) -> list[Line]:
+    sram = d.memory_health.sram
+    if sram.value is None:
+        return [(2, "SRAM Errors", _na(sram))]
+    e = sram.value
+    return [
+        (2, "SRAM Errors", None),
+        (3, "Volatile Uncorrectable Parity", str(e.volatile_uncorrected_parity)),
+        (3, "Volatile Uncorrectable SEC-DED", str(e.volatile_uncorrected_secded)),
+        (3, "Aggregate Uncorrectable Parity", str(e.aggregate_uncorrected_parity)),
+        (3, "Aggregate Uncorrectable SEC-DED", str(e.aggregate_uncorrected_secded)),
+        (3, "Aggregate Threshold Exceeded", _yes(e.threshold_exceeded)),
+        (
+            3,
+            "Aggregate Uncorrectable by Unit",
+            f"L2 {e.aggregate_l2}, SM {e.aggregate_sm}, "
+            f"Microcontroller {e.aggregate_mcu}, PCIe {e.aggregate_pcie}, Other {e.aggregate_other}",
+        ),
+    ]
 
 
 def _temperature(gpu: Gpu, d: GpuDetails | None) -> list[Line]:

@@ -129,6 +129,25 @@ class CaptureNvml:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return 0
 
+    nvmlPciInfoExt_v1_t = pynvml.nvmlPciInfoExt_v1_t  # noqa: N815 - a struct, not a call
+
+    def nvmlDeviceGetPciInfoExt(self, handle: int, ref: Any) -> None:
+        """Not in the getter capture (it takes a struct): nvidia-smi's pci.baseClass 0x3, pci.subClass 0x2."""
+        pci = self._device["nvmlDeviceGetPciInfo"]["ok"]
+        info = ref._obj
+        info.domain, info.bus, info.device = pci["domain"], pci["bus"], pci["device"]
+        info.pciDeviceId, info.pciSubSystemId = pci["pciDeviceId"], pci["pciSubSystemId"]
+        info.baseClass, info.subClass = 0x3, 0x2
+        info.busId = pci["busId"].encode()
+
+    def nvmlDeviceGetSramEccErrorStatus(self, handle: int, ref: Any) -> None:
+        """Not in the getter capture (it takes a struct): nvidia-smi printed 0 for every SRAM count and
+        "No" for the threshold (ecc.errors.*.sram.* in the field capture, the SRAM lines of -q)."""
+        status = ref._obj
+        for name, _ in status._fields_:
+            if name != "version":
+                setattr(status, name, 0)
+
     def nvmlDeviceGetFieldValues(self, handle: int, ids: list[Any]) -> list[Any]:
         out = []
         for fid in ids:

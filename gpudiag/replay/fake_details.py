@@ -54,6 +54,9 @@ def _mask(numbers: str, words: int) -> list[int]:
 class FakeDetailsMixin:
     """Detail calls for FakeNvml (which provides ``_enter`` and ``_gpu``)."""
 
+    # A struct class named like an NVML function: without this, FakeNvml would answer it as a call.
+    nvmlPciInfoExt_v1_t = pynvml.nvmlPciInfoExt_v1_t  # noqa: N815 - pynvml's name
+
     def _enter(self, name: str) -> None:  # pragma: no cover - provided by FakeNvml
         raise NotImplementedError
 
@@ -242,6 +245,14 @@ class FakeDetailsMixin:
         )
         return SimpleNamespace(total=total, used=used, free=free)
 
+    def nvmlDeviceGetPciInfoExt(self, handle: Any, ref: Any) -> None:
+        ident = self._details("nvmlDeviceGetPciInfoExt", handle).identity
+        info = ref._obj  # ctypes.byref(struct)
+        info.baseClass, info.subClass = int(_value(ident.pci_base_class)), int(_value(ident.pci_sub_class))
+        for attr, pick in self.detail_pci(self._gpu(handle)).items():
+            setattr(info, attr, pick)
+        info.busId = str(_value(self._gpu(handle).pci_bus_id)).encode()
+
     def detail_pci(self, gpu: Gpu) -> dict[str, Any]:
         """The PCI ids FakeNvml.nvmlDeviceGetPciInfo adds when details are recorded."""
         d = gpu.details.value
@@ -271,6 +282,23 @@ class FakeDetailsMixin:
                     return int(_value(loc.volatile_corrected if corrected else loc.volatile_uncorrected))
                 return int(_value(loc.aggregate_corrected if corrected else loc.aggregate_uncorrected))
         return int(_raise(pynvml.NVML_ERROR_INVALID_ARGUMENT))
+
+    def nvmlDeviceGetSramEccErrorStatus(self, handle: Any, ref: Any) -> None:
+        e = _value(self._details("nvmlDeviceGetSramEccErrorStatus", handle).memory_health.sram)
+        status = ref._obj
+        status.volatileCor, status.aggregateCor = e.volatile_corrected, e.aggregate_corrected
+        status.volatileUncParity, status.volatileUncSecDed = (
+            e.volatile_uncorrected_parity,
+            e.volatile_uncorrected_secded,
+        )
+        status.aggregateUncParity, status.aggregateUncSecDed = (
+            e.aggregate_uncorrected_parity,
+            e.aggregate_uncorrected_secded,
+        )
+        status.aggregateUncBucketL2, status.aggregateUncBucketSm = e.aggregate_l2, e.aggregate_sm
+        status.aggregateUncBucketMcu, status.aggregateUncBucketPcie = e.aggregate_mcu, e.aggregate_pcie
+        status.aggregateUncBucketOther = e.aggregate_other
+        status.bThresholdExceeded = int(e.threshold_exceeded)
 
     def nvmlDeviceGetRowRemapperHistogram(self, handle: Any) -> Any:
         h = _value(self._details("nvmlDeviceGetRowRemapperHistogram", handle).memory_health.row_remap_histogram)
