@@ -16,6 +16,7 @@ from gpudiag.model import DETAILS_NOT_READ, DETAILS_NOT_RECORDED, Reason
 from gpudiag.probe.collect import collect
 from gpudiag.probe.details import cpu_list, ranges
 from gpudiag.replay import capture, fixtures
+from gpudiag.replay.fake_details import FakeDetails
 from gpudiag.replay.fake_nvml import FakeHandle, FakeNvml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,7 +74,7 @@ def test_fake_answers_each_captured_call_like_the_real_h100(moment: str) -> None
     mismatched = []
     for key, entry in getters.items():
         name, _, rest = key.partition("(")
-        if "signature" in entry or key in _NOT_COMPARED or not hasattr(FakeNvml, name):
+        if "signature" in entry or key in _NOT_COMPARED or not (hasattr(FakeNvml, name) or hasattr(FakeDetails, name)):
             continue  # not a call the fake models (it answers those as a driver without them)
         args = ast.literal_eval(f"({rest}") if rest else ()
         try:
@@ -122,6 +123,7 @@ def test_plain_list_neither_imports_nor_calls_the_details() -> None:
         "sys.argv = ['gpudiag', '--replay', 'h100x8-healthy', 'list']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "mods = [m for m in ('gpudiag.details', 'gpudiag.probe.details', 'gpudiag.render.details_view',"
+        " 'gpudiag.replay.fake_details',"
         " 'gpudiag.render.csv_query', 'gpudiag.cli.list_watch') if m in sys.modules]\n"
         "print('MODS', mods, 'CALLS', sorted({c for c in calls if 'Clock' in c and 'Event' not in c}))\n"
     )
@@ -188,3 +190,32 @@ def test_nvswitch_node_shows_nv18_between_every_pair_and_its_numa_split() -> Non
     peers = machine.gpus[0].details.value.affinity.peers  # type: ignore[union-attr]
     assert {p.common_ancestor.value for p in peers if p.gpu < 4} == {"NODE"}
     assert {p.common_ancestor.value for p in peers if p.gpu >= 4} == {"SYS"}
+
+
+def test_host_view_of_a_live_process_and_of_one_that_exited() -> None:
+    import os
+    import time
+
+    from gpudiag.probe.details import PsutilProcessStats
+
+    stats = PsutilProcessStats()
+    cpu, rss, started = stats(os.getpid())
+    assert cpu.value is not None and cpu.value >= 0
+    assert rss.value is not None and rss.value > 1024 * 1024
+    assert started.value is not None and started.value <= time.time()
+    again = stats(os.getpid())[0]  # the second read measures since the first
+    assert again.value is not None
+    gone = stats(2**22 + 12345)[0]
+    assert gone.reason is Reason.NOT_FOUND
+
+
+def test_a_gpu_lost_while_its_details_are_read_becomes_a_lost_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpudiag.model import GpuState
+
+    def lost(self: FakeDetails, handle: FakeHandle, clock_type: int) -> int:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+
+    monkeypatch.setattr(FakeDetails, "nvmlDeviceGetClockInfo", lost)
+    machine = collect(str(MACHINES / "h100-capture-idle.json"), details=True)
+    assert machine.gpus[0].state is GpuState.LOST
+    assert "nvmlDeviceGetClockInfo" in machine.gpus[0].state_detail

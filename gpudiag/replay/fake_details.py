@@ -1,6 +1,6 @@
 """The fake NVML's answers for the detail calls, from a machine's recorded :class:`GpuDetails`.
 
-A mixin of :class:`~gpudiag.replay.fake_nvml.FakeNvml`: each call returns what NVML
+Loaded by :class:`~gpudiag.replay.fake_nvml.FakeNvml` on the first detail call: each call returns what NVML
 returned on the recorded GPU (same shapes as nvidia-ml-py) or raises the error class that
 the recorded reading's reason stands for, as `docs/hardware/.../nvml-getters-*.json` show.
 """
@@ -16,6 +16,7 @@ from gpudiag.model import Gpu, Machine, Reading, Reason, unavailable
 
 if TYPE_CHECKING:
     from gpudiag.details import ClockSet, GpuDetails, NvLink
+    from gpudiag.replay.fake_nvml import FakeNvml
 
 _TOPOLOGY_CODES = {"SELF": 0, "PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50}
 _P2P_CODES = {
@@ -51,17 +52,20 @@ def _mask(numbers: str, words: int) -> list[int]:
     return out
 
 
-class FakeDetailsMixin:
-    """Detail calls for FakeNvml (which provides ``_enter`` and ``_gpu``)."""
+class FakeDetails:
+    """Detail calls of a FakeNvml, which keeps the machine, the call log and the init state."""
 
     # A struct class named like an NVML function: without this, FakeNvml would answer it as a call.
     nvmlPciInfoExt_v1_t = pynvml.nvmlPciInfoExt_v1_t  # noqa: N815 - pynvml's name
 
-    def _enter(self, name: str) -> None:  # pragma: no cover - provided by FakeNvml
-        raise NotImplementedError
+    def __init__(self, fake: FakeNvml) -> None:
+        self._fake = fake
 
-    def _gpu(self, handle: Any) -> Gpu:  # pragma: no cover - provided by FakeNvml
-        raise NotImplementedError
+    def _enter(self, name: str) -> None:
+        self._fake._enter(name)
+
+    def _gpu(self, handle: Any) -> Gpu:
+        return self._fake._gpu(handle)
 
     def _details(self, name: str, handle: Any) -> GpuDetails:
         self._enter(name)

@@ -25,7 +25,6 @@ from gpudiag.model import (
     Reading,
     Reason,
 )
-from gpudiag.replay.fake_details import FakeDetailsMixin
 
 _INIT_ERRORS = {
     NvmlStatus.LIBRARY_NOT_FOUND: pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,
@@ -71,13 +70,14 @@ def _value(reading: Reading[Any]) -> Any:
     return reading.value
 
 
-class FakeNvml(FakeDetailsMixin):
+class FakeNvml:
     """Module-like stand-in for ``pynvml``. Swap the machine with :meth:`set_machine`."""
 
     def __init__(self, machine: Machine) -> None:
         self._machine = machine
         self.calls: list[str] = []  # every NVML function called, for cost tests
         self.initialised = False
+        self._details_impl: Any = None
 
     def set_machine(self, machine: Machine) -> None:
         """Change what the fake reports (a later sample); handles stay valid, as in NVML."""
@@ -89,6 +89,8 @@ class FakeNvml(FakeDetailsMixin):
         real = getattr(pynvml, name, None)
         if real is not None and not callable(real):
             return real  # a constant such as nvmlMemory_v2, which is named like a function
+        if name.startswith("nvml") and hasattr(self._detail_calls_class(), name):
+            return getattr(self._detail_calls(), name)  # a detail call (list --details, snapshot)
         if name.startswith("nvml") and name[4:5].isupper():
             # A call this fake does not model: behave like a driver that lacks it.
             def missing(*_args: Any, **_kw: Any) -> Any:
@@ -99,6 +101,18 @@ class FakeNvml(FakeDetailsMixin):
         return getattr(pynvml, name)
 
     # -- plumbing --------------------------------------------------------------------
+
+    @staticmethod
+    def _detail_calls_class() -> Any:
+        from gpudiag.replay.fake_details import FakeDetails
+
+        return FakeDetails
+
+    def _detail_calls(self) -> Any:
+        """The detail calls, loaded on first use: a plain `list` replay never imports them."""
+        if self._details_impl is None:
+            self._details_impl = self._detail_calls_class()(self)
+        return self._details_impl
 
     def _enter(self, name: str) -> None:
         self.calls.append(name)
@@ -174,7 +188,8 @@ class FakeNvml(FakeDetailsMixin):
     def nvmlDeviceGetPciInfo(self, handle: FakeHandle) -> Any:
         self._enter("nvmlDeviceGetPciInfo")
         gpu = self._gpu(handle)
-        return SimpleNamespace(busId=_value(gpu.pci_bus_id), **self.detail_pci(gpu))
+        ids = self._detail_calls().detail_pci(gpu) if gpu.details.value is not None else {}
+        return SimpleNamespace(busId=_value(gpu.pci_bus_id), **ids)
 
     def nvmlDeviceGetMinorNumber(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetMinorNumber")
@@ -216,7 +231,7 @@ class FakeNvml(FakeDetailsMixin):
             return int(_value(gpu.temperature_slowdown_c))
         if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN:
             return int(_value(gpu.temperature_shutdown_c))
-        return self.detail_threshold(handle, threshold)
+        return int(self._detail_calls().detail_threshold(handle, threshold))
 
     def nvmlDeviceGetFanSpeed(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetFanSpeed")
@@ -300,9 +315,10 @@ class FakeNvml(FakeDetailsMixin):
         self._enter("nvmlDeviceGetRetiredPages")
         pages = _value(self._gpu(handle).retired_pages)
         single = cause == pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
-        recorded = self.detail_retired_addresses(self._gpu(handle), single)
+        gpu = self._gpu(handle)
+        recorded = self._detail_calls().detail_retired_addresses(gpu, single) if gpu.details.value is not None else None
         if recorded is not None:
-            return recorded
+            return list(recorded)
         n = pages.single_bit if single else pages.double_bit
         return [0x1000 * (i + 1) for i in range(n)]  # page addresses; only the count matters
 
@@ -334,7 +350,7 @@ class FakeNvml(FakeDetailsMixin):
         out = []
         for field_id in field_ids:
             if field_id != pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
-                out.append(self.detail_field(gpu, field_id))
+                out.append(self._detail_calls().detail_field(gpu, field_id))
                 continue
             action = gpu.recovery_action
             if action.reason is not None:
