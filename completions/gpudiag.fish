@@ -41,7 +41,7 @@ complete -c gpudiag -n '__fish_seen_subcommand_from check' -l timeout -r -d 'Sec
 complete -c gpudiag -n '__fish_seen_subcommand_from list' -l json -d 'Machine-readable output (schema gpudiag.machine/1); JSON Lines with --watch.'
 complete -c gpudiag -n '__fish_seen_subcommand_from list' -l id -s i -r -d 'Only these GPUs: NVML indices, UUIDs (or unique prefixes) or PCI bus ids, comma-separated.'
 complete -c gpudiag -n '__fish_seen_subcommand_from list' -l no-processes -d 'Leave out the processes table.'
-complete -c gpudiag -n '__fish_seen_subcommand_from list' -l details -s q -d 'Everything about each GPU, grouped like `nvidia-smi -q`: clocks, power, ECC by location, NVLink, topology, per-process load.'
+complete -c gpudiag -n '__fish_seen_subcommand_from list' -l details -s q -d 'Everything about each GPU, grouped like `nvidia-smi -q`: clocks, power, ECC by location, NVLink, topology, per-process load. With --json: in the document.'
 complete -c gpudiag -n '__fish_seen_subcommand_from list' -l query -l query-gpu -r -d 'nvidia-smi --query-gpu fields as CSV, e.g. name,memory.used,clocks.sm (all 214 names of driver 580).'
 complete -c gpudiag -n '__fish_seen_subcommand_from list' -l query-compute-apps -r -d 'nvidia-smi --query-compute-apps fields as CSV, e.g. pid,process_name,used_memory.'
 complete -c gpudiag -n '__fish_seen_subcommand_from list' -l format -r -f -a 'csv csv,noheader csv,nounits csv,noheader,nounits' -d 'With --query / --query-compute-apps: csv[,noheader][,nounits].'

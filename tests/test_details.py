@@ -219,3 +219,13 @@ def test_a_gpu_lost_while_its_details_are_read_becomes_a_lost_row(monkeypatch: p
     machine = collect(str(MACHINES / "h100-capture-idle.json"), details=True)
     assert machine.gpus[0].state is GpuState.LOST
     assert "nvmlDeviceGetClockInfo" in machine.gpus[0].state_detail
+
+
+def test_json_carries_the_details_only_when_asked() -> None:
+    from tests.test_list_cli import run
+
+    busy = str(MACHINES / "h100-capture-busy.json")
+    _, plain, _ = run("--replay", busy, "list", "--json")
+    _, detailed, _ = run("--replay", busy, "list", "--json", "--details")
+    assert json.loads(plain)["gpus"][0]["details"] == {"unavailable": "unavailable", "detail": DETAILS_NOT_READ}
+    assert json.loads(detailed)["gpus"][0]["details"]["clocks"]["max"]["sm"] == 1980

@@ -39,7 +39,7 @@ def test_details_watch_reads_details_every_sample() -> None:
         (["--interval", "1"], "--interval and --count go with --watch"),
         (["--watch", "--interval", "0"], "--interval must be more than 0"),
         (["--watch", "--count", "0"], "--count must be at least 1"),
-        (["--json", "--details"], "choose one of --json and --details"),
+        (["--query", "name", "--details"], "choose one of --query and --details"),
         (["--query-compute-apps", "pid", "--query", "name"], "choose one of --query and --query-compute-apps"),
     ],
 )

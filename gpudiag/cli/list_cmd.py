@@ -39,7 +39,7 @@ def list_command(
             "--details",
             "-q",
             help="Everything about each GPU, grouped like `nvidia-smi -q`: clocks, power, ECC by location, "
-            "NVLink, topology, per-process load.",
+            "NVLink, topology, per-process load. With --json: in the document.",
         ),
     ] = False,
     query: Annotated[
@@ -70,7 +70,13 @@ def list_command(
 ) -> None:
     """Show the GPUs, their state and the processes on them (like nvidia-smi)."""
     s = settings(ctx)
-    modes = (("--json", json_output), ("--query", query), ("--query-compute-apps", query_apps), ("--details", details))
+    # --details adds to --json (the details in the document); the other outputs exclude each other.
+    modes = (
+        ("--json", json_output),
+        ("--query", query),
+        ("--query-compute-apps", query_apps),
+        ("--details", details and not json_output),
+    )
     chosen = [name for name, on in modes if on]
     if len(chosen) > 1:
         raise UsageError(f"choose one of {' and '.join(chosen)}")
@@ -165,7 +171,7 @@ def _view(
         apps = csv_query.parse_apps_query(query_apps or "")
         return View("apps", apps, fmt, details=any(f.details for _, f in apps))
     if json_output:
-        return View("json")
+        return View("json", details=details)
     if details:
         return View("details", details=True)
     return View("table", show_processes=not no_processes)
