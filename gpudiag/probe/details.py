@@ -341,37 +341,46 @@ class DetailsProbe:
 
     def _nvlinks(self, h: Any) -> Reading[tuple[NvLink, ...]]:
         lib = self._lib
-        links = []
+        states: list[Reading[bool]] = []
         for link in range(NVLINK_MAX_LINKS):
             state = self._read("nvmlDeviceGetNvLinkState", h, link, convert=lambda s: s == lib.NVML_FEATURE_ENABLED)
             if state.value is None:
                 if link == 0:
                     return Reading(reason=state.reason, detail=state.detail or "this GPU has no NVLink")
                 break  # past the GPU's last link
+            states.append(state)
+        speed_ids = [(FI_NVLINK_GET_SPEED, link) for link in range(len(states))]
+        speeds = self._field_values(h, speed_ids)  # one call for every link's speed
 
-            def errors(counter: int, link: int = link) -> Reading[int]:
-                return self._read("nvmlDeviceGetNvLinkErrorCounter", h, link, counter, convert=int)
+        def read(function: str, link: int, *args: Any, convert: Callable[[Any], Any]) -> Reading[Any]:
+            return self._read(function, h, link, *args, convert=convert)
 
-            speed = self._field_values(h, [(FI_NVLINK_GET_SPEED, link)])[(FI_NVLINK_GET_SPEED, link)]
+        links = []
+        for link, state in enumerate(states):
             links.append(
                 NvLink(
                     link=link,
                     active=state,
-                    version=self._read("nvmlDeviceGetNvLinkVersion", h, link, convert=int),
-                    speed_mbps=speed.map(int),
-                    remote_pci_bus_id=self._read(
-                        "nvmlDeviceGetNvLinkRemotePciInfo", h, link, convert=lambda p: _text(p.busId)
-                    ),
-                    remote_type=self._read(
+                    version=read("nvmlDeviceGetNvLinkVersion", link, convert=int),
+                    speed_mbps=speeds[(FI_NVLINK_GET_SPEED, link)].map(int),
+                    remote_pci_bus_id=read("nvmlDeviceGetNvLinkRemotePciInfo", link, convert=lambda p: _text(p.busId)),
+                    remote_type=read(
                         "nvmlDeviceGetNvLinkRemoteDeviceType",
-                        h,
                         link,
                         convert=lambda t: NVLINK_REMOTE_TYPES.get(int(t), "unknown"),
                     ),
-                    replay_errors=errors(lib.NVML_NVLINK_ERROR_DL_REPLAY),
-                    recovery_errors=errors(lib.NVML_NVLINK_ERROR_DL_RECOVERY),
-                    crc_flit_errors=errors(lib.NVML_NVLINK_ERROR_DL_CRC_FLIT),
-                    crc_data_errors=errors(lib.NVML_NVLINK_ERROR_DL_CRC_DATA),
+                    replay_errors=read(
+                        "nvmlDeviceGetNvLinkErrorCounter", link, lib.NVML_NVLINK_ERROR_DL_REPLAY, convert=int
+                    ),
+                    recovery_errors=read(
+                        "nvmlDeviceGetNvLinkErrorCounter", link, lib.NVML_NVLINK_ERROR_DL_RECOVERY, convert=int
+                    ),
+                    crc_flit_errors=read(
+                        "nvmlDeviceGetNvLinkErrorCounter", link, lib.NVML_NVLINK_ERROR_DL_CRC_FLIT, convert=int
+                    ),
+                    crc_data_errors=read(
+                        "nvmlDeviceGetNvLinkErrorCounter", link, lib.NVML_NVLINK_ERROR_DL_CRC_DATA, convert=int
+                    ),
                 )
             )
         return Reading.of(tuple(links))
