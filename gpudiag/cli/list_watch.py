@@ -7,6 +7,7 @@ block, as `nvidia-smi -l` does; CSV keeps one header and JSON becomes JSON Lines
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -36,7 +37,7 @@ def watch_list(
             nonlocal live, lost
             machine = source.read(view.details)
             if s.replay:
-                machine = machine.__class__(**{**machine.__dict__, "collected_at": time.time()})
+                machine = replace(machine, collected_at=time.time())  # stamp each replayed sample
             _check_nvml(machine, view.kind == "json")
             gpus = _selected(machine, ids, no_processes)
             lost = any(g.state is GpuState.LOST for g in gpus)
