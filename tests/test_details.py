@@ -12,7 +12,7 @@ from typing import Any
 import pynvml
 import pytest
 
-from gpudiag.model import DETAILS_NOT_READ, DETAILS_NOT_RECORDED, Reason
+from gpudiag.model import ALL_GROUPS, DETAILS_NOT_RECORDED, FactGroup, Reason
 from gpudiag.probe.collect import collect
 from gpudiag.probe.details import cpu_list, ranges
 from gpudiag.replay import capture, fixtures
@@ -91,18 +91,18 @@ def test_fake_answers_each_captured_call_like_the_real_h100(moment: str) -> None
 
 
 def test_old_snapshots_replay_details_as_not_recorded() -> None:
-    machine = collect("h100x8-healthy", details=True)
+    machine = collect("h100x8-healthy", facts=ALL_GROUPS)
     assert all(g.details.reason is Reason.UNAVAILABLE for g in machine.gpus)
     assert machine.gpus[0].details.detail == DETAILS_NOT_RECORDED
-    plain = collect("h100x8-healthy")
-    assert plain.gpus[0].details.detail == DETAILS_NOT_READ
+    plain = collect("h100x8-healthy", facts=ALL_GROUPS - {FactGroup.DETAILS})
+    assert plain.gpus[0].details.reason is Reason.NOT_READ
 
 
 def test_snapshot_of_a_replay_carries_the_details_and_replays_them(tmp_path: Path) -> None:
-    first = collect(str(MACHINES / "h100-capture-busy.json"), details=True)
+    first = collect(str(MACHINES / "h100-capture-busy.json"), facts=ALL_GROUPS)
     path = tmp_path / "again.json"
     path.write_text(fixtures.dump(first))
-    again = collect(str(path), details=True)
+    again = collect(str(path), facts=ALL_GROUPS)
     assert again.gpus == first.gpus
     d = again.gpus[0].details.value
     assert d is not None
@@ -183,7 +183,7 @@ def test_every_example_shows_its_details_like_its_golden_file(name: str) -> None
 def test_nvswitch_node_shows_nv18_between_every_pair_and_its_numa_split() -> None:
     from gpudiag.render.details_view import topology_matrix
 
-    machine = collect("h100x8-nvswitch", details=True)
+    machine = collect("h100x8-nvswitch", facts=ALL_GROUPS)
     matrix = topology_matrix(machine).splitlines()
     assert matrix[2].split()[:9] == ["GPU0", "X", *["NV18"] * 7]
     assert matrix[9].split()[-3:] == ["56-111,168-223", "1", "1"]
@@ -216,7 +216,7 @@ def test_a_gpu_lost_while_its_details_are_read_becomes_a_lost_row(monkeypatch: p
         raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
 
     monkeypatch.setattr(FakeDetails, "nvmlDeviceGetClockInfo", lost)
-    machine = collect(str(MACHINES / "h100-capture-idle.json"), details=True)
+    machine = collect(str(MACHINES / "h100-capture-idle.json"), facts=ALL_GROUPS)
     assert machine.gpus[0].state is GpuState.LOST
     assert "nvmlDeviceGetClockInfo" in machine.gpus[0].state_detail
 
@@ -227,5 +227,5 @@ def test_json_carries_the_details_only_when_asked() -> None:
     busy = str(MACHINES / "h100-capture-busy.json")
     _, plain, _ = run("--replay", busy, "list", "--json")
     _, detailed, _ = run("--replay", busy, "list", "--json", "--details")
-    assert json.loads(plain)["gpus"][0]["details"] == {"unavailable": "unavailable", "detail": DETAILS_NOT_READ}
+    assert json.loads(plain)["gpus"][0]["details"] == {"unavailable": "not_read"}
     assert json.loads(detailed)["gpus"][0]["details"]["clocks"]["max"]["sm"] == 1980

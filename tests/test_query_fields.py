@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gpudiag.model import ALL_GROUPS
 from gpudiag.probe.collect import collect
 from gpudiag.render import csv_query
 from tests.test_list_cli import run
@@ -52,7 +53,7 @@ def test_the_table_has_every_name_and_alias_of_driver_580_in_order() -> None:
 
 
 def test_every_field_prints_what_nvidia_smi_printed_on_the_h100() -> None:
-    machine = collect(IDLE, details=True)
+    machine = collect(IDLE, facts=ALL_GROUPS)
     gpu = machine.gpus[0]
     differ = set()
     for (name, want), field in zip(_capture(), csv_query.FIELDS, strict=True):
@@ -80,7 +81,7 @@ def test_an_alias_keeps_its_name_in_the_header_and_units_stay_under_nounits() ->
 
 
 def test_power_limit_is_the_requested_limit_and_enforced_the_enforced_one() -> None:
-    machine = collect(IDLE, details=True)
+    machine = collect(IDLE, facts=ALL_GROUPS)
     d = machine.gpus[0].details.value
     assert d is not None
     # Not equal on every GPU (an administrator's cap, a thermal or board limit): read from two calls.

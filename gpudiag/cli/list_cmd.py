@@ -11,7 +11,7 @@ import typer
 from gpudiag.cli.common import handle_errors, make_console, settings
 from gpudiag.errors import UsageError
 from gpudiag.exitcodes import NVML_EXIT, ExitCode
-from gpudiag.model import Gpu, GpuState, Machine, NvmlStatus, Reading
+from gpudiag.model import ALL_GROUPS, FactGroup, Gpu, GpuState, Machine, NvmlStatus, Reading
 from gpudiag.probe.collect import collect
 from gpudiag.selection import select_gpus
 from gpudiag.serialize import to_data
@@ -91,7 +91,7 @@ def list_command(
     view = _view(query, query_apps, output_format, details, json_output, no_processes)
 
     if not watch:
-        machine = _sample(s.replay, view.details)
+        machine = collect(s.replay, facts=view.facts)
         _check_nvml(machine, json_output)
         gpus = _selected(machine, ids, no_processes)
         if view.plain:
@@ -107,20 +107,20 @@ def list_command(
 
 
 class View:
-    """What one sample prints: plain text (CSV, JSON, details) or rich tables."""
+    """What one sample prints (plain text: CSV, JSON, details; or rich tables) and the facts it reads."""
 
     def __init__(
         self,
         kind: str,
+        facts: frozenset[FactGroup],
         columns: Any = None,
         fmt: Any = None,
-        details: bool = False,
         show_processes: bool = True,
     ) -> None:
         self.kind = kind  # "table" | "json" | "csv" | "apps" | "details"
+        self.facts = facts
         self.columns = columns
         self.fmt = fmt
-        self.details = details
         self.show_processes = show_processes
 
     @property
@@ -167,18 +167,17 @@ def _view(
         fmt = csv_query.parse_format(output_format or "csv")
         if query is not None:
             columns = csv_query.parse_query(query)
-            return View("csv", columns, fmt, details=csv_query.needs_details(columns))
+            return View("csv", csv_query.groups(columns), columns, fmt)
         apps = csv_query.parse_apps_query(query_apps or "")
-        return View("apps", apps, fmt, details=any(f.details for _, f in apps))
-    if json_output:
-        return View("json", details=details)
+        wanted = frozenset({FactGroup.PROCESSES, *(f.group for _, f in apps if f.group is not None)})
+        return View("apps", wanted, apps, fmt)
+    if json_output:  # every fact; the details (~130 NVML calls per GPU) only with --details
+        return View("json", ALL_GROUPS if details else ALL_GROUPS - {FactGroup.DETAILS})
     if details:
-        return View("details", details=True)
-    return View("table", show_processes=not no_processes)
+        return View("details", ALL_GROUPS)
+    from gpudiag.render.list_view import GROUPS
 
-
-def _sample(replay: str | None, details: bool) -> Machine:
-    return collect(replay, details=details)
+    return View("table", GROUPS - {FactGroup.PROCESSES} if no_processes else GROUPS, show_processes=not no_processes)
 
 
 def _check_nvml(machine: Machine, json_output: bool) -> None:

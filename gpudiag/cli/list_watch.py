@@ -35,7 +35,7 @@ def watch_list(
 
         def step(n: int) -> None:
             nonlocal live, lost
-            machine = source.read(view.details)
+            machine = source.read(view.facts)
             if s.replay:
                 machine = replace(machine, collected_at=time.time())  # stamp each replayed sample
             _check_nvml(machine, view.kind == "json")

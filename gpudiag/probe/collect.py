@@ -11,9 +11,10 @@ from typing import Any
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import (
-    DETAILS_NOT_READ,
+    ALL_GROUPS,
     DETAILS_NOT_RECORDED,
     MACHINE_SCHEMA,
+    FactGroup,
     HostInfo,
     Machine,
     Reading,
@@ -32,7 +33,11 @@ REPLAY_ENV = "GPUDIAG_REPLAY"
 
 @dataclass
 class MachineSource:
-    """An open source of machine readings. ``read()`` may be called many times (watch)."""
+    """An open source of machine readings. ``read()`` may be called many times (watch).
+
+    ``facts``: the groups of GPU facts each read asks NVML for (a command asks for what it shows
+    or judges; the rest stay ``Reason.NOT_READ``).
+    """
 
     name: str
     lib: Any
@@ -42,6 +47,7 @@ class MachineSource:
     torch_build: Reading[TorchBuild]
     kernel_module_version: Reading[str]
     description: str = ""
+    facts: frozenset[FactGroup] = ALL_GROUPS
     # Recorded in snapshots; a live source leaves it to the commands that start torch.
     torch_runtime: Reading[TorchRuntime] = field(
         default_factory=lambda: unavailable(Reason.UNAVAILABLE, "torch runtime not probed")
@@ -54,11 +60,12 @@ class MachineSource:
         self.session = NvmlSession(self.lib, self.host)
         self.session.open(self.kernel_module_version)
 
-    def read(self, details: bool = False) -> Machine:
-        """One sample; ``details`` adds `nvidia-smi -q`'s facts (clocks, NVLink, topology, ...)."""
-        if details and self.session.process_stats is no_process_stats:
+    def read(self, facts: frozenset[FactGroup] | None = None) -> Machine:
+        """One reading: ``facts`` overrides the source's groups for this read (e.g. a re-read of the link)."""
+        wanted = self.facts if facts is None else facts
+        if FactGroup.DETAILS in wanted and self.session.process_stats is no_process_stats:
             self.session.process_stats = _process_stats(self.recorded)
-        gpus = self.session.read_gpus(details) if self.session.opened else ()
+        gpus = self.session.read_gpus(wanted) if self.session.opened else ()
         return Machine(
             schema=MACHINE_SCHEMA,
             source=self.name,
@@ -91,12 +98,14 @@ def _process_stats(recorded: Machine | None) -> Any:
     return RecordedProcessStats(recorded)
 
 
-def open_source(replay: str | None = None, environ: Mapping[str, str] | None = None) -> MachineSource:
-    """Open the live machine, or replay an example name / snapshot file."""
+def open_source(
+    replay: str | None = None, environ: Mapping[str, str] | None = None, facts: frozenset[FactGroup] = ALL_GROUPS
+) -> MachineSource:
+    """Open the live machine, or replay an example name / snapshot file, to read ``facts``."""
     environ = os.environ if environ is None else environ
-    if replay:
-        return _replay_source(replay)
-    return _live_source(environ)
+    source = _replay_source(replay) if replay else _live_source(environ)
+    source.facts = facts
+    return source
 
 
 def _import_pynvml() -> Any:
@@ -150,9 +159,10 @@ def _replay_source(spec: str) -> MachineSource:
     )
     source.session.cpu_count = 1024  # the recorded machine's CPUs, not this host's, size its affinity masks
     source.session.unrecorded_details = {
-        gpu.index: unavailable(
-            gpu.details.reason,
-            DETAILS_NOT_RECORDED if gpu.details.detail in ("", DETAILS_NOT_READ) else gpu.details.detail,
+        gpu.index: (
+            unavailable(Reason.UNAVAILABLE, DETAILS_NOT_RECORDED)
+            if gpu.details.reason is Reason.NOT_READ  # the file holds none (an older gpudiag, or not read)
+            else unavailable(gpu.details.reason, gpu.details.detail)
         )
         for gpu in machine.gpus
         if gpu.details.reason is not None
@@ -160,10 +170,12 @@ def _replay_source(spec: str) -> MachineSource:
     return source
 
 
-def collect(replay: str | None = None, environ: Mapping[str, str] | None = None, details: bool = False) -> Machine:
-    """One reading of the machine; ``details`` adds what `nvidia-smi -q` shows beyond the table."""
-    with open_source(replay, environ) as source:
-        machine = source.read(details)
+def collect(
+    replay: str | None = None, environ: Mapping[str, str] | None = None, facts: frozenset[FactGroup] = ALL_GROUPS
+) -> Machine:
+    """One reading of the machine's ``facts`` (every group unless a command asks for fewer)."""
+    with open_source(replay, environ, facts) as source:
+        machine = source.read()
     if replay:
         machine = replace(machine, collected_at=0.0)  # replays are deterministic
     return machine

@@ -107,6 +107,16 @@ def ranges(numbers: list[int]) -> str:
     return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
 
 
+def _member(struct: Reading[Any], name: str) -> Reading[int]:
+    """One integer of an NVML struct; a struct without it (an older library's layout) says so."""
+    if struct.value is None:
+        return Reading(reason=struct.reason, detail=struct.detail)
+    value = getattr(struct.value, name, None)
+    if value is None:
+        return unavailable(Reason.NOT_SUPPORTED, f"{name} is not in this NVML's answer")
+    return Reading.of(int(value))
+
+
 class DetailsProbe:
     """Reads :class:`GpuDetails` for the GPUs of one session; keeps process-utilization cursors."""
 
@@ -229,10 +239,11 @@ class DetailsProbe:
 
     def _identity(self, h: Any) -> Identity:
         lib = self._lib
-        pci: Reading[Any] = self._read("nvmlDeviceGetPciInfo", h)
         ext = lib.nvmlPciInfoExt_v1_t()
         ext.version = lib.nvmlPciInfoExt_v1
-        pci_ext = self._struct("nvmlDeviceGetPciInfoExt", h, ext)
+        pci = pci_ext = self._struct("nvmlDeviceGetPciInfoExt", h, ext)  # ids and class codes in one call
+        if pci_ext.reason is Reason.FUNCTION_NOT_FOUND:  # drivers before R550: the ids without class codes
+            pci = self._read("nvmlDeviceGetPciInfo", h)
         gsp: Reading[Any] = self._read("nvmlDeviceGetGspFirmwareMode", h)
 
         def inforom(obj: int) -> Reading[str]:
@@ -244,13 +255,13 @@ class DetailsProbe:
             board_part_number=self._read("nvmlDeviceGetBoardPartNumber", h, convert=_text),
             board_id=self._read("nvmlDeviceGetBoardId", h, convert=int),
             module_id=self._read("nvmlDeviceGetModuleId", h, convert=int),
-            pci_domain=pci.map(lambda p: int(p.domain)),
-            pci_bus=pci.map(lambda p: int(p.bus)),
-            pci_device=pci.map(lambda p: int(p.device)),
-            pci_device_id=pci.map(lambda p: int(p.pciDeviceId)),
-            pci_subsystem_id=pci.map(lambda p: int(p.pciSubSystemId)),
-            pci_base_class=pci_ext.map(lambda p: int(p.baseClass)),
-            pci_sub_class=pci_ext.map(lambda p: int(p.subClass)),
+            pci_domain=_member(pci, "domain"),
+            pci_bus=_member(pci, "bus"),
+            pci_device=_member(pci, "device"),
+            pci_device_id=_member(pci, "pciDeviceId"),
+            pci_subsystem_id=_member(pci, "pciSubSystemId"),
+            pci_base_class=_member(pci_ext, "baseClass"),
+            pci_sub_class=_member(pci_ext, "subClass"),
             inforom_image=self._read("nvmlDeviceGetInforomImageVersion", h, convert=_text),
             inforom_oem=inforom(lib.NVML_INFOROM_OEM),
             inforom_ecc=inforom(lib.NVML_INFOROM_ECC),

@@ -16,7 +16,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.errors import UsageError
-from gpudiag.model import Gpu, GpuProcess, Machine, ProcessKind, Reading, Reason, cuda_version_text, unavailable
+from gpudiag.model import (
+    FactGroup,
+    Gpu,
+    GpuProcess,
+    Machine,
+    ProcessKind,
+    Reading,
+    Reason,
+    cuda_version_text,
+    unavailable,
+)
+from gpudiag.units import mib
 
 if TYPE_CHECKING:
     from gpudiag.details import GpuDetails
@@ -24,7 +35,7 @@ if TYPE_CHECKING:
 Reader = Callable[[Machine, Gpu], Reading[Any]]
 Formatter = Callable[[Any], str]
 
-MIB = 1024 * 1024
+_G = FactGroup
 
 
 @dataclass(frozen=True)
@@ -34,7 +45,7 @@ class Field:
     unit: str  # "[unit]" in the header; after each value unless nounits
     read: Reader | None  # None: nvidia-smi knows the name, NVML cannot answer it here
     show: Formatter = str
-    details: bool = False  # needs the GPU's details (gpudiag.details) read
+    group: FactGroup | None = None  # what the source must read for it; None: identity or system facts
     missing: str = "[N/A]"  # what nvidia-smi prints without a value
 
 
@@ -110,7 +121,7 @@ def _protected(i: int) -> Reader:
 
 
 def _mib(b: int) -> str:
-    return str((b + MIB // 2) // MIB)  # nvidia-smi rounds to the nearest MiB
+    return str(mib(b))  # rounded up, as nvidia-smi does
 
 
 def _w(w: float) -> str:
@@ -147,14 +158,14 @@ def F(  # noqa: N802 - reads as a table row
     show: Formatter = str,
     unit: str = "",
     aliases: tuple[str, ...] = (),
-    details: bool = False,
+    group: FactGroup | None = None,
     missing: str = "[N/A]",
 ) -> Field:
-    return Field(name, aliases, unit, read, show, details, missing)
+    return Field(name, aliases, unit, read, show, group, missing)
 
 
 def D(name: str, pick: Callable[[GpuDetails], Reading[Any]], show: Formatter = str, unit: str = "", **kw: Any) -> Field:  # noqa: N802
-    return F(name, _det(pick), show, unit, details=True, **kw)
+    return F(name, _det(pick), show, unit, group=_G.DETAILS, **kw)
 
 
 def _unanswered(*names: str, missing: str = "[N/A]") -> list[Field]:
@@ -260,18 +271,18 @@ FIELDS: tuple[Field, ...] = (
     D("pci.device_id", lambda d: d.identity.pci_device_id, _hex(8)),
     D("pci.sub_device_id", lambda d: d.identity.pci_subsystem_id, _hex(8)),
     *_unanswered(*_VGPU),
-    F("pcie.link.gen.current", _gpu(lambda g: g.pcie.gen_current)),
-    F("pcie.link.gen.gpucurrent", _gpu(lambda g: g.pcie.gen_current)),
-    F("pcie.link.gen.max", _gpu(lambda g: g.pcie.gen_max)),
-    F("pcie.link.gen.gpumax", _gpu(lambda g: g.pcie.gen_gpu_max)),
+    F("pcie.link.gen.current", _gpu(lambda g: g.pcie.gen_current), group=_G.PCIE),
+    F("pcie.link.gen.gpucurrent", _gpu(lambda g: g.pcie.gen_current), group=_G.PCIE),
+    F("pcie.link.gen.max", _gpu(lambda g: g.pcie.gen_max), group=_G.PCIE),
+    F("pcie.link.gen.gpumax", _gpu(lambda g: g.pcie.gen_gpu_max), group=_G.PCIE),
     *_unanswered("pcie.link.gen.hostmax"),  # nvidia-smi prints [N/A] on this driver
-    F("pcie.link.width.current", _gpu(lambda g: g.pcie.width_current)),
-    F("pcie.link.width.max", _gpu(lambda g: g.pcie.width_max)),
+    F("pcie.link.width.current", _gpu(lambda g: g.pcie.width_current), group=_G.PCIE),
+    F("pcie.link.width.max", _gpu(lambda g: g.pcie.width_max), group=_G.PCIE),
     F("index", lambda m, g: Reading.of(g.index)),
     D("display_mode", lambda d: d.identity.display_mode, lambda v: "[Requested functionality has been deprecated]"),
     D("display_attached", lambda d: d.identity.display_mode, _yes),
     D("display_active", lambda d: d.identity.display_active, _enabled),
-    F("persistence_mode", _gpu(lambda g: g.persistence_mode), _enabled),
+    F("persistence_mode", _gpu(lambda g: g.persistence_mode), _enabled, group=_G.MODES),
     D("addressing_mode", lambda d: d.identity.addressing_mode, lambda v: _ADDRESSING.get(v, str(v))),
     D("accounting.mode", lambda d: d.identity.accounting_mode, _enabled),
     D("accounting.buffer_size", lambda d: d.identity.accounting_buffer_size),
@@ -281,13 +292,18 @@ FIELDS: tuple[Field, ...] = (
     D("inforom.oem", lambda d: d.identity.inforom_oem),
     D("inforom.ecc", lambda d: d.identity.inforom_ecc),
     D("inforom.pwr", lambda d: d.identity.inforom_power, aliases=("inforom.power",)),
-    F("inforom.checksum_validation", _gpu(lambda g: g.inforom_valid), lambda v: "valid" if v else "invalid"),
-    F("gpu_recovery_action", _gpu(lambda g: g.recovery_action), lambda v: _RECOVERY.get(v, str(v))),
+    F(
+        "inforom.checksum_validation",
+        _gpu(lambda g: g.inforom_valid),
+        lambda v: "valid" if v else "invalid",
+        group=_G.INFOROM,
+    ),
+    F("gpu_recovery_action", _gpu(lambda g: g.recovery_action), lambda v: _RECOVERY.get(v, str(v)), group=_G.RECOVERY),
     # GPU operation mode: Tesla K-series only.
     F("gom.current", None, aliases=("gpu_operation_mode.current",)),
     F("gom.pending", None, aliases=("gpu_operation_mode.pending",)),
-    F("fan.speed", _gpu(lambda g: g.fan_percent), unit="%"),
-    F("pstate", _gpu(lambda g: g.pstate), lambda p: f"P{p}"),
+    F("fan.speed", _gpu(lambda g: g.fan_percent), unit="%", group=_G.THERMAL),
+    F("pstate", _gpu(lambda g: g.pstate), lambda p: f"P{p}", group=_G.PERFORMANCE),
     D(
         "clocks_event_reasons.supported",
         lambda d: d.clocks.event_reasons_supported,
@@ -299,13 +315,20 @@ FIELDS: tuple[Field, ...] = (
         _gpu(lambda g: g.clock_event_reasons),
         _hex(16),
         aliases=("clocks_throttle_reasons.active",),
+        group=_G.CLOCK_EVENTS,
     ),
     *(
-        F(f"clocks_event_reasons.{name}", _event(bit), _active, aliases=(f"clocks_throttle_reasons.{name}",))
+        F(
+            f"clocks_event_reasons.{name}",
+            _event(bit),
+            _active,
+            aliases=(f"clocks_throttle_reasons.{name}",),
+            group=_G.CLOCK_EVENTS,
+        )
         for name, bit in _EVENTS
     ),
     *(
-        F(f"clocks_event_reasons_counters.{name}", _event_counter(name), unit="us", details=True)
+        F(f"clocks_event_reasons_counters.{name}", _event_counter(name), unit="us", group=_G.DETAILS)
         for name in (
             "sw_power_cap",
             "sync_boost",
@@ -314,14 +337,14 @@ FIELDS: tuple[Field, ...] = (
             "hw_power_brake_slowdown",
         )
     ),
-    F("memory.total", _mem("total_bytes"), _mib, "MiB"),
-    F("memory.reserved", _reserved, _mib, "MiB"),
-    F("memory.used", _mem("used_bytes"), _mib, "MiB"),
-    F("memory.free", _mem("free_bytes"), _mib, "MiB"),
-    F("compute_mode", _gpu(lambda g: g.compute_mode), lambda c: c.value),
-    F("compute_cap", _gpu(lambda g: g.compute_capability), lambda c: f"{c[0]}.{c[1]}"),
-    F("utilization.gpu", lambda m, g: g.utilization.map(lambda u: u.gpu_percent), unit="%"),
-    F("utilization.memory", lambda m, g: g.utilization.map(lambda u: u.memory_percent), unit="%"),
+    F("memory.total", _mem("total_bytes"), _mib, "MiB", group=_G.MEMORY),
+    F("memory.reserved", _reserved, _mib, "MiB", group=_G.MEMORY),
+    F("memory.used", _mem("used_bytes"), _mib, "MiB", group=_G.MEMORY),
+    F("memory.free", _mem("free_bytes"), _mib, "MiB", group=_G.MEMORY),
+    F("compute_mode", _gpu(lambda g: g.compute_mode), lambda c: c.value, group=_G.MODES),
+    F("compute_cap", _gpu(lambda g: g.compute_capability), lambda c: f"{c[0]}.{c[1]}", group=_G.CAPABILITY),
+    F("utilization.gpu", lambda m, g: g.utilization.map(lambda u: u.gpu_percent), unit="%", group=_G.UTILIZATION),
+    F("utilization.memory", lambda m, g: g.utilization.map(lambda u: u.memory_percent), unit="%", group=_G.UTILIZATION),
     D("utilization.encoder", lambda d: d.codecs.encoder_percent, unit="%"),
     D("utilization.decoder", lambda d: d.codecs.decoder_percent, unit="%"),
     D("utilization.jpeg", lambda d: d.codecs.jpeg_percent, unit="%"),
@@ -330,17 +353,17 @@ FIELDS: tuple[Field, ...] = (
     D("encoder.stats.averageFps", lambda d: d.codecs.encoder_average_fps),
     D("encoder.stats.averageLatency", lambda d: d.codecs.encoder_average_latency_us),
     *_unanswered("dramEncryption.mode.current", "dramEncryption.mode.pending"),
-    F("ecc.mode.current", _gpu(lambda g: g.ecc_mode_current), _enabled),
-    F("ecc.mode.pending", _gpu(lambda g: g.ecc_mode_pending), _enabled),
+    F("ecc.mode.current", _gpu(lambda g: g.ecc_mode_current), _enabled, group=_G.ECC),
+    F("ecc.mode.pending", _gpu(lambda g: g.ecc_mode_pending), _enabled, group=_G.ECC),
     *(
         field
         for kind, counter, attr in _ECC_KINDS
         for field in (
             *(
-                F(f"ecc.errors.{kind}.{counter}.{place}", _ecc_at(location, attr), details=True)
+                F(f"ecc.errors.{kind}.{counter}.{place}", _ecc_at(location, attr), group=_G.DETAILS)
                 for place, location in _ECC_PLACES
             ),
-            F(f"ecc.errors.{kind}.{counter}.total", _ecc_total(attr)),
+            F(f"ecc.errors.{kind}.{counter}.total", _ecc_total(attr), group=_G.ECC),
         )
     ),
     *(D(f"ecc.errors.uncorrected.{name}", _sram(attr)) for name, attr in _SRAM_NUMBERS),
@@ -350,28 +373,45 @@ FIELDS: tuple[Field, ...] = (
         _yes,
     ),
     *(D(f"ecc.errors.uncorrected.aggregate.sram.{name}", _sram(f"aggregate_{name}")) for name in _SRAM_UNITS),
-    F("retired_pages.single_bit_ecc.count", _retired("single_bit"), aliases=("retired_pages.sbe",)),
-    F("retired_pages.double_bit.count", _retired("double_bit"), aliases=("retired_pages.dbe",)),
-    F("retired_pages.pending", _retired("pending"), _yes),
-    F("remapped_rows.correctable", _remapped("correctable"), aliases=("remapped_rows.sbe",)),
+    F(
+        "retired_pages.single_bit_ecc.count",
+        _retired("single_bit"),
+        aliases=("retired_pages.sbe",),
+        group=_G.MEMORY_HEALTH,
+    ),
+    F("retired_pages.double_bit.count", _retired("double_bit"), aliases=("retired_pages.dbe",), group=_G.MEMORY_HEALTH),
+    F("retired_pages.pending", _retired("pending"), _yes, group=_G.MEMORY_HEALTH),
+    F("remapped_rows.correctable", _remapped("correctable"), aliases=("remapped_rows.sbe",), group=_G.MEMORY_HEALTH),
     D("remapped_rows.correctable_inactive", lambda d: d.memory_health.remapped_inactive_correctable),
-    F("remapped_rows.uncorrectable", _remapped("uncorrectable"), aliases=("remapped_rows.dbe",)),
+    F(
+        "remapped_rows.uncorrectable",
+        _remapped("uncorrectable"),
+        aliases=("remapped_rows.dbe",),
+        group=_G.MEMORY_HEALTH,
+    ),
     D("remapped_rows.uncorrectable_inactive", lambda d: d.memory_health.remapped_inactive_uncorrectable),
-    F("remapped_rows.pending", _remapped("pending"), _yes),
-    F("remapped_rows.failure", _remapped("failure"), _yes),
+    F("remapped_rows.pending", _remapped("pending"), _yes, group=_G.MEMORY_HEALTH),
+    F("remapped_rows.failure", _remapped("failure"), _yes, group=_G.MEMORY_HEALTH),
     *(
-        F(f"remapped_rows.histogram.{a}", _histogram(a), details=True)
+        F(f"remapped_rows.histogram.{a}", _histogram(a), group=_G.DETAILS)
         for a in ("max", "high", "partial", "low", "none")
     ),
-    F("temperature.gpu", _gpu(lambda g: g.temperature_c)),
+    F("temperature.gpu", _gpu(lambda g: g.temperature_c), group=_G.THERMAL),
     D("temperature.gpu.tlimit", lambda d: d.temperatures.margin_c),
     D("temperature.memory", lambda d: d.temperatures.memory_c),
     D("power.management", lambda d: d.power.management, _enabled),
-    F("power.draw", _gpu(lambda g: g.power_draw_w), _w, "W"),
+    F("power.draw", _gpu(lambda g: g.power_draw_w), _w, "W", group=_G.POWER),
     D("power.draw.average", lambda d: d.power.average_w, _w, "W", aliases=("gpu.power.draw.average",)),
     D("power.draw.instant", lambda d: d.power.instant_w, _w, "W", aliases=("gpu.power.draw.instant",)),
     D("power.limit", lambda d: d.power.requested_limit_w, _w, "W", aliases=("gpu.power.requested_limit",)),
-    F("enforced.power.limit", _gpu(lambda g: g.power_limit_w), _w, "W", aliases=("gpu.power.current_limit",)),
+    F(
+        "enforced.power.limit",
+        _gpu(lambda g: g.power_limit_w),
+        _w,
+        "W",
+        aliases=("gpu.power.current_limit",),
+        group=_G.POWER,
+    ),
     D("power.default_limit", lambda d: d.power.default_limit_w, _w, "W", aliases=("gpu.power.default_limit",)),
     D("power.min_limit", lambda d: d.power.min_limit_w, _w, "W", aliases=("gpu.power.min_limit",)),
     D("power.max_limit", lambda d: d.power.max_limit_w, _w, "W", aliases=("gpu.power.max_limit",)),
@@ -381,49 +421,49 @@ FIELDS: tuple[Field, ...] = (
     F("module.enforced.power.limit", None, aliases=("module.power.current_limit",)),
     *_unanswered("module.power.default_limit", "module.power.min_limit", "module.power.max_limit"),
     *_unanswered(*(f"power_smoothing.{n}" for n in _POWER_SMOOTHING)),
-    F("clocks.current.graphics", _clock("current", "graphics"), unit="MHz", aliases=("clocks.gr",), details=True),
-    F("clocks.current.sm", _clock("current", "sm"), unit="MHz", aliases=("clocks.sm",), details=True),
-    F("clocks.current.memory", _clock("current", "memory"), unit="MHz", aliases=("clocks.mem",), details=True),
-    F("clocks.current.video", _clock("current", "video"), unit="MHz", aliases=("clocks.video",), details=True),
+    F("clocks.current.graphics", _clock("current", "graphics"), unit="MHz", aliases=("clocks.gr",), group=_G.DETAILS),
+    F("clocks.current.sm", _clock("current", "sm"), unit="MHz", aliases=("clocks.sm",), group=_G.DETAILS),
+    F("clocks.current.memory", _clock("current", "memory"), unit="MHz", aliases=("clocks.mem",), group=_G.DETAILS),
+    F("clocks.current.video", _clock("current", "video"), unit="MHz", aliases=("clocks.video",), group=_G.DETAILS),
     F(
         "clocks.applications.graphics",
         _clock("applications", "graphics"),
         unit="MHz",
         aliases=("clocks.applications.gr",),
-        details=True,
+        group=_G.DETAILS,
     ),
     F(
         "clocks.applications.memory",
         _clock("applications", "memory"),
         unit="MHz",
         aliases=("clocks.applications.mem",),
-        details=True,
+        group=_G.DETAILS,
     ),
     F(
         "clocks.default_applications.graphics",
         _clock("default_applications", "graphics"),
         unit="MHz",
         aliases=("clocks.default_applications.gr",),
-        details=True,
+        group=_G.DETAILS,
     ),
     F(
         "clocks.default_applications.memory",
         _clock("default_applications", "memory"),
         unit="MHz",
         aliases=("clocks.default_applications.mem",),
-        details=True,
+        group=_G.DETAILS,
     ),
-    F("clocks.max.graphics", _clock("max", "graphics"), unit="MHz", aliases=("clocks.max.gr",), details=True),
-    F("clocks.max.sm", _clock("max", "sm"), unit="MHz", details=True),
-    F("clocks.max.memory", _clock("max", "memory"), unit="MHz", aliases=("clocks.max.mem",), details=True),
-    F("mig.mode.current", _gpu(lambda g: g.mig_mode_current), _enabled),
-    F("mig.mode.pending", _gpu(lambda g: g.mig_mode_pending), _enabled),
+    F("clocks.max.graphics", _clock("max", "graphics"), unit="MHz", aliases=("clocks.max.gr",), group=_G.DETAILS),
+    F("clocks.max.sm", _clock("max", "sm"), unit="MHz", group=_G.DETAILS),
+    F("clocks.max.memory", _clock("max", "memory"), unit="MHz", aliases=("clocks.max.mem",), group=_G.DETAILS),
+    F("mig.mode.current", _gpu(lambda g: g.mig_mode_current), _enabled, group=_G.MIG),
+    F("mig.mode.pending", _gpu(lambda g: g.mig_mode_pending), _enabled, group=_G.MIG),
     D("gsp.mode.current", lambda d: d.identity.gsp_mode_current, _enabled),
     D("gsp.mode.default", lambda d: d.identity.gsp_mode_default, _enabled),
     D("c2c.mode", lambda d: d.identity.c2c_enabled, _enabled),
-    F("protected_memory.total", _protected(0), _mib, "MiB", details=True),
-    F("protected_memory.used", _protected(1), _mib, "MiB", details=True),
-    F("protected_memory.free", _protected(2), _mib, "MiB", details=True),
+    F("protected_memory.total", _protected(0), _mib, "MiB", group=_G.DETAILS),
+    F("protected_memory.used", _protected(1), _mib, "MiB", group=_G.DETAILS),
+    F("protected_memory.free", _protected(2), _mib, "MiB", group=_G.DETAILS),
     # Fabric (NVSwitch/NVL systems) and platform (GB200 racks): not read; nvidia-smi prints bare N/A.
     *_unanswered(*(f"fabric.{n}" for n in _FABRIC), missing="N/A"),
     *_unanswered(
@@ -440,7 +480,7 @@ FIELDS: tuple[Field, ...] = (
 # gpudiag's own, from before the full table (not nvidia-smi names): kept so scripts keep working.
 EXTRAS: tuple[Field, ...] = (
     F("cuda_version", lambda m, g: m.nvml.cuda_driver_version.map(cuda_version_text)),
-    F("temperature", _gpu(lambda g: g.temperature_c)),
+    F("temperature", _gpu(lambda g: g.temperature_c), group=_G.THERMAL),
 )
 
 # Every accepted spelling, lower-cased (nvidia-smi matches names case-insensitively).
@@ -492,8 +532,9 @@ def parse_query(spec: str) -> list[Column]:
     return columns
 
 
-def needs_details(columns: list[Column]) -> bool:
-    return any(c.field.details for c in columns)
+def groups(columns: list[Column]) -> frozenset[FactGroup]:
+    """The fact groups the source must read for these fields (nothing else is read)."""
+    return frozenset(c.field.group for c in columns if c.field.group is not None)
 
 
 def value(machine: Machine, gpu: Gpu, field: Field, units: bool = True) -> str:
@@ -527,7 +568,7 @@ class AppField:
     unit: str
     read: Callable[[Machine, Gpu, GpuProcess], Reading[Any]]
     show: Formatter = str
-    details: bool = False
+    group: FactGroup | None = None
 
 
 # nvidia-smi --help-query-compute-apps, in its order.
@@ -535,7 +576,7 @@ APP_FIELDS: tuple[AppField, ...] = (
     AppField("timestamp", (), "", lambda m, g, p: Reading.of(m.collected_at), _timestamp),
     AppField("gpu_name", (), "", lambda m, g, p: g.name),
     AppField("gpu_bus_id", (), "", lambda m, g, p: g.pci_bus_id),
-    AppField("gpu_serial", (), "", lambda m, g, p: _det(lambda d: d.identity.serial)(m, g), details=True),
+    AppField("gpu_serial", (), "", lambda m, g, p: _det(lambda d: d.identity.serial)(m, g), group=_G.DETAILS),
     AppField("gpu_uuid", (), "", lambda m, g, p: g.uuid),
     AppField("pid", (), "", lambda m, g, p: Reading.of(p.pid)),
     AppField("process_name", ("name",), "", lambda m, g, p: p.host.name),

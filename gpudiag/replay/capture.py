@@ -21,7 +21,7 @@ from typing import Any
 
 import pynvml
 
-from gpudiag.model import MACHINE_SCHEMA, HostProcess, HostState, Machine, Reading, Reason, unavailable
+from gpudiag.model import ALL_GROUPS, MACHINE_SCHEMA, HostProcess, HostState, Machine, Reading, Reason, unavailable
 from gpudiag.probe.nvml import NvmlSession
 from gpudiag.replay import fixtures
 
@@ -208,7 +208,7 @@ def build(moment: str, capture_dir: Path = CAPTURE_DIR) -> tuple[Machine, list[s
     session.cpu_count = 16  # the capture VM's vCPUs
     session.process_stats = _no_stats
     session.open(snapshot.nvml.kernel_module_version)
-    gpus = session.read_gpus(details=True)
+    gpus = session.read_gpus(ALL_GROUPS)
     machine = Machine(
         schema=MACHINE_SCHEMA,
         source="fixture",
