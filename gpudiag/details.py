@@ -229,7 +229,7 @@ class GpuDetails:
     bar1: Reading[Bar1]
     pcie: PcieDetail
     codecs: Codecs
-    nvlinks: Reading[tuple[NvLink, ...]]  # missing when the GPU has no NVLink
-    affinity: Affinity
+    nvlinks: Reading[tuple[NvLink, ...]]  # missing when the GPU has no NVLink (or links were not read)
+    affinity: Reading[Affinity]
     # Per-process load; NOT_FOUND when no process ran since the last sample (NVML's answer).
     process_load: Reading[tuple[ProcessLoad, ...]]

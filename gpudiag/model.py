@@ -161,6 +161,9 @@ class FactGroup(str, enum.Enum):
     # What `nvidia-smi -q` adds (details: clocks, power detail, identity, NVLink, topology, per-process
     # load, ...): ~130 NVML calls per GPU (more with NVLink), read only by the commands that show them.
     DETAILS = "details"
+    # With DETAILS: each NVLink and how each GPU reaches each other one (topology, P2P, CPU/NUMA
+    # affinity): ~8 calls per link and 3 per GPU pair, so `--query` fields leave it out.
+    LINKS = "links"
 
 
 ALL_GROUPS: frozenset[FactGroup] = frozenset(FactGroup)

@@ -187,7 +187,7 @@ def test_nvswitch_node_shows_nv18_between_every_pair_and_its_numa_split() -> Non
     matrix = topology_matrix(machine).splitlines()
     assert matrix[2].split()[:9] == ["GPU0", "X", *["NV18"] * 7]
     assert matrix[9].split()[-3:] == ["56-111,168-223", "1", "1"]
-    peers = machine.gpus[0].details.value.affinity.peers  # type: ignore[union-attr]
+    peers = machine.gpus[0].details.value.affinity.value.peers  # type: ignore[union-attr]
     assert {p.common_ancestor.value for p in peers if p.gpu < 4} == {"NODE"}
     assert {p.common_ancestor.value for p in peers if p.gpu >= 4} == {"SYS"}
 

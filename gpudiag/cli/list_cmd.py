@@ -171,8 +171,8 @@ def _view(
         apps = csv_query.parse_apps_query(query_apps or "")
         wanted = frozenset({FactGroup.PROCESSES, *(f.group for _, f in apps if f.group is not None)})
         return View("apps", wanted, apps, fmt)
-    if json_output:  # every fact; the details (~130 NVML calls per GPU) only with --details
-        return View("json", ALL_GROUPS if details else ALL_GROUPS - {FactGroup.DETAILS})
+    if json_output:  # every fact; the details (~130 NVML calls per GPU, more with NVLink) only with --details
+        return View("json", ALL_GROUPS if details else ALL_GROUPS - {FactGroup.DETAILS, FactGroup.LINKS})
     if details:
         return View("details", ALL_GROUPS)
     from gpudiag.render.list_view import GROUPS

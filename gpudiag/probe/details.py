@@ -127,7 +127,8 @@ class DetailsProbe:
         self._cpu_words = max(1, (cpu_count + 63) // 64)
         self._last_seen: dict[int, int] = {}  # GPU index -> NVML timestamp of the last process sample
 
-    def read(self, index: int, h: Any, peers: list[tuple[int, Any]]) -> GpuDetails:
+    def read(self, index: int, h: Any, peers: list[tuple[int, Any]], links: bool = True) -> GpuDetails:
+        """The GPU's details; ``links`` (FactGroup.LINKS) adds its NVLinks and how it reaches ``peers``."""
         fields = self._field_values(
             h,
             [FI_MEMORY_TEMP, FI_TOTAL_ENERGY, FI_PCIE_REPLAY_COUNTER, FI_POWER_AVERAGE, FI_POWER_INSTANT]
@@ -151,8 +152,8 @@ class DetailsProbe:
                 replay_counter=self._read("nvmlDeviceGetPcieReplayCounter", h, convert=int),
             ),
             codecs=self._codecs(h),
-            nvlinks=self._nvlinks(h),
-            affinity=self._affinity(h, peers),
+            nvlinks=self._nvlinks(h) if links else unavailable(Reason.NOT_READ),
+            affinity=Reading.of(self._affinity(h, peers)) if links else unavailable(Reason.NOT_READ),
             process_load=self._process_load(index, h),
         )
 
@@ -468,9 +469,10 @@ def with_nvlink_counts(details: list[GpuDetails | None], bus_ids: list[str | Non
     by_bus = {bus.lower(): i for i, bus in enumerate(bus_ids) if bus}
     out: list[GpuDetails | None] = []
     for d in details:
-        if d is None or d.nvlinks.value is None:
+        if d is None or d.nvlinks.value is None or d.affinity.value is None:
             out.append(d)
             continue
+        affinity = d.affinity.value
         counts: dict[int, int] = {}
         switched = 0
         for link in d.nvlinks.value:
@@ -484,9 +486,9 @@ def with_nvlink_counts(details: list[GpuDetails | None], bus_ids: list[str | Non
                 counts[by_bus[remote.lower()]] = counts.get(by_bus[remote.lower()], 0) + 1
         peers = tuple(
             replace(p, nvlinks=counts.get(p.gpu, 0) + (switched if p.p2p_nvlink.value == "OK" else 0))
-            for p in d.affinity.peers
+            for p in affinity.peers
         )
-        out.append(replace(d, affinity=replace(d.affinity, peers=peers)))
+        out.append(replace(d, affinity=Reading.of(replace(affinity, peers=peers))))
     return out
 
 

@@ -285,7 +285,7 @@ class NvmlSession:
             except _GpuLostError as lost:
                 gpus.append(failed_gpu(index, GpuState.LOST, f"GPU is lost ({lost.detail})"))
         if FactGroup.DETAILS in facts:
-            gpus = self._with_details(gpus)
+            gpus = self._with_details(gpus, links=FactGroup.LINKS in facts)
         self.info = replace(
             self.info,
             process_query_api=self._process_api,
@@ -293,7 +293,7 @@ class NvmlSession:
         )
         return tuple(gpus)
 
-    def _with_details(self, gpus: list[Gpu]) -> list[Gpu]:
+    def _with_details(self, gpus: list[Gpu], links: bool) -> list[Gpu]:
         from gpudiag.probe.details import DetailsProbe, with_nvlink_counts
 
         if self._details is None:
@@ -307,7 +307,7 @@ class NvmlSession:
                 continue
             peers = [(other, oh) for other, oh in opened if other != index]
             try:
-                found.append(self._details.read(index, handle, peers))
+                found.append(self._details.read(index, handle, peers, links))
             except _GpuLostError as lost:
                 found.append(None)
                 gpus[index] = failed_gpu(index, GpuState.LOST, f"GPU is lost ({lost.detail})")

@@ -462,7 +462,9 @@ def _nvlink(d: GpuDetails) -> list[Line]:
 
 
 def _affinity(machine: Machine, gpu: Gpu, d: GpuDetails) -> list[Line]:
-    a = d.affinity
+    if d.affinity.value is None:
+        return [(1, "Topology", _na(d.affinity))]
+    a = d.affinity.value
     lines: list[Line] = [
         (1, "Topology", None),
         (2, "CPU Affinity", show(a.cpus)),
@@ -515,15 +517,16 @@ def topology_matrix(machine: Machine) -> str:
     rows = [header]
     for g in gpus:
         d = g.details.value
+        a = d.affinity.value if d is not None else None
         cells = [f"GPU{g.index}"]
         for other in gpus:
             if other.index == g.index:
                 cells.append("X")
                 continue
-            if d is None:
+            if a is None:
                 cells.append("?")
                 continue
-            peer = next((p for p in d.affinity.peers if p.gpu == other.index), None)
+            peer = next((p for p in a.peers if p.gpu == other.index), None)
             if peer is None:
                 cells.append("?")
             elif peer.nvlinks:
@@ -531,8 +534,8 @@ def topology_matrix(machine: Machine) -> str:
             else:
                 cells.append(peer.common_ancestor.get("N/A"))
         cells += [
-            d.affinity.cpus.get("N/A") if d else "N/A",
-            d.affinity.numa_nodes.get("N/A") if d else "N/A",
+            a.cpus.get("N/A") if a else "N/A",
+            a.numa_nodes.get("N/A") if a else "N/A",
             str(g.numa_node.value) if g.numa_node.value is not None else "N/A",
         ]
         rows.append([str(c) for c in cells])

@@ -395,7 +395,7 @@ class FakeDetails:
         return int(_value(by_counter[counter]))
 
     def _peer(self, name: str, handle: Any, other: Any) -> Any:
-        for peer in self._details(name, handle).affinity.peers:
+        for peer in _value(self._details(name, handle).affinity).peers:
             if peer.gpu == other.gpu:
                 return peer
         return _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
@@ -413,10 +413,10 @@ class FakeDetails:
         return int(_raise(pynvml.NVML_ERROR_NOT_SUPPORTED))
 
     def nvmlDeviceGetCpuAffinity(self, handle: Any, words: int) -> list[int]:
-        return _mask(_value(self._details("nvmlDeviceGetCpuAffinity", handle).affinity.cpus), words)
+        return _mask(_value(_value(self._details("nvmlDeviceGetCpuAffinity", handle).affinity).cpus), words)
 
     def nvmlDeviceGetMemoryAffinity(self, handle: Any, words: int, scope: int) -> list[int]:
-        return _mask(_value(self._details("nvmlDeviceGetMemoryAffinity", handle).affinity.numa_nodes), words)
+        return _mask(_value(_value(self._details("nvmlDeviceGetMemoryAffinity", handle).affinity).numa_nodes), words)
 
     # -- processes -------------------------------------------------------------------
 
