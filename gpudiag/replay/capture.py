@@ -223,7 +223,67 @@ def build(moment: str, capture_dir: Path = CAPTURE_DIR) -> tuple[Machine, list[s
     return machine, sorted(set(lib.unanswered))
 
 
+# The gpudiag snapshots of the capture were taken on other H100s (same SKU, driver and VBIOS) than the
+# getter capture; each snapshot's `nvidia-smi -q -x` of the same GPU and moment gives what differs.
+SNAPSHOT_XML = {"idle": "nvidia-smi-q.xml", "busy": "nvidia-smi-q-busy.xml"}
+
+
+def details_for_snapshot(moment: str, capture_dir: Path = CAPTURE_DIR) -> dict[str, Any]:
+    """Details (as data) for the GPU of ``gpudiag-snapshot-<moment>.json``: read by the probe from the
+    getter capture, with that GPU's own identity and readings of the moment from its `nvidia-smi -q -x`
+    (serial, module id, current clocks, power draw, temperatures, PCIe throughput and replays). The
+    per-process load stays NVML's "no sample" unless the getter capture saw the same process."""
+    import xml.etree.ElementTree as ET
+
+    from gpudiag.serialize import to_data
+
+    machine, _ = build(moment, capture_dir)
+    details = to_data(machine.gpus[0].details)
+    gpu = ET.parse(capture_dir / SNAPSHOT_XML[moment]).getroot().find("gpu")
+    assert gpu is not None
+
+    def number(path: str) -> int | float:
+        text = gpu.findtext(path, "").split()[0]
+        return float(text) if "." in text else int(text)
+
+    details["identity"]["serial"] = gpu.findtext("serial")
+    details["identity"]["module_id"] = number("platformInfo/module_id")
+    for name, tag in (
+        ("graphics", "graphics_clock"),
+        ("sm", "sm_clock"),
+        ("memory", "mem_clock"),
+        ("video", "video_clock"),
+    ):
+        details["clocks"]["current"][name] = number(f"clocks/{tag}")
+    details["power"]["average_w"] = number("gpu_power_readings/average_power_draw")
+    details["power"]["instant_w"] = number("gpu_power_readings/instant_power_draw")
+    details["temperatures"]["memory_c"] = number("temperature/memory_temp")
+    details["temperatures"]["margin_c"] = number("temperature/gpu_temp_tlimit")
+    details["pcie"]["tx_kbps"] = number("pci/tx_util")
+    details["pcie"]["rx_kbps"] = number("pci/rx_util")
+    details["pcie"]["replay_counter"] = number("pci/replay_counter")
+    snapshot, _ = fixtures.load(str(capture_dir / f"gpudiag-snapshot-{moment}.json"))
+    pids = {p.pid for p in snapshot.gpus[0].processes.get(())}
+    loads = details["process_load"]
+    if isinstance(loads, list) and not {load["pid"] for load in loads} <= pids:
+        details["process_load"] = {
+            "unavailable": Reason.NOT_FOUND.value,
+            "detail": "no per-process sample of this process was captured",
+        }
+    return dict(details)
+
+
+def add_details(path: Path, moment: str) -> None:
+    """Write :func:`details_for_snapshot` into an example machine made from that snapshot."""
+    data = json.loads(path.read_text())
+    data["gpus"][0]["details"] = details_for_snapshot(moment)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--into"]:  # --into MACHINE.json MOMENT
+        add_details(Path(argv[1]), argv[2])
+        return 0
     moment = argv[0] if argv else "idle"
     machine, _ = build(moment)
     description = (
