@@ -8,12 +8,12 @@ from typing import Annotated, Any
 
 import typer
 
-from gpudiag.cli.common import handle_errors, make_console, settings
+from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, settings
 from gpudiag.errors import UsageError
-from gpudiag.exitcodes import NVML_EXIT, ExitCode
-from gpudiag.model import ALL_GROUPS, FactGroup, Gpu, GpuState, Machine, NvmlStatus, Reading
+from gpudiag.exitcodes import NVML_EXIT
+from gpudiag.model import ALL_GROUPS, FactGroup, Gpu, Machine, NvmlStatus, Reading
 from gpudiag.probe.collect import collect
-from gpudiag.selection import select_gpus
+from gpudiag.selection import parse_ids, select_gpus
 from gpudiag.serialize import to_data
 
 
@@ -88,6 +88,8 @@ def list_command(
         raise UsageError("--interval must be more than 0 seconds")
     if count is not None and count < 1:
         raise UsageError("--count must be at least 1")
+    if ids is not None:
+        parse_ids(ids)  # a bad --id is a usage error before anything is read
     view = _view(query, query_apps, output_format, details, json_output, no_processes)
 
     if not watch:
@@ -98,8 +100,7 @@ def list_command(
             typer.echo(view.text(machine, gpus, first=True), nl=False)
         else:
             view.show(machine, gpus, s)
-        if any(g.state is GpuState.LOST for g in gpus):
-            raise typer.Exit(int(ExitCode.GPU_LOST))
+        exit_if_lost(gpus)
         return
     from gpudiag.cli.list_watch import watch_list
 

@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from gpudiag.cli.common import make_console
-from gpudiag.exitcodes import ExitCode
-from gpudiag.model import GpuState
+from gpudiag.cli.common import exit_if_lost, make_console
+from gpudiag.model import Gpu
 from gpudiag.probe.collect import open_source
 from gpudiag.watch import repeat
 
@@ -30,17 +29,17 @@ def watch_list(
 
     console = make_console(s)
     live: Any = None
-    lost = False
+    last: tuple[Gpu, ...] = ()
     with open_source(s.replay) as source:  # handles are fetched once, reused by every sample
 
         def step(n: int) -> None:
-            nonlocal live, lost
+            nonlocal live, last
             machine = source.read(view.facts)
             if s.replay:
                 machine = replace(machine, collected_at=time.time())  # stamp each replayed sample
             _check_nvml(machine, view.kind == "json")
             gpus = _selected(machine, ids, no_processes)
-            lost = any(g.state is GpuState.LOST for g in gpus)
+            last = gpus
             if view.plain:
                 block = view.text(machine, gpus, first=n == 0, lines=True)
                 if view.kind == "details" and n:
@@ -64,5 +63,4 @@ def watch_list(
         finally:
             if live is not None:
                 live.stop()
-    if lost:
-        raise typer.Exit(int(ExitCode.GPU_LOST))
+    exit_if_lost(last)  # the last sample decides, as for one sample

@@ -54,6 +54,9 @@ class MachineSource:
     )
     # The replayed machine: GPUs it holds without details keep saying "not recorded".
     recorded: Machine | None = None
+    # NVML indices of a snapshot of some GPUs (`list --json --id 3`): the fake enumerates
+    # them from 0, the readings keep their real numbers. Empty: indices are positions.
+    indices: tuple[int, ...] = ()
     session: NvmlSession = field(init=False)
 
     def __post_init__(self) -> None:
@@ -66,6 +69,8 @@ class MachineSource:
         if FactGroup.DETAILS in wanted and self.session.process_stats is no_process_stats:
             self.session.process_stats = _process_stats(self.recorded)
         gpus = self.session.read_gpus(wanted) if self.session.opened else ()
+        if self.indices:
+            gpus = tuple(replace(g, index=self.indices[g.index]) for g in gpus)
         return Machine(
             schema=MACHINE_SCHEMA,
             source=self.name,
@@ -145,6 +150,7 @@ def _replay_source(spec: str) -> MachineSource:
     from gpudiag.replay.fake_nvml import FakeNvml
 
     machine, description = fixtures.load(spec)
+    indices = tuple(g.index for g in machine.gpus)
     source = MachineSource(
         name=f"replay:{spec}",
         lib=FakeNvml(machine),
@@ -156,15 +162,16 @@ def _replay_source(spec: str) -> MachineSource:
         description=description,
         torch_runtime=machine.torch_runtime,
         recorded=machine,
+        indices=indices if indices != tuple(range(len(indices))) else (),
     )
     source.session.cpu_count = 1024  # the recorded machine's CPUs, not this host's, size its affinity masks
-    source.session.unrecorded_details = {
-        gpu.index: (
+    source.session.unrecorded_details = {  # by position: the fake enumerates a snapshot's GPUs from 0
+        position: (
             unavailable(Reason.UNAVAILABLE, DETAILS_NOT_RECORDED)
             if gpu.details.reason is Reason.NOT_READ  # the file holds none (an older gpudiag, or not read)
             else unavailable(gpu.details.reason, gpu.details.detail)
         )
-        for gpu in machine.gpus
+        for position, gpu in enumerate(machine.gpus)
         if gpu.details.reason is not None
     }
     return source
