@@ -21,16 +21,17 @@ from gpudiag.replay.fake_nvml import FakeHandle, FakeNvml
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURE = ROOT / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
-MACHINES = Path(__file__).parent / "machines"
 
 
 @pytest.mark.parametrize("moment", ["idle", "busy"])
-def test_capture_fixture_is_what_the_probe_reads_from_the_capture(moment: str) -> None:
-    machine, unanswered = capture.build(moment, CAPTURE)
+def test_the_captured_examples_hold_the_details_the_probe_reads_from_the_capture(moment: str) -> None:
+    _, unanswered = capture.build(moment, CAPTURE)
     assert unanswered == []  # every call the probe made was answered by the capture or nvidia-smi's output
-    path = MACHINES / f"h100-capture-{moment}.json"
-    recorded, _ = fixtures.load(str(path))
-    assert recorded.gpus == machine.gpus, f"regenerate: python -m gpudiag.replay.capture {moment} > {path}"
+    example = f"h100-driver580-{moment}"
+    recorded = json.loads((fixtures.EXAMPLES_DIR / f"{example}.json").read_text())["gpus"][0]["details"]
+    assert recorded == capture.details_for_snapshot(moment, CAPTURE), (
+        f"regenerate: python -m gpudiag.replay.capture --into gpudiag/machines/{example}.json {moment}"
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -67,7 +68,7 @@ _NOT_COMPARED = {
 @pytest.mark.parametrize("moment", ["idle", "busy"])
 def test_fake_answers_each_captured_call_like_the_real_h100(moment: str) -> None:
     getters = json.loads((CAPTURE / f"nvml-getters-{moment}.json").read_text())["device0"]
-    machine, _ = fixtures.load(str(MACHINES / f"h100-capture-{moment}.json"))
+    machine, _ = capture.build(moment, CAPTURE)  # the getter capture's own GPU, read by the probe
     fake = FakeNvml(machine)
     fake.nvmlInit()
     compared = 0
@@ -99,7 +100,7 @@ def test_old_snapshots_replay_details_as_not_recorded() -> None:
 
 
 def test_snapshot_of_a_replay_carries_the_details_and_replays_them(tmp_path: Path) -> None:
-    first = collect(str(MACHINES / "h100-capture-busy.json"), facts=ALL_GROUPS)
+    first = collect("h100-driver580-busy", facts=ALL_GROUPS)
     path = tmp_path / "again.json"
     path.write_text(fixtures.dump(first))
     again = collect(str(path), facts=ALL_GROUPS)
@@ -107,9 +108,17 @@ def test_snapshot_of_a_replay_carries_the_details_and_replays_them(tmp_path: Pat
     d = again.gpus[0].details.value
     assert d is not None
     assert d.clocks.current.sm.value == 1980 and d.power.energy_mj.value == 3679167
+    assert d.identity.serial.value == "1652624816714"  # the busy snapshot's own GPU (nvidia-smi-q-busy.xml)
     assert d.nvlinks.reason is Reason.NOT_SUPPORTED
+    assert d.process_load.reason is Reason.NOT_FOUND
+
+
+def test_the_probe_reads_per_process_load_as_captured() -> None:
+    machine, _ = capture.build("busy", CAPTURE)
+    d = machine.gpus[0].details.value
+    assert d is not None
     load = d.process_load.value
-    assert load is not None and (load[0].pid, load[0].sm_percent) == (1128, 1)
+    assert load is not None and (load[0].pid, load[0].sm_percent, load[0].memory_percent) == (1128, 1, 0)
 
 
 def test_plain_list_neither_imports_nor_calls_the_details() -> None:
@@ -163,15 +172,14 @@ def test_process_load_keeps_each_pids_newest_sample_and_its_cursor() -> None:
 GOLDEN = Path(__file__).parent / "golden" / "list-details"
 
 
-@pytest.mark.parametrize("name", [*fixtures.example_names(), "h100-capture-busy"])
+@pytest.mark.parametrize("name", fixtures.example_names())
 def test_every_example_shows_its_details_like_its_golden_file(name: str) -> None:
     import os
 
     from tests.test_list_cli import run
 
-    spec = str(MACHINES / f"{name}.json") if name.startswith("h100-capture") else name
-    code, out, err = run("--replay", spec, "list", "--details")
-    rendered = f"exit={code}\n--- stdout\n{out}--- stderr\n{err}".replace(str(MACHINES), "tests/machines")
+    code, out, err = run("--replay", name, "list", "--details")
+    rendered = f"exit={code}\n--- stdout\n{out}--- stderr\n{err}"
     golden = GOLDEN / f"{name}.txt"
     if os.environ.get("GPUDIAG_UPDATE_GOLDEN"):
         golden.parent.mkdir(parents=True, exist_ok=True)
@@ -186,7 +194,7 @@ def test_nvswitch_node_shows_nv18_between_every_pair_and_its_numa_split() -> Non
     machine = collect("h100x8-nvswitch", facts=ALL_GROUPS)
     matrix = topology_matrix(machine).splitlines()
     assert matrix[2].split()[:9] == ["GPU0", "X", *["NV18"] * 7]
-    assert matrix[9].split()[-3:] == ["56-111,168-223", "1", "1"]
+    assert matrix[9].split()[-3:] == ["56-111,168-223", "1", "N/A"]  # an H100 has no NUMA id of its own
     peers = machine.gpus[0].details.value.affinity.value.peers  # type: ignore[union-attr]
     assert {p.common_ancestor.value for p in peers if p.gpu < 4} == {"NODE"}
     assert {p.common_ancestor.value for p in peers if p.gpu >= 4} == {"SYS"}
@@ -216,7 +224,7 @@ def test_a_gpu_lost_while_its_details_are_read_becomes_a_lost_row(monkeypatch: p
         raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
 
     monkeypatch.setattr(FakeDetails, "nvmlDeviceGetClockInfo", lost)
-    machine = collect(str(MACHINES / "h100-capture-idle.json"), facts=ALL_GROUPS)
+    machine = collect("h100-driver580-idle", facts=ALL_GROUPS)
     assert machine.gpus[0].state is GpuState.LOST
     assert "nvmlDeviceGetClockInfo" in machine.gpus[0].state_detail
 
@@ -224,7 +232,7 @@ def test_a_gpu_lost_while_its_details_are_read_becomes_a_lost_row(monkeypatch: p
 def test_json_carries_the_details_only_when_asked() -> None:
     from tests.test_list_cli import run
 
-    busy = str(MACHINES / "h100-capture-busy.json")
+    busy = "h100-driver580-busy"
     _, plain, _ = run("--replay", busy, "list", "--json")
     _, detailed, _ = run("--replay", busy, "list", "--json", "--details")
     assert json.loads(plain)["gpus"][0]["details"] == {"unavailable": "not_read"}

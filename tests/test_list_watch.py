@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from gpudiag.watch import repeat
 from tests.test_list_cli import run
 
-BUSY = str(Path(__file__).parent / "machines" / "h100-capture-busy.json")
+BUSY = "h100-driver580-busy"
 
 
 def test_piped_tables_print_one_block_per_sample() -> None:

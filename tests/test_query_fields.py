@@ -13,8 +13,8 @@ from gpudiag.render import csv_query
 from tests.test_list_cli import run
 
 CAPTURE = Path(__file__).resolve().parent.parent / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
-IDLE = str(Path(__file__).parent / "machines" / "h100-capture-idle.json")
-BUSY = str(Path(__file__).parent / "machines" / "h100-capture-busy.json")
+IDLE = "h100-driver580-idle"
+BUSY = "h100-driver580-busy"
 
 # Readings that change from one moment to the next: compared by format, not value.
 VOLATILE = {
@@ -28,6 +28,13 @@ VOLATILE = {
     "clocks.current.graphics": r"\d+ MHz",
     "clocks.current.sm": r"\d+ MHz",
     "clocks.current.video": r"\d+ MHz",
+}
+# The example is the idle snapshot's H100; the field capture was taken on another H100 of the same kind
+# (same SKU, driver, VBIOS): what tells two boards apart is compared by format.
+PER_BOARD = {
+    "uuid": r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+    "serial": r"\d{13}",
+    "platform.module_id": r"\d+",
 }
 # Names nvidia-smi prints a value for on this H100 that gpudiag does not read (they print [N/A]).
 NOT_READ_YET = {
@@ -59,9 +66,10 @@ def test_every_field_prints_what_nvidia_smi_printed_on_the_h100() -> None:
     for (name, want), field in zip(_capture(), csv_query.FIELDS, strict=True):
         assert field.name == name
         got = csv_query.value(machine, gpu, field)
-        if name in VOLATILE:
-            assert re.fullmatch(VOLATILE[name], got), (name, got)
-            assert re.fullmatch(VOLATILE[name], want), (name, want)
+        pattern = VOLATILE.get(name) or PER_BOARD.get(name)
+        if pattern:
+            assert re.fullmatch(pattern, got), (name, got)
+            assert re.fullmatch(pattern, want), (name, want)
         elif got != want:
             differ.add(name)
             assert got == "[N/A]", (name, got, want)
@@ -77,7 +85,7 @@ def test_an_alias_keeps_its_name_in_the_header_and_units_stay_under_nounits() ->
     assert code == 0
     header, row = out.splitlines()
     assert header == "gpu_name, clocks.sm [MHz], gpu.power.draw.average [W]"
-    assert row == "NVIDIA H100 80GB HBM3, 345, 71.29"
+    assert row == "NVIDIA H100 80GB HBM3, 345, 71.92"
 
 
 def test_power_limit_is_the_requested_limit_and_enforced_the_enforced_one() -> None:
@@ -116,11 +124,24 @@ def test_query_compute_apps_matches_nvidia_smi_on_the_busy_h100() -> None:
     assert code == 0
     got = out.splitlines()
     assert got[0] == want[0]
-    assert got[1].split(", ")[1:] == want[1].split(", ")[1:]  # all but the timestamp
+    # Another moment on another H100 (the busy snapshot's): the same kind of row, the same process name.
+    formats = [
+        VOLATILE["timestamp"],
+        "NVIDIA H100 80GB HBM3",
+        "00000000:00:06.0",
+        PER_BOARD["serial"],
+        PER_BOARD["uuid"],
+        r"\d+",
+        "python3",
+        r"\d+ MiB",
+    ]
+    for text in (got[1], want[1]):
+        cells = text.split(", ")
+        assert len(cells) == len(formats) and all(re.fullmatch(f, c) for f, c in zip(formats, cells, strict=True)), text
     _, aliases, _ = run(
         "--replay", BUSY, "list", "--query-compute-apps", "pid,name,used_memory", "--format", "csv,noheader,nounits"
     )
-    assert aliases == "1128, python3, 15946\n"
+    assert aliases == "485, python3, 12806\n"
 
 
 def test_query_compute_apps_with_no_process_prints_only_the_header() -> None:

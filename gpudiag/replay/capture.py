@@ -266,9 +266,10 @@ def details_for_snapshot(moment: str, capture_dir: Path = CAPTURE_DIR) -> dict[s
     pids = {p.pid for p in snapshot.gpus[0].processes.get(())}
     loads = details["process_load"]
     if isinstance(loads, list) and not {load["pid"] for load in loads} <= pids:
+        # No sample of this process was captured: recorded as NVML's own "no sample" answer.
         details["process_load"] = {
             "unavailable": Reason.NOT_FOUND.value,
-            "detail": "no per-process sample of this process was captured",
+            "detail": "no process ran on the GPU since the last sample",
         }
     return dict(details)
 

@@ -182,6 +182,15 @@ class FakeDetails:
             value=SimpleNamespace(**{member: int(_value(reading))}),
         )
 
+    def fill_field(self, gpu: Gpu, field_id: Any, slot: Any) -> None:
+        """Fill one nvmlFieldValue_t of FakeNvml.nvmlDeviceGetFieldValues from the recorded details."""
+        answer = self.detail_field(gpu, field_id)
+        slot.nvmlReturn = answer.nvmlReturn
+        if answer.nvmlReturn == pynvml.NVML_SUCCESS:
+            slot.valueType = answer.valueType
+            member = "ullVal" if answer.valueType == 3 else "uiVal"
+            setattr(slot.value, member, getattr(answer.value, member))
+
     # -- identity --------------------------------------------------------------------
 
     def _ident(self, name: str, handle: Any, attr: str) -> Any:
