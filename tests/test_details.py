@@ -237,3 +237,10 @@ def test_json_carries_the_details_only_when_asked() -> None:
     _, detailed, _ = run("--replay", busy, "list", "--json", "--details")
     assert json.loads(plain)["gpus"][0]["details"] == {"unavailable": "not_read"}
     assert json.loads(detailed)["gpus"][0]["details"]["clocks"]["max"]["sm"] == 1980
+
+
+def test_the_fake_lists_every_detail_call_it_loads_lazily() -> None:
+    from gpudiag.replay.fake_nvml import DETAIL_CALLS
+
+    modelled = {n for n in vars(FakeDetails) if n.startswith("nvmlDevice") and callable(getattr(FakeDetails, n))}
+    assert modelled == set(DETAIL_CALLS)
