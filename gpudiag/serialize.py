@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import importlib
+import sys
 import types
 import typing
 from typing import Any, TypeVar, Union
@@ -52,22 +54,38 @@ def from_data(cls: type[T], data: Any, path: str = "$") -> T:
     return typing.cast(T, _load(cls, data, path))
 
 
-_FIELDS: dict[type, dict[str, tuple[Any, bool]]] = {}
+_HINTS: dict[tuple[type, str], Any] = {}
+
+# Types that model modules name only under TYPE_CHECKING, so that importing the model does
+# not create them: resolved (imported) only when data for such a field is loaded.
+_LAZY_TYPES = {"GpuDetails": ("gpudiag.details", "GpuDetails")}
+
+
+def _hint(cls: type, name: str, annotation: Any) -> Any:
+    key = (cls, name)
+    if key not in _HINTS:
+        if isinstance(annotation, str):
+            namespace = dict(vars(sys.modules[cls.__module__]))
+            for lazy, (module, attr) in _LAZY_TYPES.items():
+                if lazy in annotation and lazy not in namespace:
+                    namespace[lazy] = getattr(importlib.import_module(module), attr)
+            annotation = eval(annotation, namespace)
+        _HINTS[key] = annotation
+    return _HINTS[key]
 
 
 def _fields(cls: Any) -> dict[str, tuple[Any, bool]]:
-    """Each field's type and whether it must be given, for a model Struct or a dataclass."""
-    if cls not in _FIELDS:
-        if issubclass(cls, msgspec.Struct):
-            found = {f.name: (f.type, f.required) for f in msgspec.structs.fields(cls)}
-        else:
-            hints = typing.get_type_hints(cls)
-            found = {
-                f.name: (hints[f.name], f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
-                for f in dataclasses.fields(cls)
-            }
-        _FIELDS[cls] = found
-    return _FIELDS[cls]
+    """Each field's annotation (maybe still a string) and whether data must give it: a model
+    Struct or a dataclass (gpudiag.details)."""
+    if issubclass(cls, msgspec.Struct):
+        names = cls.__struct_fields__
+        optional = len(cls.__struct_defaults__)  # defaults belong to the last fields
+        annotations = typing.cast(dict[str, Any], cls.__annotations__)
+        return {n: (annotations[n], i < len(names) - optional) for i, n in enumerate(names)}
+    return {
+        f.name: (f.type, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+        for f in dataclasses.fields(cls)
+    }
 
 
 def _load(tp: Any, data: Any, path: str) -> Any:
@@ -113,9 +131,9 @@ def _load(tp: Any, data: Any, path: str) -> Any:
         if unknown:
             raise SchemaError(f"{path}: unknown keys {sorted(unknown)}")
         kwargs = {}
-        for name, (hint, required) in fields.items():
+        for name, (annotation, required) in fields.items():
             if name in data:
-                kwargs[name] = _load(hint, data[name], f"{path}.{name}")
+                kwargs[name] = _load(_hint(tp, name, annotation), data[name], f"{path}.{name}")
             elif required:
                 raise SchemaError(f"{path}: missing key {name!r}")
         return tp(**kwargs)
