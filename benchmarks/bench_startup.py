@@ -71,7 +71,10 @@ def _env(tree: Path | None) -> dict[str, str]:
 def run_once(case: Case) -> tuple[float, float, int]:
     """Wall seconds, CPU seconds and peak RSS (KiB) of one whole process."""
     start = time.perf_counter()
-    proc = subprocess.Popen(case.argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env(case.tree))
+    # cwd: not a checkout, whose gpudiag would come before PYTHONPATH's for `python -c` and `-m`.
+    proc = subprocess.Popen(
+        case.argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env(case.tree), cwd=tempfile.gettempdir()
+    )
     assert proc.stderr is not None
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
@@ -129,7 +132,7 @@ def watch_rss(tree: Path) -> dict[int, int]:
     for count in (100, 1000):
         argv = [*_gpudiag("memory", "--watch", "--json", "--interval", "0.1", "--count", str(count))]
         argv[argv.index(EXAMPLE)] = WATCH_EXAMPLE
-        procs[count] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, env=_env(tree))
+        procs[count] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, env=_env(tree), cwd=tempfile.gettempdir())
     peaks = {}
     for count, proc in procs.items():
         _, status, usage = os.wait4(proc.pid, 0)
