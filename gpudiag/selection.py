@@ -36,7 +36,7 @@ def select_gpus(gpus: tuple[Gpu, ...], ids: str | None) -> tuple[Gpu, ...]:
 
 
 def _match(gpus: tuple[Gpu, ...], token: str) -> Gpu:
-    if token.isdigit():
+    if token.isascii() and token.isdigit():  # str.isdigit() alone accepts "²" and "٣"
         for gpu in gpus:
             if gpu.index == int(token):
                 return gpu

@@ -35,6 +35,7 @@ from gpudiag.visibility.result import (
     NARROWING_NOTES,
     ORDER_VAR,
     ORDERS,
+    SUMMARY_KIND,
     VISIBLE_VAR,
     Entry,
     Outcome,
@@ -44,6 +45,7 @@ from gpudiag.visibility.result import (
     TokenKind,
     TorchNvmlIndex,
     VisibleDevice,
+    shown_value,
 )
 from gpudiag.visibility.rules import resolve
 
@@ -53,6 +55,7 @@ __all__ = [
     "NARROWING_NOTES",
     "ORDERS",
     "ORDER_VAR",
+    "SUMMARY_KIND",
     "VISIBLE_VAR",
     "Entry",
     "Outcome",
@@ -77,4 +80,5 @@ __all__ = [
     "pytorch_view",
     "resolve",
     "select_targets",
+    "shown_value",
 ]

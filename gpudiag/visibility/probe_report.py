@@ -131,10 +131,20 @@ def probe_report(resolution: Resolution | None, data: Mapping[str, Any]) -> Prob
             "not_compared", f"{counts}; gpudiag computed no mapping to compare", sources, (), (), torch_before
         )
     computed = resolution.devices
+    driver_raw = data.get("driver")
+    if isinstance(driver_raw, Mapping) and resolution.cuinit_error:
+        # cuInit failing is CUDA's answer for this setting: the error must be the one predicted too
+        code = _int_or_none(driver_raw.get("cuinit_code"))
+        predicted = f"({code})" in resolution.cuinit_error if code is not None else True
+        if not predicted:
+            disagreements.append(
+                f"cuInit returned {driver_raw.get('cuinit_error')}; gpudiag predicted {resolution.cuinit_error}"
+            )
     for s in answered:
         seen = s.devices or ()
         if len(seen) != len(computed):
-            disagreements.append(f"{s.label} sees {len(seen)} device(s), gpudiag computed {len(computed)}")
+            why = f" ({s.detail})" if s.detail and not seen else ""
+            disagreements.append(f"{s.label} sees {len(seen)} device(s){why}, gpudiag computed {len(computed)}")
         for d, p in zip(computed, seen, strict=False):
             same, note = _same_device(d, p)
             if note:

@@ -28,23 +28,23 @@ def _torch_parse(value: str | None) -> list[int] | list[str]:
         return list(range(64))
     for prefix in ("GPU-", "MIG-"):
         if value.startswith(prefix):
-            found: list[str] = []
+            found: dict[str, None] = {}  # PyTorch uses a list; a dict gives the same answer in linear time
             for elem in value.split(","):
                 if elem in found:
                     return []
                 if not elem.startswith(prefix):
                     break
-                found.append(elem)
-            return found
-    numbers: list[int] = []
+                found[elem] = None
+            return list(found)
+    numbers: dict[int, None] = {}
     for elem in value.split(","):
         x = _torch_strtoul(elem.strip())
         if x in numbers:
             return []
         if x < 0:
             break
-        numbers.append(x)
-    return numbers
+        numbers[x] = None
+    return list(numbers)
 
 
 def _torch_uuid_ordinals(candidates: list[str], uuids: list[str]) -> list[int]:

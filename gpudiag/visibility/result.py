@@ -29,6 +29,18 @@ NARROWING_NOTES = {
 }
 
 
+SUMMARY_KIND = "not_read"  # an Entry that stands for the entries after CUDA stopped reading
+SHOWN_CHARACTERS = 120  # a longer value is shown cut, with its size
+
+
+def shown_value(value: str) -> str:
+    """The value as repr() shows it, cut when long (a value of 50,000 entries is 100 kB)."""
+    if len(value) <= SHOWN_CHARACTERS:
+        return repr(value)
+    entries = value.count(",") + 1
+    return f"{value[:SHOWN_CHARACTERS]!r}… ({entries} entries, {len(value)} characters)"
+
+
 class Outcome(str, enum.Enum):
     USED = "used"
     DROPPED = "dropped"  # this entry (and, for an invalid one, the reading stops here)
@@ -114,3 +126,4 @@ class Resolution:
     undocumented: tuple[str, ...] = ()  # undocumented behaviour this result assumes (check with --probe)
     order_value: str | None = None  # CUDA_DEVICE_ORDER as set; None: unset
     pytorch: PytorchView | None = None
+    cuinit_error: str = ""  # when no device is usable: what cuInit returns, e.g. "CUDA_ERROR_NO_DEVICE (100)"

@@ -6,7 +6,7 @@ import re
 from dataclasses import replace
 
 from gpudiag.model import ComputeMode, Gpu, GpuState, Machine
-from gpudiag.visibility.entries import parse_value
+from gpudiag.visibility.entries import parse_token
 from gpudiag.visibility.mig import apply_mig_rules, match_mig
 from gpudiag.visibility.order import enumeration_order, kind
 from gpudiag.visibility.picks import Notes, Pick, numbered
@@ -17,12 +17,14 @@ from gpudiag.visibility.result import (
     NARROWING_NOTES,
     ORDER_VAR,
     ORDERS,
+    SUMMARY_KIND,
     VISIBLE_VAR,
     Entry,
     Outcome,
     Resolution,
     Token,
     TokenKind,
+    shown_value,
 )
 
 
@@ -77,12 +79,13 @@ def resolve(machine: Machine, value: str | None, order: str | None = None) -> Re
 
     entries: list[Entry] = []
     picks: list[Pick] = []
+    cuinit_error = ""
     if value is None:
         picks = [Pick(None, g, None, "every device") for g in enumerated]
     elif value == "":
         notes.warn(f"{VISIBLE_VAR} is set but empty: CUDA sees no device at all (unset it to see every GPU)")
     else:
-        picks = _read_list(machine, value, enumerated, heuristic, entries, notes)
+        picks, cuinit_error = _read_list(machine, value, enumerated, heuristic, entries, notes)
 
     devices, entries = apply_mig_rules(machine, picks, entries, notes)
     devices = numbered(devices)
@@ -97,8 +100,18 @@ def resolve(machine: Machine, value: str | None, order: str | None = None) -> Re
                 f"cuda:{d.ordinal} (GPU {d.gpu_index}) is in Exclusive_Process compute mode: only one process at a "
                 "time can use it"
             )
-    if value not in (None, "") and not devices and machine.gpus and not notes.warnings_about("the first entry"):
-        notes.warn(f"{VISIBLE_VAR}={value!r} leaves no device: CUDA reports 'no CUDA-capable device is detected'")
+    if not devices:
+        cuinit_error = cuinit_error or NO_DEVICE
+    if (
+        value not in (None, "")
+        and not devices
+        and machine.gpus
+        and cuinit_error == NO_DEVICE
+        and not notes.warnings_about("the first entry")
+    ):
+        notes.warn(
+            f"{VISIBLE_VAR}={shown_value(value)} leaves no device: CUDA reports 'no CUDA-capable device is detected'"
+        )
     env = machine.env_map
     narrowing = tuple((name, env[name], note) for name, note in NARROWING_NOTES.items() if name in env)
     if narrowing and any("out of range" in e.reason for e in entries):
@@ -118,6 +131,7 @@ def resolve(machine: Machine, value: str | None, order: str | None = None) -> Re
         narrowing=narrowing,
         undocumented=tuple(notes.undocumented),
         order_value=order,
+        cuinit_error=cuinit_error,
     )
     return replace(resolution, pytorch=pytorch_view(machine, value, resolution))
 
@@ -132,6 +146,39 @@ def _capability_ties(enumerated: tuple[Gpu, ...]) -> str:
     )
 
 
+OBSERVED = "observed on driver 580.159.04 (H100), not documented by NVIDIA"
+NO_DEVICE = "CUDA_ERROR_NO_DEVICE (100)"
+INVALID_DEVICE = "CUDA_ERROR_INVALID_DEVICE (101)"
+SHOWN_AFTER_STOP = 8  # entries after the point where CUDA stops that are listed one by one
+
+
+def _form(token: Token) -> str:
+    """An entry's form: a UUID (GPU-/MIG-) or anything else, which CUDA reads as a number."""
+    return "uuid" if token.kind in (TokenKind.GPU_UUID, TokenKind.MIG_UUID, TokenKind.MIG_LEGACY) else "index"
+
+
+def _not_read(texts: list[str], start: int, reason: str, documented: bool = True) -> list[Entry]:
+    """The entries after the point where CUDA stopped: a few by name, the rest summed up, none parsed
+    (a value of 50,000 entries is read as far as CUDA reads it, not further)."""
+    shown = [
+        Entry(i, texts[i], Outcome.IGNORED, reason, documented=documented)
+        for i in range(start, min(len(texts), start + SHOWN_AFTER_STOP))
+    ]
+    rest = len(texts) - start - len(shown)
+    if rest > 0:
+        shown.append(
+            Entry(
+                start + len(shown),
+                f"… {rest} more entr{'y' if rest == 1 else 'ies'}",
+                Outcome.IGNORED,
+                reason,
+                SUMMARY_KIND,
+                documented=documented,
+            )
+        )
+    return shown
+
+
 def _read_list(
     machine: Machine,
     value: str,
@@ -139,20 +186,40 @@ def _read_list(
     heuristic: bool,
     entries: list[Entry],
     notes: Notes,
-) -> list[Pick]:
-    """Read the comma-separated list left to right, stopping at the first invalid entry."""
-    tokens = parse_value(value)
+) -> tuple[list[Pick], str]:
+    """Read the comma-separated list left to right as CUDA does: it stops at the first invalid
+    entry and at the first entry of the other form (index vs UUID); a repeated device fails cuInit.
+
+    Returns the picks and, when the list itself makes cuInit fail, the error CUDA gives.
+    """
+    texts = value.split(",")
     picks: list[Pick] = []
-    kinds = {t.kind for t in tokens if t.kind is not TokenKind.INVALID}
-    if TokenKind.INDEX in kinds and kinds - {TokenKind.INDEX}:
-        notes.assume(
-            "the list mixes integer indices and UUIDs: NVIDIA does not say whether CUDA accepts that; gpudiag "
-            "reads each entry on its own (PyTorch's parser stops at the first entry of the other form)"
-        )
-    for position, token in enumerate(tokens):
+    first_form = ""
+    for position, text in enumerate(texts):
+        token = parse_token(text)
+        form = _form(token)
+        if position == 0:
+            first_form = form
+        elif form != first_form and token.kind is not TokenKind.INVALID:
+            entries.append(
+                Entry(
+                    position,
+                    token.text,
+                    Outcome.DROPPED,
+                    f"{'a UUID' if form == 'uuid' else 'an index'} after "
+                    f"{'indices' if first_form == 'index' else 'UUIDs'}: CUDA stops here ({OBSERVED})",
+                    token.kind.value,
+                    documented=False,
+                )
+            )
+            entries.extend(_not_read(texts, position + 1, "after the list changed form CUDA reads no further", False))
+            notes.warn(
+                f"the list mixes integer indices and UUIDs: CUDA reads only up to the first entry of the other form "
+                f"({token.text.strip(C_BLANKS)!r} and what follows are ignored); use one form"
+            )
+            notes.assume(f"a list that mixes indices and UUIDs ends at the first entry of the other form: {OBSERVED}")
+            return picks, ""
         pick, problem, documented = _match(machine, token, enumerated, heuristic, notes, position)
-        if pick is not None:
-            pick = replace(pick, position=position)
         if pick is None:
             entries.append(
                 Entry(
@@ -166,27 +233,19 @@ def _read_list(
                     documented,
                 )
             )
-            for later in range(position + 1, len(tokens)):
-                entries.append(
-                    Entry(
-                        later,
-                        tokens[later].text,
-                        Outcome.IGNORED,
-                        "after an invalid entry CUDA reads no further",
-                        tokens[later].kind.value,
-                    )
-                )
+            entries.extend(_not_read(texts, position + 1, "after an invalid entry CUDA reads no further"))
             if position == 0:
                 notes.warn(
                     f"the first entry, {token.text!r}, is invalid: no device is visible, CUDA reports 'no CUDA-capable "
                     "device is detected'"
                     + (" (a common way to hide every GPU on purpose)" if token.text.strip(C_BLANKS) == "-1" else "")
                 )
-            return picks
+            return picks, ""
+        pick = replace(pick, position=position)
         repeat = next((p for p in picks if p.gpu.index == pick.gpu.index and p.mig is pick.mig), None)
         if repeat is not None:
-            _empty_on_repeat(tokens, position, pick, entries, notes)
-            return []
+            _fail_on_repeat(texts, token, position, pick, entries, notes)
+            return [], INVALID_DEVICE
         entries.append(
             Entry(
                 position,
@@ -200,42 +259,37 @@ def _read_list(
             )
         )
         picks.append(pick)
-    return picks
+    return picks, ""
 
 
-def _empty_on_repeat(tokens: tuple[Token, ...], position: int, pick: Pick, entries: list[Entry], notes: Notes) -> None:
+def _fail_on_repeat(
+    texts: list[str], token: Token, position: int, pick: Pick, entries: list[Entry], notes: Notes
+) -> None:
     what = f"GPU {pick.gpu.index}" + (f" MIG {pick.mig.index}" if pick.mig else "")
     for i, old in enumerate(entries):
         entries[i] = replace(
-            old, outcome=Outcome.DROPPED, reason=f"the list repeats {what}: no device at all", documented=False
+            old, outcome=Outcome.DROPPED, reason=f"the list repeats {what}: cuInit fails", documented=False
         )
     entries.append(
         Entry(
             position,
-            tokens[position].text,
+            token.text,
             Outcome.DROPPED,
             f"repeats {what}",
-            tokens[position].kind.value,
+            token.kind.value,
             pick.gpu.index,
             pick.mig.index if pick.mig else None,
             False,
         )
     )
-    for later in range(position + 1, len(tokens)):
-        entries.append(
-            Entry(
-                later,
-                tokens[later].text,
-                Outcome.IGNORED,
-                "the list repeats a device",
-                tokens[later].kind.value,
-                documented=False,
-            )
-        )
-    notes.warn(f"{what} is listed twice: CUDA then enumerates no device at all")
+    entries.extend(_not_read(texts, position + 1, "the list repeats a device", False))
+    notes.warn(
+        f"{what} is listed twice: cuInit fails with {INVALID_DEVICE}, so no device is usable "
+        "(torch: 'Error 101: invalid device ordinal')"
+    )
     notes.assume(
-        "a repeated device empties the whole list: PyTorch's parser and its tests encode this, NVIDIA does not "
-        "document it"
+        f"a repeated device makes cuInit fail with {INVALID_DEVICE}: {OBSERVED} (PyTorch's parser, which runs "
+        "before CUDA, reads such a list as no device)"
     )
 
 
@@ -349,6 +403,9 @@ def _strtoul_base0(text: str) -> int:
 def _match_gpu_uuid(
     token: Token, enumerated: tuple[Gpu, ...], notes: Notes, position: int
 ) -> tuple[Pick | None, str, bool]:
+    if token.uuid == "GPU-":
+        notes.assume(f"'GPU-' with nothing after it names no device (it is not a prefix of every UUID): {OBSERVED}")
+        return None, "'GPU-' with no UUID after it names no device", False
     hits = [g for g in enumerated if g.uuid.value is not None and g.uuid.value.startswith(token.uuid)]
     if len(hits) == 1:
         gpu = hits[0]
