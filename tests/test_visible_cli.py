@@ -448,3 +448,29 @@ def test_the_readme_section_shows_real_output(cli: Cli) -> None:
         _, out, _ = cli(*[a.strip("'") for a in args], width=120)
         shown = "\n".join(line.rstrip() for line in out.splitlines())
         assert shown == expected.rstrip("\n"), " ".join(args)
+
+
+@pytest.mark.parametrize("select", ["²", "٣", "3\u0663"])
+def test_only_ascii_digits_are_gpu_indices(cli: Cli, select: str) -> None:
+    """`--select '²'` was an internal error and `--select '٣'` picked GPU 3 (str.isdigit accepts both)."""
+    code, out, err = cli.replay("h100x8-healthy", "visible", "--select", select)
+    assert code == ExitCode.USAGE and out == ""
+    assert err == f"gpudiag: {select!r} is not a GPU index, UUID (GPU-…) or PCI bus id on this machine\n"
+
+
+def test_a_huge_value_is_read_as_far_as_cuda_reads_it(cli: Cli) -> None:
+    """50,000 entries took 32-36 s and printed 4.3 MB: CUDA stops at the first invalid or repeated
+    entry, so gpudiag does too, and sums up the rest."""
+    import time
+
+    for value in (",".join(["9"] * 50_000), ",".join(str(i % 8) for i in range(50_000))):
+        start = time.perf_counter()
+        code, out, _ = cli.replay("h100x8-healthy", "visible", "--value", value)
+        seconds = time.perf_counter() - start
+        assert code == ExitCode.OK and seconds < 1.0, seconds
+        assert len(out) < 10_000
+        assert "(50000 entries, 99999 characters)" in out
+        assert "more entries" in out
+        _, out, _ = cli.replay("h100x8-healthy", "visible", "--value", value, "--json")
+        entries = json.loads(out)["entries"]
+        assert len(entries) <= 20 and entries[-1]["outcome"] == "ignored"

@@ -135,8 +135,8 @@ def probe_report(resolution: Resolution | None, data: Mapping[str, Any]) -> Prob
     if isinstance(driver_raw, Mapping) and resolution.cuinit_error:
         # cuInit failing is CUDA's answer for this setting: the error must be the one predicted too
         code = _int_or_none(driver_raw.get("cuinit_code"))
-        predicted = f"({code})" in resolution.cuinit_error if code is not None else True
-        if not predicted:
+        as_predicted = code is None or f"({code})" in resolution.cuinit_error
+        if not as_predicted:
             disagreements.append(
                 f"cuInit returned {driver_raw.get('cuinit_error')}; gpudiag predicted {resolution.cuinit_error}"
             )
