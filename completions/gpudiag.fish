@@ -37,7 +37,7 @@ complete -c gpudiag -n '__fish_seen_subcommand_from check' -l require-gpu -r -d 
 complete -c gpudiag -n '__fish_seen_subcommand_from check' -l require-torch -r -d 'torch version specifier, e.g. ">=2.3".'
 complete -c gpudiag -n '__fish_seen_subcommand_from check' -l python -r -F -d 'Check the torch of this interpreter (e.g. your training venv\'s python).'
 complete -c gpudiag -n '__fish_seen_subcommand_from check' -l no-torch -d 'Do not start torch at all (its checks SKIP).'
-complete -c gpudiag -n '__fish_seen_subcommand_from check' -l timeout -r -d 'Seconds allowed for each torch child process.'
+complete -c gpudiag -n '__fish_seen_subcommand_from check' -l timeout -r -d 'Seconds torch may take to answer (import and CUDA start-up); the functional test has its own budget.'
 complete -c gpudiag -n '__fish_seen_subcommand_from list' -l json -d 'Machine-readable output (schema gpudiag.machine/1).'
 complete -c gpudiag -n '__fish_seen_subcommand_from list' -l id -s i -r -d 'Only these GPUs: NVML indices, UUIDs (or unique prefixes) or PCI bus ids, comma-separated.'
 complete -c gpudiag -n '__fish_seen_subcommand_from list' -l no-processes -d 'Leave out the processes table.'

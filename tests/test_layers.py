@@ -1,7 +1,8 @@
 """The layers' import rules (README "Design"), read from the source with ast: the shape stays true.
 
 - the model imports nothing of gpudiag;
-- only the NVML source (probe/nvml.py) and the replay package (the fake NVML) import pynvml;
+- only the live NVML source (probe/collect.py, which hands the module to probe/nvml.py) and the
+  replay package (the fake NVML) import pynvml;
 - renderers never import probes or children;
 - a child that another interpreter runs imports the standard library (and its sibling protocol) only;
 - no Python program lives in a string: no module hands code to ``python -c``.
@@ -47,10 +48,10 @@ def test_the_model_imports_nothing_of_gpudiag() -> None:
 
 def test_only_the_nvml_source_and_the_replay_package_import_pynvml() -> None:
     assert REPLAY is not None
-    allowed = {PACKAGE / "probe" / "nvml.py", *modules(REPLAY)}
+    allowed = {PACKAGE / "probe" / "collect.py", *modules(REPLAY)}
     users = {p for p in modules() if any(m.split(".")[0] == "pynvml" for m in imports(p))}
     assert users - allowed == set(), sorted(name(p) for p in users - allowed)
-    assert PACKAGE / "probe" / "nvml.py" in users
+    assert PACKAGE / "probe" / "collect.py" in users
 
 
 def test_renderers_never_import_probes() -> None:
@@ -87,6 +88,6 @@ def test_no_program_lives_in_a_string() -> None:
 
 def test_the_rules_see_what_they_judge() -> None:
     """The checker itself can fail: it finds the imports of a file that breaks each rule."""
-    assert "pynvml" in imports(PACKAGE / "probe" / "nvml.py")
+    assert "pynvml" in imports(PACKAGE / "probe" / "collect.py")
     assert "torch" not in imports(PACKAGE / "children" / "torch_probe.py")  # imported by name at run time
     assert {"gpudiag.model", "gpudiag.probe.child"} <= imports(PACKAGE / "probe" / "torch_runtime.py")

@@ -8,11 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpudiag.errors import GpudiagError
+from gpudiag.exitcodes import ExitCode
 from gpudiag.model import MACHINE_SCHEMA, HostInfo, Machine, Reading, Reason, TorchBuild, TorchRuntime, unavailable
 from gpudiag.probe import env as env_probe
 from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
 from gpudiag.probe.nvml import HostResolver, NvmlSession
-from gpudiag.probe.nvml import import_pynvml as _import_pynvml
 from gpudiag.probe.torch_static import torch_build
 
 REPLAY_ENV = "GPUDIAG_REPLAY"
@@ -70,6 +71,23 @@ def open_source(replay: str | None = None, environ: Mapping[str, str] | None = N
     if replay:
         return _replay_source(replay)
     return _live_source(environ)
+
+
+def _import_pynvml() -> Any:
+    """nvidia-ml-py's module, refusing the stale copy that the deprecated `pynvml` package ships."""
+    try:
+        import pynvml  # loads libnvidia-ml only in nvmlInit
+    except ImportError as exc:
+        raise GpudiagError(
+            f"cannot import pynvml ({exc}): install nvidia-ml-py (`pip install nvidia-ml-py`)", ExitCode.NVML_ERROR
+        ) from None
+    if not hasattr(pynvml, "nvmlDeviceGetComputeRunningProcesses_v3"):
+        raise GpudiagError(
+            f"the pynvml module at {getattr(pynvml, '__file__', '?')} is an outdated copy (the deprecated 'pynvml' "
+            "package shadows nvidia-ml-py): `pip uninstall pynvml && pip install --force-reinstall nvidia-ml-py`",
+            ExitCode.NVML_ERROR,
+        )
+    return pynvml
 
 
 def _live_source(environ: Mapping[str, str]) -> MachineSource:

@@ -14,8 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from gpudiag.errors import GpudiagError
-from gpudiag.exitcodes import ExitCode
 from gpudiag.model import (
     ComputeMode,
     EccCounts,
@@ -585,20 +583,3 @@ def failed_gpu(index: int, state: GpuState, detail: str) -> Gpu:
         mig_devices=(),
         processes=missing,
     )
-
-
-def import_pynvml() -> Any:
-    """nvidia-ml-py's module, refusing the stale copy that the deprecated `pynvml` package ships."""
-    try:
-        import pynvml  # loads libnvidia-ml only in nvmlInit
-    except ImportError as exc:
-        raise GpudiagError(
-            f"cannot import pynvml ({exc}): install nvidia-ml-py (`pip install nvidia-ml-py`)", ExitCode.NVML_ERROR
-        ) from None
-    if not hasattr(pynvml, "nvmlDeviceGetComputeRunningProcesses_v3"):
-        raise GpudiagError(
-            f"the pynvml module at {getattr(pynvml, '__file__', '?')} is an outdated copy (the deprecated 'pynvml' "
-            "package shadows nvidia-ml-py): `pip uninstall pynvml && pip install --force-reinstall nvidia-ml-py`",
-            ExitCode.NVML_ERROR,
-        )
-    return pynvml
