@@ -3,9 +3,9 @@
 Per GPU: time the context creation, write and verify a memory pattern, run an fp32
 matmul with TF32 off against a float64 CPU reference, and measure TFLOP/s. The child is
 started with fork+exec from a parent that never initialised CUDA. `gpudiag check` runs the
-test in the torch probe's own child (:func:`gpudiag.probe.torch_runtime.probe_then`: one
-import, one CUDA initialisation); :func:`run` runs it in a child of its own. Either way the
-child reports as it goes:
+test in the torch probe's own child (:mod:`gpudiag.checks.gather`: one import, one CUDA
+initialisation); :func:`run` runs it in a child of its own. The child is
+:mod:`gpudiag.children.functional`; this module is its parent side. The child reports as it goes:
 
 - ``START idx uuid`` before each GPU, so a hang or crash is pinned to the GPU it happened on
   (and the GPUs finished before it keep their results);

@@ -87,7 +87,7 @@ def parse(result: ChildResult, stages: dict[str, Any] | None = None) -> Reading[
     """Turn the child's answer, or its failure and the last stage it reached, into a reading."""
     stages = stages or {}
     if result.outcome is not ChildOutcome.OK and stages.get("stage") == protocol.RUNTIME:
-        # torch answered in full; what ended the child came after (see probe_then).
+        # torch answered in full; what ended the child came after (the functional test, see finish).
         try:
             return Reading.of(_runtime(stages))
         except (KeyError, TypeError, ValueError, IndexError) as exc:
