@@ -4,7 +4,6 @@ live path (torch probe, host facts, functional test) wired with injected child r
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -216,15 +215,16 @@ def test_live_check_on_this_machine_with_the_real_cpu_torch(cli: Cli) -> None:
     assert data["could_not_run"] == []
 
 
-def test_python_option_checks_another_interpreter(cli: Cli) -> None:
-    other = shutil.which("python3")
-    if other is None:
-        pytest.skip("no system python3")
-    code, data = check_json(cli, "check", "--quick", "--only", "compat.torch", "--python", other)
+def test_python_option_checks_another_interpreter(cli: Cli, tmp_path: Path) -> None:
+    """The child runs by path under the named interpreter (here one without site-packages, so no torch)."""
+    other = tmp_path / "venv-python"
+    other.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    other.chmod(0o755)
+    code, data = check_json(cli, "check", "--quick", "--only", "compat.torch", "--python", str(other))
     finding = data["checks"][0]
-    if "torch is not installed" in finding["finding"]:
-        assert finding["status"] == "FAIL" and code == ExitCode.FAILED  # the named environment lacks torch
-        assert data["versions"]["torch"].startswith("torch is not installed for")  # not gpudiag's own torch
+    assert finding["status"] == "FAIL" and code == ExitCode.FAILED  # the named environment lacks torch
+    assert "torch is not installed" in finding["finding"]
+    assert data["versions"]["torch"].startswith("torch is not installed for")  # not gpudiag's own torch
 
 
 def live_as(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
