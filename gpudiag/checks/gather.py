@@ -5,7 +5,8 @@ first and NVML, the host and the environment are read while it imports. Then the
 functional test is asked for (in that same child, once torch has answered and NVML
 says the GPUs are there), the GPUs are re-read under load as the child reports, and
 the device nodes are read last (CUDA's start-up may have loaded nvidia_uvm and created
-its node). :func:`gather` is the one entry point; the command only parses and renders.
+its node). :func:`run` (gather, then judge) is the one entry point; the command only parses
+options and renders.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 
-from gpudiag.checks import Facts, FunctionalResult
+from gpudiag.checks import CheckResult, Facts, FunctionalResult, Options
 from gpudiag.checks import functional as functional_test
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
@@ -39,6 +40,21 @@ class Plan:
 class Gathered:
     facts: Facts
     notes: tuple[str, ...]  # what could not run
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    facts: Facts
+    results: tuple[CheckResult, ...]
+    notes: tuple[str, ...]  # what could not run
+
+
+def run(plan: Plan, options: Options, only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> CheckRun:
+    """The whole check: gather the facts, then judge them with the selected rules."""
+    from gpudiag.checks import rules
+
+    gathered = gather(plan)
+    return CheckRun(gathered.facts, tuple(rules.run(gathered.facts, options, only, skip)), gathered.notes)
 
 
 def gather(plan: Plan) -> Gathered:

@@ -158,7 +158,7 @@ def command(
     """
     from gpudiag.checks import Status
     from gpudiag.checks import rules as check_rules
-    from gpudiag.checks.gather import Plan, gather
+    from gpudiag.checks.gather import Plan, run
     from gpudiag.render import check_view
 
     s = settings(ctx)
@@ -192,7 +192,7 @@ def command(
         or bool("req.cuda" in selected and options.require_cuda)
         or bool("req.torch" in selected and options.require_torch)
     )
-    gathered = gather(
+    checked = run(
         Plan(
             replay=s.replay,
             torch_off="--no-torch: torch not started"
@@ -202,10 +202,12 @@ def command(
             python=python,
             timeout=timeout,
             could_not_run=COULD_NOT_RUN,
-        )
+        ),
+        options,
+        only_ids,
+        skip_ids,
     )
-    facts, notes = gathered.facts, list(gathered.notes)
-    results = check_rules.run(facts, options, only_ids, skip_ids)
+    facts, results, notes = checked.facts, list(checked.results), list(checked.notes)
 
     statuses = {r.status for r in results}
     if Status.FAIL in statuses or (strict and Status.WARN in statuses):
