@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from gpudiag.checks import CheckResult, Facts, FunctionalResult, Options
 from gpudiag.checks import functional as functional_test
@@ -20,7 +21,9 @@ from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import Machine, NvmlStatus, Reading, Reason, TorchRuntime, unavailable
 from gpudiag.probe.child import Running
-from gpudiag.probe.collect import MachineSource
+
+if TYPE_CHECKING:  # imported when used: the torch child starts before NVML, psutil and the host modules load
+    from gpudiag.probe.collect import MachineSource
 
 
 @dataclass(frozen=True)

@@ -159,7 +159,6 @@ def command(
     from gpudiag.checks import Status
     from gpudiag.checks import rules as check_rules
     from gpudiag.checks.gather import Plan, run
-    from gpudiag.render import check_view
 
     s = settings(ctx)
     if not (math.isfinite(timeout) and timeout > 0):
@@ -208,6 +207,7 @@ def command(
         skip_ids,
     )
     facts, results, notes = checked.facts, list(checked.results), list(checked.notes)
+    from gpudiag.render import check_view  # after the run: the torch child starts without waiting for rich
 
     statuses = {r.status for r in results}
     if Status.FAIL in statuses or (strict and Status.WARN in statuses):
