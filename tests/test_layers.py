@@ -91,3 +91,19 @@ def test_the_rules_see_what_they_judge() -> None:
     assert "pynvml" in imports(PACKAGE / "probe" / "collect.py")
     assert "torch" not in imports(PACKAGE / "children" / "torch_probe.py")  # imported by name at run time
     assert {"gpudiag.model", "gpudiag.probe.child"} <= imports(PACKAGE / "probe" / "torch_runtime.py")
+
+
+def test_visibility_is_a_package_whose_modules_name_their_jobs() -> None:
+    import gpudiag.visibility as visibility
+
+    jobs = {"entries", "rules", "order", "mig", "pytorch", "hints", "exports", "probe_report", "result", "picks"}
+    assert {p.stem for p in (PACKAGE / "visibility").glob("*.py")} == jobs | {"__init__"}
+    assert visibility.resolve.__module__ == "gpudiag.visibility.rules"  # still the one pure entry point
+    assert max(len(p.read_text().splitlines()) for p in (PACKAGE / "visibility").glob("*.py")) < 500
+
+
+def test_the_check_command_only_parses_calls_and_renders() -> None:
+    """The gathering (source, torch child, functional test, device nodes) lives in checks/gather.py."""
+    used = imports(PACKAGE / "cli" / "check_cmd.py")
+    assert not any(m.startswith(("gpudiag.probe", "gpudiag.children")) for m in used), used
+    assert "gpudiag.checks.gather" in used
