@@ -131,7 +131,7 @@ def torch_probe() -> dict[str, Any]:
     try:
         torch.cuda.init()
     except Exception as exc:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        text = protocol.first_line(exc)
         if "No CUDA GPUs are available" in text:
             out["devices"] = []
             out["detail"] = text
@@ -140,7 +140,7 @@ def torch_probe() -> dict[str, Any]:
             out["cuinit_error"] = text
             out["detail"] = text
         else:
-            out["error"] = text[:300]
+            out["error"] = text
         return out
     devices = []
     for i in range(torch.cuda.device_count()):
