@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from gpudiag.checks import CheckResult, Facts, FunctionalResult, Options
+from gpudiag.checks import LOADED_GROUPS, CheckResult, Facts, FunctionalResult, Options
 from gpudiag.checks import functional as functional_test
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
@@ -100,10 +100,11 @@ def _launch(plan: Plan, wants_functional: bool) -> Running:
 
 
 def _open(plan: Plan) -> MachineSource:
+    from gpudiag.checks import GROUPS
     from gpudiag.probe.collect import open_source
 
     try:
-        return open_source(plan.replay)
+        return open_source(plan.replay, facts=GROUPS)
     except UsageError:
         raise
     except GpudiagError as exc:  # e.g. the pynvml module is missing or stale: gpudiag cannot look
@@ -161,7 +162,7 @@ def _collector(source: MachineSource, machine: Machine) -> functional_test.Colle
         return uuids.get(uuid.removeprefix("GPU-").lower())
 
     def read_loaded(index: int) -> tuple[tuple[int, int] | None, int | None]:
-        gpu = source.read().gpu(index)
+        gpu = source.read(LOADED_GROUPS).gpu(index)
         gen, width = gpu.pcie.gen_current.value, gpu.pcie.width_current.value
         return (gen, width) if gen is not None and width is not None else None, gpu.clock_event_reasons.value
 
