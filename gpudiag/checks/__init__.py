@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from gpudiag.model import ALL_GROUPS, FactGroup, Machine, Reading, TorchRuntime
 from gpudiag.probe.devices import DeviceFacts
 
-# What the rules judge: every group but power draw/limit and the NUMA node, which no rule reads.
-GROUPS: frozenset[FactGroup] = ALL_GROUPS - {FactGroup.POWER, FactGroup.NUMA}
+# What the rules judge: every group but power draw/limit, the NUMA node and the details, which no rule reads.
+GROUPS: frozenset[FactGroup] = ALL_GROUPS - {FactGroup.POWER, FactGroup.NUMA, FactGroup.DETAILS, FactGroup.LINKS}
 # What the functional test re-reads while a GPU is busy.
 LOADED_GROUPS: frozenset[FactGroup] = frozenset({FactGroup.PCIE, FactGroup.CLOCK_EVENTS})
 
