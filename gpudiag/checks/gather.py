@@ -12,8 +12,10 @@ options and renders.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from msgspec.structs import replace
 
 from gpudiag.checks import LOADED_GROUPS, CheckResult, Facts, FunctionalResult, Options
 from gpudiag.checks import functional as functional_test

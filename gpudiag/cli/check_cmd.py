@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from msgspec.structs import replace
 
 from gpudiag.cli.common import handle_errors, make_console, settings
 from gpudiag.errors import GpudiagError, UsageError
