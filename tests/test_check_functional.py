@@ -29,6 +29,8 @@ if os.environ.get("FAKE_CUDA_DEVICES"):
     DEVICES = int(os.environ["FAKE_CUDA_DEVICES"])
     MODE = os.environ.get("FAKE_CUDA_MODE", "")
     BAD_DEVICE = int(os.environ.get("FAKE_CUDA_BAD", "-1"))
+    DELAY = float(os.environ.get("FAKE_CUDA_DELAY", "0"))  # before the bad device's fault
+    SLOW_DEVICE = int(os.environ.get("FAKE_CUDA_SLOW", "-1"))  # each of its syncs takes 2 s
     class _Event:
         def __init__(self, enable_timing=False):
             self.t = 0.0
@@ -41,7 +43,10 @@ if os.environ.get("FAKE_CUDA_DEVICES"):
             self.name, self.major, self.minor, self.total_memory = "Fake GPU", 9, 0, 80 << 30
             self.uuid = f"fake-{i}"
     def _sync(dev=None):
+        if dev is not None and dev.index == SLOW_DEVICE:
+            time.sleep(2)
         if dev is not None and dev.index == BAD_DEVICE:
+            time.sleep(DELAY)
             if MODE == "hang":
                 time.sleep(60)
             elif MODE == "crash":
@@ -66,10 +71,12 @@ def fake_cuda(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     (tmp_path / "sitecustomize.py").write_text(FAKE_CUDA)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
 
-    def configure(devices: int = 2, mode: str = "", bad: int = -1) -> None:
+    def configure(devices: int = 2, mode: str = "", bad: int = -1, delay: float = 0, slow: int = -1) -> None:
         monkeypatch.setenv("FAKE_CUDA_DEVICES", str(devices))
         monkeypatch.setenv("FAKE_CUDA_MODE", mode)
         monkeypatch.setenv("FAKE_CUDA_BAD", str(bad))
+        monkeypatch.setenv("FAKE_CUDA_DELAY", str(delay))
+        monkeypatch.setenv("FAKE_CUDA_SLOW", str(slow))
 
     return configure
 
@@ -89,7 +96,7 @@ def test_the_child_script_runs_end_to_end_and_reports_each_device(fake_cuda: Any
     results, why = functional.run(None, index_of, read_loaded, 120, SMALL)
     assert why == ""
     assert results is not None and [r.gpu_index for r in results] == [4, 5]
-    assert reads == [4, 5]  # NVML was re-read while each device was busy
+    assert sorted(reads) == [4, 5]  # NVML was re-read while each device was busy (in any order)
     for r in results:
         assert r.ok and r.error == ""
         assert r.memory_ok is True
@@ -97,6 +104,36 @@ def test_the_child_script_runs_end_to_end_and_reports_each_device(fake_cuda: Any
         assert r.tflops is not None and r.tflops > 0
         assert r.context_seconds is not None and r.context_seconds >= 0
         assert (r.loaded_pcie, r.loaded_clock_events) == ((5, 16), 0x1)
+
+
+def test_the_gpus_are_tested_at_the_same_time(fake_cuda: Any) -> None:
+    """Every GPU starts before any finishes: the test takes about one GPU's time, whatever the count."""
+    fake_cuda(devices=3)
+    lines: list[str] = []
+    collector = functional.Collector(index_of, None)
+
+    def on_line(line: str) -> None:
+        lines.append(line.split(" ", 1)[0])
+        collector.on_line(line)
+
+    slow = functional.settings("cpu", load_seconds=0.5, matmul_n=64, load_n=64, words=4096)
+    result = functional.run_child(
+        [str(functional.script("functional")), json.dumps(slow)], python=None, timeout=120, on_line=on_line
+    )
+    results, why = collector.finish(result)
+    assert why == "" and results is not None and [r.torch_index for r in results] == [0, 1, 2]
+    assert all(r.ok for r in results)
+    markers = [m for m in lines if m in (functional.START_MARKER, functional.RESULT_MARKER)]
+    assert markers == [functional.START_MARKER] * 3 + [functional.RESULT_MARKER] * 3
+
+
+def test_a_crash_fails_every_gpu_still_under_test(fake_cuda: Any) -> None:
+    fake_cuda(mode="crash", bad=1, slow=0)  # GPU 0 is still busy when GPU 1 kills the process
+    results, why = functional.run(None, index_of, None, 120, SMALL)
+    assert why == "" and results is not None
+    assert [(r.torch_index, r.ok) for r in results] == [(0, False), (1, False)]
+    assert results[0].error.endswith("while testing this GPU (and GPU 5, tested at the same time)")
+    assert results[1].error.endswith("while testing this GPU (and GPU 4, tested at the same time)")
 
 
 def test_an_error_on_one_gpu_fails_that_gpu_only(fake_cuda: Any) -> None:
@@ -112,7 +149,7 @@ def test_an_error_on_one_gpu_fails_that_gpu_only(fake_cuda: Any) -> None:
 def test_a_hang_or_crash_is_pinned_to_the_gpu_and_earlier_results_survive(
     fake_cuda: Any, mode: str, words: str
 ) -> None:
-    fake_cuda(mode=mode, bad=1)
+    fake_cuda(mode=mode, bad=1, delay=1.5)  # the other GPU, tested at the same time, has finished by then
     timeout = 8 if mode == "hang" else 120
     results, why = functional.run(None, index_of, None, timeout, SMALL)
     assert why == ""  # a GPU that hangs or kills the process is a finding, not a tool failure

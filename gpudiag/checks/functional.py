@@ -7,8 +7,9 @@ test in the torch probe's own child (:mod:`gpudiag.checks.gather`: one import, o
 initialisation); :func:`run` runs it in a child of its own. The child is
 :mod:`gpudiag.children.functional`; this module is its parent side. The child reports as it goes:
 
-- ``START idx uuid`` before each GPU, so a hang or crash is pinned to the GPU it happened on
-  (and the GPUs finished before it keep their results);
+- ``START idx uuid`` for each GPU before the GPUs are tested, all at once (a thread each), so a
+  hang is pinned to the GPU that never finished and a crash to the GPUs still under test (the GPUs
+  that finished keep their results);
 - ``LOADED idx uuid`` once the GPU is busy with matmuls, so the parent re-reads the PCIe
   link and clock events from NVML under load (an idle link downshifts; only a loaded one
   tells the truth);
@@ -72,7 +73,7 @@ class Collector:
         self._read_loaded = read_loaded
         self._loaded: dict[int, tuple[tuple[int, int] | None, int | None]] = {}
         self._finished: list[dict[str, Any]] = []
-        self._current: tuple[int, str] | None = None  # the GPU being tested now: (torch index, uuid)
+        self._in_flight: dict[int, str] = {}  # the GPUs under test now: torch index -> uuid
         self._unavailable = ""
 
     def on_line(self, line: str) -> None:
@@ -84,7 +85,7 @@ class Collector:
                 return
             if isinstance(data, dict):
                 self._finished.append(data)
-                self._current = None
+                self._in_flight.pop(_int(data.get("torch_index")), None)
             return
         if marker == UNAVAILABLE_MARKER:
             self._unavailable = rest or "unknown error"
@@ -95,33 +96,38 @@ class Collector:
         if not idx.isdigit():
             return
         if marker == START_MARKER:
-            self._current = (int(idx), uuid)
+            self._in_flight[int(idx)] = uuid
         elif self._read_loaded is not None:
             index = self._index_of(uuid)
             if index is not None:
                 self._loaded[int(idx)] = self._read_loaded(index)
 
     def finish(self, result: ChildResult) -> tuple[tuple[FunctionalResult, ...] | None, str]:
-        """Per-GPU results, or None and why the test could not run at all; a non-empty reason with
-        results means it stopped early (the GPUs after the last result were not tested)."""
+        """Per-GPU results in torch's device order (the GPUs finish in any order), or None and why the
+        test could not run at all; a non-empty reason with results means it stopped early."""
         out = [self._result(r) for r in self._finished]
         if result.outcome in (ChildOutcome.TIMEOUT, ChildOutcome.CRASHED):
             # A GPU that hangs or crashes the process under a plain matmul is a finding, not a tool failure.
             what = f"the test process {result.detail}"
-            if self._current is not None:
-                torch_index, uuid = self._current
-                later = " (GPUs after it were not tested)"
-                out.append(_failed(self._index_of(uuid), torch_index, f"{what} while testing this GPU{later}"))
+            if self._in_flight:
+                for torch_index, uuid in sorted(self._in_flight.items()):
+                    others = [self._label(i, u) for i, u in sorted(self._in_flight.items()) if i != torch_index]
+                    also = f" (and {', '.join(others)}, tested at the same time)" if others else ""
+                    out.append(_failed(self._index_of(uuid), torch_index, f"{what} while testing this GPU{also}"))
             else:
                 out.append(_failed(None, -1, what + (" after the last GPU" if out else " before testing any GPU")))
-            return tuple(out), ""
+            return _in_device_order(out), ""
         if self._unavailable:
             return None, f"functional test could not run: CUDA unusable in the test process: {self._unavailable}"
         if not result.ok:
             if out:  # some GPUs finished: keep them, and say the rest could not be run
-                return tuple(out), f"functional test stopped early: {result.detail}"
+                return _in_device_order(out), f"functional test stopped early: {result.detail}"
             return None, f"functional test could not run: {result.detail}"
-        return tuple(out), ""
+        return _in_device_order(out), ""
+
+    def _label(self, torch_index: int, uuid: str) -> str:
+        index = self._index_of(uuid)
+        return f"GPU {index}" if index is not None else f"torch device {torch_index}"
 
     def _result(self, r: dict[str, Any]) -> FunctionalResult:
         torch_index = int(r.get("torch_index", -1))
@@ -157,6 +163,14 @@ def run(
 
 def _failed(gpu_index: int | None, torch_index: int, error: str) -> FunctionalResult:
     return FunctionalResult(gpu_index, torch_index, False, error, None, None, None, None, None, None)
+
+
+def _in_device_order(results: list[FunctionalResult]) -> tuple[FunctionalResult, ...]:
+    return tuple(sorted(results, key=lambda r: (r.torch_index < 0, r.torch_index)))  # -1 (no GPU): last
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) else -1
 
 
 def _float(value: Any) -> float | None:
