@@ -9,8 +9,15 @@
   GPU and the other reads), the gathering against the serial order (read NVML, then start torch);
 - on a machine with an NVIDIA driver: the full live `check` (torch probe, functional test of
   every GPU): target ≤ 5 s for one GPU, torch import included.
+- against the torch floor ``python -c "import torch; torch.cuda.init()"``, interleaved: live
+  `check --quick` (target ≤ 1.05x the floor) and the full live `check` (≤ the floor + 1.5 s,
+  whatever the GPU count). Without a driver both still start the torch child.
+- the functional test's child alone with N GPUs faked on the CPU (torch.cuda stood in for, as
+  the tests do; the real 128 MiB pattern, 1024² reference and 0.8 s load window, 256² load
+  matmuls): GPUs tested at once should take one GPU's time. ``--baseline DIR`` also runs another
+  checkout's child in the same rounds (before/after).
 
-Usage: python benchmarks/bench_check.py [--runs N] [--python PATH] [--no-live]
+Usage: python benchmarks/bench_check.py [--runs N] [--python PATH] [--no-live] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 QUICK = [sys.executable, "-m", "gpudiag", "--replay", "h100x8-healthy", "check", "--quick"]
 QUICK_TARGET_S = 1.0
@@ -83,6 +92,78 @@ def overlap(runs: int, python: str | None) -> tuple[float, float]:
     return statistics.median(together), statistics.median(serial)
 
 
+TORCH_FLOOR = [sys.executable, "-c", "import torch\ntry:\n    torch.cuda.init()\nexcept Exception:\n    pass"]
+QUICK_VS_FLOOR = 1.05
+FULL_OVER_FLOOR_S = 1.5
+
+
+def against_torch_floor(runs: int) -> bool:
+    """Live `check --quick` and `check` against torch's own import + CUDA start-up, interleaved."""
+    gpudiag = [sys.executable, "-m", "gpudiag"]
+    cases = {"torch floor": TORCH_FLOOR, "check --quick": [*gpudiag, "check", "--quick"], "check": [*gpudiag, "check"]}
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(runs):
+        for name, cmd in cases.items():
+            times[name].append(wall(cmd)[0])
+    floor, quick, full = (statistics.median(times[n]) for n in cases)
+    print(f"torch floor (import torch; torch.cuda.init())  median {floor:.2f} s")
+    print(f"live check --quick  median {quick:.2f} s = {quick / floor:.2f}x the floor (target <= {QUICK_VS_FLOOR}x)")
+    print(f"live check          median {full:.2f} s = floor + {full - floor:.2f} s (target <= + {FULL_OVER_FLOOR_S} s)")
+    return quick / floor <= QUICK_VS_FLOOR and full - floor <= FULL_OVER_FLOOR_S
+
+
+FAKE_CUDA = """
+import os, time, torch
+n = int(os.environ["FAKE_CUDA_DEVICES"])
+class _Event:
+    def __init__(self, enable_timing=False):
+        self.t = 0.0
+    def record(self):
+        self.t = time.perf_counter()
+    def elapsed_time(self, other):
+        return (other.t - self.t) * 1000.0
+class _Props:
+    def __init__(self, i):
+        self.uuid = f"fake-{i}"
+torch.cuda.init = lambda: None
+torch.cuda.device_count = lambda: n
+torch.cuda.get_device_properties = _Props
+torch.cuda.synchronize = lambda dev=None: None
+torch.cuda.Event = _Event
+torch.cuda.empty_cache = lambda: None
+"""
+CHILD_SETTINGS = {"device_type": "cpu", "load_seconds": 0.8, "matmul_n": 1024, "load_n": 256, "words": 16 << 20}
+
+
+def functional_child(runs: int, baseline: Path | None) -> None:
+    """The functional child with 1, 2 and 4 GPUs faked on the CPU: seconds per run, medians."""
+    import json
+
+    trees = {"now": Path(__file__).resolve().parent.parent, **({"baseline": baseline} if baseline else {})}
+    with tempfile.TemporaryDirectory() as fake:
+        (Path(fake) / "sitecustomize.py").write_text(FAKE_CUDA)
+        cases = {
+            (tree, devices): [
+                sys.executable,
+                str(root / "gpudiag" / "children" / "functional.py"),
+                json.dumps(CHILD_SETTINGS),
+            ]
+            for tree, root in trees.items()
+            for devices in (1, 2, 4)
+        }
+        times: dict[tuple[str, int], list[float]] = {key: [] for key in cases}
+        for _ in range(runs):
+            for (tree, devices), cmd in cases.items():
+                env = {**os.environ, "PYTHONPATH": fake, "FAKE_CUDA_DEVICES": str(devices)}
+                start = time.perf_counter()
+                subprocess.run(cmd, env=env, cwd=fake, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+                times[(tree, devices)].append(time.perf_counter() - start)
+    print("functional child, GPUs faked on the CPU (torch import included), median s:")
+    for tree in trees:
+        row = "  ".join(f"{d} GPU{'s' if d > 1 else ''} {statistics.median(times[(tree, d)]):.2f}" for d in (1, 2, 4))
+        print(f"  {tree:<9} {row}")
+
+
 def has_driver() -> bool:
     try:
         import pynvml
@@ -99,6 +180,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--python", default=None, help="interpreter whose torch the probe imports")
     parser.add_argument("--no-live", action="store_true", help="skip the full live check")
+    parser.add_argument("--baseline", type=Path, help="another checkout whose functional child runs too")
     args = parser.parse_args()
     from gpudiag.probe.torch_runtime import probe
 
@@ -134,6 +216,9 @@ def main() -> int:
     )
 
     ok = median <= QUICK_TARGET_S
+    if not args.no_live:
+        ok = against_torch_floor(args.runs) and ok
+    functional_child(max(3, args.runs // 2), args.baseline)
     if not args.no_live and has_driver():
         full_cmd = [sys.executable, "-m", "gpudiag", "check"] + (["--python", args.python] if args.python else [])
         seconds, code = wall(full_cmd)
