@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from gpudiag.errors import UsageError
 from gpudiag.model import Gpu, GpuState, Machine, MigDevice
@@ -11,8 +11,7 @@ from gpudiag.visibility.order import enumeration_order
 from gpudiag.visibility.result import ORDER_VAR, VISIBLE_VAR
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(msgspec.Struct, frozen=True):
     gpu: Gpu
     mig: MigDevice | None = None
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 from gpudiag.model import Gpu, Machine, MigDevice
 from gpudiag.visibility.picks import Notes, Pick, device

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import msgspec
+from msgspec.structs import replace
 
 from gpudiag.model import Gpu, MigDevice
 from gpudiag.visibility.result import VisibleDevice
 
 
-@dataclass(frozen=True)
-class Pick:
+class Pick(msgspec.Struct, frozen=True):
     position: int | None  # None: every device (the variable is unset)
     gpu: Gpu
     mig: MigDevice | None  # named explicitly by a MIG- entry

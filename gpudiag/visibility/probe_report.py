@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gpudiag.selection import normalize_bus_id
 from gpudiag.visibility.result import Resolution, VisibleDevice
 
 
-@dataclass(frozen=True)
-class ProbedDevice:
+class ProbedDevice(msgspec.Struct, frozen=True):
     ordinal: int
     name: str
     uuid: str
@@ -19,16 +19,14 @@ class ProbedDevice:
     memory_total_bytes: int | None
 
 
-@dataclass(frozen=True)
-class ProbeSource:
+class ProbeSource(msgspec.Struct, frozen=True):
     name: str  # "driver" or "torch"
     label: str  # for people: "CUDA driver API (cuInit in a child process)", "torch 2.5.1 (CUDA 12.4)"
     devices: tuple[ProbedDevice, ...] | None  # None: this source could not answer
     detail: str  # why not, or a remark
 
 
-@dataclass(frozen=True)
-class ProbeReport:
+class ProbeReport(msgspec.Struct, frozen=True):
     status: str  # agrees | disagrees | could_not_run | not_compared
     summary: str
     sources: tuple[ProbeSource, ...]

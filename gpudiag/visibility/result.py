@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+
+import msgspec
 
 from gpudiag.model import MigDevice
 
@@ -55,8 +56,7 @@ class TokenKind(str, enum.Enum):
     INVALID = "invalid"
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(msgspec.Struct, frozen=True):
     """One comma-separated entry, as CUDA reads it (before looking at the machine)."""
 
     text: str
@@ -71,8 +71,7 @@ class Token:
     problem: str = ""  # INVALID: why
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(msgspec.Struct, frozen=True):
     position: int
     token: str
     outcome: Outcome
@@ -83,8 +82,7 @@ class Entry:
     documented: bool = True  # False: this reading rests on undocumented behaviour
 
 
-@dataclass(frozen=True)
-class VisibleDevice:
+class VisibleDevice(msgspec.Struct, frozen=True):
     ordinal: int  # cuda:N in the program
     gpu_index: int  # NVML index (nvidia-smi's)
     mig: MigDevice | None
@@ -96,15 +94,13 @@ class VisibleDevice:
     compute_mode: str = ""
 
 
-@dataclass(frozen=True)
-class TorchNvmlIndex:
+class TorchNvmlIndex(msgspec.Struct, frozen=True):
     ordinal: int
     nvml_index: int | None  # the GPU torch.cuda.utilization(ordinal) & co. read; None when they raise
     error: str = ""
 
 
-@dataclass(frozen=True)
-class PytorchView:
+class PytorchView(msgspec.Struct, frozen=True):
     """PyTorch's own reading of the variable (torch.cuda as of torch 2.13), computed without torch."""
 
     count_before_init: int | None  # torch.cuda.device_count() before CUDA initialises; None: it raises
@@ -114,8 +110,7 @@ class PytorchView:
     divergences: tuple[str, ...]  # where PyTorch and CUDA differ under this setting
 
 
-@dataclass(frozen=True)
-class Resolution:
+class Resolution(msgspec.Struct, frozen=True):
     value: str | None  # None: the variable is unset
     order: str  # the order CUDA uses: FASTEST_FIRST or PCI_BUS_ID
     order_is_heuristic: bool  # FASTEST_FIRST among GPUs that differ: CUDA's order is unpublished

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from gpudiag.model import ComputeMode, Gpu, GpuState, Machine
 from gpudiag.visibility.entries import parse_token
