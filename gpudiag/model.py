@@ -83,6 +83,11 @@ def unavailable(reason: Reason, detail: str = "") -> Reading[T]:
     return Reading(reason=reason, detail=detail)
 
 
+def _not_recorded() -> Reading[int]:
+    """Snapshots that predate a field replay it as a GPU without it: N/A, never a number."""
+    return Reading(reason=Reason.NOT_SUPPORTED)
+
+
 # --- enumerations --------------------------------------------------------------------
 
 
@@ -237,6 +242,12 @@ class Gpu:
     mig_mode_pending: Reading[bool]
     mig_devices: tuple[MigDevice, ...]
     processes: Reading[tuple[GpuProcess, ...]]
+    # Read for the exporter; snapshots taken before these existed load them as not recorded.
+    clock_sm_mhz: Reading[int] = field(default_factory=lambda: _not_recorded())
+    clock_memory_mhz: Reading[int] = field(default_factory=lambda: _not_recorded())
+    clock_graphics_mhz: Reading[int] = field(default_factory=lambda: _not_recorded())
+    energy_mj: Reading[int] = field(default_factory=lambda: _not_recorded())  # since the driver loaded
+    pcie_replays: Reading[int] = field(default_factory=lambda: _not_recorded())  # link-level retries
 
     @property
     def label(self) -> str:

@@ -166,6 +166,24 @@ class NvmlSession:
                 self._lib.nvmlShutdown()
             self.opened = False
 
+    def still_valid(self) -> bool:
+        """Whether the handles still answer: False once NVML was shut down or restarted under a
+        long-running reader (driver reload, a GPU reset) or the GPU count changed."""
+        if not self.opened:
+            return False
+        try:
+            return int(self._lib.nvmlDeviceGetCount()) == len(self._handles)
+        except self._lib.NVMLError:
+            return False
+
+    def reopen(self) -> NvmlInfo:
+        """Initialise again and fetch fresh handles (after :meth:`still_valid` said no)."""
+        kernel_module_version = self.info.kernel_module_version
+        self.close()
+        self._missing = []
+        self._process_api = ""
+        return self.open(kernel_module_version)
+
     def __enter__(self) -> NvmlSession:
         return self
 
@@ -338,6 +356,11 @@ class NvmlSession:
             mig_mode_pending=mig.map(lambda m: m[1] == lib.NVML_DEVICE_MIG_ENABLE),
             mig_devices=tuple(self._mig_device(slot, mh) for slot, mh in handles.mig),
             processes=self._processes(h),
+            clock_sm_mhz=self._read("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_SM, convert=int),
+            clock_memory_mhz=self._read("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_MEM, convert=int),
+            clock_graphics_mhz=self._read("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_GRAPHICS, convert=int),
+            energy_mj=self._read("nvmlDeviceGetTotalEnergyConsumption", h, convert=int),
+            pcie_replays=self._read("nvmlDeviceGetPcieReplayCounter", h, convert=int),
         )
 
     def _memory(self, h: Any) -> Reading[Memory]:
@@ -582,4 +605,9 @@ def failed_gpu(index: int, state: GpuState, detail: str) -> Gpu:
         mig_mode_pending=missing,
         mig_devices=(),
         processes=missing,
+        clock_sm_mhz=missing,
+        clock_memory_mhz=missing,
+        clock_graphics_mhz=missing,
+        energy_mj=missing,
+        pcie_replays=missing,
     )

@@ -225,6 +225,26 @@ class FakeNvml:
         self._enter("nvmlDeviceGetPowerUsage")
         return round(float(_value(self._gpu(handle).power_draw_w)) * 1000)
 
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: FakeHandle) -> int:
+        self._enter("nvmlDeviceGetTotalEnergyConsumption")
+        return int(_value(self._gpu(handle).energy_mj))
+
+    def nvmlDeviceGetClockInfo(self, handle: FakeHandle, clock: int) -> int:
+        self._enter("nvmlDeviceGetClockInfo")
+        gpu = self._gpu(handle)
+        readings = {
+            pynvml.NVML_CLOCK_SM: gpu.clock_sm_mhz,
+            pynvml.NVML_CLOCK_MEM: gpu.clock_memory_mhz,
+            pynvml.NVML_CLOCK_GRAPHICS: gpu.clock_graphics_mhz,
+        }
+        if clock not in readings:
+            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return int(_value(readings[clock]))
+
+    def nvmlDeviceGetPcieReplayCounter(self, handle: FakeHandle) -> int:
+        self._enter("nvmlDeviceGetPcieReplayCounter")
+        return int(_value(self._gpu(handle).pcie_replays))
+
     def nvmlDeviceGetEnforcedPowerLimit(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetEnforcedPowerLimit")
         return round(float(_value(self._gpu(handle).power_limit_w)) * 1000)

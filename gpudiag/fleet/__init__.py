@@ -1,0 +1,1 @@
+"""Fleet integration: what a cluster's monitoring and scheduling stack reads from gpudiag."""
