@@ -243,6 +243,20 @@ def command(
     ] = None,
     no_torch: Annotated[bool, typer.Option("--no-torch", help="Do not start torch at all (its checks SKIP).")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds allowed for each torch child process.")] = 90.0,
+    textfile: Annotated[
+        Path | None,
+        typer.Option(
+            "--textfile",
+            help="Also write the verdicts as DIR/gpudiag_check.prom for node_exporter's textfile collector.",
+            file_okay=False,
+        ),
+    ] = None,
+    npd: Annotated[
+        bool,
+        typer.Option(
+            "--npd", help="node-problem-detector plugin: one line (<= 80 chars); exit 0 ok, 1 problem, 2 unknown."
+        ),
+    ] = False,
 ) -> None:
     """Pre-job health and CUDA/driver/PyTorch compatibility checks, with exit codes for CI and schedulers.
 
@@ -254,6 +268,8 @@ def command(
     from gpudiag.render import check_view
 
     s = settings(ctx)
+    if npd and json_output:
+        raise UsageError("--npd and --json are two different outputs; pick one")
     if not (math.isfinite(timeout) and timeout > 0):
         raise UsageError(f"--timeout {timeout}: must be a positive number of seconds")
     if python is not None:
@@ -301,6 +317,16 @@ def command(
     else:
         code = ExitCode.OK
 
+    if textfile is not None:
+        from gpudiag.fleet.textfile import write_check
+
+        write_check(textfile, results, facts.machine, int(code))
+    if npd:
+        from gpudiag.fleet.textfile import npd_verdict
+
+        line, npd_code = npd_verdict(results, strict, notes)
+        typer.echo(line)
+        raise typer.Exit(npd_code)
     if junit is not None:
         try:
             junit.write_text(check_view.to_junit(facts, results, strict, notes))

@@ -163,7 +163,7 @@ class Exporter:
         with self._lock:
             machine, view = self.sample()
             up = GaugeMetricFamily(
-                "gpudiag_nvml_up", "1 when NVML answers; status says why not (/healthz has the sentence)", ["status"]
+                "gpudiag_nvml_up", "1 when NVML answers; status says why not (/healthz has the sentence)", labels=["status"]
             )
             up.add_metric([machine.nvml.status.value], 1 if machine.nvml.status is NvmlStatus.OK else 0)
             yield up

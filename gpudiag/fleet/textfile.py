@@ -15,6 +15,8 @@ from typing import Any
 from gpudiag.checks import CheckResult, Status
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
+from gpudiag.memory import MemoryView
+from gpudiag.model import Machine
 
 MEMORY_FILE = "gpudiag_memory.prom"
 CHECK_FILE = "gpudiag_check.prom"
@@ -54,6 +56,24 @@ def stamp(name: str, doc: str, when: float | None = None) -> Any:
     family = GaugeMetricFamily(name, doc)
     family.add_metric([], time.time() if when is None else when)
     return family
+
+
+def write_memory(directory: Path, view: MemoryView, live: bool) -> Path:
+    """``memory --textfile``: the native memory and per-process families, owners from /proc when live."""
+    from gpudiag.fleet import metrics_native
+    from gpudiag.fleet.attribution import ProcReader
+    from gpudiag.fleet.exporter import Attributor
+
+    owners = Attributor(ProcReader() if live else None, None).owners(view)
+    families = metrics_native.families(view, owners=owners)
+    families.append(stamp("gpudiag_memory_timestamp_seconds", "When `gpudiag memory` last wrote this file"))
+    return write(directory, MEMORY_FILE, families)
+
+
+def write_check(directory: Path, results: Sequence[CheckResult], machine: Machine, code: int) -> Path:
+    """``check --textfile``: every check's verdict, the exit code and when."""
+    uuids = {g.index: g.uuid.value for g in machine.gpus if g.uuid.value is not None}
+    return write(directory, CHECK_FILE, check_families(results, uuids, code))
 
 
 def check_families(results: Sequence[CheckResult], uuids: dict[int, str], code: int) -> list[Any]:
