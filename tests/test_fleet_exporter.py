@@ -374,3 +374,52 @@ def test_exporter_never_imports_torch() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "gpudiag_gpu_info" in out.stdout
+
+
+@pytest.mark.parametrize("compat", ["native", "dcgm"])
+def test_fast_text_exposition_says_what_prometheus_client_says(compat: str) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gpudiag.testing.fixtures import example_names
+
+    def parsed(text: str) -> list[tuple[str, str, str, list[Any]]]:
+        return [
+            (f.name, f.documentation, f.type, sorted((s.name, sorted(s.labels.items()), s.value) for s in f.samples))
+            for f in text_string_to_metric_families(text)
+        ]
+
+    for name in example_names():
+        with open_source(name) as s:
+            exporter = Exporter(s, compat=compat, hostname='host "with" \\ quotes')
+            registry = CollectorRegistry(auto_describe=False)
+            registry.register(exporter)
+            assert parsed(exporter.render_text().decode()) == parsed(generate_latest(registry).decode()), name
+
+
+def test_openmetrics_scrapes_go_to_prometheus_client(source: MachineSource) -> None:
+    server = Server(Exporter(source), "127.0.0.1", 0)
+    try:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{server.port}/metrics", headers={"Accept": "application/openmetrics-text"}
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert response.headers["Content-Type"].startswith("application/openmetrics-text")
+            assert response.read().decode().endswith("# EOF\n")
+    finally:
+        server.shutdown()
+
+
+def test_host_lookups_are_cached_while_the_pid_stays(source: MachineSource) -> None:
+    asked: list[int] = []
+    real = source.host
+
+    def counting(pid: int) -> Any:
+        asked.append(pid)
+        return real(pid)
+
+    source.host = counting
+    exporter = Exporter(source)
+    scrape(exporter)
+    scrape(exporter)
+    assert len(asked) == 64  # once per process, not once per scrape

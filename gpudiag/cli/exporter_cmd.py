@@ -116,11 +116,7 @@ def command(
         )
         try:
             if once:
-                from prometheus_client import CollectorRegistry, generate_latest
-
-                registry = CollectorRegistry(auto_describe=False)
-                registry.register(exporter)
-                sys.stdout.write(generate_latest(registry).decode())
+                sys.stdout.write(exporter.render_text().decode())
                 return
             _serve(exporter, bind, port, compat)
         finally:

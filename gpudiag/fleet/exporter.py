@@ -31,8 +31,10 @@ from gpudiag.fleet.attribution import (
     owner,
 )
 from gpudiag.memory import MemoryView, ProcessRow
-from gpudiag.model import GpuState, Machine, NvmlStatus, Reading, Reason
+from gpudiag.fleet.exposition import CONTENT_TYPE, TextRenderer
+from gpudiag.model import GpuState, HostProcess, Machine, NvmlStatus, Reading, Reason
 from gpudiag.probe.collect import MachineSource
+from gpudiag.probe.nvml import HostResolver
 from gpudiag.track import TrackedProcess
 
 # The checks that judge NVML's answers alone (no torch, no host files, no options): health
@@ -112,6 +114,25 @@ class Attributor:
         }
 
 
+class CachedHost:
+    """Resolves each PID once while NVML keeps listing it: a steady node pays the host lookup
+    (psutil) only for new processes. PIDs no longer listed are forgotten, as PIDs get reused."""
+
+    def __init__(self, resolve: HostResolver) -> None:
+        self._resolve = resolve
+        self._known: dict[int, HostProcess] = {}
+
+    def __call__(self, pid: int) -> HostProcess:
+        found = self._known.get(pid)
+        if found is None:
+            found = self._known[pid] = self._resolve(pid)
+        return found
+
+    def keep(self, pids: set[int]) -> None:
+        for pid in set(self._known) - pids:
+            del self._known[pid]
+
+
 @dataclass(eq=False)  # hashed by identity: prometheus-client keeps collectors in a dict
 class Exporter:
     """The prometheus-client collector: one sample of the node per scrape."""
@@ -126,6 +147,12 @@ class Exporter:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _last_reopen: float | None = None
     _needs_rediscovery: bool = False
+    _renderer: TextRenderer = field(default_factory=TextRenderer)
+    _hosts: CachedHost | None = None
+
+    def __post_init__(self) -> None:
+        self._hosts = CachedHost(self.source.host)
+        self.source.session.set_host(self._hosts)
 
     def _ensure_session(self) -> None:
         session = self.source.session
@@ -145,6 +172,8 @@ class Exporter:
 
         self._ensure_session()
         machine = self.source.read()
+        if self._hosts is not None:
+            self._hosts.keep({p.pid for g in machine.gpus for p in g.processes.get(())})
         # A lost or unopened GPU may come back after a reset: look for it again, now and then.
         self._needs_rediscovery = any(g.state is not GpuState.OK for g in machine.gpus)
         return machine, memory.build(machine, self.tracked())
@@ -176,6 +205,10 @@ class Exporter:
                 owners=self.attributor.owners(view),
                 max_process_series=self.max_process_series,
             )
+
+    def render_text(self) -> bytes:
+        """One scrape in the text format (the fast path; see gpudiag.fleet.exposition)."""
+        return self._renderer.render(self.collect())
 
     def health(self) -> tuple[bool, str]:
         """For /healthz: NVML answers (opening it again if it went away)."""
@@ -223,7 +256,11 @@ def wsgi_app(exporter: Exporter) -> Callable[..., Any]:
             start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
             return [f"{why}\n".encode()]
         if path in ("/", "/metrics"):
-            return metrics(environ, start_response)
+            if "openmetrics" in environ.get("HTTP_ACCEPT", "") or environ.get("QUERY_STRING"):
+                return metrics(environ, start_response)  # OpenMetrics or name[] filters: prometheus-client
+            body = exporter.render_text()
+            start_response("200 OK", [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(body)))])
+            return [body]
         start_response("404 Not Found", [("Content-Type", "text/plain")])
         return [b"not found: try /metrics or /healthz\n"]
 

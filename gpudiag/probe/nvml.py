@@ -166,6 +166,10 @@ class NvmlSession:
                 self._lib.nvmlShutdown()
             self.opened = False
 
+    def set_host(self, host: HostResolver) -> None:
+        """Resolve PIDs with ``host`` from now on (a long-running reader caches them)."""
+        self._host = host
+
     def still_valid(self) -> bool:
         """Whether the handles still answer: False once NVML was shut down or restarted under a
         long-running reader (driver reload, a GPU reset) or the GPU count changed."""
