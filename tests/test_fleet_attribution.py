@@ -42,7 +42,9 @@ CGROUPS = {
     ),
     "docker": f"0::/system.slice/docker-{CID}.scope\n",
     "slurm-v2": "0::/system.slice/slurmstepd.scope/job_48213/step_0/user/task_0\n",
-    "slurm-v1": "7:devices:/slurm/uid_1000/job_48213/step_batch/task_0\n4:memory:/slurm/uid_1000/job_48213/step_batch\n",
+    "slurm-v1": (
+        "7:devices:/slurm/uid_1000/job_48213/step_batch/task_0\n4:memory:/slurm/uid_1000/job_48213/step_batch\n"
+    ),
     "host": "0::/user.slice/user-1000.slice/session-4.scope\n",
 }
 
@@ -235,7 +237,7 @@ def test_without_grpc_the_kubelet_is_skipped_with_one_line(monkeypatch: pytest.M
 
     monkeypatch.delitem(sys.modules, "grpc", raising=False)
     monkeypatch.setattr(builtins, "__import__", no_grpc)
-    with pytest.raises(kubelet.KubeletUnavailable) as info:
+    with pytest.raises(kubelet.KubeletUnavailableError) as info:
         kubelet.KubeletClient(Path("/nonexistent.sock"))
     message = str(info.value)
     assert "\n" not in message

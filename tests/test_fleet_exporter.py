@@ -40,8 +40,9 @@ DCGM_DEFAULT_COUNTERS = {
     "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
     "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES",
 }  # fmt: skip
-# The metrics NVIDIA's Grafana dashboard for dcgm-exporter (grafana/dcgm-exporter-dashboard.json) queries,
-# each filtered by {instance=~"$instance", gpu=~"$gpu"}; its variables come from label_values(DCGM_FI_DEV_GPU_TEMP, ...).
+# The metrics NVIDIA's Grafana dashboard for dcgm-exporter (grafana/dcgm-exporter-dashboard.json)
+# queries, each filtered by {instance=~"$instance", gpu=~"$gpu"}; its variables come from
+# label_values(DCGM_FI_DEV_GPU_TEMP, ...).
 DASHBOARD = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_GPU_UTIL",
              "DCGM_FI_DEV_FB_USED")  # fmt: skip
 # Needs DCGM's profiling module, which NVML does not have: absent, never faked.
@@ -262,7 +263,9 @@ def test_native_process_series_carry_the_owner(source: MachineSource) -> None:
 
     exporter.attributor = Fixed()  # type: ignore[assignment]
     samples = scrape(exporter)
-    owners = {(p["pod"], p["namespace"], p["container"]) for p in labels_of(samples, "gpudiag_process_gpu_memory_bytes")}
+    owners = {
+        (p["pod"], p["namespace"], p["container"]) for p in labels_of(samples, "gpudiag_process_gpu_memory_bytes")
+    }
     assert owners == {("llm", "ml", "trainer")}
 
 

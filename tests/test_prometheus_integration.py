@@ -115,11 +115,11 @@ def stack() -> Iterator[Stack]:
             textfiles = root / "textfile"
             textfiles.mkdir()
             for example, args in (("h100x8-training-64procs", ["memory"]), ("a100-ecc-errors", ["check", "--quick"])):
-                subprocess.run(gpudiag("--replay", example, *args, "--textfile", str(textfiles)), env=env(), check=False)
+                subprocess.run(
+                    gpudiag("--replay", example, *args, "--textfile", str(textfiles)), env=env(), check=False
+                )
             common = ["exporter", "--kubelet-socket", str(sock), "--hostname", "gpu-node-7"]
-            procs.append(
-                subprocess.Popen(gpudiag("--replay", "a100-mig", *common, "--port", str(native)), env=env())
-            )
+            procs.append(subprocess.Popen(gpudiag("--replay", "a100-mig", *common, "--port", str(native)), env=env()))
             procs.append(
                 subprocess.Popen(
                     gpudiag("--replay", "h100x8-training-64procs", *common, "--port", str(dcgm), "--compat", "dcgm"),

@@ -27,11 +27,11 @@ def _attributor(replay: bool, proc_root: Path | None, kubelet_socket: Path | Non
     root = proc_root if proc_root is not None else (None if replay else Path("/proc"))
     kubelet = None
     if kubelet_socket is not None and (explicit_socket or kubelet_socket.exists()):
-        from gpudiag.fleet.kubelet import KubeletClient, KubeletUnavailable
+        from gpudiag.fleet.kubelet import KubeletClient, KubeletUnavailableError
 
         try:
             kubelet = KubeletClient(kubelet_socket)
-        except KubeletUnavailable as exc:
+        except KubeletUnavailableError as exc:
             typer.echo(f"gpudiag: {exc}", err=True)
     return Attributor(ProcReader(root) if root is not None else None, kubelet)
 
@@ -135,9 +135,7 @@ def _serve(exporter: Any, bind: str, port: int, compat: str) -> None:
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        typer.echo(
-            f"gpudiag: exporter ({compat}) serving http://{bind}:{server.port}/metrics and /healthz", err=True
-        )
+        typer.echo(f"gpudiag: exporter ({compat}) serving http://{bind}:{server.port}/metrics and /healthz", err=True)
         stop.wait()
     finally:
         server.shutdown()

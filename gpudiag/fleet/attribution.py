@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Pod UIDs appear with dashes (cgroupfs driver) or underscores (systemd driver).
-_POD = re.compile(r"(?:^|[/-])pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})(?:\.slice)?(?:/|$)")
+_POD = re.compile(
+    r"(?:^|[/-])pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})(?:\.slice)?(?:/|$)"
+)
 _RUNTIMES = (
     ("containerd", re.compile(r"cri-containerd-([0-9a-f]{64})\.scope")),
     ("cri-o", re.compile(r"crio-(?:conmon-)?([0-9a-f]{64})\.scope")),

@@ -30,8 +30,8 @@ from gpudiag.fleet.attribution import (
     mig_legacy_key,
     owner,
 )
-from gpudiag.memory import MemoryView, ProcessRow
 from gpudiag.fleet.exposition import CONTENT_TYPE, TextRenderer
+from gpudiag.memory import MemoryView, ProcessRow
 from gpudiag.model import GpuState, HostProcess, Machine, NvmlStatus, Reading, Reason
 from gpudiag.probe.collect import MachineSource
 from gpudiag.probe.nvml import HostResolver
@@ -192,7 +192,9 @@ class Exporter:
         with self._lock:
             machine, view = self.sample()
             up = GaugeMetricFamily(
-                "gpudiag_nvml_up", "1 when NVML answers; status says why not (/healthz has the sentence)", labels=["status"]
+                "gpudiag_nvml_up",
+                "1 when NVML answers; status says why not (/healthz has the sentence)",
+                labels=["status"],
             )
             up.add_metric([machine.nvml.status.value], 1 if machine.nvml.status is NvmlStatus.OK else 0)
             yield up
@@ -221,7 +223,7 @@ class Exporter:
 
 
 class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:
         """Scrapes every few seconds would flood the log."""
 
 

@@ -20,7 +20,7 @@ CALL_TIMEOUT_S = 2.0
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # the kubelet's own limit for this API
 
 
-class KubeletUnavailable(Exception):
+class KubeletUnavailableError(Exception):
     """The kubelet cannot be asked; the message is one line for the user."""
 
 
@@ -30,7 +30,7 @@ def _modules() -> tuple[Any, Any, Any]:
 
         from gpudiag.fleet.podresources import api_pb2, api_pb2_grpc
     except ImportError as exc:
-        raise KubeletUnavailable(
+        raise KubeletUnavailableError(
             f"kubelet pod-resources API not used: {exc.name or 'grpcio/protobuf'} is not installed "
             "(pip install 'gpudiag[kubernetes]'); attributing processes by their cgroups only"
         ) from None

@@ -56,9 +56,11 @@ FIELDS: tuple[Field, ...] = (
         "DCGM_FI_DEV_FB_RESERVED",
         "gauge",
         "Framebuffer memory reserved (in MiB).",
-        lambda g: g.memory.value.reserved_bytes.map(lambda b: b // MIB)
-        if g.memory.value is not None
-        else Reading(reason=g.memory.reason, detail=g.memory.detail),
+        lambda g: (
+            g.memory.value.reserved_bytes.map(lambda b: b // MIB)
+            if g.memory.value is not None
+            else Reading(reason=g.memory.reason, detail=g.memory.detail)
+        ),
     ),
     (
         "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",

@@ -72,9 +72,7 @@ def _gpu_families(out: _Families, gpus: Sequence[Gpu], driver: str, peaks: Mappi
         else None
     )
     util = out.gauge("gpudiag_gpu_utilization_ratio", "Share of time a kernel ran (NVML sample period)", GPU)
-    mem_util = out.gauge(
-        "gpudiag_gpu_memory_utilization_ratio", "Share of time device memory was read or written", GPU
-    )
+    mem_util = out.gauge("gpudiag_gpu_memory_utilization_ratio", "Share of time device memory was read or written", GPU)
     power = out.gauge("gpudiag_gpu_power_watts", "Power draw", GPU)
     power_limit = out.gauge("gpudiag_gpu_power_limit_watts", "Enforced power limit", GPU)
     energy = out.counter("gpudiag_gpu_energy_joules", "Energy used since the driver loaded", GPU)
@@ -127,7 +125,11 @@ def _gpu_families(out: _Families, gpus: Sequence[Gpu], driver: str, peaks: Mappi
         _put(temp, labels, g.temperature_c)
         _put(slowdown, labels, g.temperature_slowdown_c)
         _put(fan, labels, g.fan_percent, 1e-2)
-        for name, reading in (("sm", g.clock_sm_mhz), ("memory", g.clock_memory_mhz), ("graphics", g.clock_graphics_mhz)):
+        for name, reading in (
+            ("sm", g.clock_sm_mhz),
+            ("memory", g.clock_memory_mhz),
+            ("graphics", g.clock_graphics_mhz),
+        ):
             _put(clock, [*labels, name], reading, 1e6)
         _put(pstate, labels, g.pstate)
         if (bits := g.clock_event_reasons.value) is not None:
@@ -243,7 +245,9 @@ def check_family(results: Iterable[CheckResult], uuids: Mapping[int, str]) -> An
         index = gpu_target(r.target)
         gpu = "" if index is None else str(index)
         reason = "" if r.status is Status.PASS else r.finding
-        status.add_metric([r.id, gpu, uuids.get(index, "") if index is not None else "", reason], STATUS_VALUE[r.status])
+        status.add_metric(
+            [r.id, gpu, uuids.get(index, "") if index is not None else "", reason], STATUS_VALUE[r.status]
+        )
     return status
 
 

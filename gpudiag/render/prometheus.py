@@ -13,6 +13,7 @@ from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.memory import MemoryView
 
+
 def families(view: MemoryView | None, peaks: dict[int, int]) -> list[Any]:
     """The metric families for one sample (empty before the first): the exporter's native family."""
     from gpudiag.fleet import metrics_native
