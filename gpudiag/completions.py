@@ -35,7 +35,7 @@ class Cmd:
 
 
 def _options(params: list[Any]) -> tuple[Opt, ...]:
-    from gpudiag.testing.fixtures import example_names
+    from gpudiag.replay.fixtures import example_names
 
     out = []
     for p in params:

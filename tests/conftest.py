@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpudiag.model import Machine
-from gpudiag.testing import fixtures
+from gpudiag.replay import fixtures
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from gpudiag.bench.plan import DeviceInfo, GiB
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import Reading, Reason, TorchBuild
 from gpudiag.probe import collect
-from gpudiag.testing.fixtures import load
+from gpudiag.replay.fixtures import load
 from tests.conftest import Cli
 from tests.test_bench_fakes import SCENARIO_ENV, SPEC, Scenario
 

@@ -16,7 +16,7 @@ from gpudiag.bench.link import (
     nvlink_typical,
 )
 from gpudiag.bench.stats import GB
-from gpudiag.testing.fixtures import example_names, load
+from gpudiag.replay.fixtures import example_names, load
 
 MiB = 1 << 20
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from gpudiag.bench.preflight import match_gpu, numa_maps, nvml_reason, pci_key, torch_reason, uuid_key
 from gpudiag.model import Reading, Reason, TorchBuild
-from gpudiag.testing.fixtures import load
+from gpudiag.replay.fixtures import load
 
 
 def test_torch_reasons() -> None:

@@ -14,7 +14,7 @@ from gpudiag.bench import report
 from gpudiag.bench.plan import make_plan
 from gpudiag.bench.stats import GB, bandwidth
 from gpudiag.render import bench_view
-from gpudiag.testing.fixtures import load
+from gpudiag.replay.fixtures import load
 from tests.test_bench_report import V100_HEALTHY, simulate
 
 

@@ -18,7 +18,7 @@ from gpudiag.bench.plan import DeviceInfo, MiB, Mode, make_plan, tasks
 from gpudiag.bench.preflight import match_gpu
 from gpudiag.model import Gpu, Reading
 from gpudiag.probe.child import ChildOutcome, ChildResult
-from gpudiag.testing.fixtures import load
+from gpudiag.replay.fixtures import load
 from tests.test_bench_fakes import FakePrimitives, Scenario
 
 L2 = {"V100": 6 * MiB, "A100": 40 * MiB, "H100": 50 * MiB}

@@ -19,7 +19,7 @@ from gpudiag.exitcodes import ExitCode
 from gpudiag.probe.child import ChildOutcome, ChildResult
 from gpudiag.probe.devices import DeviceFacts, DeviceNode
 from gpudiag.probe.torch_runtime import STAGE_MARKER
-from gpudiag.testing import fixtures
+from gpudiag.replay import fixtures
 from tests.conftest import Cli
 
 

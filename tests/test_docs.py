@@ -36,7 +36,7 @@ def test_changelog_has_an_unreleased_or_versioned_entry() -> None:
 
 
 def test_every_example_machine_is_listed() -> None:
-    from gpudiag.testing.fixtures import example_names
+    from gpudiag.replay.fixtures import example_names
 
     for name in example_names():
         assert f"| `{name}` |" in README, name

@@ -17,9 +17,9 @@ import pytest
 
 from gpudiag.model import GpuState, Machine, Reason
 from gpudiag.probe.collect import collect
+from gpudiag.replay import fixtures
+from gpudiag.replay.fixtures import FixtureError, example_names, machine_from_data
 from gpudiag.serialize import to_data
-from gpudiag.testing import fixtures
-from gpudiag.testing.fixtures import FixtureError, example_names, machine_from_data
 
 # The whole-machine examples the probe layer owns; the memory identity below is checked on these.
 PROBE_EXAMPLES = (

@@ -14,7 +14,7 @@ import pytest
 
 from gpudiag.model import Gpu, Machine, NvmlStatus
 from gpudiag.probe.collect import collect
-from gpudiag.testing import fixtures
+from gpudiag.replay import fixtures
 
 pytestmark = pytest.mark.gpu
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from gpudiag.cli.app import app
 from gpudiag.exitcodes import ExitCode
-from gpudiag.testing.fixtures import example_names, machine_from_data
+from gpudiag.replay.fixtures import example_names, machine_from_data
 
 GOLDEN = Path(__file__).parent / "golden" / "list"
 UPDATE = bool(os.environ.get("GPUDIAG_UPDATE_GOLDEN"))

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gpudiag.exitcodes import ExitCode
-from gpudiag.testing.fixtures import example_names
+from gpudiag.replay.fixtures import example_names
 from tests.conftest import Cli
 
 NVML_CODES = {

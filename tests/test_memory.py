@@ -11,7 +11,7 @@ from rich.console import Console
 from gpudiag import memory
 from gpudiag.model import GpuState, Machine, Memory, Reading, Reason
 from gpudiag.render import memory_view
-from gpudiag.testing.fixtures import load
+from gpudiag.replay.fixtures import load
 from gpudiag.track import TrackedDevice, TrackedProcess
 
 MiB = 1024 * 1024

@@ -22,7 +22,7 @@ from gpudiag.cli import memory_cmd
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import Machine
 from gpudiag.probe import collect
-from gpudiag.testing.fixtures import load
+from gpudiag.replay.fixtures import load
 from tests.conftest import Cli
 from tests.test_memory import MiB, with_free
 from tests.test_memory_watch import Timeline, add_process, lose

@@ -14,7 +14,7 @@ from gpudiag import memory, watch
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import GpuState, Machine, Reading, Reason
 from gpudiag.probe.collect import MachineSource, open_source
-from gpudiag.testing.fixtures import load
+from gpudiag.replay.fixtures import load
 from tests.test_memory import MiB, with_free, with_gpu
 
 

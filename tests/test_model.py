@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpudiag.model import Machine, Reading, Reason, cuda_version_text, unavailable
-from gpudiag.testing import fixtures
+from gpudiag.replay import fixtures
 
 
 def test_a_reading_holds_exactly_one_of_value_or_reason() -> None:

@@ -21,10 +21,10 @@ import pytest
 from gpudiag.model import GpuState, HostProcess, HostState, Machine, NvmlStatus, ProcessKind, Reading, Reason
 from gpudiag.probe.collect import collect
 from gpudiag.probe.nvml import NvmlSession
+from gpudiag.replay import fixtures
+from gpudiag.replay.fake_host import RecordedHost
+from gpudiag.replay.fake_nvml import FakeHandle, FakeNvml
 from gpudiag.serialize import to_data
-from gpudiag.testing import fixtures
-from gpudiag.testing.fake_host import RecordedHost
-from gpudiag.testing.fake_nvml import FakeHandle, FakeNvml
 
 Load = Callable[[str], Machine]
 PACKAGE = Path(__file__).resolve().parent.parent / "gpudiag"
@@ -502,7 +502,7 @@ def test_the_import_finder_finds_every_spelling(tmp_path: Path) -> None:
 
 
 def test_only_the_live_source_and_the_fake_import_pynvml() -> None:
-    allowed = {"probe/collect.py", "testing/fake_nvml.py"}
+    allowed = {"probe/collect.py", "replay/fake_nvml.py"}
     importers = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if _pynvml_imports(p)}
     assert importers <= allowed, importers - allowed
     # nvml.py works on whatever module it is given; it never imports one itself, not even lazily.

@@ -25,8 +25,8 @@ from gpudiag.model import (
     Reason,
     TorchBuild,
 )
+from gpudiag.replay import fixtures
 from gpudiag.serialize import SchemaError, from_data, to_data
-from gpudiag.testing import fixtures
 
 
 def test_missing_readings_serialise_with_their_reason() -> None:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from gpudiag.errors import UsageError
 from gpudiag.model import ComputeMode, Machine, Reading
-from gpudiag.testing.fixtures import load
+from gpudiag.replay.fixtures import load
 from gpudiag.visibility import (
     Outcome,
     Resolution,

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import Machine
 from gpudiag.probe.child import ChildOutcome, ChildResult
-from gpudiag.testing.fixtures import load
+from gpudiag.replay.fixtures import load
 from tests.conftest import Cli
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ def examples_command(ctx: typer.Context) -> None:
     """List the example machines that `--replay NAME` can read (try any command without a GPU)."""
     from rich.table import Table
 
-    from gpudiag.testing.fixtures import example_names, load
+    from gpudiag.replay.fixtures import example_names, load
 
     table = Table(show_edge=False, box=None, pad_edge=False)
     table.add_column("NAME", style="bold", no_wrap=True)

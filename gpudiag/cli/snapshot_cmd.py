@@ -12,7 +12,7 @@ from gpudiag.cli.common import handle_errors, settings
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.probe.collect import collect
-from gpudiag.testing.fixtures import dump
+from gpudiag.replay.fixtures import dump
 
 
 @handle_errors

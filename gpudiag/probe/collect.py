@@ -105,9 +105,9 @@ def _live_source(environ: Mapping[str, str]) -> MachineSource:
 
 
 def _replay_source(spec: str) -> MachineSource:
-    from gpudiag.testing import fixtures
-    from gpudiag.testing.fake_host import RecordedHost
-    from gpudiag.testing.fake_nvml import FakeNvml
+    from gpudiag.replay import fixtures
+    from gpudiag.replay.fake_host import RecordedHost
+    from gpudiag.replay.fake_nvml import FakeNvml
 
     machine, description = fixtures.load(spec)
     source = MachineSource(

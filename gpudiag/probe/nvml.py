@@ -1,7 +1,7 @@
 """The one module that calls NVML.
 
 It works on any object shaped like the ``pynvml`` module (nvidia-ml-py): the real one on
-a live machine, :mod:`gpudiag.testing.fake_nvml` in tests and replays. No NVML exception
+a live machine, :mod:`gpudiag.replay.fake_nvml` in tests and replays. No NVML exception
 leaves this module: init failures become an explained :class:`NvmlInfo`, per-field
 failures become a :class:`Reading` with its reason, a lost GPU becomes a row that says so.
 """
