@@ -31,8 +31,8 @@ from gpudiag.fleet.exporter import Attributor, Exporter
 from gpudiag.model import Machine, Reading
 from gpudiag.probe.collect import MachineSource, open_source
 from gpudiag.probe.host import PsutilHost
-from gpudiag.testing.fake_nvml import FakeNvml
-from gpudiag.testing.fixtures import load
+from gpudiag.replay.fake_nvml import FakeNvml
+from gpudiag.replay.fixtures import load
 
 TARGET_MS = 5.0
 EXAMPLE = "h100x8-training-64procs"

@@ -24,7 +24,7 @@ from gpudiag.fleet.attribution import (
     parse_cgroup,
 )
 from gpudiag.fleet.exporter import Attributor
-from gpudiag.testing.fixtures import load
+from gpudiag.replay.fixtures import load
 
 POD_UID = "6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
 CID = "a" * 63 + "1"

@@ -23,7 +23,7 @@ from gpudiag.fleet.attribution import Owner
 from gpudiag.fleet.exporter import REOPEN_EVERY_S, Exporter, Server
 from gpudiag.model import GpuState, Machine, Reading, Reason
 from gpudiag.probe.collect import MachineSource, open_source
-from gpudiag.testing.fixtures import load
+from gpudiag.replay.fixtures import load
 from tests.conftest import Cli
 
 MiB = 1024 * 1024
@@ -270,7 +270,7 @@ def test_native_process_series_carry_the_owner(source: MachineSource) -> None:
 
 
 def test_exporter_runs_on_every_example_machine(cli: Cli) -> None:
-    from gpudiag.testing.fixtures import example_names
+    from gpudiag.replay.fixtures import example_names
 
     for name in example_names():
         for compat in ("native", "dcgm"):
@@ -384,7 +384,7 @@ def test_fast_text_exposition_says_what_prometheus_client_says(compat: str) -> N
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from gpudiag.testing.fixtures import example_names
+    from gpudiag.replay.fixtures import example_names
 
     def parsed(text: str) -> list[tuple[str, str, str, list[Any]]]:
         return [
