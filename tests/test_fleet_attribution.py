@@ -23,7 +23,8 @@ from gpudiag.fleet.attribution import (
     owner,
     parse_cgroup,
 )
-from gpudiag.fleet.exporter import Attributor
+from gpudiag.fleet.exporter import Attributor, Exporter
+from gpudiag.probe.collect import open_source
 from gpudiag.replay.fixtures import load
 
 POD_UID = "6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
@@ -216,6 +217,11 @@ def test_kubelet_answer_is_cached_and_survives_the_kubelet_going_away(kubelet_so
         now[0] = 20
         assert client.allocations() == first  # the last answer, while the kubelet restarts
         assert "kubelet pod-resources API" in client.last_error
+        with open_source("h100x8-training-64procs") as source:
+            from tests.test_fleet_exporter import pick, scrape
+
+            exporter = Exporter(source, attributor=Attributor(None, client))
+            assert pick(scrape(exporter), "gpudiag_kubelet_up") == [0]  # said, not hidden
         kubelet = FakeKubelet(kubelet_socket, [("ml", "llm-1", [("trainer", "nvidia.com/gpu", [gpu0])])])
         now[0] = 40
         assert [a.pod for a in client.allocations()] == ["llm-1"]  # dialled again

@@ -258,6 +258,8 @@ def test_native_process_series_carry_the_owner(source: MachineSource) -> None:
     exporter = Exporter(source)
 
     class Fixed:
+        kubelet = None
+
         def owners(self, view: Any) -> dict[tuple[int, int], Owner]:
             return {(r.gpu_index, r.process.pid): Owner("llm", "ml", "trainer", "") for r in view.processes}
 

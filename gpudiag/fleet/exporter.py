@@ -200,13 +200,20 @@ class Exporter:
             yield up
             if self.compat == "dcgm":
                 yield from metrics_dcgm.families(machine, self.hostname, self.attributor.device_owners())
-                return
-            yield from metrics_native.families(
-                view,
-                checks=self._checks(machine) if machine.nvml.status is NvmlStatus.OK else None,
-                owners=self.attributor.owners(view),
-                max_process_series=self.max_process_series,
-            )
+            else:
+                yield from metrics_native.families(
+                    view,
+                    checks=self._checks(machine) if machine.nvml.status is NvmlStatus.OK else None,
+                    owners=self.attributor.owners(view),
+                    max_process_series=self.max_process_series,
+                )
+            kubelet = self.attributor.kubelet
+            if kubelet is not None:  # after the attribution above: says how this very sample went
+                asked = GaugeMetricFamily(
+                    "gpudiag_kubelet_up", "1 when the kubelet's pod-resources API answered the last time it was asked"
+                )
+                asked.add_metric([], 0 if getattr(kubelet, "last_error", "") else 1)
+                yield asked
 
     def render_text(self) -> bytes:
         """One scrape in the text format (the fast path; see gpudiag.fleet.exposition)."""
