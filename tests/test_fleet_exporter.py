@@ -428,3 +428,18 @@ def test_host_lookups_are_cached_while_the_pid_stays(source: MachineSource) -> N
     scrape(exporter)
     scrape(exporter)
     assert len(asked) == 64  # once per process, not once per scrape
+
+
+@pytest.mark.gpu
+def test_exporter_on_this_machines_gpus(cli: Cli) -> None:
+    """Live NVML: every GPU has its identity, memory and clocks; the text passes prometheus-client's parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    code, out, err = cli("exporter", "--once", "--no-kubelet")
+    assert code == 0, err
+    samples = [s for family in text_string_to_metric_families(out) for s in family.samples]
+    gpus = {s.labels["gpu"] for s in samples if s.name == "gpudiag_gpu_info"}
+    assert gpus
+    for name in ("gpudiag_gpu_memory_total_bytes", "gpudiag_gpu_clock_hertz", "gpudiag_gpu_temperature_celsius"):
+        assert {s.labels["gpu"] for s in samples if s.name == name} == gpus, name
+    assert [s.value for s in samples if s.name == "gpudiag_nvml_up"] == [1]
