@@ -443,3 +443,21 @@ def test_exporter_on_this_machines_gpus(cli: Cli) -> None:
     for name in ("gpudiag_gpu_memory_total_bytes", "gpudiag_gpu_clock_hertz", "gpudiag_gpu_temperature_celsius"):
         assert {s.labels["gpu"] for s in samples if s.name == name} == gpus, name
     assert [s.value for s in samples if s.name == "gpudiag_nvml_up"] == [1]
+
+
+def test_pytorch_allocator_split_where_gpudiag_track_runs(tmp_path: Path) -> None:
+    from gpudiag import track
+    from tests.test_memory_cli import recorded_entry
+
+    directory = recorded_entry(tmp_path / "track")
+    with open_source("v100x4-tutorial") as s:
+        samples = scrape(Exporter(s, tracked=lambda: track.read_entries(directory, live=False)))
+    proc = {"gpu": "0", "pid": "31337"}
+    assert pick(samples, "gpudiag_process_gpu_memory_bytes", **proc) == [10944 * MiB]
+    assert pick(samples, "gpudiag_process_torch_allocated_bytes", **proc) == [8000 * MiB]
+    assert pick(samples, "gpudiag_process_torch_reserved_bytes", **proc) == [10000 * MiB]
+    assert pick(samples, "gpudiag_process_torch_cached_free_bytes", **proc) == [2000 * MiB]
+    assert pick(samples, "gpudiag_process_other_gpu_memory_bytes", **proc) == [944 * MiB]
+    assert pick(samples, "gpudiag_process_torch_ooms_total", **proc) == [1]
+    assert pick(samples, "gpudiag_process_torch_alloc_retries_total", **proc) == [3]
+    assert pick(samples, "gpudiag_process_torch_allocated_bytes", gpu="1") == []  # untracked device: no split
