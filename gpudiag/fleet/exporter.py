@@ -162,8 +162,7 @@ class Exporter:
         if self._last_reopen is not None and now - self._last_reopen < REOPEN_EVERY_S:
             return
         self._last_reopen = now
-        if session.opened or session.info.status is not NvmlStatus.OK:
-            session.reopen()
+        session.reopen()  # also when it never opened: the driver may have loaded since
         self._needs_rediscovery = False
 
     def sample(self) -> tuple[Machine, MemoryView]:
