@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from gpudiag.model import Gpu, GpuProcess, GpuState, HostState, Machine, MigDevice, ProcessKind
+from gpudiag.model import FactGroup, Gpu, GpuProcess, GpuState, HostState, Machine, MigDevice, ProcessKind
 from gpudiag.selection import normalize_bus_id
 from gpudiag.track import TrackedDevice, TrackedProcess
+
+# What the memory views, JSON, logs and metrics use; the memory command reads nothing else.
+GROUPS = frozenset({FactGroup.MEMORY, FactGroup.UTILIZATION, FactGroup.MIG, FactGroup.PROCESSES})
 
 
 @dataclass(frozen=True)

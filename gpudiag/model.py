@@ -26,6 +26,9 @@ class Reason(str, enum.Enum):
     NOT_FOUND = "not_found"
     UNAVAILABLE = "unavailable"  # the source itself could not run (no driver, no psutil access)
     UNKNOWN_ERROR = "unknown_error"
+    # The command did not ask for this fact (see FactGroup): says nothing about the hardware, and
+    # renderers of a command never show a fact their command did not read.
+    NOT_READ = "not_read"
 
     @property
     def label(self) -> str:
@@ -40,6 +43,7 @@ _REASON_LABELS = {
     Reason.NOT_FOUND: "not found",
     Reason.UNAVAILABLE: "unavailable",
     Reason.UNKNOWN_ERROR: "unknown error",
+    Reason.NOT_READ: "not read by this command",
 }
 
 
@@ -128,6 +132,37 @@ class HostState(str, enum.Enum):
     VANISHED = "vanished"  # exited between the NVML query and the lookup
     NO_PERMISSION = "no_permission"
     OTHER_NAMESPACE = "other_pid_namespace"  # a host PID seen from inside a container
+
+
+class FactGroup(str, enum.Enum):
+    """Groups of per-GPU facts a command asks the source for; each group costs NVML calls per GPU.
+
+    A group not asked for leaves its fields as ``Reason.NOT_READ``. Identity (UUID, bus id, name,
+    minor number) is always read: selection and every renderer need it.
+    """
+
+    MEMORY = "memory"  # memory
+    UTILIZATION = "utilization"  # utilization
+    THERMAL = "thermal"  # temperature_c, temperature_slowdown_c, temperature_shutdown_c, fan_percent
+    POWER = "power"  # power_draw_w, power_limit_w
+    PERFORMANCE = "performance"  # pstate
+    CLOCK_EVENTS = "clock_events"  # clock_event_reasons
+    MODES = "modes"  # persistence_mode, compute_mode
+    CAPABILITY = "capability"  # compute_capability
+    PCIE = "pcie"  # pcie
+    NUMA = "numa"  # numa_node
+    ECC = "ecc"  # ecc_mode_current, ecc_mode_pending, ecc_errors
+    MEMORY_HEALTH = "memory_health"  # retired_pages, remapped_rows
+    INFOROM = "inforom"  # inforom_valid: nvmlDeviceValidateInforom, ~70 ms per GPU on an H100
+    RECOVERY = "recovery"  # recovery_action
+    MIG = "mig"  # mig_mode_current, mig_mode_pending, mig_devices
+    PROCESSES = "processes"  # processes
+    CLOCKS = "clocks"  # clock_sm_mhz, clock_memory_mhz, clock_graphics_mhz
+    ENERGY = "energy"  # energy_mj
+    PCIE_REPLAYS = "pcie_replays"  # pcie_replays
+
+
+ALL_GROUPS: frozenset[FactGroup] = frozenset(FactGroup)
 
 
 # --- GPU facts -----------------------------------------------------------------------

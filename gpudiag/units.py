@@ -45,8 +45,13 @@ def parse_size(text: str) -> int:
 
 
 def mib(n_bytes: int) -> int:
-    """Whole MiB, rounded down, as nvidia-smi prints memory."""
-    return n_bytes // (1024 * 1024)
+    """Whole MiB as nvidia-smi prints memory: rounded up, so any part of a MiB counts as one.
+
+    On the H100 capture (docs/hardware/h100-80gb-hbm3-driver580) nvidia-smi -q shows
+    13 437 304 832 B used as 12815 MiB (12814.81) and 71 580 188 672 B free as 68265 MiB
+    (68264.19): neither floor nor nearest gives both.
+    """
+    return -(-n_bytes // (1024 * 1024))
 
 
 def human_bytes(n_bytes: float) -> str:

@@ -15,7 +15,7 @@ import pytest
 from gpudiag.bench import child
 from gpudiag.bench.plan import DeviceInfo, GiB
 from gpudiag.exitcodes import ExitCode
-from gpudiag.model import Reading, Reason, TorchBuild
+from gpudiag.model import ALL_GROUPS, Reading, Reason, TorchBuild
 from gpudiag.probe import collect
 from gpudiag.replay.fixtures import load
 from tests.conftest import Cli
@@ -57,7 +57,9 @@ def _machine(monkeypatch: pytest.MonkeyPatch, example: str) -> None:
     """This machine 'is' an example machine: torch is a CUDA build and NVML reads the example."""
     real = collect.open_source
     monkeypatch.setattr("gpudiag.probe.torch_static.torch_build", lambda: CUDA_BUILD)
-    monkeypatch.setattr(collect, "open_source", lambda replay=None, environ=None: real(example))
+    monkeypatch.setattr(
+        collect, "open_source", lambda replay=None, environ=None, facts=ALL_GROUPS: real(example, facts=facts)
+    )
 
 
 @pytest.mark.parametrize(
@@ -175,3 +177,17 @@ def test_the_command_module_does_not_import_torch() -> None:
     code = "import sys, gpudiag.cli.bench_cmd; print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_the_captured_healthy_h100_exits_0_with_its_slow_pageable_copies(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.test_bench_report import H100_CAPTURED
+
+    _fake_child(monkeypatch, "h100x8-healthy", rates=H100_CAPTURED)
+    code, out, err = cli("bench-transfer", "--device", "0", "--iters", "4", "--samples", "2", width=160)
+    flat = " ".join(out.split())
+    assert code == ExitCode.OK, out + err
+    assert "h2d_pageable 256MiB 7.2 7.2-7.2 0.0% Gen5 x16 not judged: 13% of pinned" in flat
+    assert "h2d_pinned 256MiB 53.7 53.7-53.7 0.0% Gen5 x16 50.0-57.5 / 63.0 healthy" in flat
+    assert "below expected" not in flat and "Pin host memory for link speed" in flat

@@ -43,7 +43,7 @@ def test_a_trained_down_link_reads_as_such_at_120_columns() -> None:
     assert row.rstrip().endswith("50.0-57.5 / 63.0   below expected")
     assert lines[lines.index(row) + 1].strip() == "behaves like Gen2 x16"  # the detail on its own line
     pageable = next(line for line in lines if line.startswith("h2d_pageable "))
-    assert pageable.split()[:3] == ["h2d_pageable", "256MiB", "6.4"] and "healthy: 100% of pinned" in pageable
+    assert pageable.split()[:3] == ["h2d_pageable", "256MiB", "6.4"] and "not judged: 100% of pinned" in pageable
     d2d = next(line for line in lines if line.startswith("d2d "))
     assert d2d.split()[:3] == ["d2d", "512MiB", "6.4"] and "740-870 / 1000   below expected" in d2d
     flat = " ".join(out.split())

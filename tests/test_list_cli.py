@@ -121,14 +121,14 @@ def test_no_processes_omits_the_table() -> None:
     assert "Processes" not in out
 
 
-def test_color_always_colours_and_no_color_env_wins() -> None:
+def test_color_always_colours_even_with_no_color_set() -> None:
+    """NO_COLOR sets the default; an explicit --color always is the user's later, stronger word."""
     runner = CliRunner()
-    coloured = runner.invoke(app, ["--color", "always", "--replay", "h100x8-healthy", "list"], env={"COLUMNS": "160"})
-    assert "\x1b[32m" in coloured.stdout  # green memory cell
-    plain = runner.invoke(
-        app, ["--color", "always", "--replay", "h100x8-healthy", "list"], env={"COLUMNS": "160", "NO_COLOR": "1"}
-    )
-    assert "\x1b[32m" not in plain.stdout
+    for env in ({"COLUMNS": "160"}, {"COLUMNS": "160", "NO_COLOR": "1"}):
+        coloured = runner.invoke(app, ["--color", "always", "--replay", "h100x8-healthy", "list"], env=env)
+        assert "\x1b[32m" in coloured.stdout, env  # green memory cell
+    plain = runner.invoke(app, ["--color", "never", "--replay", "h100x8-healthy", "list"], env={"COLUMNS": "160"})
+    assert "\x1b[" not in plain.stdout
 
 
 def test_unknown_replay_name_is_a_usage_error() -> None:
@@ -155,3 +155,56 @@ def test_version_and_module_entry_point() -> None:
     result = subprocess.run([sys.executable, "-m", "gpudiag", "--version"], capture_output=True, text=True)
     assert result.returncode == 0
     assert result.stdout.startswith("gpudiag ")
+
+
+def _piped(
+    *args: str, columns: str | None = None, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
+    if columns is not None:
+        env["COLUMNS"] = columns
+    return subprocess.run(
+        [sys.executable, "-m", "gpudiag", *args],
+        capture_output=True,
+        text=True,
+        env={**env, **(extra_env or {})},
+        timeout=60,
+    )
+
+
+def test_output_to_a_pipe_or_file_keeps_every_column_unless_columns_is_set() -> None:
+    piped = _piped("--replay", "v100x4-tutorial", "list")
+    assert piped.returncode == 0 and piped.stderr == ""
+    header = next(line for line in piped.stdout.splitlines() if line.startswith("GPU   Name"))
+    for column in ("Bus-Id", "Persist", "Fan", "Temp", "Perf", "Pwr:Usage/Cap", "Memory-Usage", "Compute M.", "MIG M."):
+        assert column in header, column
+    assert header.rstrip().endswith("ECC") and "…" not in piped.stdout
+    assert piped.stdout.splitlines()[0].endswith("torch 1.4.0 (CUDA 10.1)")  # the first line is not wrapped
+    narrow = _piped("--replay", "v100x4-tutorial", "list", columns="80")
+    assert "Bus-Id" not in narrow.stdout and max(len(line) for line in narrow.stdout.splitlines()) <= 80
+
+
+def test_global_options_also_work_after_the_command() -> None:
+    after = _piped("list", "--replay", "v100x4-tutorial", "--color", "never", "--debug", "--no-processes")
+    before = _piped("--replay", "v100x4-tutorial", "--color", "never", "--debug", "list", "--no-processes")
+    assert after.returncode == 0 and (after.stdout, after.stderr) == (before.stdout, before.stderr)
+    coloured = _piped("list", "--color=always", "--replay=v100x4-tutorial", extra_env={"NO_COLOR": "1"})
+    assert coloured.returncode == 0 and "\x1b[" in coloured.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["list", "--debug"], ["--debug", "list"]),
+        (["list", "--id", "0", "--replay", "x", "--json"], ["--replay", "x", "list", "--id", "0", "--json"]),
+        (["--color", "never", "memory", "--color=always"], ["--color", "never", "--color=always", "memory"]),
+        (["visible", "--value", "0", "--debug"], ["--debug", "visible", "--value", "0"]),
+        (["check", "--", "--debug"], ["check", "--", "--debug"]),
+        (["--version"], ["--version"]),
+        (["nonsense", "--debug"], ["nonsense", "--debug"]),
+    ],
+)
+def test_hoisting_moves_only_global_options(argv: list[str], expected: list[str]) -> None:
+    from gpudiag.cli.app import hoist_global_options
+
+    assert hoist_global_options(argv) == expected

@@ -20,7 +20,8 @@ from rich.console import Console
 from gpudiag import memory, track
 from gpudiag.cli import memory_cmd
 from gpudiag.exitcodes import ExitCode
-from gpudiag.model import Machine
+from gpudiag.memory_watch import SinkOptions, Sinks
+from gpudiag.model import ALL_GROUPS, Machine
 from gpudiag.probe import collect
 from gpudiag.replay.fixtures import load
 from tests.conftest import Cli
@@ -73,8 +74,8 @@ def steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Machine]]:
     clocks: list[Timeline] = []
     real_open = collect.open_source
 
-    def opening(replay: str | None = None, environ: Any = None) -> collect.MachineSource:
-        source = real_open(replay, environ)
+    def opening(replay: str | None = None, environ: Any = None, facts: Any = ALL_GROUPS) -> collect.MachineSource:
+        source = real_open(replay, environ, facts)
         if states:
             clock = Timeline(source, states)
             clocks.append(clock)
@@ -170,11 +171,11 @@ def test_a_replay_ignores_this_hosts_live_tracker(cli: Cli, tmp_path: Path, monk
 # --- watch ---------------------------------------------------------------------------
 
 
-def test_piped_watch_writes_json_lines_with_events(cli: Cli, steps: list[Machine]) -> None:
+def test_watch_with_json_writes_json_lines_with_events(cli: Cli, steps: list[Machine]) -> None:
     base = load("v100x4-tutorial")[0]
     started = add_process(base, 1, 4242, 700)
     steps += [base, started, lose(started, 2), lose(base, 2)]
-    code, out, err = cli("--replay", "v100x4-tutorial", "memory", "--watch", "--count", "4")
+    code, out, err = cli("--replay", "v100x4-tutorial", "memory", "--watch", "--count", "4", "--json")
     samples = [json.loads(line) for line in out.splitlines()]
     assert code == ExitCode.GPU_LOST and err == "gpudiag: GPU 2 lost\n"
     assert [s["sample"] for s in samples] == [1, 2, 3, 4]
@@ -197,13 +198,13 @@ def test_ctrl_c_in_the_watch_exits_0_after_the_samples_so_far(
 
     real_open = collect.open_source
 
-    def opening(replay: str | None = None, environ: Any = None) -> collect.MachineSource:
-        source = real_open(replay, environ)
+    def opening(replay: str | None = None, environ: Any = None, facts: Any = ALL_GROUPS) -> collect.MachineSource:
+        source = real_open(replay, environ, facts)
         monkeypatch.setattr(memory_cmd, "CLOCK", memory_cmd.Clock(time.monotonic, interrupt, time.time))
         return source
 
     monkeypatch.setattr(collect, "open_source", opening)
-    code, out, err = cli("--replay", "v100x4-tutorial", "memory", "--watch")
+    code, out, err = cli("--replay", "v100x4-tutorial", "memory", "--watch", "--json")
     assert code == 0 and len(out.splitlines()) == 1 and err == ""
 
 
@@ -215,7 +216,7 @@ def test_until_free_and_timeout_from_the_command_line(cli: Cli, steps: list[Mach
     steps[:] = [base]
     code, out, err = cli("--replay", "v100x4-tutorial", "memory", "--until-free", "14GiB", "--timeout", "12")
     assert code == ExitCode.FAILED and "timed out after 12 s" in err
-    assert len(out.splitlines()) == 13  # samples at 0..12 s
+    assert out.count("replay:v100x4-tutorial\n") == 13  # a text block per sample, at 0..12 s
 
 
 def test_alert_free_below_from_the_command_line(cli: Cli, steps: list[Machine]) -> None:
@@ -228,7 +229,7 @@ def test_alert_free_below_from_the_command_line(cli: Cli, steps: list[Machine]) 
 def test_logs_in_csv_and_json_lines(cli: Cli, tmp_path: Path, steps: list[Machine]) -> None:
     steps.append(load("h100x8-healthy")[0])
     csv_log, jsonl_log = tmp_path / "m.csv", tmp_path / "m.jsonl"
-    code, out, _ = cli("--replay", "h100x8-healthy", "memory", "--count", "2", "--log", str(csv_log))
+    code, out, _ = cli("--replay", "h100x8-healthy", "memory", "--count", "2", "--log", str(csv_log), "--json")
     assert code == 0 and len(out.splitlines()) == 2
     rows = csv_log.read_text().splitlines()
     assert rows[0] == ",".join(memory_cmd_csv_header()) and len(rows) == 1 + 2 * 8
@@ -254,7 +255,7 @@ def test_the_live_view_restores_the_terminal() -> None:
     """On a terminal: a rich Live frame per sample, fitted to the height, and the cursor back at the end."""
     file = StringIO()
     console = Console(file=file, width=120, height=30, force_terminal=True, color_system="standard")
-    outputs = memory_cmd.Outputs(console, lines=False, log=None, prometheus=None, bind="127.0.0.1")
+    outputs = Sinks(console, SinkOptions(json_lines=False))
     state = memory.WatchState()
     base = load("h100x8-training-64procs")[0]
     try:
@@ -343,14 +344,25 @@ def test_broken_pipe_in_watch_exits_quietly() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
-    assert json.loads(result.stdout)["schema"] == "gpudiag.memory/1"
+    assert result.stdout == "replay:h100x8-healthy\n"
 
 
 def test_sigterm_ends_the_watch_like_ctrl_c() -> None:
     import signal
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpudiag", "--replay", "h100x8-healthy", "memory", "--watch", "--interval", "0.05"],
+        [
+            sys.executable,
+            "-m",
+            "gpudiag",
+            "--replay",
+            "h100x8-healthy",
+            "memory",
+            "--watch",
+            "--interval",
+            "0.05",
+            "--json",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -477,3 +489,30 @@ def test_the_readme_section_shows_real_output(cli: Cli, tmp_path: Path) -> None:
         _, out, _ = cli(*command.split(), width=120, env=env)
         shown = "\n".join(line.rstrip() for line in out.splitlines())
         assert shown == expected.rstrip("\n"), command
+
+
+def test_piped_watch_prints_the_text_a_terminal_shows_one_block_per_sample() -> None:
+    """`memory --watch | tee log` is text like `nvidia-smi -l`, every column; JSON Lines only with --json."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    args = [sys.executable, "-m", "gpudiag", "--replay", "h100x8-training-64procs", "memory", "--count", "3"]
+    result = subprocess.run([*args, "--interval", "0.01"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0 and result.stderr == ""
+    blocks = result.stdout.split("\n\nreplay:")
+    assert len(blocks) == 3 and "sample 3 at " in blocks[2] and "\x1b[" not in result.stdout
+    assert "Total: " in blocks[0] and "Processes" in blocks[0]
+    assert max(len(line) for line in result.stdout.splitlines()) > 120  # not cut to a default 80 columns
+    assert not result.stdout.lstrip().startswith("{")
+
+
+def test_the_command_only_parses_calls_and_renders() -> None:
+    """The watch's sinks (live view, log files, Prometheus) belong to gpudiag.memory_watch, not the command."""
+    import ast
+
+    source = (Path(__file__).resolve().parent.parent / "gpudiag" / "cli" / "memory_cmd.py").read_text()
+    tree = ast.parse(source)
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+    }
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert not {"Live", "MemoryMetrics", "csv", "writerows", "signal", "open"} & (names | imported)
+    assert [n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)] == ["Clock"]

@@ -78,6 +78,7 @@ def test_every_reason_has_a_distinct_label_and_a_stable_value() -> None:
         "not_found",
         "unavailable",
         "unknown_error",
+        "not_read",
     ]
 
 

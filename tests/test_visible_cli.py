@@ -190,7 +190,9 @@ def test_any_value_on_the_command_line_gives_output_not_a_traceback(cli: Cli, va
 
 def _live(monkeypatch: pytest.MonkeyPatch, machine: Machine) -> None:
     """Make the command read `machine` as if it were this live machine."""
-    monkeypatch.setattr("gpudiag.cli.visible_cmd.collect", lambda replay=None: replace(machine, source="live"))
+    monkeypatch.setattr(
+        "gpudiag.cli.visible_cmd.collect", lambda replay=None, facts=None: replace(machine, source="live")
+    )
 
 
 def test_probe_on_this_machine_says_plainly_why_cuda_cannot_be_asked(cli: Cli) -> None:

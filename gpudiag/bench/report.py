@@ -138,7 +138,7 @@ def judge(
             return Judgement(Verdict.NOT_JUDGED, NO_EXPECTATION, note="below the plateau: latency-bound")
         if mode.pinned:
             return judge_pinned(rate, best, link)
-        return judge_pageable(rate, pinned_blocking.get((task.device, mode.direction, task.nbytes)), best)
+        return judge_pageable(rate, pinned_blocking.get((task.device, mode.direction, task.nbytes)))
     if mode is Mode.D2D:
         return judge_d2d(rate, name, task.nbytes, device.l2_bytes if device is not None else 0)
     if task.nbytes < HOST_PLATEAU:
@@ -158,8 +158,6 @@ def likely_cause(
             return f"the link runs at {link} under load (capable of {best}): it trained down"
         if remote and placement is not None:
             return f"host memory may be on a remote NUMA node ({placement.detail})"
-        if not mode.pinned:
-            return "pageable copies stage through CPU memory: a slow or busy CPU memory system"
         return "the link runs at full speed and host memory is local: a shared PCIe switch, IOMMU/ACS, or other traffic"
     if mode is Mode.D2D:
         return "memory clocks held down (power or thermal), another process on the GPU, or faulty memory"
@@ -225,6 +223,9 @@ def findings(table: Sequence[Row], outcome: Outcome) -> list[Finding]:
                     f"Likely cause: {row.cause}.",
                 )
             )
+        pageable = _pageable_finding(device, device_rows)
+        if pageable is not None:
+            out.append(pageable)
         first = device_rows[0]
         gpu = first.gpu
         if gpu is not None:
@@ -246,9 +247,30 @@ def findings(table: Sequence[Row], outcome: Outcome) -> list[Finding]:
     return out
 
 
+def _pageable_finding(device: int, device_rows: Sequence[Row]) -> Finding | None:
+    """Pageable figures with their share of pinned and the advice to pin: information, never a failure."""
+    shown = [r for r in device_rows if r.task.mode.is_host and not r.task.mode.pinned and r.bandwidth is not None]
+    if not shown:
+        return None
+    figures = ", ".join(
+        f"{r.task.mode.value} {r.bandwidth.median / GB:.1f} GB/s"
+        + (f" ({r.judgement.note})" if r.judgement.note.endswith("of pinned") else "")
+        for r in shown
+        if r.bandwidth is not None
+    )
+    return Finding(
+        Severity.INFO,
+        device,
+        f"{shown[0].label}: pageable copies {figures}: they measure the host's memcpy through a staging buffer, "
+        "not the link, and do not decide the verdict. Pin host memory for link speed "
+        "(torch: tensor.pin_memory(), DataLoader(pin_memory=True)).",
+    )
+
+
 def failed(found: Sequence[Finding]) -> bool:
-    """Exit 1 when something was found: wrong data, a figure below expected, a task that
-    failed, a run cut short. Information alone (a slot-limited GPU) is not a failure."""
+    """Exit 1 when something was found: wrong data, a link- or memory-bound figure below expected,
+    a task that failed, a run cut short. Information alone (pageable figures, a slot-limited GPU)
+    is not a failure."""
     return any(f.severity is not Severity.INFO for f in found)
 
 

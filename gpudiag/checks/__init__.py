@@ -16,8 +16,20 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from gpudiag.model import Machine, Reading, TorchRuntime
+from gpudiag.model import ALL_GROUPS, FactGroup, Machine, Reading, TorchRuntime
 from gpudiag.probe.devices import DeviceFacts
+
+# What the rules judge: every group but power draw/limit, the NUMA node and the exporter's clocks,
+# energy and PCIe replay counter, which no rule reads.
+GROUPS: frozenset[FactGroup] = ALL_GROUPS - {
+    FactGroup.POWER,
+    FactGroup.NUMA,
+    FactGroup.CLOCKS,
+    FactGroup.ENERGY,
+    FactGroup.PCIE_REPLAYS,
+}
+# What the functional test re-reads while a GPU is busy.
+LOADED_GROUPS: frozenset[FactGroup] = frozenset({FactGroup.PCIE, FactGroup.CLOCK_EVENTS})
 
 
 class Status(str, enum.Enum):

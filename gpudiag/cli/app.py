@@ -66,6 +66,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 # Global options that take a value, so that their value is not read as a command name.
 _VALUE_OPTIONS = ("--replay", "--color")
+# Global options that may also follow the command (`gpudiag list --debug`); no command has its own.
+_GLOBAL_FLAGS = ("--debug",)
 
 
 def build_app(only: str | None = None) -> typer.Typer:
@@ -103,6 +105,46 @@ def command_in(argv: list[str]) -> str | None:
     return None
 
 
+def hoist_global_options(argv: list[str]) -> list[str]:
+    """Move global options written after the command to before it, so `gpudiag list --debug` and
+    `gpudiag list --replay NAME` mean what `gpudiag --debug list` does. Nothing after `--` moves."""
+    command = command_in(argv)
+    if command is None:
+        return argv
+    at = _command_position(argv)
+    head, tail = argv[: at + 1], argv[at + 1 :]
+    moved: list[str] = []
+    kept: list[str] = []
+    i = 0
+    while i < len(tail):
+        arg = tail[i]
+        if arg == "--":
+            kept += tail[i:]
+            break
+        name = arg.split("=", 1)[0]
+        if arg in _GLOBAL_FLAGS or (name in _VALUE_OPTIONS and "=" in arg):
+            moved.append(arg)
+        elif arg in _VALUE_OPTIONS and i + 1 < len(tail):
+            moved += [arg, tail[i + 1]]
+            i += 1
+        else:
+            kept.append(arg)
+        i += 1
+    return [*head[:at], *moved, head[at], *kept]
+
+
+def _command_position(argv: list[str]) -> int:
+    skip_next = False
+    for position, arg in enumerate(argv):
+        if skip_next:
+            skip_next = False
+        elif arg in _VALUE_OPTIONS:
+            skip_next = True
+        elif not arg.startswith("-"):
+            return position
+    raise ValueError("no command")  # pragma: no cover - callers check command_in first
+
+
 def __getattr__(name: str) -> typer.Typer:
     # `from gpudiag.cli.app import app` (tests, completions) gets the full app, built once.
     if name == "app":
@@ -113,4 +155,5 @@ def __getattr__(name: str) -> typer.Typer:
 
 
 def main() -> None:
-    build_app(only=command_in(sys.argv[1:]))(prog_name="gpudiag")
+    argv = hoist_global_options(sys.argv[1:])
+    build_app(only=command_in(argv))(args=argv, prog_name="gpudiag")

@@ -17,6 +17,7 @@ import typer
 from gpudiag.cli.common import Settings, handle_errors, make_console, settings
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
+from gpudiag.model import FactGroup
 
 if TYPE_CHECKING:
     from gpudiag.bench.child import Outcome
@@ -68,7 +69,8 @@ def command(
 
     from gpudiag.probe.collect import open_source
 
-    with open_source() as source:
+    # Placement needs the NUMA node, the verdict the PCIe link; nothing else is shown or judged.
+    with open_source(facts=frozenset({FactGroup.PCIE, FactGroup.NUMA})) as source:
         machine = source.read()
         reason = nvml_reason(machine)
         if reason:
@@ -91,7 +93,7 @@ def _measure(s: Settings, source: MachineSource, gpus: tuple[Gpu, ...], plan: Pl
         gpu = match_gpu(device.uuid, device.pci_bus_id, gpus)
         if gpu is None:
             return None
-        pcie = source.read().gpu(gpu.index).pcie
+        pcie = source.read(frozenset({FactGroup.PCIE})).gpu(gpu.index).pcie
         gen, width = pcie.gen_current.value, pcie.width_current.value
         return Link(gen, width) if gen and width else None
 

@@ -100,10 +100,11 @@ def _options(
 
 
 def _open(replay: str | None) -> MachineSource:
+    from gpudiag.checks import GROUPS
     from gpudiag.probe.collect import open_source
 
     try:
-        return open_source(replay)
+        return open_source(replay, facts=GROUPS)
     except UsageError:
         raise
     except GpudiagError as exc:  # e.g. the pynvml module is missing or stale: gpudiag cannot look
@@ -126,6 +127,7 @@ def _torch(machine: Machine, live: bool, not_started: str, python: str | None, t
 
 def _collector(source: MachineSource, machine: Machine) -> Collector:
     """Collects the functional test's lines; re-reads a GPU's link and clock events when it is busy."""
+    from gpudiag.checks import LOADED_GROUPS
     from gpudiag.checks.functional import Collector
 
     uuids = {(g.uuid.value or "").removeprefix("GPU-").lower(): g.index for g in machine.gpus if g.uuid.ok}
@@ -134,7 +136,7 @@ def _collector(source: MachineSource, machine: Machine) -> Collector:
         return uuids.get(uuid.removeprefix("GPU-").lower())
 
     def read_loaded(index: int) -> tuple[tuple[int, int] | None, int | None]:
-        gpu = source.read().gpu(index)
+        gpu = source.read(LOADED_GROUPS).gpu(index)
         gen, width = gpu.pcie.gen_current.value, gpu.pcie.width_current.value
         return (gen, width) if gen is not None and width is not None else None, gpu.clock_event_reasons.value
 

@@ -36,9 +36,17 @@ def settings(ctx: typer.Context) -> Settings:
     return Settings(replay=os.environ.get(REPLAY_ENV) or None, debug=bool(os.environ.get(DEBUG_ENV)), color="auto")
 
 
+# Width of output that goes to a pipe or file with no COLUMNS set: wide enough for every column.
+UNLIMITED_WIDTH = 1000
+
+
 def make_console(s: Settings | None = None, *, stderr: bool = False, file: IO[str] | None = None) -> Any:
-    """A rich Console for this invocation. NO_COLOR and non-TTY output are honoured by rich;
-    ``--color`` overrides. Width comes from the terminal, or COLUMNS when piped."""
+    """A rich Console for this invocation.
+
+    Colour: ``--color always|never`` wins; with ``auto``, rich colours a terminal unless NO_COLOR is
+    set. Width: the terminal's, or COLUMNS when set; output to a pipe or file without COLUMNS gets
+    every column (as nvidia-smi prints its full table into a file), not rich's 80-column default.
+    """
     from rich.console import Console
 
     color = s.color if s else "auto"
@@ -49,9 +57,27 @@ def make_console(s: Settings | None = None, *, stderr: bool = False, file: IO[st
         kwargs["color_system"] = None
     elif color == "always":
         kwargs["force_terminal"] = True
+        kwargs["no_color"] = False  # an explicit choice outranks NO_COLOR
     if file is not None:
         kwargs["file"] = file
-    return Console(stderr=stderr, **kwargs)
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich exits 1 here; a reader that went away (`| head`) is the error edge's to end, quietly.
+            self.quiet = True
+            raise BrokenPipeError
+
+    console = _Console(stderr=stderr, **kwargs)
+    if not _is_tty(console.file) and not os.environ.get("COLUMNS", "").strip().isdigit():
+        console.width = UNLIMITED_WIDTH  # forced colour into a pipe too: the pipe has no width
+    return console
+
+
+def _is_tty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def fail(message: str, code: ExitCode) -> None:

@@ -11,7 +11,7 @@ import typer
 from gpudiag.cli.common import handle_errors, make_console, settings
 from gpudiag.errors import UsageError
 from gpudiag.exitcodes import NVML_EXIT, ExitCode
-from gpudiag.model import GpuState, NvmlStatus, Reading
+from gpudiag.model import ALL_GROUPS, FactGroup, GpuState, NvmlStatus, Reading
 from gpudiag.probe.collect import collect
 from gpudiag.selection import select_gpus
 from gpudiag.serialize import to_data
@@ -54,7 +54,16 @@ def list_command(
         names = csv_query.parse_query(query)
         fmt = csv_query.parse_format(output_format or "csv")
 
-    machine = collect(s.replay)
+    # Read what this output shows: --json is a whole snapshot, --query its fields, the tables theirs.
+    if json_output:
+        wanted = ALL_GROUPS
+    elif query is not None:
+        wanted = csv_query.groups(names)
+    else:
+        from gpudiag.render.list_view import GROUPS
+
+        wanted = GROUPS - {FactGroup.PROCESSES} if no_processes else GROUPS
+    machine = collect(s.replay, facts=wanted)
     if machine.nvml.status is not NvmlStatus.OK:
         if json_output:
             typer.echo(json.dumps(to_data(machine), indent=2))

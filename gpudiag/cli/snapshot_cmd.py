@@ -11,6 +11,7 @@ import typer
 from gpudiag.cli.common import handle_errors, settings
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
+from gpudiag.model import ALL_GROUPS
 from gpudiag.probe.collect import collect
 from gpudiag.replay.fixtures import dump
 
@@ -31,7 +32,7 @@ def snapshot_command(
     Replay it anywhere with `gpudiag --replay FILE list` (or check, memory, visible).
     """
     replay = settings(ctx).replay
-    machine = collect(replay)
+    machine = collect(replay, facts=ALL_GROUPS)  # a snapshot records every fact, to replay any command
     if not replay and not no_torch:
         # Recorded so that `check` on the replay can judge torch against these GPUs.
         from gpudiag.probe.torch_runtime import probe

@@ -11,13 +11,15 @@ import typer
 from gpudiag.cli.common import handle_errors, make_console, settings
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import NVML_EXIT, ExitCode
-from gpudiag.model import NvmlStatus
+from gpudiag.model import FactGroup, NvmlStatus
 from gpudiag.probe.collect import collect
 from gpudiag.visibility import ORDER_VAR, ORDERS, VISIBLE_VAR
 
 if TYPE_CHECKING:
     from gpudiag.visibility import ProbeReport, Resolution
 
+# What the visibility rules and the view use: memory size, capability, compute mode, MIG instances.
+GROUPS = frozenset({FactGroup.MEMORY, FactGroup.CAPABILITY, FactGroup.MODES, FactGroup.MIG})
 PROBE_TIMEOUT_S = 120.0  # cuInit on many GPUs without persistence mode takes seconds per GPU
 
 
@@ -60,7 +62,7 @@ def command(
     if probe and select is not None:
         raise UsageError("choose one of --probe and --select (probe the selection with --value)")
 
-    machine = collect(s.replay)
+    machine = collect(s.replay, facts=GROUPS)
     env = machine.env_map
     recorded = "recorded environment" if s.replay else "environment"
     if unset:

@@ -32,7 +32,7 @@ from gpudiag.fleet.attribution import (
 )
 from gpudiag.fleet.exposition import CONTENT_TYPE, TextRenderer
 from gpudiag.memory import MemoryView, ProcessRow
-from gpudiag.model import GpuState, HostProcess, Machine, NvmlStatus, Reading, Reason
+from gpudiag.model import ALL_GROUPS, FactGroup, GpuState, HostProcess, Machine, NvmlStatus, Reading, Reason
 from gpudiag.probe.collect import MachineSource
 from gpudiag.probe.nvml import HostResolver
 from gpudiag.track import TrackedProcess
@@ -47,11 +47,27 @@ CHECKS = (
     "health.recovery_action",
     "health.clock_events",
     "health.temperature",
-    "health.inforom",
     "health.pcie",
-)
+)  # not health.inforom: validating the InfoROM costs ~70 ms per GPU, too much for every scrape
+# The NVML facts each family exports (the rest are never asked for on a scrape).
+GROUPS = {
+    "native": ALL_GROUPS - {FactGroup.MODES, FactGroup.CAPABILITY, FactGroup.NUMA, FactGroup.INFOROM},
+    "dcgm": frozenset(
+        {
+            FactGroup.MEMORY,
+            FactGroup.UTILIZATION,
+            FactGroup.THERMAL,
+            FactGroup.POWER,
+            FactGroup.MEMORY_HEALTH,
+            FactGroup.MIG,
+            FactGroup.CLOCKS,
+            FactGroup.ENERGY,
+            FactGroup.PCIE_REPLAYS,
+        }
+    ),
+}
 REOPEN_EVERY_S = 10.0
-COMPAT = ("native", "dcgm")
+COMPAT = tuple(GROUPS)
 
 
 class Attributor:
@@ -151,6 +167,7 @@ class Exporter:
     _hosts: CachedHost | None = None
 
     def __post_init__(self) -> None:
+        self.source.facts = GROUPS[self.compat]
         self._hosts = CachedHost(self.source.host)
         self.source.session.set_host(self._hosts)
 

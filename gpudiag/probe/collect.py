@@ -10,7 +10,18 @@ from typing import Any
 
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
-from gpudiag.model import MACHINE_SCHEMA, HostInfo, Machine, Reading, Reason, TorchBuild, TorchRuntime, unavailable
+from gpudiag.model import (
+    ALL_GROUPS,
+    MACHINE_SCHEMA,
+    FactGroup,
+    HostInfo,
+    Machine,
+    Reading,
+    Reason,
+    TorchBuild,
+    TorchRuntime,
+    unavailable,
+)
 from gpudiag.probe import env as env_probe
 from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
 from gpudiag.probe.nvml import HostResolver, NvmlSession
@@ -21,7 +32,11 @@ REPLAY_ENV = "GPUDIAG_REPLAY"
 
 @dataclass
 class MachineSource:
-    """An open source of machine readings. ``read()`` may be called many times (watch)."""
+    """An open source of machine readings. ``read()`` may be called many times (watch).
+
+    ``facts``: the groups of GPU facts each read asks NVML for (a command asks for what it shows
+    or judges; the rest stay ``Reason.NOT_READ``).
+    """
 
     name: str
     lib: Any
@@ -31,6 +46,7 @@ class MachineSource:
     torch_build: Reading[TorchBuild]
     kernel_module_version: Reading[str]
     description: str = ""
+    facts: frozenset[FactGroup] = ALL_GROUPS
     # Recorded in snapshots; a live source leaves it to the commands that start torch.
     torch_runtime: Reading[TorchRuntime] = field(
         default_factory=lambda: unavailable(Reason.UNAVAILABLE, "torch runtime not probed")
@@ -41,8 +57,10 @@ class MachineSource:
         self.session = NvmlSession(self.lib, self.host)
         self.session.open(self.kernel_module_version)
 
-    def read(self) -> Machine:
-        gpus = self.session.read_gpus() if self.session.opened else ()
+    def read(self, facts: frozenset[FactGroup] | None = None) -> Machine:
+        """One reading: ``facts`` overrides the source's groups for this read (e.g. a re-read of the link)."""
+        wanted = self.facts if facts is None else facts
+        gpus = self.session.read_gpus(wanted) if self.session.opened else ()
         return Machine(
             schema=MACHINE_SCHEMA,
             source=self.name,
@@ -65,12 +83,14 @@ class MachineSource:
         self.close()
 
 
-def open_source(replay: str | None = None, environ: Mapping[str, str] | None = None) -> MachineSource:
-    """Open the live machine, or replay an example name / snapshot file."""
+def open_source(
+    replay: str | None = None, environ: Mapping[str, str] | None = None, facts: frozenset[FactGroup] = ALL_GROUPS
+) -> MachineSource:
+    """Open the live machine, or replay an example name / snapshot file, to read ``facts``."""
     environ = os.environ if environ is None else environ
-    if replay:
-        return _replay_source(replay)
-    return _live_source(environ)
+    source = _replay_source(replay) if replay else _live_source(environ)
+    source.facts = facts
+    return source
 
 
 def _import_pynvml() -> Any:
@@ -124,9 +144,11 @@ def _replay_source(spec: str) -> MachineSource:
     return source
 
 
-def collect(replay: str | None = None, environ: Mapping[str, str] | None = None) -> Machine:
-    """One reading of the machine."""
-    with open_source(replay, environ) as source:
+def collect(
+    replay: str | None = None, environ: Mapping[str, str] | None = None, facts: frozenset[FactGroup] = ALL_GROUPS
+) -> Machine:
+    """One reading of the machine's ``facts`` (every group unless a command asks for fewer)."""
+    with open_source(replay, environ, facts) as source:
         machine = source.read()
     if replay:
         machine = replace(machine, collected_at=0.0)  # replays are deterministic

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
+import functools
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from gpudiag.model import (
+    ALL_GROUPS,
     ComputeMode,
     EccCounts,
+    FactGroup,
     Gpu,
     GpuProcess,
     GpuState,
@@ -282,15 +287,16 @@ class NvmlSession:
 
     # -- reading ---------------------------------------------------------------------
 
-    def read_gpus(self) -> tuple[Gpu, ...]:
-        """Read every GPU. Safe to call repeatedly; handles are reused."""
+    def read_gpus(self, facts: frozenset[FactGroup] = ALL_GROUPS) -> tuple[Gpu, ...]:
+        """Read the ``facts`` of every GPU (the rest stay NOT_READ). Safe to call repeatedly;
+        handles are reused."""
         gpus = []
         for index, handles in enumerate(self._handles):
             if handles.gpu is None:
                 gpus.append(failed_gpu(index, handles.state, handles.state_detail))
                 continue
             try:
-                gpus.append(self._read_gpu(index, handles))
+                gpus.append(self._read_gpu(index, handles, facts))
             except _GpuLostError as lost:
                 gpus.append(failed_gpu(index, GpuState.LOST, f"GPU is lost ({lost.detail})"))
         self.info = replace(
@@ -300,72 +306,137 @@ class NvmlSession:
         )
         return tuple(gpus)
 
-    def _read_gpu(self, index: int, handles: _Handles) -> Gpu:
-        lib, h = self._lib, handles.gpu
-        ecc: Reading[list[int]] = self._read("nvmlDeviceGetEccMode", h)
-        mig: Reading[list[int]] = self._read("nvmlDeviceGetMigMode", h)
-        return Gpu(
-            index=index,
-            state=GpuState.OK,
-            state_detail="",
-            uuid=self._read("nvmlDeviceGetUUID", h, convert=_text),
-            pci_bus_id=self._read("nvmlDeviceGetPciInfo", h, convert=lambda p: _text(p.busId)),
-            name=self._read("nvmlDeviceGetName", h, convert=_text),
-            minor_number=self._read("nvmlDeviceGetMinorNumber", h, convert=int),
-            memory=self._memory(h),
-            utilization=self._read(
+    def _read_gpu(self, index: int, handles: _Handles, facts: frozenset[FactGroup]) -> Gpu:
+        h = handles.gpu
+        identity: dict[str, Any] = {
+            "uuid": self._read("nvmlDeviceGetUUID", h, convert=_text),
+            "pci_bus_id": self._read("nvmlDeviceGetPciInfo", h, convert=lambda p: _text(p.busId)),
+            "name": self._read("nvmlDeviceGetName", h, convert=_text),
+            "minor_number": self._read("nvmlDeviceGetMinorNumber", h, convert=int),
+        }
+        fields = {**_not_read_fields(), **identity}
+        for group in FactGroup:  # declaration order: the same NVML call order whatever the set
+            if group in facts:
+                fields.update(_FACT_READERS[group](self, h, handles))
+        return Gpu(index=index, state=GpuState.OK, state_detail="", **fields)
+
+    # -- one reader per group of facts: each returns the Gpu fields of its group ------
+
+    def _memory_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        return {"memory": self._memory(h)}
+
+    def _utilization_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        return {
+            "utilization": self._read(
                 "nvmlDeviceGetUtilizationRates",
                 h,
                 convert=lambda u: Utilization(gpu_percent=int(u.gpu), memory_percent=int(u.memory)),
-            ),
-            temperature_c=self._read("nvmlDeviceGetTemperature", h, lib.NVML_TEMPERATURE_GPU, convert=int),
-            temperature_slowdown_c=self._read(
+            )
+        }
+
+    def _thermal_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        lib = self._lib
+        return {
+            "temperature_c": self._read("nvmlDeviceGetTemperature", h, lib.NVML_TEMPERATURE_GPU, convert=int),
+            "temperature_slowdown_c": self._read(
                 "nvmlDeviceGetTemperatureThreshold", h, lib.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, convert=int
             ),
-            temperature_shutdown_c=self._read(
+            "temperature_shutdown_c": self._read(
                 "nvmlDeviceGetTemperatureThreshold", h, lib.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, convert=int
             ),
-            fan_percent=self._read("nvmlDeviceGetFanSpeed", h, convert=int),
-            power_draw_w=self._read("nvmlDeviceGetPowerUsage", h, convert=_milliwatts),
-            power_limit_w=self._read("nvmlDeviceGetEnforcedPowerLimit", h, convert=_milliwatts),
-            pstate=self._read("nvmlDeviceGetPerformanceState", h, convert=int),
-            persistence_mode=self._read("nvmlDeviceGetPersistenceMode", h, convert=bool),
-            compute_mode=self._read("nvmlDeviceGetComputeMode", h, convert=_COMPUTE_MODES.__getitem__),
-            compute_capability=self._read(
+            "fan_percent": self._read("nvmlDeviceGetFanSpeed", h, convert=int),
+        }
+
+    def _power_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        return {
+            "power_draw_w": self._read("nvmlDeviceGetPowerUsage", h, convert=_milliwatts),
+            "power_limit_w": self._read("nvmlDeviceGetEnforcedPowerLimit", h, convert=_milliwatts),
+        }
+
+    def _performance_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        return {"pstate": self._read("nvmlDeviceGetPerformanceState", h, convert=int)}
+
+    def _clock_event_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        return {"clock_event_reasons": self._clock_events(h)}
+
+    def _modes_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        return {
+            "persistence_mode": self._read("nvmlDeviceGetPersistenceMode", h, convert=bool),
+            "compute_mode": self._read("nvmlDeviceGetComputeMode", h, convert=_COMPUTE_MODES.__getitem__),
+        }
+
+    def _capability_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        return {
+            "compute_capability": self._read(
                 "nvmlDeviceGetCudaComputeCapability", h, convert=lambda cc: (int(cc[0]), int(cc[1]))
-            ),
-            pcie=PcieLink(
+            )
+        }
+
+    def _pcie_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        return {
+            "pcie": PcieLink(
                 gen_current=self._read("nvmlDeviceGetCurrPcieLinkGeneration", h, convert=int),
                 gen_max=self._read("nvmlDeviceGetMaxPcieLinkGeneration", h, convert=int),
                 gen_gpu_max=self._read("nvmlDeviceGetGpuMaxPcieLinkGeneration", h, convert=int),
                 width_current=self._read("nvmlDeviceGetCurrPcieLinkWidth", h, convert=int),
                 width_max=self._read("nvmlDeviceGetMaxPcieLinkWidth", h, convert=int),
-            ),
-            numa_node=self._read("nvmlDeviceGetNumaNodeId", h, convert=int),
-            ecc_mode_current=ecc.map(lambda m: bool(m[0])),
-            ecc_mode_pending=ecc.map(lambda m: bool(m[1])),
-            ecc_errors=self._ecc_counts(h),
-            retired_pages=self._retired_pages(h),
-            remapped_rows=self._read(
+            )
+        }
+
+    def _numa_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        return {"numa_node": self._read("nvmlDeviceGetNumaNodeId", h, convert=int)}
+
+    def _ecc_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        ecc: Reading[list[int]] = self._read("nvmlDeviceGetEccMode", h)
+        return {
+            "ecc_mode_current": ecc.map(lambda m: bool(m[0])),
+            "ecc_mode_pending": ecc.map(lambda m: bool(m[1])),
+            "ecc_errors": self._ecc_counts(h),
+        }
+
+    def _memory_health_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        return {
+            "retired_pages": self._retired_pages(h),
+            "remapped_rows": self._read(
                 "nvmlDeviceGetRemappedRows",
                 h,
                 convert=lambda r: RemappedRows(
                     correctable=int(r[0]), uncorrectable=int(r[1]), pending=bool(r[2]), failure=bool(r[3])
                 ),
             ),
-            clock_event_reasons=self._clock_events(h),
-            inforom_valid=self._inforom(h),
-            recovery_action=self._recovery_action(h),
-            mig_mode_current=mig.map(lambda m: m[0] == lib.NVML_DEVICE_MIG_ENABLE),
-            mig_mode_pending=mig.map(lambda m: m[1] == lib.NVML_DEVICE_MIG_ENABLE),
-            mig_devices=tuple(self._mig_device(slot, mh) for slot, mh in handles.mig),
-            processes=self._processes(h),
-            clock_sm_mhz=self._read("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_SM, convert=int),
-            clock_memory_mhz=self._read("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_MEM, convert=int),
-            clock_graphics_mhz=self._read("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_GRAPHICS, convert=int),
-            energy_mj=self._read("nvmlDeviceGetTotalEnergyConsumption", h, convert=int),
-            pcie_replays=self._read("nvmlDeviceGetPcieReplayCounter", h, convert=int),
-        )
+        }
+
+    def _inforom_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        return {"inforom_valid": self._inforom(h)}
+
+    def _recovery_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        return {"recovery_action": self._recovery_action(h)}
+
+    def _mig_facts(self, h: Any, handles: _Handles) -> dict[str, Any]:
+        lib = self._lib
+        mig: Reading[list[int]] = self._read("nvmlDeviceGetMigMode", h)
+        return {
+            "mig_mode_current": mig.map(lambda m: m[0] == lib.NVML_DEVICE_MIG_ENABLE),
+            "mig_mode_pending": mig.map(lambda m: m[1] == lib.NVML_DEVICE_MIG_ENABLE),
+            "mig_devices": tuple(self._mig_device(slot, mh) for slot, mh in handles.mig),
+        }
+
+    def _processes_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        return {"processes": self._processes(h)}
+
+    def _clock_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        lib = self._lib
+        return {
+            "clock_sm_mhz": self._read("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_SM, convert=int),
+            "clock_memory_mhz": self._read("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_MEM, convert=int),
+            "clock_graphics_mhz": self._read("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_GRAPHICS, convert=int),
+        }
+
+    def _energy_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        return {"energy_mj": self._read("nvmlDeviceGetTotalEnergyConsumption", h, convert=int)}
+
+    def _pcie_replay_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        return {"pcie_replays": self._read("nvmlDeviceGetPcieReplayCounter", h, convert=int)}
 
     def _memory(self, h: Any) -> Reading[Memory]:
         lib = self._lib
@@ -574,44 +645,65 @@ class _V1Process:
 def failed_gpu(index: int, state: GpuState, detail: str) -> Gpu:
     """A GPU row whose handle is unusable: every reading says why."""
     reason = Reason.GPU_LOST if state is GpuState.LOST else Reason.UNKNOWN_ERROR
-    missing: Reading[Any] = unavailable(reason, detail)
-    return Gpu(
-        index=index,
-        state=state,
-        state_detail=detail,
-        uuid=missing,
-        pci_bus_id=missing,
-        name=missing,
-        minor_number=missing,
-        memory=missing,
-        utilization=missing,
-        temperature_c=missing,
-        temperature_slowdown_c=missing,
-        temperature_shutdown_c=missing,
-        fan_percent=missing,
-        power_draw_w=missing,
-        power_limit_w=missing,
-        pstate=missing,
-        persistence_mode=missing,
-        compute_mode=missing,
-        compute_capability=missing,
-        pcie=PcieLink(missing, missing, missing, missing, missing),
-        numa_node=missing,
-        ecc_mode_current=missing,
-        ecc_mode_pending=missing,
-        ecc_errors=EccCounts(missing, missing, missing, missing),
-        retired_pages=missing,
-        remapped_rows=missing,
-        clock_event_reasons=missing,
-        inforom_valid=missing,
-        recovery_action=missing,
-        mig_mode_current=missing,
-        mig_mode_pending=missing,
-        mig_devices=(),
-        processes=missing,
-        clock_sm_mhz=missing,
-        clock_memory_mhz=missing,
-        clock_graphics_mhz=missing,
-        energy_mj=missing,
-        pcie_replays=missing,
-    )
+    return blank_gpu(index, state, detail, unavailable(reason, detail))
+
+
+NOT_READ: Reading[Any] = unavailable(Reason.NOT_READ)
+
+# Which reader fills each group: adding a group is a FactGroup member, a reader method and one line here.
+_FACT_READERS: dict[FactGroup, Callable[[NvmlSession, Any, _Handles], dict[str, Any]]] = {
+    FactGroup.MEMORY: NvmlSession._memory_facts,
+    FactGroup.UTILIZATION: NvmlSession._utilization_facts,
+    FactGroup.THERMAL: NvmlSession._thermal_facts,
+    FactGroup.POWER: NvmlSession._power_facts,
+    FactGroup.PERFORMANCE: NvmlSession._performance_facts,
+    FactGroup.CLOCK_EVENTS: NvmlSession._clock_event_facts,
+    FactGroup.MODES: NvmlSession._modes_facts,
+    FactGroup.CAPABILITY: NvmlSession._capability_facts,
+    FactGroup.PCIE: NvmlSession._pcie_facts,
+    FactGroup.NUMA: NvmlSession._numa_facts,
+    FactGroup.ECC: NvmlSession._ecc_facts,
+    FactGroup.MEMORY_HEALTH: NvmlSession._memory_health_facts,
+    FactGroup.INFOROM: NvmlSession._inforom_facts,
+    FactGroup.RECOVERY: NvmlSession._recovery_facts,
+    FactGroup.MIG: NvmlSession._mig_facts,
+    FactGroup.PROCESSES: NvmlSession._processes_facts,
+    FactGroup.CLOCKS: NvmlSession._clock_facts,
+    FactGroup.ENERGY: NvmlSession._energy_facts,
+    FactGroup.PCIE_REPLAYS: NvmlSession._pcie_replay_facts,
+}
+
+_GPU_FIXED = ("index", "state", "state_detail")
+
+
+def blank_gpu(index: int, state: GpuState, detail: str, missing: Reading[Any]) -> Gpu:
+    """A GPU whose every reading is ``missing`` (nested link and ECC readings too), no MIG devices."""
+    return Gpu(index=index, state=state, state_detail=detail, **_blank_fields(missing))
+
+
+def _blank_fields(missing: Reading[Any]) -> dict[str, Any]:
+    """Every Gpu field but index and state, each ``missing``: found from the dataclass, so a new
+    reading field needs no line here."""
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(Gpu):
+        if f.name in _GPU_FIXED:
+            continue
+        kind = _gpu_field_types()[f.name]
+        if typing.get_origin(kind) is tuple:
+            values[f.name] = ()
+        elif isinstance(kind, type) and dataclasses.is_dataclass(kind):
+            values[f.name] = kind(**{inner.name: missing for inner in dataclasses.fields(kind)})
+        else:
+            values[f.name] = missing
+    return values
+
+
+@functools.cache
+def _not_read_fields() -> dict[str, Any]:
+    """The blank fields of a read GPU, built once: every read copies them (a watch or exporter reads often)."""
+    return _blank_fields(NOT_READ)
+
+
+@functools.cache
+def _gpu_field_types() -> dict[str, Any]:
+    return typing.get_type_hints(Gpu)

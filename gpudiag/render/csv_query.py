@@ -10,17 +10,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpudiag.errors import UsageError
-from gpudiag.model import Gpu, Machine, Reading, cuda_version_text
+from gpudiag.model import FactGroup, Gpu, Machine, Reading, cuda_version_text
+from gpudiag.units import mib
+
+_G = FactGroup
 
 
 @dataclass(frozen=True)
 class Field:
     unit: str  # shown in the header as "[unit]" and after values unless nounits
     read: Callable[[Machine, Gpu], Reading[str]]
+    group: FactGroup | None = None  # what the source must read for it; None: identity or system facts
 
 
 def _mib(r: Reading[int]) -> Reading[str]:
-    return r.map(lambda b: str(b // (1024 * 1024)))
+    return r.map(lambda b: str(mib(b)))
 
 
 def _watts(r: Reading[float]) -> Reading[str]:
@@ -38,27 +42,27 @@ FIELDS: dict[str, Field] = {
     "pci.bus_id": Field("", lambda m, g: g.pci_bus_id),
     "driver_version": Field("", lambda m, g: m.nvml.driver_version),
     "cuda_version": Field("", lambda m, g: m.nvml.cuda_driver_version.map(cuda_version_text)),
-    "memory.total": Field("MiB", lambda m, g: _mib(g.memory.map(lambda x: x.total_bytes))),
-    "memory.used": Field("MiB", lambda m, g: _mib(g.memory.map(lambda x: x.used_bytes))),
-    "memory.free": Field("MiB", lambda m, g: _mib(g.memory.map(lambda x: x.free_bytes))),
-    "memory.reserved": Field("MiB", lambda m, g: _reserved(g)),
-    "utilization.gpu": Field("%", lambda m, g: g.utilization.map(lambda u: str(u.gpu_percent))),
-    "utilization.memory": Field("%", lambda m, g: g.utilization.map(lambda u: str(u.memory_percent))),
-    "temperature.gpu": Field("", lambda m, g: g.temperature_c.map(str)),
-    "fan.speed": Field("%", lambda m, g: g.fan_percent.map(str)),
-    "power.draw": Field("W", lambda m, g: _watts(g.power_draw_w)),
-    "power.limit": Field("W", lambda m, g: _watts(g.power_limit_w)),
-    "pstate": Field("", lambda m, g: g.pstate.map(lambda p: f"P{p}")),
-    "persistence_mode": Field("", lambda m, g: _on_off(g.persistence_mode)),
-    "compute_mode": Field("", lambda m, g: g.compute_mode.map(lambda c: c.value)),
-    "compute_cap": Field("", lambda m, g: g.compute_capability.map(lambda c: f"{c[0]}.{c[1]}")),
-    "pcie.link.gen.current": Field("", lambda m, g: g.pcie.gen_current.map(str)),
-    "pcie.link.gen.max": Field("", lambda m, g: g.pcie.gen_max.map(str)),
-    "pcie.link.width.current": Field("", lambda m, g: g.pcie.width_current.map(str)),
-    "pcie.link.width.max": Field("", lambda m, g: g.pcie.width_max.map(str)),
-    "ecc.mode.current": Field("", lambda m, g: _on_off(g.ecc_mode_current)),
-    "ecc.errors.uncorrected.volatile.total": Field("", lambda m, g: g.ecc_errors.volatile_uncorrected.map(str)),
-    "mig.mode.current": Field("", lambda m, g: _on_off(g.mig_mode_current)),
+    "memory.total": Field("MiB", lambda m, g: _mib(g.memory.map(lambda x: x.total_bytes)), _G.MEMORY),
+    "memory.used": Field("MiB", lambda m, g: _mib(g.memory.map(lambda x: x.used_bytes)), _G.MEMORY),
+    "memory.free": Field("MiB", lambda m, g: _mib(g.memory.map(lambda x: x.free_bytes)), _G.MEMORY),
+    "memory.reserved": Field("MiB", lambda m, g: _reserved(g), _G.MEMORY),
+    "utilization.gpu": Field("%", lambda m, g: g.utilization.map(lambda u: str(u.gpu_percent)), _G.UTILIZATION),
+    "utilization.memory": Field("%", lambda m, g: g.utilization.map(lambda u: str(u.memory_percent)), _G.UTILIZATION),
+    "temperature.gpu": Field("", lambda m, g: g.temperature_c.map(str), _G.THERMAL),
+    "fan.speed": Field("%", lambda m, g: g.fan_percent.map(str), _G.THERMAL),
+    "power.draw": Field("W", lambda m, g: _watts(g.power_draw_w), _G.POWER),
+    "power.limit": Field("W", lambda m, g: _watts(g.power_limit_w), _G.POWER),
+    "pstate": Field("", lambda m, g: g.pstate.map(lambda p: f"P{p}"), _G.PERFORMANCE),
+    "persistence_mode": Field("", lambda m, g: _on_off(g.persistence_mode), _G.MODES),
+    "compute_mode": Field("", lambda m, g: g.compute_mode.map(lambda c: c.value), _G.MODES),
+    "compute_cap": Field("", lambda m, g: g.compute_capability.map(lambda c: f"{c[0]}.{c[1]}"), _G.CAPABILITY),
+    "pcie.link.gen.current": Field("", lambda m, g: g.pcie.gen_current.map(str), _G.PCIE),
+    "pcie.link.gen.max": Field("", lambda m, g: g.pcie.gen_max.map(str), _G.PCIE),
+    "pcie.link.width.current": Field("", lambda m, g: g.pcie.width_current.map(str), _G.PCIE),
+    "pcie.link.width.max": Field("", lambda m, g: g.pcie.width_max.map(str), _G.PCIE),
+    "ecc.mode.current": Field("", lambda m, g: _on_off(g.ecc_mode_current), _G.ECC),
+    "ecc.errors.uncorrected.volatile.total": Field("", lambda m, g: g.ecc_errors.volatile_uncorrected.map(str), _G.ECC),
+    "mig.mode.current": Field("", lambda m, g: _on_off(g.mig_mode_current), _G.MIG),
 }
 
 # nvidia-smi's aliases for the same fields.
@@ -108,6 +112,11 @@ def parse_query(spec: str) -> list[str]:
     if not names:
         raise UsageError("--query needs at least one field, e.g. --query name,memory.used")
     return names
+
+
+def groups(names: list[str]) -> frozenset[FactGroup]:
+    """The fact groups the source must read for these fields (nothing else is read)."""
+    return frozenset(g for g in (FIELDS[n].group for n in names) if g is not None)
 
 
 def render_csv(machine: Machine, gpus: tuple[Gpu, ...], names: list[str], fmt: CsvFormat) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from gpudiag.model import Reading
+from gpudiag.units import mib
 
 T = TypeVar("T")
 
@@ -25,7 +26,8 @@ def missing_note(reading: Reading[Any]) -> str:
 
 
 def mib_text(n_bytes: int) -> str:
-    return f"{n_bytes // (1024 * 1024)}MiB"
+    """``12815MiB``: whole MiB rounded as nvidia-smi rounds them (see :func:`gpudiag.units.mib`)."""
+    return f"{mib(n_bytes)}MiB"
 
 
 def percent_style(percent: float, warn: float = 70.0, high: float = 90.0) -> str:

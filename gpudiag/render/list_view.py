@@ -10,6 +10,7 @@ from rich.text import Text
 
 from gpudiag import __version__
 from gpudiag.model import (
+    FactGroup,
     Gpu,
     GpuProcess,
     GpuState,
@@ -20,6 +21,21 @@ from gpudiag.model import (
     cuda_version_text,
 )
 from gpudiag.render.format import NA, mib_text, missing_note, percent_style, temperature_style, text
+
+# What the tables and notes show; list reads nothing else (InfoROM, PCIe, ECC history ... are check's).
+GROUPS = frozenset(
+    {
+        FactGroup.MEMORY,
+        FactGroup.UTILIZATION,
+        FactGroup.THERMAL,
+        FactGroup.POWER,
+        FactGroup.PERFORMANCE,
+        FactGroup.MODES,
+        FactGroup.ECC,
+        FactGroup.MIG,
+        FactGroup.PROCESSES,
+    }
+)
 
 _COLUMNS = (
     "GPU",
@@ -103,20 +119,31 @@ def _mig_label(mig: MigDevice, parent_name: str | None) -> str:
     return f"└ MIG {name}  GI {text(mig.gpu_instance_id)} CI {text(mig.compute_instance_id)}"
 
 
+def _natural_width(console: Console, table: Table) -> int:
+    return Measurement.get(console, console.options.update_width(10_000), table).maximum
+
+
 def gpu_table(gpus: tuple[Gpu, ...], console: Console) -> Table:
-    """The GPU table with as many columns as fit the console's width."""
+    """The GPU table with as many columns as fit the console's width. Detail columns go first;
+    if the rest is still too wide, the name is cut: GPU, temperature, memory and utilization stay whole."""
     shown = list(_COLUMNS)
     for column in (None, *_DROP_ORDER):
         if column is not None:
             shown.remove(column)
         table = _gpu_table(gpus, shown)
-        natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
+        natural = _natural_width(console, table)
         if natural <= console.width:
-            break
-    return table
+            return table
+    # Without the name the table is narrower by the name, its padding (2) and a separator (1).
+    name = natural - _natural_width(console, _gpu_table(gpus, [c for c in shown if c != "Name"])) - 3
+    name_width = max(MIN_NAME_WIDTH, name - (natural - console.width))
+    return _gpu_table(gpus, shown, name_width=name_width)
 
 
-def _gpu_table(gpus: tuple[Gpu, ...], shown: list[str]) -> Table:
+MIN_NAME_WIDTH = 8  # "NVIDIA …": below this a name says nothing
+
+
+def _gpu_table(gpus: tuple[Gpu, ...], shown: list[str], name_width: int | None = None) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=False)
     for name in shown:
         table.add_column(
@@ -124,6 +151,7 @@ def _gpu_table(gpus: tuple[Gpu, ...], shown: list[str]) -> Table:
             justify="right" if name in ("GPU", "Fan", "Temp", "GPU-Util", "ECC") else "left",
             no_wrap=True,
             overflow="ellipsis",
+            max_width=name_width if name == "Name" else None,
         )
     for gpu in gpus:
         if gpu.state is not GpuState.OK:
@@ -176,9 +204,32 @@ def _process_command(proc: GpuProcess) -> Text:
     return Text(f"({missing_note(host.command)})", style="dim")
 
 
-def process_table(gpus: tuple[Gpu, ...], width: int) -> Table | Text:
-    rows: list[tuple[Gpu, GpuProcess | None, str]] = []
-    any_mig = False
+# Process table columns that may be left out, in this order, when the terminal is narrow. GPU, the
+# MIG instance, PID and GPU Memory always stay whole; the command is cut (or wrapped) last.
+_PROCESS_DETAILS = ("User", "Type")
+MIN_COMMAND_WIDTH = 16
+_Row = tuple[Gpu, GpuProcess | None, str]  # a process, or None and why the GPU's list is missing
+
+
+def process_table(gpus: tuple[Gpu, ...], width: int, console: Console | None = None) -> Table | Text:
+    """The processes table within ``width``: detail columns go first, then the command is cut."""
+    rows = _process_rows(gpus)
+    if not rows:
+        return Text("No running processes found", style="dim")
+    measure = console or Console(width=width)
+    left_out: list[str] = []
+    for detail in (None, *_PROCESS_DETAILS):
+        if detail is not None:
+            left_out.append(detail)
+        others = _natural_width(measure, _process_table(rows, left_out, command=False))
+        room = width - others - 3  # three columns of padding and separator before the command
+        if room >= MIN_COMMAND_WIDTH:
+            break
+    return _process_table(rows, left_out, command=True, command_width=max(room, MIN_COMMAND_WIDTH), wrap=width >= 100)
+
+
+def _process_rows(gpus: tuple[Gpu, ...]) -> list[_Row]:
+    rows: list[_Row] = []
     for gpu in gpus:
         procs = gpu.processes
         if procs.value is None:
@@ -186,37 +237,46 @@ def process_table(gpus: tuple[Gpu, ...], width: int) -> Table | Text:
                 rows.append((gpu, None, missing_note(procs)))
             continue
         for proc in sorted(procs.value, key=lambda p: p.pid):
-            any_mig = any_mig or proc.gpu_instance_id is not None
             rows.append((gpu, proc, ""))
-    if not rows:
-        return Text("No running processes found", style="dim")
+    return rows
+
+
+def _process_table(
+    rows: list[_Row], left_out: list[str], *, command: bool, command_width: int = 0, wrap: bool = False
+) -> Table:
+    """The table; without the command column when ``command`` is False (to measure the rest)."""
+    any_mig = any(p is not None and p.gpu_instance_id is not None for _, p, _ in rows)
+    columns = ["GPU", *(["GI", "CI"] if any_mig else []), "PID", "Type", "User", "GPU Memory"]
+    columns = [c for c in columns if c not in left_out]
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    table.add_column("GPU", justify="right")
-    if any_mig:
-        table.add_column("GI", justify="right")
-        table.add_column("CI", justify="right")
-    table.add_column("PID", justify="right")
-    table.add_column("Type")
-    table.add_column("User", no_wrap=True, max_width=16)
-    table.add_column("GPU Memory", justify="right")
-    table.add_column("Process", overflow="ellipsis", no_wrap=width < 100, ratio=1)
-    for gpu, row_proc, note in rows:
-        if row_proc is None:
-            mig_blank = ["", ""] if any_mig else []
-            table.add_row(str(gpu.index), *mig_blank, "", "", "", "", Text(f"processes: {note}", style="yellow"))
-            continue
-        mig_cells = (
-            [text_or_dash(row_proc.gpu_instance_id), text_or_dash(row_proc.compute_instance_id)] if any_mig else []
+    for name in columns:
+        table.add_column(
+            name,
+            justify="left" if name in ("Type", "User") else "right",
+            no_wrap=True,
+            max_width=16 if name == "User" else None,
+            overflow="ellipsis",
         )
-        table.add_row(
-            str(gpu.index),
-            *mig_cells,
-            str(row_proc.pid),
-            row_proc.kind.value,
-            text(row_proc.host.user),
-            text(row_proc.used_memory_bytes, mib_text),
-            _process_command(row_proc),
+    if command:
+        table.add_column(
+            "Process", overflow="ellipsis" if not wrap else "fold", no_wrap=not wrap, max_width=command_width
         )
+    for gpu, proc, note in rows:
+        if proc is None:
+            cells: dict[str, RenderableType] = {"GPU": str(gpu.index)}
+            last: RenderableType = Text(f"processes: {note}", style="yellow")
+        else:
+            cells = {
+                "GPU": str(gpu.index),
+                "GI": text_or_dash(proc.gpu_instance_id),
+                "CI": text_or_dash(proc.compute_instance_id),
+                "PID": str(proc.pid),
+                "Type": proc.kind.value,
+                "User": text(proc.host.user),
+                "GPU Memory": text(proc.used_memory_bytes, mib_text),
+            }
+            last = _process_command(proc)
+        table.add_row(*[cells.get(c, "") for c in columns], *([last] if command else []))
     return table
 
 
@@ -269,7 +329,7 @@ def render(machine: Machine, gpus: tuple[Gpu, ...], console: Console, show_proce
     else:
         parts.append(Text("No GPUs found: NVML is working but reports zero devices.", style="yellow"))
     if show_processes and gpus:
-        parts += [Text(""), Text("Processes", style="bold"), process_table(gpus, console.width)]
+        parts += [Text(""), Text("Processes", style="bold"), process_table(gpus, console.width, console)]
     extra = notes(machine, gpus)
     if extra:
         parts.append(Text(""))

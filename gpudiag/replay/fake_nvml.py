@@ -42,6 +42,7 @@ _REASON_ERRORS = {
     Reason.NOT_FOUND: pynvml.NVML_ERROR_NOT_FOUND,
     Reason.UNAVAILABLE: pynvml.NVML_ERROR_UNKNOWN,
     Reason.UNKNOWN_ERROR: pynvml.NVML_ERROR_UNKNOWN,
+    Reason.NOT_READ: pynvml.NVML_ERROR_UNKNOWN,  # a hand-made file that records no answer
 }
 
 _COMPUTE_MODE_CODES = {

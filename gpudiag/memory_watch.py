@@ -1,0 +1,176 @@
+"""`memory --watch`: follow a machine source, sending each sample to its sinks.
+
+Sinks: the live rich view on a terminal, a text block per sample into a pipe or file (as
+`nvidia-smi -l` does), JSON Lines with ``--json``, and beside any of those a log file
+(.csv or .jsonl) and Prometheus metrics. The command parses options and calls :func:`follow`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from gpudiag import memory
+from gpudiag.errors import GpudiagError
+from gpudiag.exitcodes import ExitCode
+from gpudiag.memory import MemoryView, WatchState
+from gpudiag.model import Machine
+from gpudiag.track import TrackedProcess
+from gpudiag.watch import Outcome, WatchOptions, run
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    json_lines: bool  # --json: one JSON object per sample instead of text
+    log: Path | None = None  # .csv or .jsonl, appended to
+    prometheus: int | None = None  # port
+    bind: str = "127.0.0.1"
+
+
+def tracked_entries(replayed: bool) -> dict[int, TrackedProcess]:
+    """Tracker entries. A replayed machine's PIDs are not this host's: only entries recorded
+    with it (in GPUDIAG_TRACK_DIR) apply, and the host is not asked whether those PIDs live."""
+    from gpudiag import track
+
+    if not replayed:
+        return track.read_entries()
+    if not os.environ.get(track.DIR_ENV):
+        return {}
+    return track.read_entries(live=False)
+
+
+def follow(
+    read: Callable[[], Machine],
+    first: Machine,
+    wanted: set[int] | None,
+    replayed: bool,
+    options: WatchOptions,
+    console: Any,
+    sinks: SinkOptions,
+    clock: Any,
+) -> Outcome:
+    """Sample ``read`` (``first`` is the first sample) until a stop condition, into the sinks.
+
+    ``clock`` has ``now`` (monotonic), ``sleep`` and ``wall``; SIGTERM stops the watch like Ctrl-C.
+    """
+    pending = [first]
+
+    def sample() -> MemoryView:
+        machine = pending.pop() if pending else read()
+        return memory.build(machine, tracked_entries(replayed), wanted)
+
+    outputs = Sinks(console, sinks)
+    try:
+        with sigterm_as_interrupt():  # `kill`, `timeout`: stop like Ctrl-C, terminal restored
+            return run(sample, outputs.show, options, clock.now, clock.sleep, clock.wall)
+    finally:
+        outputs.close()
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class Sinks:
+    """Where samples go: a live view on a terminal, text blocks or JSON Lines otherwise, plus log/metrics."""
+
+    def __init__(self, console: Any, options: SinkOptions) -> None:
+        from gpudiag.render import memory_view
+
+        self._view = memory_view
+        self._console = console
+        self._json = options.json_lines
+        self._live: Any = None
+        self._log: IO[str] | None = None
+        self._csv: Any = None
+        self._metrics: Any = None
+        try:
+            if options.log is not None:
+                self._open_log(options.log)
+            if options.prometheus is not None:
+                from gpudiag.render.prometheus import MemoryMetrics
+
+                self._metrics = MemoryMetrics.serve(options.prometheus, options.bind)
+                print(
+                    f"gpudiag: serving metrics on http://{options.bind}:{self._metrics.port}/metrics",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            if not self._json and console.is_terminal:
+                from rich.live import Live
+
+                # Not transient: the last frame stays on screen after Ctrl-C; the cursor comes back.
+                self._live = Live(console=console, auto_refresh=False, transient=False, redirect_stderr=False)
+                self._live.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_log(self, log: Path) -> None:
+        try:
+            self._log = log.open("a", newline="", encoding="utf-8")
+            empty = log.stat().st_size == 0
+        except OSError as exc:
+            raise GpudiagError(f"cannot write {log}: {exc.strerror or exc}", ExitCode.USAGE) from None
+        if log.suffix.lower() == ".csv":
+            import csv
+
+            self._csv = csv.writer(self._log)
+            if empty:
+                self._csv.writerow(self._view.CSV_HEADER)
+
+    def show(self, view: MemoryView, state: WatchState, tick: float) -> None:
+        stamp = state.last_at
+        if self._live is not None:
+            self._live.update(self._view.render(view, state, self._console.height), refresh=True)
+        elif self._json:
+            sys.stdout.write(json.dumps(self._view.to_json(view, stamp, state)) + "\n")
+            sys.stdout.flush()
+        else:
+            # Into a pipe or file: the whole sample as a block, a blank line between samples.
+            if state.samples > 1:
+                self._console.print()
+            self._console.print(self._view.render(view, state))
+            self._console.file.flush()
+        if self._log is not None:
+            try:
+                if self._csv is not None:
+                    self._csv.writerows(self._view.csv_rows(view, stamp))
+                else:
+                    self._log.write(json.dumps(self._view.to_json(view, stamp, state)) + "\n")
+                self._log.flush()
+            except OSError as exc:  # disk full, file system gone: stop, say why
+                raise GpudiagError(f"cannot write the log: {exc.strerror or exc}", ExitCode.FAILED) from None
+        if self._metrics is not None:
+            self._metrics.update(view, state.peak_used)
+
+    def close(self) -> None:
+        if self._live is not None:
+            live, self._live = self._live, None
+            live.stop()
+        if self._log is not None:
+            log, self._log = self._log, None
+            with contextlib.suppress(OSError):
+                log.close()
+        if self._metrics is not None:
+            metrics, self._metrics = self._metrics, None
+            metrics.shutdown()
