@@ -461,3 +461,24 @@ def test_pytorch_allocator_split_where_gpudiag_track_runs(tmp_path: Path) -> Non
     assert pick(samples, "gpudiag_process_torch_ooms_total", **proc) == [1]
     assert pick(samples, "gpudiag_process_torch_alloc_retries_total", **proc) == [3]
     assert pick(samples, "gpudiag_process_torch_allocated_bytes", gpu="1") == []  # untracked device: no split
+
+
+@pytest.mark.parametrize(
+    ("compat", "never"),
+    [
+        ("native", {"nvmlDeviceValidateInforom", "nvmlDeviceGetNumaNodeId", "nvmlDeviceGetPersistenceMode"}),
+        (
+            "dcgm",
+            {"nvmlDeviceValidateInforom", "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetTotalEccErrors"},
+        ),
+    ],
+)
+def test_a_scrape_asks_nvml_only_for_what_its_family_exports(
+    source: MachineSource, compat: str, never: set[str]
+) -> None:
+    exporter = Exporter(source, compat=compat)
+    before = len(source.lib.calls)
+    scrape(exporter)
+    asked = set(source.lib.calls[before:])
+    assert not asked & never
+    assert "nvmlDeviceGetClockInfo" in asked and "nvmlDeviceGetMemoryInfo" in asked
