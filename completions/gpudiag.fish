@@ -59,7 +59,7 @@ complete -c gpudiag -n '__fish_seen_subcommand_from memory' -l watch -s w -d 'Re
 complete -c gpudiag -n '__fish_seen_subcommand_from memory' -l interval -r -d 'Seconds between samples.'
 complete -c gpudiag -n '__fish_seen_subcommand_from memory' -l count -r -d 'Take this many samples, then exit.'
 complete -c gpudiag -n '__fish_seen_subcommand_from memory' -l id -s i -r -d 'Only these GPUs (index, UUID or bus id).'
-complete -c gpudiag -n '__fish_seen_subcommand_from memory' -l json -d 'JSON (gpudiag.memory/1); with --watch, JSON Lines (one sample a line).'
+complete -c gpudiag -n '__fish_seen_subcommand_from memory' -l json -d 'JSON (gpudiag.memory/2); with --watch, JSON Lines (one sample a line).'
 complete -c gpudiag -n '__fish_seen_subcommand_from memory' -l log -r -F -d 'Watch, writing every sample to FILE (.csv or .jsonl).'
 complete -c gpudiag -n '__fish_seen_subcommand_from memory' -l until-free -r -d 'Wait until a GPU has this much free (e.g. 20GiB), exit 0.'
 complete -c gpudiag -n '__fish_seen_subcommand_from memory' -l timeout -r -d 'With --until-free: give up after SECONDS (exit 1).'

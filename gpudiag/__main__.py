@@ -1,3 +1,6 @@
-from gpudiag.cli.app import main
+try:  # an interrupt before the entry point has taken the signal ends as quietly as one later
+    from gpudiag.entry import main
 
-main()
+    main()
+except KeyboardInterrupt:
+    raise SystemExit(130) from None

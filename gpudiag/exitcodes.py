@@ -39,17 +39,21 @@ NVML_EXIT = {
 DESCRIPTIONS = {
     ExitCode.OK: "success (for `check`: every check passed or was skipped)",
     ExitCode.FAILED: "`check` found a failure (or a warning with `--strict`)",
-    ExitCode.USAGE: "usage error: unknown option, bad value, bad size or threshold, unknown GPU id",
-    ExitCode.NO_CUDA_DEVICE: "the command needs a usable CUDA device and has none (no torch, CPU-only torch, no GPU)",
+    ExitCode.USAGE: "usage error: unknown option, bad value, size without a unit, unknown GPU id, a `check` selection "
+    "that selects nothing, an unusable or impossible replay file, standard output closed",
+    ExitCode.NO_CUDA_DEVICE: "the command needs a usable CUDA device and has none (no torch, CPU-only torch, no GPU); "
+    "`visible --probe` when CUDA could not be asked, even where NVML cannot start either",
     ExitCode.NVML_NO_PERMISSION: "NVML: no permission to open /dev/nvidia*",
     ExitCode.CHECK_INCOMPLETE: "`check` could not run a requested check (e.g. the functional test's child could not "
     "start) and nothing failed; the rest is reported",
     ExitCode.NVML_DRIVER_NOT_LOADED: "NVML: NVIDIA driver not loaded",
     ExitCode.NVML_LIBRARY_NOT_FOUND: "NVML: libnvidia-ml.so.1 not found (no driver installed)",
-    ExitCode.GPU_LOST: "a GPU is lost (fallen off the bus); the other GPUs are still shown",
+    ExitCode.GPU_LOST: "a GPU is lost (fallen off the bus): `list`, `memory` and `visible` still print everything, "
+    "then one line on stderr names the lost GPU (`check` reports it as a failing check, exit 1; `snapshot` "
+    "records it, exit 0)",
     ExitCode.NVML_VERSION_MISMATCH: "NVML: driver/library version mismatch (reboot or reload the modules)",
     ExitCode.INTERNAL: "internal error in gpudiag (a bug: please report it with `--debug` output)",
-    ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C), at any moment, without a traceback (`memory --watch` ends with 0)",
     ExitCode.NVML_ERROR: "any other NVML failure",
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpudiag.errors import UsageError
 from gpudiag.model import Gpu
+from gpudiag.numbers import parse_count, shorten
 
 
 def normalize_bus_id(bus_id: str) -> str:
@@ -21,14 +22,21 @@ def normalize_bus_id(bus_id: str) -> str:
         return text
 
 
+def parse_ids(ids: str) -> tuple[str, ...]:
+    """The entries of an ``--id`` value; an empty one ('', '0,,1') is an error in every command,
+    checked before the machine is read."""
+    tokens = tuple(t.strip() for t in ids.split(","))
+    if not all(tokens):
+        raise UsageError(f"empty entry in --id {shorten(ids)!r}")
+    return tokens
+
+
 def select_gpus(gpus: tuple[Gpu, ...], ids: str | None) -> tuple[Gpu, ...]:
     """The GPUs named by a comma-separated ``--id`` value, in the order given."""
     if ids is None:
         return gpus
     chosen: list[Gpu] = []
-    for token in (t.strip() for t in ids.split(",")):
-        if not token:
-            raise UsageError(f"empty entry in --id {ids!r}")
+    for token in parse_ids(ids):
         gpu = _match(gpus, token)
         if gpu not in chosen:
             chosen.append(gpu)
@@ -36,11 +44,12 @@ def select_gpus(gpus: tuple[Gpu, ...], ids: str | None) -> tuple[Gpu, ...]:
 
 
 def _match(gpus: tuple[Gpu, ...], token: str) -> Gpu:
-    if token.isdigit():
+    if token.isascii() and token.isdigit():
+        index = parse_count(token)
         for gpu in gpus:
-            if gpu.index == int(token):
+            if gpu.index == index:
                 return gpu
-        raise UsageError(f"no GPU with index {token} (this machine has {len(gpus)})")
+        raise UsageError(f"no GPU with index {shorten(token)} (this machine has {len(gpus)})")
     lowered = token.lower()
     if lowered.startswith(("gpu-", "mig-")):
         hits = [g for g in gpus if g.uuid.value is not None and g.uuid.value.lower().startswith(lowered)]
@@ -48,9 +57,9 @@ def _match(gpus: tuple[Gpu, ...], token: str) -> Gpu:
             return hits[0]
         if len(hits) > 1:
             raise UsageError(f"UUID prefix {token!r} matches {len(hits)} GPUs; give more characters")
-        raise UsageError(f"no GPU with UUID {token!r}")
+        raise UsageError(f"no GPU with UUID {shorten(token)!r}")
     wanted = normalize_bus_id(token)
     for gpu in gpus:
         if gpu.pci_bus_id.value is not None and normalize_bus_id(gpu.pci_bus_id.value) == wanted:
             return gpu
-    raise UsageError(f"{token!r} is not a GPU index, UUID (GPU-…) or PCI bus id on this machine")
+    raise UsageError(f"{shorten(token)!r} is not a GPU index, UUID (GPU-…) or PCI bus id on this machine")

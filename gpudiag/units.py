@@ -6,9 +6,9 @@ import math
 import re
 
 from gpudiag.errors import UsageError
+from gpudiag.numbers import shorten
 
 _UNITS = {
-    "": 1,
     "b": 1,
     "k": 1024,
     "kb": 1000,
@@ -29,18 +29,25 @@ _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$")
 def parse_size(text: str) -> int:
     """Bytes from a size. Bare letters (``20G``) are binary, as nvidia-smi's MiB are.
 
-    Strict on purpose: ``20GX``, ``-1G``, ``nan`` are errors, not zero.
+    Strict on purpose: ``20GX``, ``-1G``, ``nan`` are errors, not zero; and a number needs its
+    unit (``80`` is more likely 80 GiB than 80 bytes), except ``0``. Bytes are ``B``.
     """
     match = _SIZE.match(text)
     if not match:
-        raise UsageError(f"invalid size {text!r}: use a number and a unit, e.g. 20GiB, 512MiB, 1.5G")
+        raise UsageError(f"invalid size {shorten(text)!r}: use a number and a unit, e.g. 20GiB, 512MiB, 1.5G")
     number, unit = match.groups()
+    if not unit:
+        if float(number) == 0:
+            return 0
+        raise UsageError(f"size {text.strip()!r} needs a unit, e.g. {number}GiB, {number}MiB (or {number}B for bytes)")
     factor = _UNITS.get(unit.lower())
     if factor is None:
-        raise UsageError(f"invalid size unit {unit!r} in {text!r}: use B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB)")
+        raise UsageError(
+            f"invalid size unit {shorten(unit)!r} in {shorten(text)!r}: use B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB)"
+        )
     value = float(number) * factor
     if not math.isfinite(value):
-        raise UsageError(f"invalid size {text!r}")
+        raise UsageError(f"invalid size {shorten(text)!r}")
     return int(value)
 
 

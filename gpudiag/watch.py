@@ -50,7 +50,7 @@ def decide(view: MemoryView, options: WatchOptions, samples: int, elapsed: float
     if options.count is not None and samples >= options.count:
         if view.lost_gpus:
             lost = ", ".join(str(i) for i in view.lost_gpus)
-            return Outcome(ExitCode.GPU_LOST, f"GPU {lost} lost", samples)
+            return Outcome(ExitCode.GPU_LOST, f"GPU {lost} is lost (the other GPUs are shown)", samples)
         return Outcome(ExitCode.OK, "", samples)
     return None
 

@@ -63,7 +63,7 @@ def test_mode_properties_say_how_each_is_timed_and_counted() -> None:
 def test_sizes() -> None:
     assert parse_sizes(None, False) is None  # the plateau size per mode and GPU
     assert parse_sizes("1GiB, 64MiB,64MiB", False) == (64 * MiB, GiB)
-    assert parse_sizes("1001", False) == (1000,)  # whole int32 elements
+    assert parse_sizes("1001B", False) == (1000,)  # whole int32 elements
     assert parse_sizes(None, True) == SWEEP_SIZES
     assert SWEEP_SIZES[0] == 4096 and SWEEP_SIZES[-1] == GiB and len(SWEEP_SIZES) == 10
     for bad, message in (("20GX", "invalid size unit"), ("2B", "too small"), (",", "at least one size")):

@@ -92,7 +92,7 @@ def test_processes_come_and_go_and_a_gpu_is_lost_at_sample_3() -> None:
 def test_a_count_that_ends_with_a_gpu_lost_says_so() -> None:
     base = load("v100x4-tutorial")[0]
     outcome, _, _, _ = watch_source([base, lose(base, 3)], watch.WatchOptions(interval=1.0, count=2))
-    assert outcome.code is ExitCode.GPU_LOST and outcome.message == "GPU 3 lost"
+    assert outcome.code is ExitCode.GPU_LOST and outcome.message == "GPU 3 is lost (the other GPUs are shown)"
 
 
 def test_until_free_waits_for_a_gpu_then_exits_0() -> None:

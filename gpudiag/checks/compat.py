@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 import re
 
+from gpudiag.numbers import leading_version
+
 # Oldest driver that runs any CUDA toolkit of this major version under minor-version
 # compatibility (NVIDIA: "CUDA Compatibility", minor version compatibility).
 MINOR_COMPAT_FLOOR = {11: (450, 80, 2), 12: (525, 60, 13), 13: (580, 65, 6)}
@@ -23,13 +25,7 @@ class Verdict(str, enum.Enum):
 
 def parse_version(text: str) -> tuple[int, ...]:
     """'550.54.15' -> (550, 54, 15); '12.4' -> (12, 4). Non-numeric parts end the version."""
-    parts = []
-    for piece in text.strip().split("."):
-        match = re.match(r"\d+", piece)
-        if not match:
-            break
-        parts.append(int(match.group()))
-    return tuple(parts)
+    return leading_version(text)
 
 
 def driver_vs_runtime(driver_cuda: tuple[int, int], runtime: tuple[int, int], driver: tuple[int, ...]) -> Verdict:
@@ -54,7 +50,7 @@ def arch_support(capability: tuple[int, int], arch_list: tuple[str, ...]) -> tup
     major, minor = capability
     best_cubin, best_ptx = "", ""
     for arch in arch_list:
-        match = re.fullmatch(r"(sm|compute)_(\d+?)(\d)([af]?)", arch)
+        match = re.fullmatch(r"(sm|compute)_([0-9]{1,8}?)([0-9])([af]?)", arch)
         if not match:
             continue
         kind, a_major, a_minor, suffix = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)

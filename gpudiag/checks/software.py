@@ -6,6 +6,7 @@ from gpudiag.checks import CheckResult, Facts, Options, Status
 from gpudiag.checks.base import COMPAT, dotted, no_nvml, per_gpu, result, torch_cuda_build, torch_missing, usable_gpus
 from gpudiag.checks.compat import ArchSupport, Verdict, arch_support, driver_vs_runtime, parse_version
 from gpudiag.model import Gpu, NvmlStatus, Reason, TorchRuntime, cuda_version_text
+from gpudiag.numbers import parse_count
 
 
 def _runtime_or_skip(check_id: str, facts: Facts) -> tuple[TorchRuntime | None, list[CheckResult]]:
@@ -206,9 +207,10 @@ def _first_cuda_for(capability: tuple[int, int]) -> str:
 
 def _arch_number(arch: str) -> tuple[int, int] | None:
     digits = arch.split("_", 1)[-1].rstrip("af")
-    if not digits.isdigit() or len(digits) < 2:
+    number = parse_count(digits)
+    if number is None or len(digits) < 2:
         return None
-    return int(digits[:-1]), int(digits[-1])
+    return number // 10, number % 10
 
 
 def _cudnn_triple(encoded: int) -> tuple[int, int, int]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -32,14 +31,14 @@ if TYPE_CHECKING:
 # (5) is that code; the lead may rename it (e.g. CHECK_COULD_NOT_RUN) — this is the one use.
 COULD_NOT_RUN = ExitCode.CHECK_INCOMPLETE
 
-_VERSION = re.compile(r"^\d+(\.\d+)*$")
-
 
 def _version_option(value: str | None, option: str, example: str) -> str | None:
+    from gpudiag.numbers import parse_version, shorten
+
     if value is None:
         return None
-    if not _VERSION.match(value.strip()):
-        raise UsageError(f"{option} {value!r}: expected a version like {example}")
+    if parse_version(value) is None:
+        raise UsageError(f"{option} {shorten(value)!r}: expected a version like {example}")
     return value.strip()
 
 
@@ -50,11 +49,22 @@ def _ids(values: list[str] | None, option: str) -> tuple[str, ...]:
     for value in values or []:
         for item in (v.strip() for v in value.split(",")):
             if not item:
-                continue
+                raise UsageError(f"{option} {value!r}: empty entry; give check ids or areas, e.g. health")
             if not any(matches(cid, item) for cid in CHECK_IDS):
                 raise UsageError(f"{option} {item!r}: no such check or area; ids: {', '.join(CHECK_IDS)}")
             out.append(item)
     return tuple(out)
+
+
+def _size(value: str | None, option: str) -> int | None:
+    from gpudiag.units import parse_size
+
+    if value is None:
+        return None
+    try:
+        return parse_size(value)
+    except UsageError as exc:
+        raise UsageError(f"{option}: {exc.message}") from None
 
 
 def _options(
@@ -70,7 +80,6 @@ def _options(
     python: str | None,
 ) -> Options:
     from gpudiag.checks import Options
-    from gpudiag.units import parse_size
 
     if expect_gpus is not None and expect_gpus < 0:
         raise UsageError(f"--expect-gpus {expect_gpus}: must be 0 or more")
@@ -87,7 +96,7 @@ def _options(
             raise UsageError(f"--require-torch {require_torch!r}: expected a specifier like '>=2.3'") from None
     return Options(
         expect_gpus=expect_gpus,
-        min_free_bytes=parse_size(min_free) if min_free is not None else None,
+        min_free_bytes=_size(min_free, "--min-free"),
         temp_margin_c=temp_margin,
         require_driver=_version_option(require_driver, "--require-driver", "550 or 550.54.15"),
         require_cuda=_version_option(require_cuda, "--require-cuda", "12.4"),
@@ -295,6 +304,13 @@ def command(
     )
     only_ids, skip_ids = _ids(only, "--only"), _ids(skip, "--skip")
     selected = {c.id for c in check_rules.CHECKS if check_rules.selected(c.id, only_ids, skip_ids)}
+    if not selected:  # a run that checks nothing must not say READY
+        skipping = f"--skip {','.join(skip_ids)}"
+        raise UsageError(
+            f"--only {','.join(only_ids)} with {skipping} selects no check"
+            if only_ids
+            else f"{skipping} skips every check"
+        )
     functional_wanted = "func.gpu" in selected and not quick
     torch_wanted = (
         functional_wanted
@@ -310,6 +326,11 @@ def command(
         "--quick" if quick else ("" if functional_wanted else "not selected"),
     )
     results = check_rules.run(facts, options, only_ids, skip_ids)
+    if not results:  # e.g. `--only req` without any --require-… option
+        raise UsageError(
+            f"--only {','.join(only_ids)}: the selected checks have nothing to check "
+            "(the req.* checks need their --require-… option)"
+        )
 
     statuses = {r.status for r in results}
     if Status.FAIL in statuses or (strict and Status.WARN in statuses):

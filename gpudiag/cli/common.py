@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import signal
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
@@ -14,6 +16,7 @@ import typer
 
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
+from gpudiag.model import Gpu, GpuState
 from gpudiag.probe.collect import REPLAY_ENV
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -86,11 +89,25 @@ def fail(message: str, code: ExitCode) -> None:
     raise typer.Exit(int(code))
 
 
+def exit_if_lost(gpus: Iterable[Gpu]) -> None:
+    """The rule for a lost GPU in every command that shows GPUs: the data is already on stdout,
+    one line on stderr names the lost GPU(s), exit 15. (`check` reports it as a failing check.)"""
+    lost = [g for g in gpus if g.state is GpuState.LOST]
+    if not lost:
+        return
+    said = "; ".join(f"GPU {g.index}: {g.state_detail or 'GPU is lost'}" for g in lost)
+    fail(f"{said} (the other GPUs are shown)", ExitCode.GPU_LOST)
+
+
 def handle_errors(fn: F) -> F:
     """Turn expected faults into one line + exit code, and bugs into a short report."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with _interrupts_raise():
+            return _run(*args, **kwargs)
+
+    def _run(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
@@ -112,6 +129,22 @@ def handle_errors(fn: F) -> F:
         return None
 
     return wrapper  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def _interrupts_raise() -> Iterator[None]:
+    """While a command runs, Ctrl-C raises KeyboardInterrupt (watches restore the terminal,
+    children are stopped, then exit 130); outside it, the entry point's handler ends the
+    process at once (see gpudiag.entry)."""
+    try:
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _silence_stdout() -> None:

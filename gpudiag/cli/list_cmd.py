@@ -8,12 +8,12 @@ from typing import Annotated
 
 import typer
 
-from gpudiag.cli.common import handle_errors, make_console, settings
+from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, settings
 from gpudiag.errors import UsageError
-from gpudiag.exitcodes import NVML_EXIT, ExitCode
-from gpudiag.model import ALL_GROUPS, FactGroup, GpuState, NvmlStatus, Reading
+from gpudiag.exitcodes import NVML_EXIT
+from gpudiag.model import ALL_GROUPS, FactGroup, NvmlStatus, Reading
 from gpudiag.probe.collect import collect
-from gpudiag.selection import select_gpus
+from gpudiag.selection import parse_ids, select_gpus
 from gpudiag.serialize import to_data
 
 
@@ -48,6 +48,8 @@ def list_command(
         raise UsageError("--format goes with --query")
     if query is not None and json_output:
         raise UsageError("choose one of --json and --query")
+    if ids is not None:
+        parse_ids(ids)
     if query is not None:
         from gpudiag.render import csv_query
 
@@ -81,8 +83,7 @@ def list_command(
 
         console = make_console(s)
         console.print(render(machine, gpus, console, show_processes=not no_processes))
-    if any(g.state is GpuState.LOST for g in gpus):
-        raise typer.Exit(int(ExitCode.GPU_LOST))
+    exit_if_lost(gpus)
 
 
 def _fail_nvml(detail: str, status: NvmlStatus) -> int:

@@ -12,9 +12,9 @@ from typing import Annotated
 
 import typer
 
-from gpudiag.cli.common import handle_errors, make_console, settings
+from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, settings
 from gpudiag.errors import GpudiagError, UsageError
-from gpudiag.exitcodes import NVML_EXIT, ExitCode
+from gpudiag.exitcodes import NVML_EXIT
 
 
 @dataclass
@@ -29,9 +29,21 @@ class Clock:
 CLOCK = Clock()
 
 
+# nvtop counts its delay in tenths of a second and nvitop refuses less than 0.25 s; NVML itself
+# refreshes utilization every 1/6 s to 1 s. Faster sampling only burns the CPU it measures.
+MIN_INTERVAL_S = 0.1
+
+
 def _seconds(value: float | None, option: str) -> float | None:
     if value is not None and (not math.isfinite(value) or value <= 0):
         raise UsageError(f"{option} {value}: must be a positive number of seconds")
+    return value
+
+
+def _interval(value: float) -> float:
+    _seconds(value, "--interval")
+    if value < MIN_INTERVAL_S:
+        raise UsageError(f"--interval {value:g}: use at least {MIN_INTERVAL_S:g} seconds between samples")
     return value
 
 
@@ -54,7 +66,7 @@ def command(
     count: Annotated[int | None, typer.Option("--count", help="Take this many samples, then exit.")] = None,
     ids: Annotated[str | None, typer.Option("--id", "-i", help="Only these GPUs (index, UUID or bus id).")] = None,
     json_output: Annotated[
-        bool, typer.Option("--json", help="JSON (gpudiag.memory/1); with --watch, JSON Lines (one sample a line).")
+        bool, typer.Option("--json", help="JSON (gpudiag.memory/2); with --watch, JSON Lines (one sample a line).")
     ] = False,
     log: Annotated[
         Path | None,
@@ -85,17 +97,21 @@ def command(
     """Per-GPU and per-process memory; `--watch` follows it live during training."""
     from gpudiag import memory
     from gpudiag.memory_watch import SinkOptions, follow, tracked_entries
-    from gpudiag.model import GpuState, NvmlStatus
+    from gpudiag.model import NvmlStatus
     from gpudiag.probe.collect import open_source
     from gpudiag.render import memory_view
     from gpudiag.selection import select_gpus
     from gpudiag.watch import WatchOptions
 
     s = settings(ctx)
-    _seconds(interval, "--interval")
+    _interval(interval)
     _seconds(timeout, "--timeout")
     if count is not None and count < 1:
         raise UsageError("--count must be 1 or more")
+    if ids is not None:  # the same rule as `list --id`: '' or '0,,1' is a usage error
+        from gpudiag.selection import parse_ids
+
+        parse_ids(ids)
     if prometheus is not None and not 0 < prometheus < 65536:
         raise UsageError(f"--prometheus {prometheus}: not a TCP port")
     if log is not None and log.suffix.lower() not in (".csv", ".jsonl"):
@@ -117,7 +133,7 @@ def command(
         first = source.read()
         if first.nvml.status is not NvmlStatus.OK:
             raise GpudiagError(first.nvml.detail, NVML_EXIT[first.nvml.status])
-        wanted = {g.index for g in select_gpus(first.gpus, ids)} if ids else None
+        wanted = {g.index for g in select_gpus(first.gpus, ids)} if ids is not None else None
         replayed = s.replay is not None
         if looping:
             sinks = SinkOptions(json_lines=json_output, log=log, prometheus=prometheus, bind=bind)
@@ -137,5 +153,4 @@ def command(
         typer.echo(json.dumps(memory_view.to_json(view, stamp), indent=2))
     else:
         make_console(s).print(memory_view.render(view))
-    if any(r.gpu.state is GpuState.LOST for r in view.gpus):
-        raise typer.Exit(int(ExitCode.GPU_LOST))
+    exit_if_lost(r.gpu for r in view.gpus)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpudiag.cli.common import handle_errors, make_console, settings
+from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, settings
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import NVML_EXIT, ExitCode
 from gpudiag.model import FactGroup, NvmlStatus
@@ -96,10 +96,13 @@ def command(
         else:
             make_console(s).print(visible_view.render_unavailable(machine.nvml.detail, unmapped))
         typer.echo(f"gpudiag: {machine.nvml.detail}", err=True)
-        raise typer.Exit(int(code))
+        # --probe asks CUDA: when it could not answer either, that is exit 3 (as with a
+        # CPU-only torch on a healthy node); NVML's code when only the mapping is missing.
+        raise typer.Exit(int(ExitCode.NO_CUDA_DEVICE if unmapped.status == "could_not_run" else code))
 
     if select is not None:
         _select(machine, select, json_output)
+        exit_if_lost(machine.gpus)  # CUDA enumerates every GPU; a lost one may fail cuInit for all
         return
 
     resolution = visibility.resolve(machine, current, current_order)
@@ -114,6 +117,7 @@ def command(
         raise typer.Exit(int(ExitCode.FAILED))
     if report is not None and report.status == "could_not_run":
         raise typer.Exit(int(ExitCode.NO_CUDA_DEVICE))
+    exit_if_lost(machine.gpus)
 
 
 def _select(machine: Any, ids: str, json_output: bool) -> None:

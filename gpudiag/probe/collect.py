@@ -51,6 +51,9 @@ class MachineSource:
     torch_runtime: Reading[TorchRuntime] = field(
         default_factory=lambda: unavailable(Reason.UNAVAILABLE, "torch runtime not probed")
     )
+    # NVML indices of a snapshot of some GPUs (`list --json --id 3`): the fake enumerates
+    # them from 0, the readings keep their real numbers. Empty: indices are positions.
+    indices: tuple[int, ...] = ()
     session: NvmlSession = field(init=False)
 
     def __post_init__(self) -> None:
@@ -61,6 +64,8 @@ class MachineSource:
         """One reading: ``facts`` overrides the source's groups for this read (e.g. a re-read of the link)."""
         wanted = self.facts if facts is None else facts
         gpus = self.session.read_gpus(wanted) if self.session.opened else ()
+        if self.indices:
+            gpus = tuple(replace(g, index=self.indices[g.index]) for g in gpus)
         return Machine(
             schema=MACHINE_SCHEMA,
             source=self.name,
@@ -130,6 +135,7 @@ def _replay_source(spec: str) -> MachineSource:
     from gpudiag.replay.fake_nvml import FakeNvml
 
     machine, description = fixtures.load(spec)
+    indices = tuple(g.index for g in machine.gpus)
     source = MachineSource(
         name=f"replay:{spec}",
         lib=FakeNvml(machine),
@@ -140,6 +146,7 @@ def _replay_source(spec: str) -> MachineSource:
         kernel_module_version=machine.nvml.kernel_module_version,
         description=description,
         torch_runtime=machine.torch_runtime,
+        indices=indices if indices != tuple(range(len(indices))) else (),
     )
     return source
 

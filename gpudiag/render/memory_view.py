@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,10 +25,13 @@ from gpudiag.memory import (
     unmatched_line,
     untracked_compute,
 )
-from gpudiag.model import GpuState, HostState, MigDevice
+from gpudiag.model import GpuState, HostState, Memory, MigDevice, Reading
 from gpudiag.render.format import NA, mib_text, missing_note, percent_style, text
+from gpudiag.serialize import to_data
 
-SCHEMA = "gpudiag.memory/1"
+# /2: a missing reading is {"unavailable": reason, "detail": …} as in every gpudiag schema (it
+# was null, with a per-GPU "unavailable" note); null now only means "does not apply".
+SCHEMA = "gpudiag.memory/2"
 _BLOCKS = "▁▂▃▄▅▆▇█"
 BAR_WIDTH = 20
 LIVE_NOTES = 4  # tracked-process notes shown in a live frame (the rest: --json)
@@ -351,8 +354,24 @@ def render(view: MemoryView, state: WatchState | None = None, height: int | None
 # --- JSON and CSV --------------------------------------------------------------------
 
 
-def _int_field(m: Any, attr: str) -> int | None:
-    return int(getattr(m, attr)) if m is not None else None
+def _field(reading: Reading[Any], fn: Callable[[Any], Any]) -> Any:
+    """``fn`` of the reading's value, or its ``{"unavailable": reason}`` marker (as in `list --json`)."""
+    return to_data(reading.map(fn))
+
+
+def _derived(value: float | None, source: Reading[Any]) -> Any:
+    """A percentage computed from ``source``: rounded, or the source's marker when it is missing."""
+    if value is not None:
+        return round(value, 2)
+    return None if source.ok else to_data(source)
+
+
+def _memory_json(memory: Reading[Memory]) -> dict[str, Any]:
+    return {
+        "total_bytes": _field(memory, lambda m: m.total_bytes),
+        "used_bytes": _field(memory, lambda m: m.used_bytes),
+        "free_bytes": _field(memory, lambda m: m.free_bytes),
+    }
 
 
 def _gpu_json(row: GpuRow, state: WatchState | None) -> dict[str, Any]:
@@ -360,27 +379,22 @@ def _gpu_json(row: GpuRow, state: WatchState | None) -> dict[str, Any]:
     m = g.memory.value
     out: dict[str, Any] = {
         "index": g.index,
-        "uuid": g.uuid.value,
-        "name": g.name.value,
+        "uuid": to_data(g.uuid),
+        "name": to_data(g.name),
         "state": g.state.value,
         "state_detail": g.state_detail or None,
-        "total_bytes": _int_field(m, "total_bytes"),
-        "used_bytes": _int_field(m, "used_bytes"),
-        "free_bytes": _int_field(m, "free_bytes"),
-        "used_percent": round(row.used_percent, 2) if row.used_percent is not None else None,
-        "driver_reserved_bytes": m.reserved_bytes.value if m else None,
-        "utilization_percent": g.utilization.value.gpu_percent if g.utilization.value else None,
-        "unavailable": missing_note(g.memory) or None,
+        **_memory_json(g.memory),
+        "used_percent": _derived(row.used_percent, g.memory),
+        "driver_reserved_bytes": to_data(m.reserved_bytes) if m is not None else to_data(g.memory),
+        "utilization_percent": _field(g.utilization, lambda u: u.gpu_percent),
         "mig_devices": [
             {
                 "index": d.index,
-                "uuid": d.uuid.value,
-                "name": d.name.value,
-                "gpu_instance_id": d.gpu_instance_id.value,
-                "compute_instance_id": d.compute_instance_id.value,
-                "total_bytes": _int_field(d.memory.value, "total_bytes"),
-                "used_bytes": _int_field(d.memory.value, "used_bytes"),
-                "free_bytes": _int_field(d.memory.value, "free_bytes"),
+                "uuid": to_data(d.uuid),
+                "name": to_data(d.name),
+                "gpu_instance_id": to_data(d.gpu_instance_id),
+                "compute_instance_id": to_data(d.compute_instance_id),
+                **_memory_json(d.memory),
             }
             for d in g.mig_devices
         ],
@@ -412,11 +426,11 @@ def _process_json(row: ProcessRow, state: WatchState | None) -> dict[str, Any]:
         "compute_instance_id": p.compute_instance_id,
         "pid": p.pid,
         "type": p.kind.value,
-        "user": p.host.user.value,
-        "command": p.host.command.value,
+        "user": to_data(p.host.user),
+        "command": to_data(p.host.command),
         "host_state": p.host.state.value,
-        "used_bytes": p.used_memory_bytes.value,
-        "share_percent": round(row.share_percent, 2) if row.share_percent is not None else None,
+        "used_bytes": to_data(p.used_memory_bytes),
+        "share_percent": _derived(row.share_percent, p.used_memory_bytes),
         "new": row.status == "new",
         "torch": _torch_json(b) if b is not None else None,
     }
@@ -426,7 +440,7 @@ def _process_json(row: ProcessRow, state: WatchState | None) -> dict[str, Any]:
 
 
 def to_json(view: MemoryView, timestamp: float, state: WatchState | None = None) -> dict[str, Any]:
-    """One sample as `gpudiag.memory/1`; a watch sample adds its number, peaks and events."""
+    """One sample as `gpudiag.memory/2`; a watch sample adds its number, peaks and events."""
     out: dict[str, Any] = {
         "schema": SCHEMA,
         "timestamp": timestamp,

@@ -8,16 +8,22 @@ a lost/failed GPU written as just ``{"index", "state", "state_detail"}``.
 from __future__ import annotations
 
 import json
+import math
+import stat
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gpudiag.errors import UsageError
-from gpudiag.model import MACHINE_SCHEMA, GpuState, Machine
+from gpudiag.model import MACHINE_SCHEMA, GpuState, Machine, Memory
+from gpudiag.numbers import shorten
 from gpudiag.probe.nvml import failed_gpu
 from gpudiag.serialize import SchemaError, from_data, to_data
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "machines"
 _FIXTURE_ONLY_KEYS = {"description", "gpu_defaults"}
+UINT64_MAX = 2**64 - 1  # NVML's widest integer (unsigned long long)
+MAX_GPU_INDEX = 4095  # far above any node's GPU count; keeps a typo from passing as an index
 
 
 class FixtureError(UsageError):
@@ -32,13 +38,41 @@ def resolve(spec: str) -> Path:
     """A shipped example's name, or a path to a snapshot file."""
     candidate = Path(spec).expanduser()
     if candidate.suffix == ".json" or candidate.exists() or "/" in spec:
-        if not candidate.is_file():
-            raise FixtureError(f"replay file not found: {spec}")
+        _require_regular_file(candidate, spec)
         return candidate
     example = EXAMPLES_DIR / f"{spec}.json"
     if not example.is_file():
         raise FixtureError(f"no example machine named {spec!r}; examples: {', '.join(example_names())}")
     return example
+
+
+def _require_regular_file(path: Path, spec: str) -> None:
+    """Say what a replay path is when it is not a file to read. ``stat`` never opens it, so a
+    FIFO cannot block and /dev/zero cannot be read without end."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise FixtureError(f"replay file not found: {spec}") from None
+    except OSError as exc:
+        raise FixtureError(f"cannot read replay file {spec}: {exc.strerror or exc}") from None
+    if stat.S_ISREG(mode):
+        return
+    kind = (
+        "a directory"
+        if stat.S_ISDIR(mode)
+        else "a named pipe (FIFO)"
+        if stat.S_ISFIFO(mode)
+        else "a character device"
+        if stat.S_ISCHR(mode)
+        else "a block device"
+        if stat.S_ISBLK(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "not a regular file"
+    )
+    raise FixtureError(
+        f"replay file {spec} is {kind}: give a snapshot file (gpudiag snapshot > FILE) or an example name"
+    )
 
 
 def load(spec: str) -> tuple[Machine, str]:
@@ -50,6 +84,8 @@ def load(spec: str) -> tuple[Machine, str]:
         raise FixtureError(f"cannot read {path}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise FixtureError(f"{path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise FixtureError(f"{path}: JSON nested too deeply to be a machine snapshot") from None
     return machine_from_data(data, str(path)), str(data.get("description", "")) if isinstance(data, dict) else ""
 
 
@@ -69,29 +105,105 @@ def machine_from_data(data: Any, where: str = "fixture") -> Machine:
         raise FixtureError(f"{where}: $: missing key 'gpus'")  # never read a typo as a GPU-less machine
     if not isinstance(body["gpus"], list):
         raise FixtureError(f"{where}: $.gpus: expected a list")
-    failed: dict[int, tuple[GpuState, str]] = {}
     gpus = []
+    seen: dict[int, int] = {}
     for position, entry in enumerate(body["gpus"]):
         if not isinstance(entry, dict):
             raise FixtureError(f"{where}: $.gpus[{position}]: expected an object")
-        if entry.get("index", position) != position:
-            raise FixtureError(f"{where}: $.gpus[{position}]: index must equal its position (NVML order)")
+        # A snapshot of some GPUs (`list --json --id 3,1`) keeps their real NVML indices, in
+        # the order asked; replayed, they are enumerated in NVML order.
+        index = entry.get("index", position)
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index <= MAX_GPU_INDEX:
+            raise FixtureError(f"{where}: $.gpus[{position}].index: expected a GPU index (0..{MAX_GPU_INDEX})")
+        if index in seen:
+            raise FixtureError(f"{where}: $.gpus[{position}].index: {index} is also $.gpus[{seen[index]}]'s")
+        seen[index] = position
         state = entry.get("state", "ok")
         if state != "ok" and set(entry) <= {"index", "state", "state_detail"}:
             try:
-                failed[position] = (GpuState(state), str(entry.get("state_detail", "")))
+                failed_state = GpuState(state)
             except ValueError:
                 raise FixtureError(f"{where}: $.gpus[{position}].state: unknown state {state!r}") from None
-            gpus.append(to_data(failed_gpu(position, *failed[position])))
+            gpus.append(to_data(failed_gpu(index, failed_state, str(entry.get("state_detail", "")))))
             continue
         merged = _deep_merge(defaults, entry)
-        merged.setdefault("index", position)
+        merged.setdefault("index", index)
         gpus.append(merged)
     body["gpus"] = gpus
-    try:
-        return from_data(Machine, body)
-    except SchemaError as exc:
-        raise FixtureError(f"{where}: {exc}") from None
+    problem = _impossible_number(body)
+    if problem is None:
+        try:
+            machine = from_data(Machine, body)
+        except SchemaError as exc:
+            raise FixtureError(f"{where}: {exc}") from None
+        except RecursionError:
+            raise FixtureError(f"{where}: nested too deeply to be a machine snapshot") from None
+        problem = _impossible_reading(machine)
+    if problem is not None:
+        raise FixtureError(f"{where}: {problem} (real NVML cannot return this)")
+    return replace(machine, gpus=tuple(sorted(machine.gpus, key=lambda g: g.index)))
+
+
+def _impossible_number(data: Any) -> str | None:
+    """Every number NVML reports is an unsigned integer of at most 64 bits (or a finite,
+    non-negative float: watts, seconds); anything else in a snapshot is a corrupt file."""
+    stack: list[tuple[str, Any]] = [("$", data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{path}.{key}", item) for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
+        elif isinstance(value, bool) or value is None or isinstance(value, str):
+            continue
+        elif isinstance(value, int) and not 0 <= value <= UINT64_MAX:
+            return f"{path}: {shorten(str(value))} is outside 0..2**64-1"
+        elif isinstance(value, float) and not (math.isfinite(value) and value >= 0):
+            return f"{path}: {value} is not a finite non-negative number"
+    return None
+
+
+def _impossible_reading(machine: Machine) -> str | None:
+    """Readings that contradict each other or their unit: used beyond total, 120 %."""
+    for position, gpu in enumerate(machine.gpus):
+        at = f"$.gpus[{position}]"
+        memory = gpu.memory.value
+        if memory is not None:
+            problem = _impossible_memory(memory, f"{at}.memory")
+            if problem:
+                return problem
+            for i, process in enumerate(gpu.processes.get(())):
+                used = process.used_memory_bytes.value
+                if used is not None and used > memory.total_bytes:
+                    return f"{at}.processes[{i}].used_memory_bytes: {used} exceeds the GPU's total {memory.total_bytes}"
+        for i, mig in enumerate(gpu.mig_devices):
+            if mig.memory.value is not None:
+                problem = _impossible_memory(mig.memory.value, f"{at}.mig_devices[{i}].memory")
+                if problem:
+                    return problem
+        utilization = gpu.utilization.value
+        if utilization is not None:
+            for name in ("gpu_percent", "memory_percent"):
+                if getattr(utilization, name) > 100:
+                    return f"{at}.utilization.{name}: {getattr(utilization, name)} is above 100"
+        pstate = gpu.pstate.value
+        if pstate is not None and pstate > 15 and pstate != 32:  # P0..P15; 32 is NVML's "unknown"
+            return f"{at}.pstate: {pstate} is not a performance state (0..15, or 32 for unknown)"
+    return None
+
+
+def _impossible_memory(memory: Memory, at: str) -> str | None:
+    if memory.total_bytes == 0:
+        return f"{at}.total_bytes: a GPU with 0 bytes of memory"
+    for name in ("used_bytes", "free_bytes"):
+        if getattr(memory, name) > memory.total_bytes:
+            return f"{at}.{name}: {getattr(memory, name)} exceeds total_bytes {memory.total_bytes}"
+    if memory.used_bytes + memory.free_bytes > memory.total_bytes:
+        return f"{at}: used_bytes + free_bytes exceed total_bytes {memory.total_bytes}"
+    reserved = memory.reserved_bytes.value
+    if reserved is not None and reserved > memory.total_bytes:
+        return f"{at}.reserved_bytes: {reserved} exceeds total_bytes {memory.total_bytes}"
+    return None
 
 
 def _deep_merge(base: Any, override: Any) -> Any:
