@@ -6,10 +6,11 @@ exporter), the session's validity check, the memory view with the tracker's entr
 NVML-only health checks, the attribution of every process, and the text exposition of every
 family (prometheus-client's generate_latest). Both families; then with psutil and /proc
 attribution over 64 real processes of this machine (what a live exporter pays per PID).
-CPU time (time.process_time) per scrape: median and p90 after 5 warm-up scrapes.
-Target: <= 5 ms of CPU per scrape.
+CPU time (time.process_time) per scrape: median and p90 after 5 warm-up scrapes, in each of
+--rounds interleaved rounds; the round with the lowest median is shown (on a shared machine other
+jobs only ever add time). Target: <= 5 ms of CPU per scrape.
 
-Usage: python benchmarks/bench_exporter.py [--scrapes N]
+Usage: python benchmarks/bench_exporter.py [--scrapes N] [--rounds N]
 """
 
 from __future__ import annotations
@@ -75,34 +76,28 @@ def _with_pids(machine: Machine, pids: list[int]) -> Machine:
     return dataclasses.replace(machine, gpus=tuple(gpus))
 
 
-def _line(label: str, costs: list[float], size: int) -> bool:
-    median, p90 = _cpu_ms(costs)
-    print(f"  {label:44s} median {median:5.2f} ms  p90 {p90:5.2f} ms  ({size / 1024:.0f} KiB exposition)")
-    return median <= TARGET_MS
+def _best(rounds: list[tuple[list[float], int]]) -> tuple[float, float, int]:
+    """The round with the lowest median: (median ms, p90 ms, exposition bytes)."""
+    figures = [(*_cpu_ms(costs), size) for costs, size in rounds]
+    return min(figures)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scrapes", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     system = f"{platform.system()} {platform.release()}"
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {system}, python {platform.python_version()}")
-    print(f"`gpudiag exporter`, {EXAMPLE} (8 GPUs, 64 processes), {args.scrapes} scrapes, CPU time per scrape:")
-    ok = True
-    with open_source(EXAMPLE) as source:
-        for compat in ("native", "dcgm"):
-            costs, size = _scrapes(Exporter(source, compat=compat, hostname="bench"), args.scrapes)
-            ok &= _line(f"{compat}, recorded host", costs, size)
-        median, _ = _cpu_ms(_reference(Exporter(source, hostname="bench"), args.scrapes))
-        print(f"  (native rendered by prometheus-client's generate_latest instead: median {median:5.2f} ms)")
-        before = len(source.lib.calls)
-        _scrapes(Exporter(source), 1)
-        print(f"  NVML calls per scrape: {len(source.lib.calls) - before} (handles fetched once, at start)")
-
+    print(
+        f"`gpudiag exporter`, {EXAMPLE} (8 GPUs, 64 processes), {args.scrapes} scrapes x {args.rounds} rounds, "
+        "CPU time per scrape (best round):"
+    )
     machine = load(EXAMPLE)[0]
     children = [subprocess.Popen(["sleep", "600"]) for _ in range(64)]
+    results: dict[str, list[tuple[list[float], int]]] = {}
     try:
-        source = MachineSource(
+        live_like = MachineSource(
             name="bench",
             lib=FakeNvml(_with_pids(machine, [c.pid for c in children])),
             host=PsutilHost(in_container=False),
@@ -111,14 +106,32 @@ def main() -> int:
             torch_build=machine.torch_build,
             kernel_module_version=machine.nvml.kernel_module_version,
         )
-        with source:
-            attributor = Attributor(ProcReader(Path("/proc")), None)
-            costs, size = _scrapes(Exporter(source, attributor=attributor, hostname="bench"), args.scrapes)
-            ok &= _line("native, psutil + /proc attribution, 64 real PIDs", costs, size)
+        with open_source(EXAMPLE) as source, open_source(EXAMPLE) as dcgm_source, live_like:
+            exporters = {
+                "native, recorded host": Exporter(source, hostname="bench"),
+                "dcgm, recorded host": Exporter(dcgm_source, compat="dcgm", hostname="bench"),
+                "native, psutil + /proc attribution, 64 real PIDs": Exporter(
+                    live_like, attributor=Attributor(ProcReader(Path("/proc")), None), hostname="bench"
+                ),
+            }
+            for _ in range(args.rounds):  # interleaved, so a disturbance spreads over every variant
+                for label, exporter in exporters.items():
+                    results.setdefault(label, []).append(_scrapes(exporter, args.scrapes))
+            reference, _ = _cpu_ms(_reference(exporters["native, recorded host"], args.scrapes))
+            before = len(source.lib.calls)
+            exporters["native, recorded host"].render_text()
+            calls = len(source.lib.calls) - before
     finally:
         for child in children:
             child.kill()
             child.wait()
+    ok = True
+    for label, rounds in results.items():
+        median, p90, size = _best(rounds)
+        ok &= median <= TARGET_MS
+        print(f"  {label:50s} median {median:5.2f} ms  p90 {p90:5.2f} ms  ({size / 1024:.0f} KiB exposition)")
+    print(f"  (native rendered by prometheus-client's generate_latest instead: median {reference:5.2f} ms)")
+    print(f"  NVML calls per native scrape: {calls} (handles fetched once, at start)")
     print(f"  target <= {TARGET_MS:g} ms of CPU per scrape: {'OK' if ok else 'OVER TARGET'}")
     return 0 if ok else 1
 

@@ -27,28 +27,41 @@ DEFAULT_MAX_PROCESS_SERIES = 256
 STATUS_VALUE = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}
 
 
+class _Family:
+    """A gauge or counter family that adds samples without prometheus-client's per-sample checks
+    (the label names are fixed here, the values are strings we made): a scrape adds hundreds."""
+
+    def __init__(self, name: str, doc: str, typ: str, labels: list[str]) -> None:
+        from prometheus_client.core import Metric
+        from prometheus_client.samples import Sample
+
+        self.metric = Metric(name, doc, typ)
+        self._sample = Sample
+        self._sample_name = name + "_total" if typ == "counter" else name
+        self._labels = labels
+
+    def add_metric(self, values: list[str], value: float) -> None:
+        self.metric.samples.append(self._sample(self._sample_name, dict(zip(self._labels, values, strict=True)), value))
+
+
 @dataclass
 class _Families:
     """Builds metric families, keeping their order stable and their creation in one place."""
 
     made: list[Any]
 
-    def gauge(self, name: str, doc: str, labels: list[str]) -> Any:
-        from prometheus_client.core import GaugeMetricFamily
-
-        family = GaugeMetricFamily(name, doc, labels=labels)
-        self.made.append(family)
+    def gauge(self, name: str, doc: str, labels: list[str]) -> _Family:
+        family = _Family(name, doc, "gauge", labels)
+        self.made.append(family.metric)
         return family
 
-    def counter(self, name: str, doc: str, labels: list[str]) -> Any:
-        from prometheus_client.core import CounterMetricFamily
-
-        family = CounterMetricFamily(name, doc, labels=labels)
-        self.made.append(family)
+    def counter(self, name: str, doc: str, labels: list[str]) -> _Family:
+        family = _Family(name, doc, "counter", labels)
+        self.made.append(family.metric)
         return family
 
 
-def _put(family: Any, labels: list[str], reading: Reading[Any], scale: float = 1.0) -> None:
+def _put(family: _Family, labels: list[str], reading: Reading[Any], scale: float = 1.0) -> None:
     if reading.value is not None:
         family.add_metric(labels, reading.value * scale if scale != 1.0 else reading.value)
 
@@ -248,7 +261,7 @@ def check_family(results: Iterable[CheckResult], uuids: Mapping[int, str]) -> An
         status.add_metric(
             [r.id, gpu, uuids.get(index, "") if index is not None else "", reason], STATUS_VALUE[r.status]
         )
-    return status
+    return status.metric
 
 
 def families(
