@@ -482,3 +482,10 @@ def test_a_scrape_asks_nvml_only_for_what_its_family_exports(
     asked = set(source.lib.calls[before:])
     assert not asked & never
     assert "nvmlDeviceGetClockInfo" in asked and "nvmlDeviceGetMemoryInfo" in asked
+
+
+def test_throttle_reasons_are_named_as_the_nvml_source_names_them() -> None:
+    from gpudiag.fleet.metrics_native import THROTTLE_REASONS
+    from gpudiag.probe.nvml import CLOCK_EVENT_NAMES
+
+    assert {bit: CLOCK_EVENT_NAMES[bit] for bit in THROTTLE_REASONS} == THROTTLE_REASONS

@@ -10,21 +10,33 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpudiag.checks import CheckResult, Status
 from gpudiag.fleet.attribution import NOBODY, Owner
 from gpudiag.memory import MemoryView, ProcessRow
 from gpudiag.model import Gpu, GpuState, Reading
-from gpudiag.probe.nvml import CLOCK_EVENT_NAMES
+
+if TYPE_CHECKING:
+    from gpudiag.checks import CheckResult
 
 GPU = ["gpu", "uuid"]
 PROCESS = ["gpu", "uuid", "pid", "process", "user", "gpu_instance", "pod", "namespace", "container", "slurm_job"]
 CHECK = ["check", "gpu", "uuid", "reason"]
 DEFAULT_MAX_PROCESS_SERIES = 256
 
+# The clock event reasons that slow a busy GPU down (throttling); idle, application-clock, sync-boost
+# and display reasons are states, not slowdowns, and would add four series per GPU.
+THROTTLE_REASONS = {  # NVML's clocks-event bits (nvmlClocksEventReason*), named as probe.nvml names them
+    0x4: "SwPowerCap",
+    0x8: "HwSlowdown",
+    0x20: "SwThermalSlowdown",
+    0x40: "HwThermalSlowdown",
+    0x80: "HwPowerBrakeSlowdown",
+}
+
 # gpudiag_check_status values: alert on >= 2 for failures, >= 1 for warnings. SKIP has no sample.
-STATUS_VALUE = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}
+# By the status's value: this module renders results and needs nothing else of gpudiag.checks.
+STATUS_VALUE = {"PASS": 0, "WARN": 1, "FAIL": 2}
 
 
 class _Family:
@@ -146,7 +158,7 @@ def _gpu_families(out: _Families, gpus: Sequence[Gpu], driver: str, peaks: Mappi
             _put(clock, [*labels, name], reading, 1e6)
         _put(pstate, labels, g.pstate)
         if (bits := g.clock_event_reasons.value) is not None:
-            for bit, name in CLOCK_EVENT_NAMES.items():
+            for bit, name in THROTTLE_REASONS.items():
                 events.add_metric([*labels, name], 1 if bits & bit else 0)
         e = g.ecc_errors
         for error, counter, reading in (
@@ -253,14 +265,13 @@ def check_family(results: Iterable[CheckResult], uuids: Mapping[int, str]) -> An
         "gpudiag_check_status", "gpudiag check verdict: 0 pass, 1 warn, 2 fail (skipped: no sample)", CHECK
     )
     for r in results:
-        if r.status not in STATUS_VALUE:
+        value = STATUS_VALUE.get(r.status.value)
+        if value is None:
             continue
         index = gpu_target(r.target)
         gpu = "" if index is None else str(index)
-        reason = "" if r.status is Status.PASS else r.finding
-        status.add_metric(
-            [r.id, gpu, uuids.get(index, "") if index is not None else "", reason], STATUS_VALUE[r.status]
-        )
+        reason = "" if value == 0 else r.finding
+        status.add_metric([r.id, gpu, uuids.get(index, "") if index is not None else "", reason], value)
     return status.metric
 
 
