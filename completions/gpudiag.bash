@@ -6,7 +6,7 @@ _gpudiag() {
     cmd=""
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            bench-transfer|check|examples|exporter|list|memory|snapshot|visible) cmd="${COMP_WORDS[i]}"; break ;;
+            bench-transfer|check|drain|examples|exporter|list|memory|report|snapshot|visible) cmd="${COMP_WORDS[i]}"; break ;;
         esac
     done
     case "$prev" in
@@ -15,8 +15,10 @@ _gpudiag() {
         --color) COMPREPLY=($(compgen -W "auto always never" -- "$cur")); return ;;
         --compat) return ;;
         --count) return ;;
+        --deadline) return ;;
         --description) return ;;
         --device) return ;;
+        --expect) return ;;
         --expect-gpus) return ;;
         --format) COMPREPLY=($(compgen -W "csv csv,noheader csv,nounits csv,noheader,nounits" -- "$cur")); return ;;
         --hostname) return ;;
@@ -28,6 +30,7 @@ _gpudiag() {
         --log) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --max-process-series) return ;;
         --min-free) return ;;
+        --mode) return ;;
         --modes) return ;;
         --only) return ;;
         --order) return ;;
@@ -38,7 +41,7 @@ _gpudiag() {
         --python) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --query) return ;;
         --query-gpu) return ;;
-        --replay) COMPREPLY=($(compgen -W "a100-ecc-errors a100-mig a100-mig-no-instances a100x2-pcie-one-at-x8 container-pids driver-mismatch driver535-torch-cu128 geforce-no-ecc-power gpu-lost gtx1050-desktop h100-pcie-gen2-trained-down h100x8-healthy h100x8-training-64procs hidepid-processes misconfigured-node mixed-gpus-workstation no-driver no-nvml-library no-permission old-driver-v1-processes p100-torch-cu128 rtx5090-torch-cu124 v100-pcie-gen3-x16 v100x4-tutorial zero-gpus" -- "$cur") $(compgen -f -- "$cur")); return ;;
+        --replay) COMPREPLY=($(compgen -W "a100-ecc-errors a100-mig a100-mig-no-instances a100x2-pcie-one-at-x8 container-pids driver-mismatch driver535-torch-cu128 geforce-no-ecc-power gpu-lost gtx1050-desktop h100-driver580-busy h100-driver580-idle h100-pcie-gen2-trained-down h100x8-healthy h100x8-training-64procs hidepid-processes misconfigured-node mixed-gpus-workstation no-driver no-nvml-library no-permission old-driver-v1-processes p100-torch-cu128 rtx5090-torch-cu124 v100-pcie-gen3-x16 v100x4-tutorial zero-gpus" -- "$cur") $(compgen -f -- "$cur")); return ;;
         --require-capability) return ;;
         --require-cuda) return ;;
         --require-driver) return ;;
@@ -59,14 +62,16 @@ _gpudiag() {
     esac
     case "$cmd" in
         bench-transfer) COMPREPLY=($(compgen -W "--sizes --sweep --modes --device --iters --samples --gib --json --csv --help" -- "$cur")) ;;
-        check) COMPREPLY=($(compgen -W "--quick --json --junit --strict --only --skip --expect-gpus --min-free --temp-margin --allow-processes --require-driver --require-cuda --require-capability --require-gpu --require-torch --python --no-torch --timeout --textfile --npd --help" -- "$cur")) ;;
+        check) COMPREPLY=($(compgen -W "--quick --json --junit --strict --only --skip --expect-gpus --min-free --temp-margin --allow-processes --require-driver --require-cuda --require-capability --require-gpu --require-torch --python --no-torch --timeout --textfile --npd --mode --deadline --help" -- "$cur")) ;;
+        drain) COMPREPLY=($(compgen -W "--execute --resume --help" -- "$cur")) ;;
         examples) COMPREPLY=($(compgen -W " --help" -- "$cur")) ;;
         exporter) COMPREPLY=($(compgen -W "--port --bind --compat --max-process-series --kubelet-socket --no-kubelet --proc-root --hostname --once --help" -- "$cur")) ;;
         list) COMPREPLY=($(compgen -W "--json --id -i --no-processes --query --query-gpu --format --help" -- "$cur")) ;;
         memory) COMPREPLY=($(compgen -W "--watch -w --interval --count --id -i --json --log --until-free --timeout --alert-free-below --prometheus --bind --textfile --help" -- "$cur")) ;;
+        report) COMPREPLY=($(compgen -W "--expect --json --junit --brief --help" -- "$cur")) ;;
         snapshot) COMPREPLY=($(compgen -W "--output -o --description -d --no-torch --help" -- "$cur")) ;;
         visible) COMPREPLY=($(compgen -W "--value --unset --order --select --probe --json --help" -- "$cur")) ;;
-        "") COMPREPLY=($(compgen -W "bench-transfer check examples exporter list memory snapshot visible --replay --color --debug --version --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "bench-transfer check drain examples exporter list memory report snapshot visible --replay --color --debug --version --help" -- "$cur")) ;;
     esac
 }
 complete -o default -F _gpudiag gpudiag

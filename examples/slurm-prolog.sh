@@ -3,20 +3,26 @@
 #
 # slurm.conf:   Prolog=/etc/slurm/prolog.d/gpudiag-prolog.sh
 #               PrologFlags=Alloc   (run at allocation, before the job starts)
-# A non-zero exit drains the node and requeues the job (held). This script also sets the
-# drain reason to the failing check ids, so `sinfo -R` says what is wrong.
-# The prolog runs as root with no job environment, so torch is not asked (--no-torch):
-# the node's driver, devices and GPU health are what a prolog can vouch for.
+# A non-zero exit makes Slurm drain the node and requeue the job (held). Before that, this
+# script sets the drain reason to gpudiag's failing check ids (`sinfo -R` shows them), the way
+# NHC does: a reason someone else set (an admin, NHC, Slurm) is never overwritten.
+#
+# `gpudiag check --mode prolog` gives an exit status and one line on stderr (which this script
+# logs and turns into the reason), does not start torch (a prolog runs as root, without the
+# job's environment), and gives up after --deadline seconds (default 20) if the driver hangs.
 #
 # Settings, from the environment or from /etc/default/gpudiag-prolog (a prolog runs with
 # almost no environment, so the file is the usual place); all optional:
 #   GPUDIAG                path of gpudiag (default: gpudiag on PATH)
 #   GPUDIAG_EXPECT_GPUS    GPUs this node must have, e.g. 8 (default: not checked)
 #   GPUDIAG_ON_UNKNOWN     drain | pass: what to do when gpudiag could not run (default: drain)
-#   GPUDIAG_TIMEOUT        seconds before giving up (default: 60; Slurm kills slow prologs too)
+#   GPUDIAG_DEADLINE       seconds before gpudiag gives up (default: 20)
+#   GPUDIAG_TIMEOUT        backstop: seconds before `timeout` kills gpudiag (default: deadline + 10)
+#   GPUDIAG_ARGS           more `gpudiag check` options, e.g. "--require-driver 550"
 #
-# gpudiag check exit codes: 0 ready, 1 a check failed, 2 usage error, 5 could not run (and
-# nothing failed); anything else (70 internal error, 124 from timeout) also means unknown.
+# gpudiag check exit codes: 0 ready, 1 a check failed, 2 usage error, 5 could not run or no
+# verdict in time (and nothing failed); anything else (70 internal error, 124/137 killed) also
+# means unknown.
 set -u
 
 CONF=${GPUDIAG_PROLOG_CONF:-/etc/default/gpudiag-prolog}
@@ -26,47 +32,42 @@ CONF=${GPUDIAG_PROLOG_CONF:-/etc/default/gpudiag-prolog}
 GPUDIAG=${GPUDIAG:-gpudiag}
 EXPECT=${GPUDIAG_EXPECT_GPUS:-}
 ON_UNKNOWN=${GPUDIAG_ON_UNKNOWN:-drain}
-LIMIT=${GPUDIAG_TIMEOUT:-60}
-REPORT=$(mktemp /tmp/gpudiag-prolog.XXXXXX)
-trap 'rm -f "$REPORT"' EXIT
+DEADLINE=${GPUDIAG_DEADLINE:-20}
+NODE=${SLURMD_NODENAME:-$(hostname -s)}
 
 # Other jobs may share the node, so their GPU processes are not judged; on nodes allocated
 # exclusively, drop `--skip health.processes` to catch what the previous job left running.
-args=(check --quick --no-torch --json --skip health.processes)
+args=(check --mode prolog --deadline "$DEADLINE" --skip health.processes)
 [ -n "$EXPECT" ] && args+=(--expect-gpus "$EXPECT")
+# shellcheck disable=SC2206
+[ -n "${GPUDIAG_ARGS:-}" ] && args+=($GPUDIAG_ARGS)
 
-timeout "$LIMIT" "$GPUDIAG" "${args[@]}" >"$REPORT" 2>/dev/null
+# gpudiag's own deadline comes first; `timeout` is the backstop should Python itself not start.
+err=$(mktemp /tmp/gpudiag-prolog.XXXXXX)
+trap 'rm -f "$err"' EXIT
+backstop=${DEADLINE%.*}
+LIMIT=${GPUDIAG_TIMEOUT:-$((${backstop:-0} + 10))}
+timeout -k 5 "$LIMIT" "$GPUDIAG" "${args[@]}" >/dev/null 2>"$err"
 status=$?
+line=$(tail -n 1 "$err")
+echo "gpudiag-prolog[$NODE]: ${line:-gpudiag printed nothing}" >&2
 
-# The failing checks (or what could not run), as one line of at most 200 characters.
-summary() {
-    python3 - "$REPORT" "$1" <<'PY' 2>/dev/null
-import json, sys
-try:
-    data = json.load(open(sys.argv[1]))
-except (OSError, ValueError):
-    sys.exit(0)
-if sys.argv[2] == "fail":
-    items = [f"{c['id']}{'[' + c['target'] + ']' if c['target'] else ''}: {c['finding']}"
-             for c in data["checks"] if c["status"] == "FAIL"]
-else:
-    items = data.get("could_not_run", [])
-print("; ".join(items)[:200])
-PY
-}
-
+detail=${line#gpudiag: }
+detail=${detail#UNKNOWN: }
 case $status in
     0) exit 0 ;;
-    1) reason=$(summary fail); reason=${reason:-check failed} ;;
-    2) reason="gpudiag usage error (check the prolog's options)" ;;
-    124) reason="gpudiag check timed out after ${LIMIT} s (hung driver?)" ;;
-    *) detail=$(summary unknown)
-       reason="gpudiag check could not run (exit $status)${detail:+: $detail}"
-       if [ "$ON_UNKNOWN" = pass ]; then
-           logger -t gpudiag-prolog "$reason; letting the job run (GPUDIAG_ON_UNKNOWN=pass)" 2>/dev/null
-           exit 0
-       fi ;;
+    1) reason="gpudiag: ${line#gpudiag: NOT READY: }" ;;
+    124|137) reason="gpudiag: check timed out after ${LIMIT} s (hung driver?)" ;;
+    *) reason="gpudiag: ${detail:-could not run} (exit $status)" ;;
 esac
+if [ "$status" != 1 ] && [ "$ON_UNKNOWN" = pass ]; then
+    logger -t gpudiag-prolog "$reason; letting the job run (GPUDIAG_ON_UNKNOWN=pass)" 2>/dev/null
+    exit 0
+fi
 
-scontrol update NodeName="$(hostname -s)" State=DRAIN Reason="gpudiag: ${reason}" 2>/dev/null
+# Never overwrite a reason someone else set; update one that gpudiag set.
+current=$(scontrol show node "$NODE" 2>/dev/null | sed -n 's/^ *Reason=\(.*\) \[[^]]*\]$/\1/p')
+if [ -z "$current" ] || [ "${current#gpudiag:}" != "$current" ]; then
+    scontrol update NodeName="$NODE" State=DRAIN Reason="${reason:0:200}" 2>/dev/null
+fi
 exit 1

@@ -18,6 +18,7 @@ class ExitCode(enum.IntEnum):
     NO_CUDA_DEVICE = 3  # the command needs a usable CUDA device and there is none
     NVML_NO_PERMISSION = 4
     CHECK_INCOMPLETE = 5  # `check` could not run a requested check; the rest was reported
+    REPORT_UNREADABLE = 6  # `report`: a node file could not be read, and every readable node is ready
     NVML_DRIVER_NOT_LOADED = 9
     NVML_LIBRARY_NOT_FOUND = 12
     GPU_LOST = 15  # at least one GPU is lost; the others were still shown
@@ -38,7 +39,7 @@ NVML_EXIT = {
 
 DESCRIPTIONS = {
     ExitCode.OK: "success (for `check`: every check passed or was skipped)",
-    ExitCode.FAILED: "`check` found a failure (or a warning with `--strict`)",
+    ExitCode.FAILED: "`check` found a failure (or a warning with `--strict`); `report`: a node is not ready or missing",
     ExitCode.USAGE: "usage error: unknown option, bad value, size without a unit, unknown GPU id, a `check` selection "
     "that selects nothing, an unusable or impossible replay file, standard output closed",
     ExitCode.NO_CUDA_DEVICE: "the command needs a usable CUDA device and has none (no torch, CPU-only torch, no GPU); "
@@ -46,6 +47,8 @@ DESCRIPTIONS = {
     ExitCode.NVML_NO_PERMISSION: "NVML: no permission to open /dev/nvidia*",
     ExitCode.CHECK_INCOMPLETE: "`check` could not run a requested check (e.g. the functional test's child could not "
     "start) and nothing failed; the rest is reported",
+    ExitCode.REPORT_UNREADABLE: "`report`: a node's file is empty, truncated, malformed or of another schema, and "
+    "no node failed or is missing (`report` exits 1 when one did)",
     ExitCode.NVML_DRIVER_NOT_LOADED: "NVML: NVIDIA driver not loaded",
     ExitCode.NVML_LIBRARY_NOT_FOUND: "NVML: libnvidia-ml.so.1 not found (no driver installed)",
     ExitCode.GPU_LOST: "a GPU is lost (fallen off the bus): `list`, `memory` and `visible` still print everything, "

@@ -95,6 +95,7 @@ def _fake_child(monkeypatch: pytest.MonkeyPatch, example: str, **scenario: Any) 
 
 def test_a_trained_down_link_is_reported_and_fails_the_run(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_child(monkeypatch, "h100-pcie-gen2-trained-down", default_rate=6.4e9, rates={"d2d": 1.0e12})
+    monkeypatch.setattr("gpudiag.bench.placement.pci_numa_node", lambda bus: 1)  # the GPU's socket, per sysfs
     code, out, err = cli("bench-transfer", "--iters", "4", "--samples", "2")
     assert code == ExitCode.FAILED, err
     assert err == ""

@@ -36,13 +36,13 @@ def test_keys_and_matching() -> None:
     assert match_gpu("unknown", None, gpus) is None
 
 
-def test_numa_nodes_from_nvml_else_sysfs() -> None:
+def test_numa_nodes_come_from_the_pci_device_not_nvml() -> None:
+    """NVML's NUMA id is the GPU memory's own node (coherent systems only): never the pinning node."""
     gpus = load("a100x2-pcie-one-at-x8")[0].gpus
-    by_uuid, by_pci = numa_maps(gpus, lambda bus: 7)
+    sockets = {"00000000:17:00.0": 0, "00000000:B1:00.0": 1}
+    by_uuid, by_pci = numa_maps(gpus, sockets.get)
     assert by_uuid == {"5a8c2d41-9e7b-4f3a-8c1d-6b0e2f4a9100": 0, "5a8c2d41-9e7b-4f3a-8c1d-6b0e2f4a9101": 1}
     assert by_pci == {"0000:17:00.0": 0, "0000:b1:00.0": 1}
-    unknown = tuple(replace(g, numa_node=Reading.missing(Reason.FUNCTION_NOT_FOUND)) for g in gpus)
-    asked: list[str] = []
-    by_uuid, _ = numa_maps(unknown, lambda bus: asked.append(bus) or None)  # type: ignore[func-returns-value]
-    assert asked == ["00000000:17:00.0", "00000000:B1:00.0"] and set(by_uuid.values()) == {None}
-    assert set(numa_maps(unknown, lambda bus: 1)[0].values()) == {1}
+    coherent = tuple(replace(g, numa_node=Reading.of(2 + g.index)) for g in gpus)  # GPU memory's own nodes
+    assert numa_maps(coherent, sockets.get) == (by_uuid, by_pci)
+    assert set(numa_maps(gpus, lambda bus: -1)[0].values()) == {None}  # sysfs: no NUMA information

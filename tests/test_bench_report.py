@@ -30,6 +30,21 @@ L2 = {"V100": 6 * MiB, "A100": 40 * MiB, "H100": 50 * MiB}
 Simulated = tuple[list[report.Row], Outcome, dict[int, Gpu | None]]
 
 
+# The CPU socket of each example GPU, as sysfs tells it on such a machine: bench pins host memory
+# there (NVML's NUMA id is the GPU memory's own node, not supported on these x86 GPUs).
+SOCKETS = {
+    "a100x2-pcie-one-at-x8": [0, 1],
+    "h100-pcie-gen2-trained-down": [1],
+    "v100-pcie-gen3-x16": [0],
+    "h100x8-healthy": [0, 0, 0, 0, 1, 1, 1, 1],
+}
+
+
+def socket_of(example: str, index: int) -> int | None:
+    nodes = SOCKETS.get(example, [])
+    return nodes[index] if index < len(nodes) else None
+
+
 def simulate(
     example: str,
     modes: str,
@@ -69,7 +84,7 @@ def simulate(
             "kind": "devices",
             "devices": [vars(d) for d in devices],
             "peer_access": [[a.ordinal, b.ordinal, prims.s.peer_access] for a in devices for b in devices if a != b],
-            "numa_nodes": {str(i): g.numa_node.value for i, g in enumerate(gpus)},
+            "numa_nodes": {str(i): socket_of(example, i) for i in range(len(gpus))},
             "spin_kernel": prims.spin_kernel,
         }
     )
@@ -80,7 +95,7 @@ def simulate(
         yield Placed(placement, node, f"placement {placement.value} (node {node})")
 
     by_ordinal = {d.ordinal: d for d in devices}
-    numa = {d.ordinal: gpus[d.ordinal].numa_node.value for d in devices}
+    numa = {d.ordinal: socket_of(example, d.ordinal) for d in devices}
     engine.run_tasks(prims, plan, todo, by_ordinal, numa, {}, collector.event, clock=prims.clock, place=place)
     outcome = collector.finish(result or ChildResult(ChildOutcome.OK, {"done": True}), 60.0)
     matched = {d.ordinal: match_gpu(d.uuid, None, gpus) for d in devices}
@@ -161,7 +176,9 @@ def test_a_gpu_at_x8_behaves_like_its_reported_link_and_peers_without_access_are
 )
 def test_a_slow_copy_on_a_full_speed_link_points_at_numa_or_the_path(placement: Placement, cause: str) -> None:
     gpus = load("h100x8-healthy")[0].gpus[:1]
-    rows, outcome, _ = simulate("", "d2h_pinned", {"d2h_pinned": 30e9}, placement=placement, machine_gpus=gpus)
+    rows, outcome, _ = simulate(
+        "h100x8-healthy", "d2h_pinned", {"d2h_pinned": 30e9}, placement=placement, machine_gpus=gpus
+    )
     row = rows[0]
     assert row.judgement.verdict is Verdict.BELOW and row.judgement.behaves_like == Link(4, 16)
     assert row.cause.startswith(cause)
@@ -200,7 +217,7 @@ def test_a_run_cut_short_keeps_its_figures_and_says_why() -> None:
 def test_a_slot_below_the_gpus_generation_is_information_only() -> None:
     gpu = load("h100x8-healthy")[0].gpus[0]
     slot4 = replace(gpu, pcie=replace(gpu.pcie, gen_max=Reading.of(4), gen_current=Reading.of(4)))
-    rows, outcome, _ = simulate("", "h2d_pinned", {"h2d_pinned": 25e9}, machine_gpus=(slot4,))
+    rows, outcome, _ = simulate("h100x8-healthy", "h2d_pinned", {"h2d_pinned": 25e9}, machine_gpus=(slot4,))
     assert rows[0].judgement.verdict is Verdict.HEALTHY and rows[0].max_link == Link(4, 16)
     found = report.findings(rows, outcome)
     assert [f.severity for f in found] == [report.Severity.INFO] and not report.failed(found)
@@ -210,13 +227,13 @@ def test_a_slot_below_the_gpus_generation_is_information_only() -> None:
 def test_small_sizes_are_not_judged_and_notes_explain_the_run() -> None:
     gpus = load("h100x8-healthy")[0].gpus[:2]
     rows, outcome, _ = simulate(
-        "", "h2d_pinned_async,d2d", {}, sizes="4KiB,1GiB", machine_gpus=gpus, enqueue_seconds=0.003
+        "h100x8-healthy", "h2d_pinned_async,d2d", {}, sizes="4KiB,1GiB", machine_gpus=gpus, enqueue_seconds=0.003
     )
     small = [r for r in rows if r.task.nbytes == 4096]
     assert all(r.judgement.verdict is Verdict.NOT_JUDGED for r in small)
     notes = report.notes(rows, outcome, launch_blocking=True, requested_peer=False)
     assert not any("placement" in n for n in notes)  # local placement needs no note
-    remote = simulate("", "h2d_pinned", {}, placement=Placement.NODE_UNKNOWN, machine_gpus=gpus[:1])
+    remote = simulate("h100x8-healthy", "h2d_pinned", {}, placement=Placement.NODE_UNKNOWN, machine_gpus=gpus[:1])
     assert "placement node_unknown (node 0)" in report.notes(remote[0], remote[1], False, False)
     assert any(n.endswith("enqueue outlasted the spin kernel: they may read low") for n in notes)
     assert any(n.startswith("CUDA_LAUNCH_BLOCKING=1") for n in notes)

@@ -152,7 +152,10 @@ def _set(path: str, value: Any) -> Any:
         (_set("memory.used_bytes", 2.5), "$.gpus[0].memory.used_bytes: expected an integer"),
         (_set("memory.total_bytes", 0), "$.gpus[0].memory.total_bytes: a GPU with 0 bytes of memory"),
         (_set("memory.used_bytes", 81559 * 2**20 + 1), "$.gpus[0].memory.used_bytes: 85520809985 exceeds total_bytes"),
-        (_set("memory.free_bytes", 81559 * 2**20), "$.gpus[0].memory: used_bytes + free_bytes exceed total_bytes"),
+        (  # the idle example uses 0 bytes (as a real idle H100): give it some, then free them all too
+            lambda d: (_set("memory.used_bytes", 2**20)(d), _set("memory.free_bytes", 81559 * 2**20)(d)),
+            "$.gpus[0].memory: used_bytes + free_bytes exceed total_bytes",
+        ),
         (_set("utilization.gpu_percent", 101), "$.gpus[0].utilization.gpu_percent: 101 is above 100"),
         (_set("utilization.memory_percent", 250), "$.gpus[0].utilization.memory_percent: 250 is above 100"),
         (_set("temperature_c", -5), "$.gpus[0].temperature_c: -5 is outside 0..2**64-1"),
@@ -329,6 +332,7 @@ _NULL_MEANS_NOT_APPLICABLE = {
     "command",
     "peak_used_bytes",
     "mig_uuid",
+    "slurm_node",  # not run by Slurm
 }
 
 

@@ -10,44 +10,72 @@ from pathlib import Path
 
 import pytest
 
+from tests.fake_scontrol import FakeSlurm, install
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def fake_scontrol(tmp_path: Path) -> tuple[Path, Path]:
-    log = tmp_path / "scontrol.log"
-    script = tmp_path / "bin" / "scontrol"
-    script.parent.mkdir()
-    script.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
-    script.chmod(0o755)
-    gpudiag = script.parent / "gpudiag"
+def install_gpudiag(bindir: Path) -> None:
+    gpudiag = bindir / "gpudiag"
     gpudiag.write_text(f'#!/bin/sh\nexec {sys.executable} -m gpudiag "$@"\n')
     gpudiag.chmod(0o755)
-    return script.parent, log
 
 
-def run_prolog(bindir: Path, machine: str, expect: str = "") -> int:
+@pytest.fixture
+def slurm(tmp_path: Path) -> FakeSlurm:
+    fake = install(tmp_path, {"node1": ("IDLE", ""), "node2": ("IDLE", "admin: new DIMMs [ticket 42]")})
+    install_gpudiag(fake.bindir)
+    return fake
+
+
+def run_prolog(slurm: FakeSlurm, machine: str, expect: str = "", node: str = "node1") -> int:
     env = {
         **os.environ,
-        "PATH": f"{bindir}:{os.environ['PATH']}",
+        "PATH": f"{slurm.bindir}:{os.environ['PATH']}",
         "GPUDIAG_REPLAY": machine,
         "GPUDIAG_EXPECT_GPUS": expect,
+        "GPUDIAG_PROLOG_CONF": "/nonexistent",
+        "SLURMD_NODENAME": node,
     }
     return subprocess.run(["bash", str(ROOT / "examples" / "slurm-prolog.sh")], env=env, timeout=120).returncode
 
 
-@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="needs bash and timeout")
-def test_prolog_drains_a_broken_node_with_the_reason(fake_scontrol: tuple[Path, Path]) -> None:
-    bindir, log = fake_scontrol
-    assert run_prolog(bindir, "a100-ecc-errors") == 1
-    line = log.read_text()
-    assert "State=DRAIN" in line and "health.ecc[GPU 0]: 2 uncorrected ECC error(s)" in line
+needs_shell = pytest.mark.skipif(
+    shutil.which("bash") is None or shutil.which("timeout") is None, reason="needs bash and timeout"
+)
 
 
-@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="needs bash and timeout")
-def test_prolog_passes_a_healthy_node(fake_scontrol: tuple[Path, Path]) -> None:
-    bindir, log = fake_scontrol
-    assert run_prolog(bindir, "h100x8-healthy", "8") == 0
-    assert not log.exists()
-    assert run_prolog(bindir, "h100x8-healthy", "4") == 1
-    assert "nvml.gpu_count: NVML sees 8 GPU(s), expected 4" in log.read_text()
+@needs_shell
+def test_prolog_drains_a_broken_node_with_the_reason(slurm: FakeSlurm) -> None:
+    assert run_prolog(slurm, "a100-ecc-errors") == 1
+    assert slurm.nodes()["node1"] == {
+        "state": "IDLE+DRAIN",
+        "reason": "gpudiag: health.ecc,health.row_remap,health.recovery_action,health.clock_events; GPU reset needed",
+    }
+
+
+@needs_shell
+def test_prolog_passes_a_healthy_node(slurm: FakeSlurm) -> None:
+    assert run_prolog(slurm, "h100x8-healthy", "8") == 0
+    assert slurm.updates() == []
+    assert run_prolog(slurm, "h100x8-healthy", "4") == 1
+    assert slurm.nodes()["node1"]["reason"] == "gpudiag: nvml.gpu_count"
+
+
+@needs_shell
+def test_prolog_never_overwrites_someone_elses_reason(slurm: FakeSlurm) -> None:
+    assert run_prolog(slurm, "a100-ecc-errors", node="node2") == 1  # the job still stays off the node
+    assert slurm.updates() == []
+    assert slurm.nodes()["node2"]["reason"] == "admin: new DIMMs [ticket 42]"
+
+
+@needs_shell
+def test_prolog_treats_a_missed_deadline_as_unknown(slurm: FakeSlurm, tmp_path: Path) -> None:
+    conf = tmp_path / "gpudiag-prolog"
+    conf.write_text("GPUDIAG_DEADLINE=0.001\n")
+    env_conf = {"GPUDIAG_PROLOG_CONF": str(conf)}
+    env = {**os.environ, "PATH": f"{slurm.bindir}:{os.environ['PATH']}", "GPUDIAG_REPLAY": "h100x8-healthy"}
+    env |= {"SLURMD_NODENAME": "node1", **env_conf}
+    done = subprocess.run(["bash", str(ROOT / "examples" / "slurm-prolog.sh")], env=env, timeout=120)
+    assert done.returncode == 1
+    assert slurm.nodes()["node1"]["reason"].startswith("gpudiag: no verdict within 0.001 s")

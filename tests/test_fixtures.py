@@ -127,9 +127,13 @@ def test_identities_look_like_nvml_s(name: str) -> None:
     assert len(minors) == len(set(minors))
 
 
-@pytest.mark.parametrize("name", PROBE_EXAMPLES)
+@pytest.mark.parametrize("name", example_names())
 def test_memory_figures_add_up_as_nvml_reports_them(name: str) -> None:
-    """NVML v2: total = reserved + used + free; v1 (no reserved figure): total = used + free."""
+    """NVML v2: total = reserved + used + free; v1 (no reserved figure): total = used + free.
+
+    Every shipped example, not only the probe layer's: 26 GPUs once had used + free = total
+    beside a reserved figure, so an idle H100 showed 541 MiB used where the real one shows 0.
+    """
     machine = fixtures.load(name)[0]
     for gpu in machine.gpus:
         memory = gpu.memory.value
@@ -158,6 +162,10 @@ def test_memory_figures_add_up_as_nvml_reports_them(name: str) -> None:
         (lambda d: d["gpus"][0].update(fan_percent=None), "null is not a reading"),
         (lambda d: d["gpus"][0].update(compute_mode="Shared"), "'Shared' is not one of"),
         (lambda d: d["gpus"][0]["memory"].pop("free_bytes"), "$.gpus[0].memory: missing key 'free_bytes'"),
+        (
+            lambda d: d["gpus"][0]["memory"].update(used_bytes=d["gpus"][0]["memory"]["used_bytes"] + (1 << 20)),
+            "$.gpus[0].memory: used (",
+        ),
         (lambda d: d["gpus"][0]["processes"][0].update(kind="X"), "$.gpus[0].processes[0].kind: 'X' is not one"),
         (lambda d: d["gpus"].append({**copy.deepcopy(d["gpus"][0]), "index": 0}), "index: 0 is also $.gpus[0]"),
         (lambda d: d["gpus"][0].update(index=-1), "$.gpus[0].index: expected a GPU index (0..4095)"),
@@ -182,6 +190,23 @@ def test_loader_rejects_bad_data_naming_the_path(mutate: Any, message: str) -> N
     assert message in str(err.value)
 
 
+def test_loader_rejects_used_plus_free_equal_to_total_beside_reserved_memory() -> None:
+    """The v1 figures (used includes reserved) written where the v2 struct belongs."""
+    data = copy.deepcopy(raw("geforce-no-ecc-power"))
+    memory = data["gpus"][0]["memory"]
+    assert memory["reserved_bytes"] > 0
+    memory["used_bytes"] = memory["total_bytes"] - memory["free_bytes"]
+    with pytest.raises(FixtureError, match=r"\$\.gpus\[0\]\.memory: .* != total .*used excludes the reserved"):
+        machine_from_data(data, "test")
+
+
+def test_loader_rejects_mig_memory_that_does_not_add_up() -> None:
+    data = copy.deepcopy(raw("a100-mig"))
+    data["gpus"][0]["mig_devices"][0]["memory"]["free_bytes"] -= 1
+    with pytest.raises(FixtureError, match=r"mig_devices\[0\]\.memory"):
+        machine_from_data(data, "test")
+
+
 def test_loader_rejects_a_document_that_is_not_an_object() -> None:
     with pytest.raises(FixtureError, match="expected a JSON object"):
         machine_from_data([1, 2], "test")
@@ -198,7 +223,8 @@ def test_gpu_defaults_merge_under_each_gpu() -> None:
     data = raw("h100x8-healthy")
     m = machine_from_data(data)
     assert all(g.name.value == "NVIDIA H100 80GB HBM3" for g in m.gpus)
-    assert [g.numa_node.value for g in m.gpus] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert [g.temperature_c.value for g in m.gpus] == [31, 34, 37, 33, 36, 32, 35, 31]  # each GPU's own
+    assert all(g.numa_node.reason is Reason.NOT_SUPPORTED for g in m.gpus)  # from the defaults
     assert m.gpus[5].pcie.width_max.value == 16  # nested default kept where the GPU overrides nothing
 
 

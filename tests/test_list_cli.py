@@ -68,7 +68,7 @@ def test_csv_query_matches_nvidia_smi_format() -> None:
         "1",
     )
     assert code == 0
-    assert out == "index, name, memory.used [MiB], fan.speed [%]\n1, NVIDIA H100 80GB HBM3, 541 MiB, [N/A]\n"
+    assert out == "index, name, memory.used [MiB], fan.speed [%]\n1, NVIDIA H100 80GB HBM3, 0 MiB, [N/A]\n"
     _, bare, _ = run("--replay", "h100x8-healthy", "list", "--query", "power.draw", "--format", "csv,noheader,nounits")
     assert bare.splitlines()[0] == "69.50"
 

@@ -301,7 +301,8 @@ def test_new_driver_uses_v3_and_memory_v2(machine: Load) -> None:
     gpu = s.read_gpus()[0]
     assert s.info.process_query_api == "_v3"
     assert s.info.functions_missing == ()
-    assert gpu.memory.value is not None and gpu.memory.value.reserved_bytes.value == 557842432
+    # 480 MiB, as the captured idle H100 reports
+    assert gpu.memory.value is not None and gpu.memory.value.reserved_bytes.value == 503316480
 
 
 def test_without_any_process_query_the_processes_say_why(machine: Load) -> None:

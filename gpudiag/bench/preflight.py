@@ -48,14 +48,17 @@ def pci_key(bus_id: str) -> str:
 def numa_maps(
     gpus: Sequence[Gpu], sysfs_node: Callable[[str], int | None]
 ) -> tuple[dict[str, int | None], dict[str, int | None]]:
-    """Each GPU's NUMA node, by UUID and by PCI address: NVML's answer, else sysfs's."""
+    """The CPU-side NUMA node of each GPU's PCI device (sysfs), by UUID and by PCI address.
+
+    Host buffers are pinned there. NVML's nvmlDeviceGetNumaNodeId is not that node: it is the
+    GPU memory's own node on coherent systems (Grace Hopper) and not supported elsewhere (an
+    H100 behind x86, as captured), so it is not asked.
+    """
     by_uuid: dict[str, int | None] = {}
     by_pci: dict[str, int | None] = {}
     for gpu in gpus:
-        node = gpu.numa_node.value
         bus = gpu.pci_bus_id.value
-        if (node is None or node < 0) and bus:
-            node = sysfs_node(bus)
+        node = sysfs_node(bus) if bus else None
         if node is not None and node < 0:
             node = None
         if gpu.uuid.value:

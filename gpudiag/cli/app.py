@@ -62,6 +62,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "snapshot": ("snapshot_cmd", "snapshot_command"),
     "examples": ("examples_cmd", "examples_command"),
     "exporter": ("exporter_cmd", "command"),
+    "report": ("report_cmd", "command"),
+    "drain": ("drain_cmd", "command"),
 }
 
 # Global options that take a value, so that their value is not read as a command name.

@@ -76,7 +76,7 @@ def command(
         if reason:
             raise _no_device(reason)
         outcome = _measure(s, source, machine.gpus, plan)
-    _report(s, outcome, machine.gpus, plan, gib, json_output, csv_output, explicit_modes=modes is not None)
+    _report(s, outcome, machine.gpus, plan, gib, json_output, csv_output, modes is not None, machine.host.hostname)
 
 
 def _measure(s: Settings, source: MachineSource, gpus: tuple[Gpu, ...], plan: Plan) -> Outcome:
@@ -141,6 +141,7 @@ def _report(
     json_output: bool,
     csv_output: bool,
     explicit_modes: bool,
+    host: str = "",
 ) -> None:
     from gpudiag.bench import report
     from gpudiag.bench.preflight import match_gpu
@@ -153,7 +154,13 @@ def _report(
     notes = report.notes(rows, outcome, launch_blocking, explicit_modes and any(m.is_peer for m in plan.modes))
     unit = bench_view.BINARY if gib else bench_view.DECIMAL
     if json_output:
-        data: Any = bench_view.to_json(rows, outcome, gpus, found, notes, plan)
+        from gpudiag.fleet.identity import slurm_node
+
+        data: Any = {
+            **bench_view.to_json(rows, outcome, gpus, found, notes, plan),
+            "host": host,
+            "slurm_node": slurm_node(),
+        }
         typer.echo(json.dumps(data, indent=2))
     elif csv_output:
         typer.echo(bench_view.to_csv(rows, unit), nl=False)

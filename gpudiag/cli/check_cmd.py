@@ -268,6 +268,18 @@ def command(
             "--npd", help="node-problem-detector plugin: one line (<= 80 chars); exit 0 ok, 1 problem, 2 unknown."
         ),
     ] = False,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode",
+            help="prolog | health-check: for Slurm's Prolog / HealthCheckProgram (NHC): exit status and one "
+            "line on stderr only, no torch unless --python, a hard deadline.",
+        ),
+    ] = None,
+    deadline: Annotated[
+        float | None,
+        typer.Option("--deadline", help="With --mode: give up after this many seconds (prolog 20, health-check 4)."),
+    ] = None,
 ) -> None:
     """Pre-job health and CUDA/driver/PyTorch compatibility checks, with exit codes for CI and schedulers.
 
@@ -281,6 +293,19 @@ def command(
     s = settings(ctx)
     if npd and json_output:
         raise UsageError("--npd and --json are two different outputs; pick one")
+    if npd and mode is not None:
+        raise UsageError("--npd and --mode are two different outputs; pick one")
+    scheduled_mode = None
+    if mode is not None:
+        from gpudiag.fleet import scheduled
+
+        if json_output or junit is not None:
+            raise UsageError("--mode gives an exit status and one line on stderr; leave out --json and --junit")
+        scheduled_mode = scheduled.arm(*scheduled.parse(mode, deadline))
+        ctx.call_on_close(scheduled_mode.cancel)  # also when the command raises (and in tests' own process)
+        quick, no_torch = quick or python is None, no_torch or python is None
+    elif deadline is not None:
+        raise UsageError("--deadline goes with --mode prolog or --mode health-check")
     if not (math.isfinite(timeout) and timeout > 0):
         raise UsageError(f"--timeout {timeout}: must be a positive number of seconds")
     if python is not None:
@@ -350,13 +375,19 @@ def command(
         line, npd_code = npd_verdict(results, strict, notes)
         typer.echo(line)
         raise typer.Exit(npd_code)
+    if scheduled_mode is not None:
+        typer.echo(scheduled.line(facts, results, notes, int(code), strict), err=True)
+        raise typer.Exit(int(code))
     if junit is not None:
         try:
             junit.write_text(check_view.to_junit(facts, results, strict, notes))
         except OSError as exc:
             raise GpudiagError(f"cannot write {junit}: {exc.strerror or exc}", ExitCode.USAGE) from None
     if json_output:
-        typer.echo(json.dumps(check_view.to_json(facts, results, strict, int(code), notes), indent=2))
+        from gpudiag.fleet.identity import slurm_node
+
+        data = check_view.to_json(facts, results, strict, int(code), notes, slurm_node())
+        typer.echo(json.dumps(data, indent=2))
     else:
         make_console(s).print(check_view.render(facts, results, strict, notes))
     for note in notes:

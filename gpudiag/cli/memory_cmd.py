@@ -150,7 +150,9 @@ def command(
         write_memory(textfile, view, live=not replayed)
     elif json_output:
         stamp = 0.0 if replayed else CLOCK.wall()  # a replay's one-shot is deterministic, as in `list`
-        typer.echo(json.dumps(memory_view.to_json(view, stamp), indent=2))
+        from gpudiag.fleet.identity import slurm_node
+
+        typer.echo(json.dumps(memory_view.to_json(view, stamp, slurm_node=slurm_node()), indent=2))
     else:
         make_console(s).print(memory_view.render(view))
     exit_if_lost(r.gpu for r in view.gpus)

@@ -129,20 +129,28 @@ def render(facts: Facts, results: list[CheckResult], strict: bool, notes: list[s
 
 
 def to_json(
-    facts: Facts, results: list[CheckResult], strict: bool, exit_code: int, notes: list[str] | None = None
+    facts: Facts,
+    results: list[CheckResult],
+    strict: bool,
+    exit_code: int,
+    notes: list[str] | None = None,
+    slurm_node: str | None = None,
 ) -> dict[str, Any]:
+    """``slurm_node``: Slurm's name for this node when run by Slurm (what `gpudiag report` and `drain` use)."""
     notes = notes or []
     counts = summary(results)
     return {
         "schema": SCHEMA,
         "source": facts.machine.source,
         "host": facts.machine.host.hostname,
+        "slurm_node": slurm_node,
         "verdict": verdict(results, strict, notes),
         "exit_code": exit_code,
         "strict": strict,
         "summary": {s.value.lower(): counts[s] for s in Status},
         "could_not_run": list(notes),
         "versions": dict(versions(facts)),
+        "gpus": gpus_json(facts),
         "checks": [
             {
                 "id": r.id,
@@ -155,6 +163,32 @@ def to_json(
             for r in results
         ],
     }
+
+
+def gpus_json(facts: Facts) -> list[dict[str, Any]]:
+    """Per GPU the figures a fleet report compares across nodes (null: not supported or not measured)."""
+    tflops = {r.gpu_index: r.tflops for r in facts.functional or () if r.gpu_index is not None}
+    out = []
+    for g in facts.machine.gpus:
+        rows, pages = g.remapped_rows.value, g.retired_pages.value
+        out.append(
+            {
+                "index": g.index,
+                "name": g.name.value,
+                "uuid": g.uuid.value,
+                "temperature_c": g.temperature_c.value,
+                "ecc_aggregate_corrected": g.ecc_errors.aggregate_corrected.value,
+                "ecc_aggregate_uncorrected": g.ecc_errors.aggregate_uncorrected.value,
+                "remapped_rows_correctable": rows.correctable if rows else None,
+                "remapped_rows_uncorrectable": rows.uncorrectable if rows else None,
+                "remap_pending": rows.pending if rows else None,
+                "remap_failure": rows.failure if rows else None,
+                "retired_pages": pages.single_bit + pages.double_bit if pages else None,
+                "recovery_action": g.recovery_action.value,
+                "matmul_tflops": tflops.get(g.index),
+            }
+        )
+    return out
 
 
 def to_junit(facts: Facts, results: list[CheckResult], strict: bool, notes: list[str] | None = None) -> str:

@@ -439,12 +439,16 @@ def _process_json(row: ProcessRow, state: WatchState | None) -> dict[str, Any]:
     return out
 
 
-def to_json(view: MemoryView, timestamp: float, state: WatchState | None = None) -> dict[str, Any]:
+def to_json(
+    view: MemoryView, timestamp: float, state: WatchState | None = None, slurm_node: str | None = None
+) -> dict[str, Any]:
     """One sample as `gpudiag.memory/2`; a watch sample adds its number, peaks and events."""
     out: dict[str, Any] = {
         "schema": SCHEMA,
         "timestamp": timestamp,
         "source": view.machine.source,
+        "host": view.machine.host.hostname,
+        "slurm_node": slurm_node,
         "gpus": [_gpu_json(r, state) for r in view.gpus],
         "processes": [_process_json(r, state) for r in view.processes],
         "exited": [{"gpu_index": e.gpu_index, "pid": e.pid, "command": e.command or None} for e in view.exited],

@@ -1,8 +1,13 @@
 """A fake ``pynvml`` module that answers from a :class:`~gpudiag.model.Machine`.
 
-It raises pynvml's own error classes and mirrors its calling conventions (struct-like
-results, the raw C protocol for the pre-R470 process query), so that
-:mod:`gpudiag.probe.nvml` runs unchanged against it.
+It is a real module object: pynvml's constants, error classes, structs and pure helpers are
+copied into it, so ``vars()``, ``from pynvml import *`` and ``except pynvml.NVMLError_X`` work
+as with nvidia-ml-py. Each NVML call answers like the real library where the hardware captures
+in ``docs/hardware/`` show it (the memory structs, reference-counted init, MIG answers), with
+pynvml's own return types. The raw C entry points that pynvml and its consumers reach through
+``_nvmlGetFunctionPointer`` (versioned process and memory queries, field values) are emulated
+with ctypes conventions. A call this fake does not model raises FUNCTION_NOT_FOUND, as a
+driver that lacks it would; a name that nvidia-ml-py itself lacks is an AttributeError.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import SimpleNamespace
+from types import FunctionType, ModuleType
 from typing import Any, NoReturn
 
 import pynvml
@@ -18,8 +23,11 @@ import pynvml
 from gpudiag.model import (
     ComputeMode,
     Gpu,
+    GpuProcess,
     GpuState,
     Machine,
+    Memory,
+    MigDevice,
     NvmlStatus,
     ProcessKind,
     Reading,
@@ -46,13 +54,35 @@ _REASON_ERRORS = {
 }
 
 _COMPUTE_MODE_CODES = {
-    ComputeMode.DEFAULT: 0,
-    ComputeMode.EXCLUSIVE_THREAD: 1,
-    ComputeMode.PROHIBITED: 2,
-    ComputeMode.EXCLUSIVE_PROCESS: 3,
+    ComputeMode.DEFAULT: pynvml.NVML_COMPUTEMODE_DEFAULT,
+    ComputeMode.EXCLUSIVE_THREAD: pynvml.NVML_COMPUTEMODE_EXCLUSIVE_THREAD,
+    ComputeMode.PROHIBITED: pynvml.NVML_COMPUTEMODE_PROHIBITED,
+    ComputeMode.EXCLUSIVE_PROCESS: pynvml.NVML_COMPUTEMODE_EXCLUSIVE_PROCESS,
 }
 
 _MAX_MIG_SLOTS = 7  # A100/H100: up to seven GPU instances
+_NO_INSTANCE = 0xFFFFFFFF  # NVML's gpuInstanceId/computeInstanceId off MIG
+_NOT_AVAILABLE = ctypes.c_ulonglong(-1).value  # NVML_VALUE_NOT_AVAILABLE for usedGpuMemory
+
+# pynvml functions that only reshape Python objects; every other nvml* function calls the
+# C library (through the real module's globals), so the fake answers for it instead.
+_PURE_HELPERS = frozenset({"nvmlExceptionClass", "nvmlStructToFriendlyObject", "nvmlFriendlyObjectToStruct"})
+# The library loader and its state stay behind: the fake has its own.
+_LOADER = frozenset(
+    {"_nvmlGetFunctionPointer", "_nvmlGetFunctionPointer_cache", "_LoadNvmlLibrary", "nvmlLib", "_nvmlLib_refcount"}
+)
+
+
+def _calls_the_library(name: str, value: Any) -> bool:
+    return isinstance(value, FunctionType) and name.startswith(("nvml", "c_nvml")) and name not in _PURE_HELPERS
+
+
+_COPIED = {
+    name: value
+    for name, value in vars(pynvml).items()
+    if not name.startswith("__") and name not in _LOADER and not _calls_the_library(name, value)
+}
+_LIBRARY_FUNCTIONS = tuple(n for n, v in vars(pynvml).items() if n.startswith("nvml") and _calls_the_library(n, v))
 
 
 @dataclass(frozen=True)
@@ -71,43 +101,76 @@ def _value(reading: Reading[Any]) -> Any:
     return reading.value
 
 
-class FakeNvml:
-    """Module-like stand-in for ``pynvml``. Swap the machine with :meth:`set_machine`."""
+def _bus_id_key(bus_id: str) -> tuple[int, ...] | None:
+    """``0000:18:00.0`` and ``00000000:18:00.0`` name the same device, as NVML reads them."""
+    try:
+        domain, bus, rest = bus_id.strip().split(":")
+        device, function = rest.split(".")
+        return int(domain, 16), int(bus, 16), int(device, 16), int(function, 16)
+    except ValueError:
+        return None
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
+
+
+class FakeNvml(ModuleType):
+    """Module stand-in for ``pynvml``. Swap the machine with :meth:`set_machine`."""
 
     def __init__(self, machine: Machine) -> None:
+        super().__init__("pynvml", __doc__)
+        namespace = self.__dict__
+        namespace.update(_COPIED)
+        namespace["__file__"] = __file__
+        # Consumers (gpustat) cache function pointers here, as in nvidia-ml-py.
+        namespace["_nvmlGetFunctionPointer_cache"] = {}
         self._machine = machine
-        self.calls: list[str] = []  # every NVML function called, for cost tests
-        self.initialised = False
+        self._calls: list[str] = []
+        self._init_count = 0  # NVML counts nvmlInit calls; each needs its nvmlShutdown
+        self._loaded = False  # the library stays loaded after a shutdown, as pynvml keeps it
+        # Every NVML call is a module attribute (so vars() and star imports see it): the modelled
+        # ones answer from the machine, the rest say this "driver" lacks them.
+        modelled = {n for n in dir(type(self)) if n.startswith("nvml") or n == "_nvmlGetFunctionPointer"}
+        for name in _LIBRARY_FUNCTIONS:
+            if name not in modelled:
+                namespace[name] = self._lacks(name)
+        for name in modelled:
+            namespace[name] = getattr(self, name)
+
+    @property
+    def calls(self) -> list[str]:
+        """Every NVML function called, in order, for cost tests."""
+        return self._calls
+
+    @property
+    def initialised(self) -> bool:
+        return self._init_count > 0
 
     def set_machine(self, machine: Machine) -> None:
         """Change what the fake reports (a later sample); handles stay valid, as in NVML."""
         self._machine = machine
 
-    # Constants and error classes come from the real module, so `except lib.NVMLError_X`
-    # in the source catches exactly what real NVML would raise.
-    def __getattr__(self, name: str) -> Any:
-        real = getattr(pynvml, name, None)
-        if real is not None and not callable(real):
-            return real  # a constant such as nvmlMemory_v2, which is named like a function
-        if name.startswith("nvml") and name[4:5].isupper():
-            # A call this fake does not model: behave like a driver that lacks it.
-            def missing(*_args: Any, **_kw: Any) -> Any:
-                self.calls.append(name)
-                _raise(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
-
-            return missing
-        return getattr(pynvml, name)
-
     # -- plumbing --------------------------------------------------------------------
 
+    def _lacks(self, name: str) -> Callable[..., Any]:
+        def missing(*_args: Any, **_kw: Any) -> Any:
+            self._calls.append(name)
+            _raise(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+
+        missing.__name__ = missing.__qualname__ = name
+        return missing
+
     def _enter(self, name: str) -> None:
-        self.calls.append(name)
+        self._calls.append(name)
         if name in self._machine.nvml.functions_missing:
             _raise(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
         if not self.initialised and name not in ("nvmlInit", "nvmlInitWithFlags"):
             _raise(pynvml.NVML_ERROR_UNINITIALIZED)
 
     def _gpu(self, handle: FakeHandle) -> Gpu:
+        if not isinstance(handle, FakeHandle) or not 0 <= handle.gpu < len(self._machine.gpus):
+            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         gpu = self._machine.gpus[handle.gpu]
         if gpu.state is GpuState.LOST:
             _raise(pynvml.NVML_ERROR_GPU_IS_LOST)
@@ -115,25 +178,44 @@ class FakeNvml:
             _raise(pynvml.NVML_ERROR_UNKNOWN)
         return gpu
 
-    def _mig(self, handle: FakeHandle) -> Any:
+    def _mig(self, handle: FakeHandle) -> MigDevice:
         gpu = self._gpu(handle)
         for mig in gpu.mig_devices:
             if mig.index == handle.mig_slot:
                 return mig
-        _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # a full GPU's handle, as NVML answers
+
+    def _full_gpu(self, handle: FakeHandle, mig_error: int = pynvml.NVML_ERROR_NOT_SUPPORTED) -> Gpu:
+        """A GPU-level query: a MIG device's handle does not answer it."""
+        gpu = self._gpu(handle)
+        if handle.mig_slot is not None:
+            _raise(mig_error)
+        return gpu
+
+    def _memory(self, handle: FakeHandle) -> Memory:
+        owner = self._mig(handle) if handle.mig_slot is not None else self._gpu(handle)
+        memory: Memory = _value(owner.memory)
+        return memory
 
     # -- system ----------------------------------------------------------------------
 
     def nvmlInit(self) -> None:
-        self._enter("nvmlInit")
+        self._init("nvmlInit")
+
+    def nvmlInitWithFlags(self, flags: int) -> None:
+        self._init("nvmlInitWithFlags")
+
+    def _init(self, name: str) -> None:
+        self._enter(name)
         status = self._machine.nvml.status
         if status is not NvmlStatus.OK:
             _raise(_INIT_ERRORS[status])
-        self.initialised = True
+        self._loaded = True
+        self._init_count += 1
 
     def nvmlShutdown(self) -> None:
         self._enter("nvmlShutdown")
-        self.initialised = False
+        self._init_count -= 1
 
     def nvmlSystemGetDriverVersion(self) -> str:
         self._enter("nvmlSystemGetDriverVersion")
@@ -145,6 +227,10 @@ class FakeNvml:
 
     def nvmlSystemGetCudaDriverVersion(self) -> int:
         self._enter("nvmlSystemGetCudaDriverVersion")
+        return int(_value(self._machine.nvml.cuda_driver_version))
+
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+        self._enter("nvmlSystemGetCudaDriverVersion_v2")
         return int(_value(self._machine.nvml.cuda_driver_version))
 
     def nvmlDeviceGetCount(self) -> int:
@@ -159,7 +245,36 @@ class FakeNvml:
         self._gpu(handle)
         return handle
 
+    def nvmlDeviceGetHandleByUUID(self, uuid: str | bytes) -> FakeHandle:
+        self._enter("nvmlDeviceGetHandleByUUID")
+        wanted = _text(uuid)
+        for gpu in self._machine.gpus:
+            if gpu.uuid.value == wanted:
+                return self._open(FakeHandle(gpu.index))
+            for mig in gpu.mig_devices:
+                if mig.uuid.value == wanted:
+                    return self._open(FakeHandle(gpu.index, mig.index))
+        _raise(pynvml.NVML_ERROR_NOT_FOUND)
+
+    def nvmlDeviceGetHandleByPciBusId(self, bus_id: str | bytes) -> FakeHandle:
+        self._enter("nvmlDeviceGetHandleByPciBusId")
+        wanted = _bus_id_key(_text(bus_id))
+        if wanted is None:
+            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        for gpu in self._machine.gpus:
+            if gpu.pci_bus_id.value is not None and _bus_id_key(gpu.pci_bus_id.value) == wanted:
+                return self._open(FakeHandle(gpu.index))
+        _raise(pynvml.NVML_ERROR_NOT_FOUND)
+
+    def _open(self, handle: FakeHandle) -> FakeHandle:
+        self._gpu(handle)
+        return handle
+
     # -- identity --------------------------------------------------------------------
+
+    def nvmlDeviceGetIndex(self, handle: FakeHandle) -> int:
+        self._enter("nvmlDeviceGetIndex")
+        return self._full_gpu(handle, pynvml.NVML_ERROR_INVALID_ARGUMENT).index
 
     def nvmlDeviceGetUUID(self, handle: FakeHandle) -> str:
         self._enter("nvmlDeviceGetUUID")
@@ -173,7 +288,17 @@ class FakeNvml:
 
     def nvmlDeviceGetPciInfo(self, handle: FakeHandle) -> Any:
         self._enter("nvmlDeviceGetPciInfo")
-        return SimpleNamespace(busId=_value(self._gpu(handle).pci_bus_id))
+        bus_id = str(_value(self._gpu(handle).pci_bus_id))
+        info = pynvml.nvmlPciInfo_t()
+        info.busId = bus_id.encode()
+        key = _bus_id_key(bus_id)
+        if key is not None:
+            info.domain, info.bus, info.device = key[:3]
+            info.busIdLegacy = f"{key[0]:04X}:{key[1]:02X}:{key[2]:02X}.{key[3]:X}".encode()  # 0000:00:06.0
+        return info
+
+    def nvmlDeviceGetPciInfo_v3(self, handle: FakeHandle) -> Any:
+        return self.nvmlDeviceGetPciInfo(handle)
 
     def nvmlDeviceGetMinorNumber(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetMinorNumber")
@@ -182,49 +307,66 @@ class FakeNvml:
     # -- memory and load -------------------------------------------------------------
 
     def nvmlDeviceGetMemoryInfo(self, handle: FakeHandle, version: int | None = None) -> Any:
+        """Without a version, NVML's v1 struct: used = total - free, the reserved memory included.
+
+        With ``nvmlMemory_v2``: used excludes the reserved memory (as captured on an H100,
+        driver 580: v1 used 480 MiB where v2 says used 0, reserved 480 MiB).
+        """
         self._enter("nvmlDeviceGetMemoryInfo")
-        owner = self._mig(handle) if handle.mig_slot is not None else self._gpu(handle)
-        m = _value(owner.memory)
+        m = self._memory(handle)
         if version:
             self._enter("nvmlDeviceGetMemoryInfo_v2")
             reserved = m.reserved_bytes
             if reserved.reason is Reason.FUNCTION_NOT_FOUND:
                 _raise(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
-            return SimpleNamespace(
-                version=version,
-                total=m.total_bytes,
-                used=m.used_bytes,
-                free=m.free_bytes,
-                reserved=reserved.get(0),
+            v2 = pynvml.c_nvmlMemory_v2_t()
+            v2.version, v2.total, v2.reserved, v2.free, v2.used = (
+                version,
+                m.total_bytes,
+                reserved.get(0),
+                m.free_bytes,
+                m.used_bytes,
             )
-        return SimpleNamespace(total=m.total_bytes, used=m.used_bytes, free=m.free_bytes)
+            return v2
+        v1 = pynvml.c_nvmlMemory_t()
+        v1.total, v1.free, v1.used = m.total_bytes, m.free_bytes, m.total_bytes - m.free_bytes
+        return v1
+
+    def nvmlDeviceGetBAR1MemoryInfo(self, handle: FakeHandle) -> Any:
+        self._enter("nvmlDeviceGetBAR1MemoryInfo")
+        self._gpu(handle)
+        _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)  # the machine model records no BAR1 figures
 
     def nvmlDeviceGetUtilizationRates(self, handle: FakeHandle) -> Any:
         self._enter("nvmlDeviceGetUtilizationRates")
-        u = _value(self._gpu(handle).utilization)
-        return SimpleNamespace(gpu=u.gpu_percent, memory=u.memory_percent)
+        u = _value(self._full_gpu(handle).utilization)
+        rates = pynvml.c_nvmlUtilization_t()
+        rates.gpu, rates.memory = u.gpu_percent, u.memory_percent
+        return rates
 
     def nvmlDeviceGetTemperature(self, handle: FakeHandle, sensor: int) -> int:
         self._enter("nvmlDeviceGetTemperature")
-        return int(_value(self._gpu(handle).temperature_c))
+        gpu = self._full_gpu(handle)
+        if sensor != pynvml.NVML_TEMPERATURE_GPU:
+            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return int(_value(gpu.temperature_c))
 
     def nvmlDeviceGetTemperatureThreshold(self, handle: FakeHandle, threshold: int) -> int:
         self._enter("nvmlDeviceGetTemperatureThreshold")
-        gpu = self._gpu(handle)
+        gpu = self._full_gpu(handle)
         if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN:
             return int(_value(gpu.temperature_slowdown_c))
         if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN:
             return int(_value(gpu.temperature_shutdown_c))
         _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return 0  # unreachable
 
     def nvmlDeviceGetFanSpeed(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetFanSpeed")
-        return int(_value(self._gpu(handle).fan_percent))
+        return int(_value(self._full_gpu(handle).fan_percent))
 
     def nvmlDeviceGetPowerUsage(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetPowerUsage")
-        return round(float(_value(self._gpu(handle).power_draw_w)) * 1000)
+        return round(float(_value(self._full_gpu(handle).power_draw_w)) * 1000)
 
     def nvmlDeviceGetTotalEnergyConsumption(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetTotalEnergyConsumption")
@@ -248,21 +390,27 @@ class FakeNvml:
 
     def nvmlDeviceGetEnforcedPowerLimit(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetEnforcedPowerLimit")
-        return round(float(_value(self._gpu(handle).power_limit_w)) * 1000)
+        return round(float(_value(self._full_gpu(handle).power_limit_w)) * 1000)
+
+    def nvmlDeviceGetPowerManagementLimit(self, handle: FakeHandle) -> int:
+        # The model keeps the enforced limit only; it is the management limit unless an
+        # out-of-band cap is lower (both 700 W on the captured H100).
+        self._enter("nvmlDeviceGetPowerManagementLimit")
+        return round(float(_value(self._full_gpu(handle).power_limit_w)) * 1000)
 
     def nvmlDeviceGetPerformanceState(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetPerformanceState")
-        return int(_value(self._gpu(handle).pstate))
+        return int(_value(self._full_gpu(handle).pstate))
 
     # -- modes -----------------------------------------------------------------------
 
     def nvmlDeviceGetPersistenceMode(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetPersistenceMode")
-        return int(bool(_value(self._gpu(handle).persistence_mode)))
+        return int(bool(_value(self._full_gpu(handle).persistence_mode)))
 
     def nvmlDeviceGetComputeMode(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetComputeMode")
-        return _COMPUTE_MODE_CODES[_value(self._gpu(handle).compute_mode)]
+        return int(_COMPUTE_MODE_CODES[_value(self._full_gpu(handle).compute_mode)])
 
     def nvmlDeviceGetCudaComputeCapability(self, handle: FakeHandle) -> tuple[int, int]:
         self._enter("nvmlDeviceGetCudaComputeCapability")
@@ -271,23 +419,25 @@ class FakeNvml:
 
     def nvmlDeviceGetEccMode(self, handle: FakeHandle) -> list[int]:
         self._enter("nvmlDeviceGetEccMode")
-        gpu = self._gpu(handle)
+        gpu = self._full_gpu(handle)
         return [int(bool(_value(gpu.ecc_mode_current))), int(bool(_value(gpu.ecc_mode_pending)))]
 
     def nvmlDeviceGetMigMode(self, handle: FakeHandle) -> list[int]:
         self._enter("nvmlDeviceGetMigMode")
-        gpu = self._gpu(handle)
+        gpu = self._full_gpu(handle)
         return [int(bool(_value(gpu.mig_mode_current))), int(bool(_value(gpu.mig_mode_pending)))]
 
     def nvmlDeviceGetNumaNodeId(self, handle: FakeHandle) -> int:
+        # The GPU memory's own NUMA node (coherent systems such as Grace Hopper), not the CPU
+        # socket nearest the GPU: NOT_SUPPORTED on a PCIe/SXM H100 behind x86 (captured).
         self._enter("nvmlDeviceGetNumaNodeId")
-        return int(_value(self._gpu(handle).numa_node))
+        return int(_value(self._full_gpu(handle).numa_node))
 
     # -- PCIe ------------------------------------------------------------------------
 
     def _pcie(self, name: str, handle: FakeHandle, pick: Callable[[Any], Reading[int]]) -> int:
         self._enter(name)
-        return int(_value(pick(self._gpu(handle).pcie)))
+        return int(_value(pick(self._full_gpu(handle).pcie)))
 
     def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: FakeHandle) -> int:
         return self._pcie("nvmlDeviceGetCurrPcieLinkGeneration", handle, lambda p: p.gen_current)
@@ -308,7 +458,7 @@ class FakeNvml:
 
     def nvmlDeviceGetTotalEccErrors(self, handle: FakeHandle, error_type: int, counter: int) -> int:
         self._enter("nvmlDeviceGetTotalEccErrors")
-        ecc = self._gpu(handle).ecc_errors
+        ecc = self._full_gpu(handle).ecc_errors
         corrected = error_type == pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED
         if counter == pynvml.NVML_VOLATILE_ECC:
             reading = ecc.volatile_corrected if corrected else ecc.volatile_uncorrected
@@ -318,69 +468,91 @@ class FakeNvml:
 
     def nvmlDeviceGetRetiredPages(self, handle: FakeHandle, cause: int) -> list[int]:
         self._enter("nvmlDeviceGetRetiredPages")
-        pages = _value(self._gpu(handle).retired_pages)
+        gpu = self._full_gpu(handle)
+        if cause not in (
+            pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
+            pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
+        ):
+            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # checked before support, as captured
+        pages = _value(gpu.retired_pages)
         single = cause == pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
         n = pages.single_bit if single else pages.double_bit
         return [0x1000 * (i + 1) for i in range(n)]  # page addresses; only the count matters
 
     def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetRetiredPagesPendingStatus")
-        return int(_value(self._gpu(handle).retired_pages).pending)
+        return int(_value(self._full_gpu(handle).retired_pages).pending)
 
     def nvmlDeviceGetRemappedRows(self, handle: FakeHandle) -> tuple[int, int, int, int]:
         self._enter("nvmlDeviceGetRemappedRows")
-        r = _value(self._gpu(handle).remapped_rows)
+        r = _value(self._full_gpu(handle).remapped_rows)
         return (r.correctable, r.uncorrectable, int(r.pending), int(r.failure))
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetCurrentClocksEventReasons")
-        return int(_value(self._gpu(handle).clock_event_reasons))
+        return int(_value(self._full_gpu(handle).clock_event_reasons))
 
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetCurrentClocksThrottleReasons")
-        return int(_value(self._gpu(handle).clock_event_reasons))
+        return int(_value(self._full_gpu(handle).clock_event_reasons))
 
     def nvmlDeviceValidateInforom(self, handle: FakeHandle) -> None:
         self._enter("nvmlDeviceValidateInforom")
-        if not _value(self._gpu(handle).inforom_valid):
+        if not _value(self._full_gpu(handle).inforom_valid):
             _raise(pynvml.NVML_ERROR_CORRUPTED_INFOROM)
 
-    def nvmlDeviceGetFieldValues(self, handle: FakeHandle, field_ids: list[int]) -> list[Any]:
+    def nvmlDeviceGetFieldValues(self, handle: FakeHandle, field_ids: list[int]) -> Any:
         self._enter("nvmlDeviceGetFieldValues")
-        gpu = self._gpu(handle)
-        out = []
-        for field_id in field_ids:
-            if field_id != pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
-                out.append(SimpleNamespace(fieldId=field_id, nvmlReturn=pynvml.NVML_ERROR_NOT_SUPPORTED))
-                continue
-            action = gpu.recovery_action
-            if action.reason is not None:
-                code = _REASON_ERRORS[action.reason]
-                out.append(SimpleNamespace(fieldId=field_id, nvmlReturn=code, value=SimpleNamespace(uiVal=0)))
-            else:
-                out.append(
-                    SimpleNamespace(
-                        fieldId=field_id, nvmlReturn=pynvml.NVML_SUCCESS, value=SimpleNamespace(uiVal=action.value)
-                    )
-                )
-        return out
+        values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
+        code = self._fill_field_values(handle, field_ids, values)
+        if code != pynvml.NVML_SUCCESS:
+            _raise(code)
+        return values
+
+    def _fill_field_values(self, handle: FakeHandle, field_ids: list[Any], values: Any) -> int:
+        try:
+            gpu = self._full_gpu(handle)
+        except pynvml.NVMLError as exc:
+            return int(exc.value)
+        for slot, field_id in zip(values, field_ids, strict=False):
+            slot.fieldId = field_id[0] if isinstance(field_id, tuple) else field_id
+            slot.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+            if slot.fieldId == pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
+                action = gpu.recovery_action
+                if action.reason is not None:
+                    slot.nvmlReturn = _REASON_ERRORS[action.reason]
+                else:
+                    slot.nvmlReturn = pynvml.NVML_SUCCESS
+                    slot.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+                    slot.value.uiVal = action.value
+        return int(pynvml.NVML_SUCCESS)
 
     # -- MIG -------------------------------------------------------------------------
 
     def nvmlDeviceGetMaxMigDeviceCount(self, handle: FakeHandle) -> int:
+        """0 on a MIG-capable GPU with MIG off (captured); NOT_SUPPORTED where MIG is not."""
         self._enter("nvmlDeviceGetMaxMigDeviceCount")
-        gpu = self._gpu(handle)
-        if not gpu.mig_mode_current.get(False):
-            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        gpu = self._full_gpu(handle)
+        if not _value(gpu.mig_mode_current):
+            return 0
         return max([_MAX_MIG_SLOTS] + [m.index + 1 for m in gpu.mig_devices])
 
     def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: FakeHandle, index: int) -> FakeHandle:
         self._enter("nvmlDeviceGetMigDeviceHandleByIndex")
-        gpu = self._gpu(handle)
+        gpu = self._full_gpu(handle, pynvml.NVML_ERROR_INVALID_ARGUMENT)
         if any(m.index == index for m in gpu.mig_devices):
             return FakeHandle(handle.gpu, index)
         _raise(pynvml.NVML_ERROR_NOT_FOUND)
-        return handle  # unreachable
+
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle: FakeHandle) -> FakeHandle:
+        self._enter("nvmlDeviceGetDeviceHandleFromMigDeviceHandle")
+        self._mig(handle)
+        return FakeHandle(handle.gpu)
+
+    def nvmlDeviceIsMigDeviceHandle(self, handle: FakeHandle) -> Any:
+        self._enter("nvmlDeviceIsMigDeviceHandle")
+        self._gpu(handle)
+        return ctypes.c_uint(int(handle.mig_slot is not None))  # pynvml returns the c_uint itself
 
     def nvmlDeviceGetGpuInstanceId(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetGpuInstanceId")
@@ -392,68 +564,145 @@ class FakeNvml:
 
     # -- processes -------------------------------------------------------------------
 
-    def _procs(self, handle: FakeHandle, graphics: bool) -> list[Any]:
+    def _procs(self, handle: FakeHandle, graphics: bool) -> list[GpuProcess]:
+        """The processes NVML lists for this handle: a MIG device's handle sees its own only."""
         gpu = self._gpu(handle)
         wanted = (ProcessKind.GRAPHICS if graphics else ProcessKind.COMPUTE, ProcessKind.COMPUTE_GRAPHICS)
+        procs = [p for p in _value(gpu.processes) if p.kind in wanted]
+        if handle.mig_slot is not None:
+            mig = self._mig(handle)
+            gi, ci = mig.gpu_instance_id.value, mig.compute_instance_id.value
+            procs = [p for p in procs if p.gpu_instance_id == gi and p.compute_instance_id == ci]
+        return procs
+
+    def _query_processes(self, symbol: str, handle: FakeHandle) -> list[Any]:
+        """nvidia-ml-py's process wrapper: through the module's function-pointer lookup (which
+        gpustat patches to fall back from v3 to v2), the sizing call, then friendly objects."""
+        fn = self.__dict__["_nvmlGetFunctionPointer"](symbol)
+        count = ctypes.c_uint(0)
+        ret = fn(handle, ctypes.byref(count), None)
+        if ret == pynvml.NVML_SUCCESS:
+            return []
+        if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
+            _raise(ret)
+        count.value = count.value * 2 + 5
+        infos = (pynvml.c_nvmlProcessInfo_v3_t * count.value)()
+        ret = fn(handle, ctypes.byref(count), infos)
+        if ret != pynvml.NVML_SUCCESS:
+            _raise(ret)
         out = []
-        for p in _value(gpu.processes):
-            if p.kind not in wanted:
-                continue
-            used = p.used_memory_bytes.value  # None: NVML_VALUE_NOT_AVAILABLE, as pynvml maps it
-            out.append(
-                SimpleNamespace(
-                    pid=p.pid,
-                    usedGpuMemory=used,
-                    gpuInstanceId=0xFFFFFFFF if p.gpu_instance_id is None else p.gpu_instance_id,
-                    computeInstanceId=0xFFFFFFFF if p.compute_instance_id is None else p.compute_instance_id,
-                )
-            )
+        for i in range(count.value):
+            obj = pynvml.nvmlStructToFriendlyObject(infos[i])
+            if obj.usedGpuMemory == _NOT_AVAILABLE:
+                obj.usedGpuMemory = None  # as pynvml maps NVML_VALUE_NOT_AVAILABLE
+            out.append(obj)
         return out
 
     def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: FakeHandle) -> list[Any]:
-        self._enter("nvmlDeviceGetComputeRunningProcesses_v3")
-        return self._procs(handle, graphics=False)
+        return self._query_processes("nvmlDeviceGetComputeRunningProcesses_v3", handle)
 
     def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: FakeHandle) -> list[Any]:
-        self._enter("nvmlDeviceGetComputeRunningProcesses_v2")
-        return self._procs(handle, graphics=False)
+        return self._query_processes("nvmlDeviceGetComputeRunningProcesses_v2", handle)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeHandle) -> list[Any]:
+        # nvidia-ml-py's unversioned wrapper calls the v3 entry point.
+        return self._query_processes("nvmlDeviceGetComputeRunningProcesses_v3", handle)
 
     def nvmlDeviceGetGraphicsRunningProcesses_v3(self, handle: FakeHandle) -> list[Any]:
-        self._enter("nvmlDeviceGetGraphicsRunningProcesses_v3")
-        return self._procs(handle, graphics=True)
+        return self._query_processes("nvmlDeviceGetGraphicsRunningProcesses_v3", handle)
 
     def nvmlDeviceGetGraphicsRunningProcesses_v2(self, handle: FakeHandle) -> list[Any]:
-        self._enter("nvmlDeviceGetGraphicsRunningProcesses_v2")
-        return self._procs(handle, graphics=True)
+        return self._query_processes("nvmlDeviceGetGraphicsRunningProcesses_v2", handle)
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, handle: FakeHandle) -> list[Any]:
+        return self._query_processes("nvmlDeviceGetGraphicsRunningProcesses_v3", handle)
+
+    # -- the C entry points ----------------------------------------------------------
 
     def _nvmlGetFunctionPointer(self, name: str) -> Callable[..., int]:
-        """The raw C entry points, for the v1 process query that pynvml no longer wraps."""
-        self._enter(name)
-        graphics = {
-            "nvmlDeviceGetComputeRunningProcesses": False,
-            "nvmlDeviceGetGraphicsRunningProcesses": True,
-        }.get(name)
-        if graphics is None:
-            _raise(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        """A stand-in for the C function ``name``, called with ctypes arguments.
 
-        def c_call(handle: FakeHandle, count_ref: Any, array: Any) -> int:
+        pynvml and its consumers (gpustat, nvitop) reach the versioned calls this way; the
+        stand-in returns NVML's status code, as the C function does.
+        """
+        cache = self.__dict__["_nvmlGetFunctionPointer_cache"]
+        if name in cache:
+            return cache[name]  # type: ignore[no-any-return]
+        if not self._loaded:
+            _raise(pynvml.NVML_ERROR_UNINITIALIZED)
+        self._enter(name)  # after a shutdown: UNINITIALIZED here rather than from the call
+        c_function = self._c_function(name)
+        if c_function is None:
+            _raise(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        return c_function
+
+    def _c_function(self, name: str) -> Callable[..., int] | None:
+        for family, graphics in (("Compute", False), ("Graphics", True), ("MPSCompute", None)):
+            for suffix in ("", "_v2", "_v3"):
+                if name == f"nvmlDeviceGet{family}RunningProcesses{suffix}":
+                    return self._c_processes(graphics, with_instances=bool(suffix))
+        if name == "nvmlDeviceGetMemoryInfo":
+            return self._c_call(lambda h, ref: _fill_memory(ref._obj, self._memory(h), v2=False))
+        if name == "nvmlDeviceGetMemoryInfo_v2":
+            return self._c_call(lambda h, ref: _fill_memory(ref._obj, self._memory(h), v2=True))
+        if name == "nvmlDeviceGetTemperature":
+            return self._c_call(lambda h, sensor, ref: _set(ref._obj, self.nvmlDeviceGetTemperature(h, sensor.value)))
+        if name == "nvmlDeviceGetFieldValues":
+            return lambda h, count, ref: self._fill_field_values(
+                h, [ref._obj[i].fieldId for i in range(count.value)], ref._obj
+            )
+        if name in ("nvmlDeviceGetDriverModel", "nvmlDeviceGetDriverModel_v2"):
+            return lambda *_args: int(pynvml.NVML_ERROR_NOT_SUPPORTED)  # a Windows-only setting
+        return None
+
+    def _c_call(self, body: Callable[..., None]) -> Callable[..., int]:
+        def c_function(*args: Any) -> int:
             try:
-                procs = self._procs(handle, graphics=bool(graphics))
+                body(*args)
+            except pynvml.NVMLError as exc:
+                return int(exc.value)
+            return int(pynvml.NVML_SUCCESS)
+
+        return c_function
+
+    def _c_processes(self, graphics: bool | None, with_instances: bool) -> Callable[..., int]:
+        """``(device, unsigned *count, nvmlProcessInfo_t *infos)``, the sizing protocol included."""
+
+        def c_function(handle: FakeHandle, count_ref: Any, array: Any) -> int:
+            try:
+                procs = [] if graphics is None else self._procs(handle, graphics)  # no MPS in the model
             except pynvml.NVMLError as exc:
                 return int(exc.value)
             count = count_ref._obj  # ctypes.byref(c_uint)
-            if array is None:
+            if array is None or count.value < len(procs):
                 count.value = len(procs)
                 return int(pynvml.NVML_SUCCESS if not procs else pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
-            if count.value < len(procs):
-                count.value = len(procs)
-                return int(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
             for i, proc in enumerate(procs):
-                array[i].pid = proc.pid
-                array[i].usedGpuMemory = (
-                    ctypes.c_ulonglong(-1).value if proc.usedGpuMemory is None else proc.usedGpuMemory
-                )
+                if with_instances:
+                    _fill_process(array[i], proc)
+                else:  # the v1 struct has no instance ids
+                    array[i].pid = proc.pid
+                    array[i].usedGpuMemory = proc.used_memory_bytes.get(_NOT_AVAILABLE)
             count.value = len(procs)
             return int(pynvml.NVML_SUCCESS)
 
-        return c_call
+        return c_function
+
+
+def _fill_process(info: Any, proc: GpuProcess) -> None:
+    info.pid = proc.pid
+    info.usedGpuMemory = proc.used_memory_bytes.get(_NOT_AVAILABLE)
+    info.gpuInstanceId = _NO_INSTANCE if proc.gpu_instance_id is None else proc.gpu_instance_id
+    info.computeInstanceId = _NO_INSTANCE if proc.compute_instance_id is None else proc.compute_instance_id
+
+
+def _fill_memory(struct: Any, memory: Memory, v2: bool) -> None:
+    struct.total, struct.free = memory.total_bytes, memory.free_bytes
+    if v2:
+        struct.reserved, struct.used = memory.reserved_bytes.get(0), memory.used_bytes
+    else:
+        struct.used = memory.total_bytes - memory.free_bytes
+
+
+def _set(c_value: Any, value: int) -> None:
+    c_value.value = value

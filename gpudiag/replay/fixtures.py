@@ -203,6 +203,14 @@ def _impossible_memory(memory: Memory, at: str) -> str | None:
     reserved = memory.reserved_bytes.value
     if reserved is not None and reserved > memory.total_bytes:
         return f"{at}.reserved_bytes: {reserved} exceeds total_bytes {memory.total_bytes}"
+    # NVML's v2 struct: used excludes the reserved memory, used + free + reserved = total; without
+    # a reserved figure (drivers before R510, MIG devices) the v1 struct: used + free = total.
+    reserved = memory.reserved_bytes.get(0)
+    if memory.used_bytes + memory.free_bytes + reserved != memory.total_bytes:
+        return (
+            f"{at}: used ({memory.used_bytes}) + free ({memory.free_bytes}) + reserved ({reserved}) != total"
+            f" ({memory.total_bytes}); NVML's used excludes the reserved memory"
+        )
     return None
 
 
