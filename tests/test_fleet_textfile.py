@@ -97,6 +97,7 @@ def test_npd_unknown_when_a_check_could_not_run_and_the_line_is_cut_at_80() -> N
     assert textfile.npd_verdict(warned, strict=True, notes=[]) == ("failed: health.temperature(GPU 1)", 1)
 
 
-def test_npd_and_json_contradict(cli: Cli) -> None:
-    code, _, err = cli.replay("h100x8-healthy", "check", "--npd", "--json")
+@pytest.mark.parametrize("other", [["--json"], ["--mode", "prolog"]])
+def test_npd_and_another_output_contradict(cli: Cli, other: list[str]) -> None:
+    code, _, err = cli.replay("h100x8-healthy", "check", "--npd", *other)
     assert code == ExitCode.USAGE and "--npd" in err
