@@ -489,3 +489,31 @@ def test_throttle_reasons_are_named_as_the_nvml_source_names_them() -> None:
     from gpudiag.probe.nvml import CLOCK_EVENT_NAMES
 
     assert {bit: CLOCK_EVENT_NAMES[bit] for bit in THROTTLE_REASONS} == THROTTLE_REASONS
+
+
+@pytest.mark.parametrize(("example", "capture"), [("idle", ""), ("busy", "-busy")])
+def test_captured_h100_clocks_energy_and_replays_are_the_captures(example: str, capture: str) -> None:
+    """The exporter's extra readings on the two captured H100 machines, held against nvidia-smi -q -x
+    and the NVML getters recorded at the same moment (docs/hardware/h100-80gb-hbm3-driver580/)."""
+    import json
+    import xml.etree.ElementTree as ET
+
+    hardware = Path(__file__).resolve().parents[1] / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
+    with open_source(f"h100-driver580-{example}") as s:
+        (gpu,) = s.read().gpus
+    smi = ET.parse(hardware / f"nvidia-smi-q{capture}.xml").getroot().find("gpu")
+    assert smi is not None
+    clocks = smi.find("clocks")
+    assert clocks is not None
+
+    def mhz(tag: str) -> int:
+        return int((clocks.findtext(tag) or "").split()[0])
+
+    assert (gpu.clock_sm_mhz.value, gpu.clock_graphics_mhz.value, gpu.clock_memory_mhz.value) == (
+        mhz("sm_clock"),
+        mhz("graphics_clock"),
+        mhz("mem_clock"),
+    )
+    assert gpu.pcie_replays.value == int(smi.findtext("pci/replay_counter") or -1)
+    getters = json.loads((hardware / f"nvml-getters-{example}.json").read_text())["device0"]
+    assert gpu.energy_mj.value == getters["nvmlDeviceGetTotalEnergyConsumption"]["ok"]
