@@ -85,7 +85,9 @@ def test_native_family_on_the_busy_h100_node(source: MachineSource) -> None:
     assert pick(samples, "gpudiag_nvml_up") == [1]
     assert len(pick(samples, "gpudiag_gpu_memory_used_bytes")) == 8
     gpu0 = {"gpu": "0", "uuid": "GPU-8e1f2a6c-4b7d-4c1e-9a3f-1d0c5e7b3000"}
-    assert pick(samples, "gpudiag_gpu_memory_used_bytes", **gpu0) == [77384908800]
+    mem = source.read().gpus[0].memory.value
+    assert mem is not None
+    assert pick(samples, "gpudiag_gpu_memory_used_bytes", **gpu0) == [mem.used_bytes]
     assert pick(samples, "gpudiag_gpu_utilization_ratio", **gpu0) == [0.9]
     assert pick(samples, "gpudiag_gpu_power_watts", **gpu0) == [612.5]
     assert pick(samples, "gpudiag_gpu_clock_hertz", clock="sm", **gpu0) == [1.98e9]
@@ -165,7 +167,7 @@ def test_survives_nvml_restarting_under_it(source: MachineSource) -> None:
     exporter = Exporter(source)
     scrape(exporter)
     inits = source.lib.calls.count("nvmlInit")
-    source.lib.initialised = False  # NVML shut down under the exporter (driver reload)
+    source.lib.nvmlShutdown()  # NVML shut down under the exporter (as by a driver reload)
     samples = scrape(exporter)
     assert source.lib.calls.count("nvmlInit") == inits + 1
     assert len(pick(samples, "gpudiag_gpu_memory_used_bytes")) == 8
