@@ -25,6 +25,8 @@ COMMANDS = [
     ["list", "--no-processes"],
     ["list", "--query", "name,memory.used", "--format", "csv"],
     ["list", "--json"],
+    ["list", "--details"],
+    ["list", "--query", "clocks.sm,power.limit", "--format", "csv"],
     ["memory"],
     ["visible"],
     ["check", "--no-torch", "--quick"],

@@ -10,7 +10,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+if TYPE_CHECKING:  # loaded only where details are read or shown (see gpudiag.serialize)
+    from gpudiag.details import GpuDetails
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -134,6 +137,9 @@ class HostState(str, enum.Enum):
     OTHER_NAMESPACE = "other_pid_namespace"  # a host PID seen from inside a container
 
 
+DETAILS_NOT_RECORDED = "not recorded in this snapshot"
+
+
 class FactGroup(str, enum.Enum):
     """Groups of per-GPU facts a command asks the source for; each group costs NVML calls per GPU.
 
@@ -160,6 +166,12 @@ class FactGroup(str, enum.Enum):
     CLOCKS = "clocks"  # clock_sm_mhz, clock_memory_mhz, clock_graphics_mhz
     ENERGY = "energy"  # energy_mj
     PCIE_REPLAYS = "pcie_replays"  # pcie_replays
+    # What `nvidia-smi -q` adds (details: clocks, power detail, identity, NVLink, topology, per-process
+    # load, ...): ~130 NVML calls per GPU (more with NVLink), read only by the commands that show them.
+    DETAILS = "details"
+    # With DETAILS: each NVLink and how each GPU reaches each other one (topology, P2P, CPU/NUMA
+    # affinity): ~8 calls per link and 3 per GPU pair, so `--query` fields leave it out.
+    LINKS = "links"
 
 
 ALL_GROUPS: frozenset[FactGroup] = frozenset(FactGroup)
@@ -283,6 +295,8 @@ class Gpu:
     clock_graphics_mhz: Reading[int] = field(default_factory=lambda: _not_recorded())
     energy_mj: Reading[int] = field(default_factory=lambda: _not_recorded())  # since the driver loaded
     pcie_replays: Reading[int] = field(default_factory=lambda: _not_recorded())  # link-level retries
+    # What `nvidia-smi -q` adds (clocks, NVLink, topology, ...); only commands that show it read it.
+    details: Reading[GpuDetails] = field(default_factory=lambda: unavailable(Reason.NOT_READ))
 
     @property
     def label(self) -> str:

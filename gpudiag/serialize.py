@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import importlib
+import sys
 import types
 import typing
 from typing import Any, TypeVar, Union
@@ -48,13 +50,25 @@ def from_data(cls: type[T], data: Any, path: str = "$") -> T:
     return typing.cast(T, _load(cls, data, path))
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+_HINTS: dict[tuple[type, str], Any] = {}
+
+# Types that model modules name only under TYPE_CHECKING, so that importing the model does
+# not create them: resolved (imported) only when data for such a field is loaded.
+_LAZY_TYPES = {"GpuDetails": ("gpudiag.details", "GpuDetails")}
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
+def _hint(cls: type, f: dataclasses.Field[Any]) -> Any:
+    key = (cls, f.name)
+    if key not in _HINTS:
+        annotation = f.type
+        if isinstance(annotation, str):
+            namespace = dict(vars(sys.modules[cls.__module__]))
+            for name, (module, attr) in _LAZY_TYPES.items():
+                if name in annotation and name not in namespace:
+                    namespace[name] = getattr(importlib.import_module(module), attr)
+            annotation = eval(annotation, namespace)
+        _HINTS[key] = annotation
+    return _HINTS[key]
 
 
 def _load(tp: Any, data: Any, path: str) -> Any:
@@ -95,7 +109,6 @@ def _load(tp: Any, data: Any, path: str) -> Any:
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(data, dict):
             raise SchemaError(f"{path}: expected an object, got {type(data).__name__}")
-        hints = _hints(tp)
         fields = {f.name: f for f in dataclasses.fields(tp)}
         unknown = set(data) - set(fields)
         if unknown:
@@ -103,7 +116,7 @@ def _load(tp: Any, data: Any, path: str) -> Any:
         kwargs = {}
         for name, f in fields.items():
             if name in data:
-                kwargs[name] = _load(hints[name], data[name], f"{path}.{name}")
+                kwargs[name] = _load(_hint(tp, f), data[name], f"{path}.{name}")
             elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise SchemaError(f"{path}: missing key {name!r}")
         return tp(**kwargs)

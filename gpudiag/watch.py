@@ -89,3 +89,30 @@ def run(
             sleep(max(0.0, wake - now()))
     except KeyboardInterrupt:
         return Outcome(ExitCode.OK, "", state.samples)
+
+
+def repeat(
+    step: Callable[[int], None],
+    interval: float,
+    count: int | None,
+    now: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> int:
+    """Call ``step(sample_number)`` every ``interval`` seconds on the same grid as :func:`run`
+    (a slow sample shortens the next sleep; overrun intervals are skipped), ``count`` times
+    or until Ctrl-C. Returns the number of samples taken."""
+    samples = 0
+    next_tick = now()
+    try:
+        while True:
+            step(samples)
+            samples += 1
+            if count is not None and samples >= count:
+                return samples
+            next_tick += interval
+            late = now() - next_tick
+            if late > 0:
+                next_tick += interval * (late // interval + 1)
+            sleep(max(0.0, next_tick - now()))
+    except KeyboardInterrupt:
+        return samples

@@ -131,9 +131,7 @@ _CONSTANT = [
     "nvmlDeviceGetGpuMaxPcieLinkGeneration",
     "nvmlDeviceGetCurrPcieLinkWidth",
     "nvmlDeviceGetMaxPcieLinkWidth",
-    "nvmlDeviceGetTemperatureThreshold(0,)",
-    "nvmlDeviceGetTemperatureThreshold(1,)",
-    *(f"nvmlDeviceGetTemperatureThreshold({n},)" for n in range(4, 8)),
+    *(f"nvmlDeviceGetTemperatureThreshold({n},)" for n in range(8)),  # 2 and 3 recorded with the details
     *(f"nvmlDeviceGetTotalEccErrors({e}, {c})" for e in (0, 1) for c in (0, 1)),
     "nvmlDeviceGetRemappedRows",
     "nvmlDeviceGetRetiredPages(1,)",
@@ -144,8 +142,8 @@ _CONSTANT = [
     "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
     "nvmlDeviceGetGraphicsRunningProcesses",
 ]
-# why left out: thresholds 2 and 3 (memory and GPU max operating temperature, 95 and 87 C) and
-# BAR1 are not in the machine model, so the fake cannot know them; it says NOT_SUPPORTED.
+# A machine without details (a snapshot of an older gpudiag) does not record thresholds 2 and 3
+# (memory and GPU max operating temperature) or BAR1: the fake says NOT_SUPPORTED for them.
 _NOT_MODELLED = ["nvmlDeviceGetTemperatureThreshold(2,)", "nvmlDeviceGetTemperatureThreshold(3,)"]
 
 
@@ -163,7 +161,7 @@ def test_the_fake_answers_as_nvml_did_on_the_h100(name: str, capture: str, key: 
 
 @pytest.mark.parametrize("key", _NOT_MODELLED)
 def test_what_the_model_does_not_record_is_not_supported(key: str) -> None:
-    assert _call(fake("h100-driver580-idle"), key) == {"error": "NVMLError_NotSupported"}
+    assert _call(fake("h100x8-healthy"), key) == {"error": "NVMLError_NotSupported"}
 
 
 def test_idle_and_busy_answers_match_the_moment_captured() -> None:
@@ -236,8 +234,10 @@ def test_power_management_limit_and_bar1() -> None:
     lib = fake("h100-driver580-idle")
     h = lib.nvmlDeviceGetHandleByIndex(0)
     assert lib.nvmlDeviceGetPowerManagementLimit(h) == lib.nvmlDeviceGetEnforcedPowerLimit(h) == 700000
+    assert lib.nvmlDeviceGetBAR1MemoryInfo(h).bar1Total == 137438953472  # recorded with the details
+    without = fake("h100x8-healthy")
     with pytest.raises(pynvml.NVMLError_NotSupported):
-        lib.nvmlDeviceGetBAR1MemoryInfo(h)
+        without.nvmlDeviceGetBAR1MemoryInfo(without.nvmlDeviceGetHandleByIndex(0))
 
 
 def test_c_entry_points_for_versioned_calls() -> None:

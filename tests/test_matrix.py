@@ -25,6 +25,13 @@ COMMANDS: list[tuple[list[str], set[int]]] = [
         ["list", "--query", "index,name,memory.used,power.draw", "--format", "csv"],
         {ExitCode.OK, ExitCode.GPU_LOST, *NVML_CODES},
     ),
+    (["list", "--details"], {ExitCode.OK, ExitCode.GPU_LOST, *NVML_CODES}),
+    (
+        ["list", "--query", "serial,clocks.sm,power.limit,enforced.power.limit,ecc.errors.corrected.aggregate.sram"],
+        {ExitCode.OK, ExitCode.GPU_LOST, *NVML_CODES},
+    ),
+    (["list", "--query-compute-apps", "pid,process_name,used_memory"], {ExitCode.OK, ExitCode.GPU_LOST, *NVML_CODES}),
+    (["list", "--watch", "--count", "2", "--interval", "0.01"], {ExitCode.OK, ExitCode.GPU_LOST, *NVML_CODES}),
     (["check", "--quick"], {ExitCode.OK, ExitCode.FAILED}),
     (["check", "--quick", "--json", "--strict"], {ExitCode.OK, ExitCode.FAILED}),
     (["memory"], {ExitCode.OK, ExitCode.GPU_LOST, *NVML_CODES}),

@@ -12,6 +12,7 @@ from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import (
     ALL_GROUPS,
+    DETAILS_NOT_RECORDED,
     MACHINE_SCHEMA,
     FactGroup,
     HostInfo,
@@ -24,7 +25,7 @@ from gpudiag.model import (
 )
 from gpudiag.probe import env as env_probe
 from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
-from gpudiag.probe.nvml import HostResolver, NvmlSession
+from gpudiag.probe.nvml import HostResolver, NvmlSession, no_process_stats
 from gpudiag.probe.torch_static import torch_build
 
 REPLAY_ENV = "GPUDIAG_REPLAY"
@@ -51,6 +52,8 @@ class MachineSource:
     torch_runtime: Reading[TorchRuntime] = field(
         default_factory=lambda: unavailable(Reason.UNAVAILABLE, "torch runtime not probed")
     )
+    # The replayed machine: GPUs it holds without details keep saying "not recorded".
+    recorded: Machine | None = None
     # NVML indices of a snapshot of some GPUs (`list --json --id 3`): the fake enumerates
     # them from 0, the readings keep their real numbers. Empty: indices are positions.
     indices: tuple[int, ...] = ()
@@ -63,6 +66,8 @@ class MachineSource:
     def read(self, facts: frozenset[FactGroup] | None = None) -> Machine:
         """One reading: ``facts`` overrides the source's groups for this read (e.g. a re-read of the link)."""
         wanted = self.facts if facts is None else facts
+        if FactGroup.DETAILS in wanted and self.session.process_stats is no_process_stats:
+            self.session.process_stats = _process_stats(self.recorded)
         gpus = self.session.read_gpus(wanted) if self.session.opened else ()
         if self.indices:
             gpus = tuple(replace(g, index=self.indices[g.index]) for g in gpus)
@@ -86,6 +91,16 @@ class MachineSource:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _process_stats(recorded: Machine | None) -> Any:
+    if recorded is None:
+        from gpudiag.probe.details import PsutilProcessStats
+
+        return PsutilProcessStats()
+    from gpudiag.replay.fake_details import RecordedProcessStats
+
+    return RecordedProcessStats(recorded)
 
 
 def open_source(
@@ -146,8 +161,19 @@ def _replay_source(spec: str) -> MachineSource:
         kernel_module_version=machine.nvml.kernel_module_version,
         description=description,
         torch_runtime=machine.torch_runtime,
+        recorded=machine,
         indices=indices if indices != tuple(range(len(indices))) else (),
     )
+    source.session.cpu_count = 1024  # the recorded machine's CPUs, not this host's, size its affinity masks
+    source.session.unrecorded_details = {  # by position: the fake enumerates a snapshot's GPUs from 0
+        position: (
+            unavailable(Reason.UNAVAILABLE, DETAILS_NOT_RECORDED)
+            if gpu.details.reason is Reason.NOT_READ  # the file holds none (an older gpudiag, or not read)
+            else unavailable(gpu.details.reason, gpu.details.detail)
+        )
+        for position, gpu in enumerate(machine.gpus)
+        if gpu.details.reason is not None
+    }
     return source
 
 

@@ -12,6 +12,7 @@ import contextlib
 import ctypes
 import dataclasses
 import functools
+import os
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -144,6 +145,12 @@ class NvmlSession:
         self._missing: list[str] = []
         self.info: NvmlInfo
         self.opened = False
+        # For details: host view of GPU processes, and the CPU count behind NVML's affinity masks.
+        self.process_stats: Any = no_process_stats
+        self.cpu_count = os.cpu_count() or 1
+        self._details: Any = None
+        # Replays: GPUs whose snapshot holds no details answer with this instead of being read.
+        self.unrecorded_details: dict[int, Reading[Any]] = {}
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -299,12 +306,41 @@ class NvmlSession:
                 gpus.append(self._read_gpu(index, handles, facts))
             except _GpuLostError as lost:
                 gpus.append(failed_gpu(index, GpuState.LOST, f"GPU is lost ({lost.detail})"))
+        if FactGroup.DETAILS in facts:
+            gpus = self._with_details(gpus, links=FactGroup.LINKS in facts)
         self.info = replace(
             self.info,
             process_query_api=self._process_api,
             functions_missing=tuple(self._missing),
         )
         return tuple(gpus)
+
+    def _with_details(self, gpus: list[Gpu], links: bool) -> list[Gpu]:
+        from gpudiag.probe.details import DetailsProbe, with_nvlink_counts
+
+        if self._details is None:
+            self._details = DetailsProbe(self._lib, self._read, self.process_stats, self.cpu_count)
+        opened = [(i, hs.gpu) for i, hs in enumerate(self._handles) if hs.gpu is not None]
+        found: list[Any] = []
+        for index, gpu in enumerate(gpus):
+            handle = self._handles[index].gpu
+            if handle is None or gpu.state is not GpuState.OK or index in self.unrecorded_details:
+                found.append(None)
+                continue
+            peers = [(other, oh) for other, oh in opened if other != index]
+            try:
+                found.append(self._details.read(index, handle, peers, links))
+            except _GpuLostError as lost:
+                found.append(None)
+                gpus[index] = failed_gpu(index, GpuState.LOST, f"GPU is lost ({lost.detail})")
+        found = with_nvlink_counts(found, [g.pci_bus_id.value for g in gpus])
+        out = [g if d is None else replace(g, details=Reading.of(d)) for g, d in zip(gpus, found, strict=True)]
+        return [
+            replace(g, details=self.unrecorded_details[i])
+            if i in self.unrecorded_details and g.state is GpuState.OK
+            else g
+            for i, g in enumerate(out)
+        ]
 
     def _read_gpu(self, index: int, handles: _Handles, facts: frozenset[FactGroup]) -> Gpu:
         h = handles.gpu
@@ -316,7 +352,7 @@ class NvmlSession:
         }
         fields = {**_not_read_fields(), **identity}
         for group in FactGroup:  # declaration order: the same NVML call order whatever the set
-            if group in facts:
+            if group in facts and group in _FACT_READERS:  # DETAILS: read across GPUs, in read_gpus
                 fields.update(_FACT_READERS[group](self, h, handles))
         return Gpu(index=index, state=GpuState.OK, state_detail="", **fields)
 
@@ -602,6 +638,11 @@ class NvmlSession:
         return Reading.of(tuple(result))
 
 
+def no_process_stats(pid: int) -> tuple[Reading[float], Reading[int], Reading[float]]:
+    missing: Reading[Any] = unavailable(Reason.UNAVAILABLE, "no host view of processes")
+    return missing, missing, missing
+
+
 class NvmlDiscoveryError(Exception):
     """NVML initialised but could not count the GPUs."""
 
@@ -706,4 +747,6 @@ def _not_read_fields() -> dict[str, Any]:
 
 @functools.cache
 def _gpu_field_types() -> dict[str, Any]:
-    return typing.get_type_hints(Gpu)
+    # GpuDetails is named only under TYPE_CHECKING (gpudiag.details loads where details are read);
+    # its field is a plain Reading here, so a stand-in resolves it.
+    return typing.get_type_hints(Gpu, localns={"GpuDetails": object})

@@ -85,6 +85,62 @@ _COPIED = {
 _LIBRARY_FUNCTIONS = tuple(n for n, v in vars(pynvml).items() if n.startswith("nvml") and _calls_the_library(n, v))
 
 
+# The calls gpudiag.replay.fake_details answers (a test keeps this list and that module in step).
+DETAIL_CALLS = (
+    "nvmlDeviceGetAccountingBufferSize",
+    "nvmlDeviceGetAccountingMode",
+    "nvmlDeviceGetAddressingMode",
+    "nvmlDeviceGetApplicationsClock",
+    "nvmlDeviceGetBAR1MemoryInfo",
+    "nvmlDeviceGetBoardId",
+    "nvmlDeviceGetBoardPartNumber",
+    "nvmlDeviceGetC2cModeInfoV",
+    "nvmlDeviceGetClockInfo",
+    "nvmlDeviceGetConfComputeProtectedMemoryUsage",
+    "nvmlDeviceGetCpuAffinity",
+    "nvmlDeviceGetDecoderUtilization",
+    "nvmlDeviceGetDefaultApplicationsClock",
+    "nvmlDeviceGetDisplayActive",
+    "nvmlDeviceGetDisplayMode",
+    "nvmlDeviceGetEncoderStats",
+    "nvmlDeviceGetEncoderUtilization",
+    "nvmlDeviceGetGspFirmwareMode",
+    "nvmlDeviceGetGspFirmwareVersion",
+    "nvmlDeviceGetInforomConfigurationChecksum",
+    "nvmlDeviceGetInforomImageVersion",
+    "nvmlDeviceGetInforomVersion",
+    "nvmlDeviceGetJpgUtilization",
+    "nvmlDeviceGetMarginTemperature",
+    "nvmlDeviceGetMaxClockInfo",
+    "nvmlDeviceGetMemoryAffinity",
+    "nvmlDeviceGetMemoryErrorCounter",
+    "nvmlDeviceGetModuleId",
+    "nvmlDeviceGetNvLinkErrorCounter",
+    "nvmlDeviceGetNvLinkRemoteDeviceType",
+    "nvmlDeviceGetNvLinkRemotePciInfo",
+    "nvmlDeviceGetNvLinkState",
+    "nvmlDeviceGetNvLinkVersion",
+    "nvmlDeviceGetOfaUtilization",
+    "nvmlDeviceGetP2PStatus",
+    "nvmlDeviceGetPciInfoExt",
+    "nvmlDeviceGetPcieReplayCounter",
+    "nvmlDeviceGetPcieThroughput",
+    "nvmlDeviceGetPowerManagementDefaultLimit",
+    "nvmlDeviceGetPowerManagementLimit",
+    "nvmlDeviceGetPowerManagementLimitConstraints",
+    "nvmlDeviceGetPowerManagementMode",
+    "nvmlDeviceGetProcessUtilization",
+    "nvmlDeviceGetRowRemapperHistogram",
+    "nvmlDeviceGetSerial",
+    "nvmlDeviceGetSramEccErrorStatus",
+    "nvmlDeviceGetSupportedClocksEventReasons",
+    "nvmlDeviceGetSupportedClocksThrottleReasons",
+    "nvmlDeviceGetTopologyCommonAncestor",
+    "nvmlDeviceGetTotalEnergyConsumption",
+    "nvmlDeviceGetVbiosVersion",
+)
+
+
 @dataclass(frozen=True)
 class FakeHandle:
     gpu: int
@@ -137,6 +193,12 @@ class FakeNvml(ModuleType):
                 namespace[name] = self._lacks(name)
         for name in modelled:
             namespace[name] = getattr(self, name)
+        # The detail calls (list --details, snapshot) load gpudiag.replay.fake_details on first use,
+        # so that a plain `list` replay never imports them.
+        self._details_impl: Any = None
+        for name in DETAIL_CALLS:
+            if name not in modelled:  # a call this class answers itself prefers the details when recorded
+                namespace[name] = self._detail_call(name)
 
     @property
     def calls(self) -> list[str]:
@@ -160,6 +222,20 @@ class FakeNvml(ModuleType):
 
         missing.__name__ = missing.__qualname__ = name
         return missing
+
+    def _detail_calls(self) -> Any:
+        if self._details_impl is None:
+            from gpudiag.replay.fake_details import FakeDetails
+
+            self._details_impl = FakeDetails(self)
+        return self._details_impl
+
+    def _detail_call(self, name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kw: Any) -> Any:
+            return getattr(self._detail_calls(), name)(*args, **kw)
+
+        call.__name__ = call.__qualname__ = name
+        return call
 
     def _enter(self, name: str) -> None:
         self._calls.append(name)
@@ -295,6 +371,10 @@ class FakeNvml(ModuleType):
         if key is not None:
             info.domain, info.bus, info.device = key[:3]
             info.busIdLegacy = f"{key[0]:04X}:{key[1]:02X}:{key[2]:02X}.{key[3]:X}".encode()  # 0000:00:06.0
+        gpu = self._gpu(handle)
+        if gpu.details.value is not None:  # device and subsystem ids are recorded with the details
+            for attr, value in self._detail_calls().detail_pci(gpu).items():
+                setattr(info, attr, value)
         return info
 
     def nvmlDeviceGetPciInfo_v3(self, handle: FakeHandle) -> Any:
@@ -333,9 +413,10 @@ class FakeNvml(ModuleType):
         return v1
 
     def nvmlDeviceGetBAR1MemoryInfo(self, handle: FakeHandle) -> Any:
+        if self._gpu(handle).details.value is not None:  # recorded with the details
+            return self._detail_calls().nvmlDeviceGetBAR1MemoryInfo(handle)
         self._enter("nvmlDeviceGetBAR1MemoryInfo")
-        self._gpu(handle)
-        _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)  # the machine model records no BAR1 figures
+        _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)  # a machine without details records no BAR1 figures
 
     def nvmlDeviceGetUtilizationRates(self, handle: FakeHandle) -> Any:
         self._enter("nvmlDeviceGetUtilizationRates")
@@ -358,7 +439,9 @@ class FakeNvml(ModuleType):
             return int(_value(gpu.temperature_slowdown_c))
         if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN:
             return int(_value(gpu.temperature_shutdown_c))
-        _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if gpu.details.value is None:
+            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)  # other thresholds are recorded with the details
+        return int(self._detail_calls().detail_threshold(handle, threshold))
 
     def nvmlDeviceGetFanSpeed(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetFanSpeed")
@@ -393,8 +476,10 @@ class FakeNvml(ModuleType):
         return round(float(_value(self._full_gpu(handle).power_limit_w)) * 1000)
 
     def nvmlDeviceGetPowerManagementLimit(self, handle: FakeHandle) -> int:
-        # The model keeps the enforced limit only; it is the management limit unless an
-        # out-of-band cap is lower (both 700 W on the captured H100).
+        if self._gpu(handle).details.value is not None:  # the requested limit, recorded with the details
+            return int(self._detail_calls().nvmlDeviceGetPowerManagementLimit(handle))
+        # Without details the model keeps the enforced limit only; it is the management limit unless
+        # an out-of-band cap is lower (both 700 W on the captured H100).
         self._enter("nvmlDeviceGetPowerManagementLimit")
         return round(float(_value(self._full_gpu(handle).power_limit_w)) * 1000)
 
@@ -476,6 +561,9 @@ class FakeNvml(ModuleType):
             _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # checked before support, as captured
         pages = _value(gpu.retired_pages)
         single = cause == pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+        recorded = self._detail_calls().detail_retired_addresses(gpu, single) if gpu.details.value is not None else None
+        if recorded is not None:
+            return list(recorded)
         n = pages.single_bit if single else pages.double_bit
         return [0x1000 * (i + 1) for i in range(n)]  # page addresses; only the count matters
 
@@ -516,8 +604,11 @@ class FakeNvml(ModuleType):
             return int(exc.value)
         for slot, field_id in zip(values, field_ids, strict=False):
             slot.fieldId = field_id[0] if isinstance(field_id, tuple) else field_id
+            slot.scopeId = field_id[1] if isinstance(field_id, tuple) else 0
             slot.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
-            if slot.fieldId == pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
+            if slot.fieldId != pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION and gpu.details.value is not None:
+                self._detail_calls().fill_field(gpu, field_id, slot)
+            elif slot.fieldId == pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
                 action = gpu.recovery_action
                 if action.reason is not None:
                     slot.nvmlReturn = _REASON_ERRORS[action.reason]

@@ -1,0 +1,66 @@
+"""`gpudiag list --watch`: the list, refreshed every interval from one NVML session.
+
+On a terminal the tables refresh in place (rich Live); piped, each sample is printed as a
+block, as `nvidia-smi -l` does; CSV keeps one header and JSON becomes JSON Lines.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from gpudiag.cli.common import exit_if_lost, make_console
+from gpudiag.model import Gpu
+from gpudiag.probe.collect import open_source
+from gpudiag.watch import repeat
+
+if TYPE_CHECKING:
+    from gpudiag.cli.common import Settings
+    from gpudiag.cli.list_cmd import View
+
+
+def watch_list(
+    s: Settings, view: View, ids: str | None, no_processes: bool, interval: float, count: int | None
+) -> None:
+    from gpudiag.cli.list_cmd import _check_nvml, _selected
+
+    console = make_console(s)
+    live: Any = None
+    last: tuple[Gpu, ...] = ()
+    with open_source(s.replay) as source:  # handles are fetched once, reused by every sample
+
+        def step(n: int) -> None:
+            nonlocal live, last
+            machine = source.read(view.facts)
+            if s.replay:
+                machine = replace(machine, collected_at=time.time())  # stamp each replayed sample
+            _check_nvml(machine, view.kind == "json")
+            gpus = _selected(machine, ids, no_processes)
+            last = gpus
+            if view.plain:
+                block = view.text(machine, gpus, first=n == 0, lines=True)
+                if view.kind == "details" and n:
+                    block = "\n" + block
+                typer.echo(block, nl=False)
+            elif console.is_terminal:
+                if live is None:
+                    from rich.live import Live
+
+                    live = Live(console=console, auto_refresh=False, transient=False, redirect_stderr=False)
+                    live.start()
+                live.update(view.renderable(machine, gpus, console), refresh=True)
+            else:
+                if n:
+                    console.print()
+                console.print(time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(machine.collected_at)))
+                console.print(view.renderable(machine, gpus, console))
+
+        try:
+            repeat(step, interval, count, time.monotonic, time.sleep)
+        finally:
+            if live is not None:
+                live.stop()
+    exit_if_lost(last)  # the last sample decides, as for one sample
