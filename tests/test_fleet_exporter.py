@@ -519,3 +519,19 @@ def test_captured_h100_clocks_energy_and_replays_are_the_captures(example: str, 
     assert gpu.pcie_replays.value == int(smi.findtext("pci/replay_counter") or -1)
     getters = json.loads((hardware / f"nvml-getters-{example}.json").read_text())["device0"]
     assert gpu.energy_mj.value == getters["nvmlDeviceGetTotalEnergyConsumption"]["ok"]
+
+
+def test_the_exporters_readings_agree_with_the_recorded_details() -> None:
+    """Where an example records nvidia-smi -q details, the exporter's cheap readings say the same."""
+    from gpudiag.replay.fixtures import example_names
+
+    for name in example_names():
+        for gpu in load(name)[0].gpus:
+            details = gpu.details.value
+            if details is None:
+                continue
+            assert gpu.clock_sm_mhz == details.clocks.current.sm, name
+            assert gpu.clock_memory_mhz == details.clocks.current.memory, name
+            assert gpu.clock_graphics_mhz == details.clocks.current.graphics, name
+            assert gpu.energy_mj == details.power.energy_mj, name
+            assert gpu.pcie_replays == details.pcie.replay_counter, name
