@@ -32,7 +32,7 @@ from gpudiag.fleet.attribution import (
 )
 from gpudiag.fleet.exposition import CONTENT_TYPE, TextRenderer
 from gpudiag.memory import MemoryView, ProcessRow
-from gpudiag.model import ALL_GROUPS, FactGroup, GpuState, HostProcess, Machine, NvmlStatus, Reading, Reason
+from gpudiag.model import FactGroup, GpuState, HostProcess, Machine, NvmlStatus, Reading, Reason
 from gpudiag.probe.collect import MachineSource
 from gpudiag.probe.nvml import HostResolver
 from gpudiag.track import TrackedProcess
@@ -51,7 +51,27 @@ CHECKS = (
 )  # not health.inforom: validating the InfoROM costs ~70 ms per GPU, too much for every scrape
 # The NVML facts each family exports (the rest are never asked for on a scrape).
 GROUPS = {
-    "native": ALL_GROUPS - {FactGroup.MODES, FactGroup.CAPABILITY, FactGroup.NUMA, FactGroup.INFOROM},
+    # Named one by one, so that a group added later (nvidia-smi -q details: ~130 calls per GPU) never
+    # creeps into every scrape.
+    "native": frozenset(
+        {
+            FactGroup.MEMORY,
+            FactGroup.UTILIZATION,
+            FactGroup.THERMAL,
+            FactGroup.POWER,
+            FactGroup.PERFORMANCE,
+            FactGroup.CLOCK_EVENTS,
+            FactGroup.PCIE,
+            FactGroup.ECC,
+            FactGroup.MEMORY_HEALTH,
+            FactGroup.RECOVERY,
+            FactGroup.MIG,
+            FactGroup.PROCESSES,
+            FactGroup.CLOCKS,
+            FactGroup.ENERGY,
+            FactGroup.PCIE_REPLAYS,
+        }
+    ),
     "dcgm": frozenset(
         {
             FactGroup.MEMORY,
