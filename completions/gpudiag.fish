@@ -40,7 +40,7 @@ complete -c gpudiag -n '__fish_seen_subcommand_from check' -l require-gpu -r -d 
 complete -c gpudiag -n '__fish_seen_subcommand_from check' -l require-torch -r -d 'torch version specifier, e.g. ">=2.3".'
 complete -c gpudiag -n '__fish_seen_subcommand_from check' -l python -r -F -d 'Check the torch of this interpreter (e.g. your training venv\'s python).'
 complete -c gpudiag -n '__fish_seen_subcommand_from check' -l no-torch -d 'Do not start torch at all (its checks SKIP).'
-complete -c gpudiag -n '__fish_seen_subcommand_from check' -l timeout -r -d 'Seconds allowed for each torch child process.'
+complete -c gpudiag -n '__fish_seen_subcommand_from check' -l timeout -r -d 'Seconds torch may take to answer (import and CUDA start-up); the functional test has its own budget.'
 complete -c gpudiag -n '__fish_seen_subcommand_from check' -l textfile -r -d 'Also write the verdicts as DIR/gpudiag_check.prom for node_exporter\'s textfile collector.'
 complete -c gpudiag -n '__fish_seen_subcommand_from check' -l npd -d 'node-problem-detector plugin: one line (<= 80 chars); exit 0 ok, 1 problem, 2 unknown.'
 complete -c gpudiag -n '__fish_seen_subcommand_from check' -l mode -r -d 'prolog | health-check: for Slurm\'s Prolog / HealthCheckProgram (NHC): exit status and one line on stderr only, no torch unless --python, a hard deadline.'

@@ -3,8 +3,8 @@ child processes (with the fake primitives, and with this machine's real CPU-only
 
 from __future__ import annotations
 
-import ast
 import json
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,11 +12,13 @@ from typing import Any
 import pytest
 
 from gpudiag.bench import child
-from gpudiag.bench.child import EVENT_MARKER, Collector, Watchdog, child_main, numa_node_for, run_child
+from gpudiag.bench.child import EVENT_MARKER, Collector, run_child
 from gpudiag.bench.link import Link
 from gpudiag.bench.placement import Placement
 from gpudiag.bench.plan import DeviceInfo, Mode, Task, make_plan
-from gpudiag.probe.child import ChildOutcome, ChildResult
+from gpudiag.children import bench as bench_child
+from gpudiag.children.bench import Watchdog, child_main, numa_node_for
+from gpudiag.probe.child import ChildOutcome, ChildResult, script
 from tests.test_bench_fakes import SCENARIO_ENV, SPEC, Scenario, device
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,14 +100,14 @@ def test_watchdog_ends_a_hung_task_and_an_orphaned_child() -> None:
     assert not exits
     now[0] = 31.0
     dog.check()
-    assert exits == [child.HUNG_EXIT] and events[0]["kind"] == "hung" and events[0]["task"] == 5
+    assert exits == [bench_child.HUNG_EXIT] and events[0]["kind"] == "hung" and events[0]["task"] == 5
     dog.on_task(None)
     now[0] = 1e6
     dog.check()
-    assert exits == [child.HUNG_EXIT]  # no task, no deadline
+    assert exits == [bench_child.HUNG_EXIT]  # no task, no deadline
     parent[0] = 1  # re-parented: gpudiag went away (Ctrl-C)
     assert dog.check() is True
-    assert exits[-1] == child.PARENT_GONE_EXIT
+    assert exits[-1] == bench_child.PARENT_GONE_EXIT
 
 
 def test_the_watchdog_thread_looks_until_it_fires() -> None:
@@ -115,7 +117,7 @@ def test_the_watchdog_thread_looks_until_it_fires() -> None:
     thread = _real_start(dog, 0.01)
     parent[0] = 1
     thread.join(timeout=5)
-    assert not thread.is_alive() and exits == [child.PARENT_GONE_EXIT]
+    assert not thread.is_alive() and exits == [bench_child.PARENT_GONE_EXIT]
 
 
 def _events(*events: dict[str, Any]) -> list[str]:
@@ -196,8 +198,8 @@ def test_the_collector_turns_the_childs_end_into_an_outcome(
 def test_run_child_passes_the_plan_and_a_timeout_to_the_launcher() -> None:
     seen: dict[str, Any] = {}
 
-    def launcher(code: str, *, timeout: float, on_line: Any) -> ChildResult:
-        seen.update(code=code, timeout=timeout)
+    def launcher(args: list[str], *, python: str, timeout: float, on_line: Any) -> ChildResult:
+        seen.update(args=args, timeout=timeout, python=python)
         for line in _events(DEVICES | {"spin_kernel": True}, TASKS):
             on_line(line)
         return ChildResult(ChildOutcome.OK, {"done": True})
@@ -207,12 +209,10 @@ def test_run_child_passes_the_plan_and_a_timeout_to_the_launcher() -> None:
         plan, Collector(lambda d: None), gpu_count=2, numa_by_uuid={"u": 1}, numa_by_pci={}, launcher=launcher
     )
     assert len(out.tasks) == 2 and not out.failure
-    statement = ast.parse(seen["code"]).body[-1]
-    assert isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
-    call = statement.value
-    assert isinstance(call.func, ast.Name)
-    config = json.loads(ast.literal_eval(call.args[0]))
-    assert call.func.id == "child_main" and config["numa_by_uuid"] == {"u": 1}
+    program, config_text = seen["args"]
+    config = json.loads(config_text)
+    assert Path(program) == script("bench") and seen["python"] == sys.executable
+    assert config["numa_by_uuid"] == {"u": 1}
     assert config["primitives"] == "gpudiag.bench.torch_prims:TorchPrimitives" and config["plan"] == plan.to_data()
     assert seen["timeout"] > 120
 

@@ -4,8 +4,8 @@ live path (torch probe, host facts, functional test) wired with injected child r
 from __future__ import annotations
 
 import json
-import shutil
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from gpudiag.checks import functional
 from gpudiag.cli.check_cmd import COULD_NOT_RUN
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
-from gpudiag.probe.child import ChildOutcome, ChildResult
+from gpudiag.probe.child import ChildOutcome, ChildResult, Running
 from gpudiag.probe.devices import DeviceFacts, DeviceNode
 from gpudiag.probe.torch_runtime import STAGE_MARKER
 from gpudiag.replay import fixtures
@@ -215,28 +215,48 @@ def test_live_check_on_this_machine_with_the_real_cpu_torch(cli: Cli) -> None:
     assert data["could_not_run"] == []
 
 
-def test_python_option_checks_another_interpreter(cli: Cli) -> None:
-    other = shutil.which("python3")
-    if other is None:
-        pytest.skip("no system python3")
-    code, data = check_json(cli, "check", "--quick", "--only", "compat.torch", "--python", other)
+def test_python_option_checks_another_interpreter(cli: Cli, tmp_path: Path) -> None:
+    """The child runs by path under the named interpreter (here one without site-packages, so no torch)."""
+    other = tmp_path / "venv-python"
+    other.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    other.chmod(0o755)
+    code, data = check_json(cli, "check", "--quick", "--only", "compat.torch", "--python", str(other))
     finding = data["checks"][0]
-    if "torch is not installed" in finding["finding"]:
-        assert finding["status"] == "FAIL" and code == ExitCode.FAILED  # the named environment lacks torch
-        assert data["versions"]["torch"].startswith("torch is not installed for")  # not gpudiag's own torch
+    assert finding["status"] == "FAIL" and code == ExitCode.FAILED  # the named environment lacks torch
+    assert "torch is not installed" in finding["finding"]
+    assert data["versions"]["torch"].startswith("torch is not installed for")  # not gpudiag's own torch
 
 
-def test_no_torch_skips_torch_checks(cli: Cli) -> None:
+def live_as(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Make the 'live' machine this example, so a test does not depend on the machine it runs on."""
+    from gpudiag.probe import collect
+
+    def live_source(environ: Any) -> Any:
+        source = collect._replay_source(name)
+        source.name = "live"
+        return source
+
+    monkeypatch.setattr(collect, "_live_source", live_source)
+    monkeypatch.setattr("gpudiag.probe.devices.read_device_facts", lambda minors: HEALTHY_HOST)
+
+
+def not_started(detail: str) -> Any:
+    """A torch child whose interpreter cannot be run."""
+    return lambda args, **_: Running(None, time.monotonic(), detail)
+
+
+def test_no_torch_skips_torch_checks(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    live_as(monkeypatch, "h100x8-healthy")
     code, data = check_json(cli, "check", "--quick", "--no-torch", "--only", "compat")
-    assert {c["status"] for c in data["checks"]} == {"SKIP"}
+    status = {c["id"]: (c["status"], c["finding"]) for c in data["checks"]}
+    # torch's installed files still say what it is built for; everything torch would have to answer skips
+    assert status.pop("compat.driver_cuda")[0] == "PASS"
+    assert set(status.values()) == {("SKIP", "--no-torch: torch not started")}
     assert code == ExitCode.OK
 
 
 def test_torch_that_cannot_start_means_could_not_run(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    def not_started(code: str, **_: Any) -> ChildResult:
-        return ChildResult(ChildOutcome.NOT_STARTED, detail="cannot run python: Permission denied")
-
-    monkeypatch.setattr("gpudiag.probe.torch_runtime.run_python", not_started)
+    monkeypatch.setattr("gpudiag.probe.torch_runtime.start", not_started("cannot run python: Permission denied"))
     code, out, err = cli("check", "--quick", "--only", "compat.torch", "--json")
     data = json.loads(out)
     assert code == COULD_NOT_RUN == ExitCode.CHECK_INCOMPLETE
@@ -247,11 +267,10 @@ def test_torch_that_cannot_start_means_could_not_run(cli: Cli, monkeypatch: pyte
 
 
 def test_a_failure_outranks_could_not_run(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(
-        "gpudiag.probe.torch_runtime.run_python", lambda code, **_: ChildResult(ChildOutcome.NOT_STARTED, detail="x")
-    )
+    live_as(monkeypatch, "no-nvml-library")
+    monkeypatch.setattr("gpudiag.probe.torch_runtime.start", not_started("x"))
     code, _, err = cli("check", "--quick", "--only", "compat.torch", "--only", "nvml.init")
-    assert code == ExitCode.FAILED  # NVML is missing on this machine: the node is not ready, whatever else
+    assert code == ExitCode.FAILED  # NVML is missing: the node is not ready, whatever else
     assert "could not run" in err
 
 
@@ -295,40 +314,63 @@ class FakeTorchChild:
     """Stands in for the torch child: the probe's stage lines, then the functional test's lines.
 
     ``stop_at``: the probe stage where the child hangs (``"importing"``); ``bad``: the GPU on which
-    the functional test ends with ``outcome``.
+    the functional test ends with ``outcome``. It records, per child, whether the parent asked for
+    the functional test (on the child's stdin, once NVML was read) and the timeout it was given.
     """
 
     def __init__(self) -> None:
         self.calls: list[str] = []
+        self.deadlines: list[str] = []
         self.outcome = ChildOutcome.OK
         self.bad = -1
         self.stop_at = ""
         self.not_started = False
+        self.started_before_nvml: list[bool] = []
+        self.nvml_read = False
         machine = fixtures.load("h100x8-healthy")[0]
         self.uuids = [(g.uuid.value or "").removeprefix("GPU-") for g in machine.gpus]
 
-    def __call__(self, code: str, *, on_line: Any, **_: Any) -> ChildResult:
-        self.calls.append("probe+functional" if "gpudiag_functional()" in code else "probe")
+    def __call__(self, args: list[str], **_: Any) -> Running:
+        self.started_before_nvml.append(not self.nvml_read)
         if self.not_started:
-            return ChildResult(ChildOutcome.NOT_STARTED, detail="cannot run /venv/bin/python: Permission denied")
+            return Running(None, time.monotonic(), "cannot run /venv/bin/python: Permission denied")
+        return FakeRunning(self)
+
+
+class FakeRunning(Running):
+    def __init__(self, owner: FakeTorchChild) -> None:
+        super().__init__(None, time.monotonic())
+        self.owner, self.settings = owner, ""
+
+    def send(self, line: str) -> None:
+        self.settings = line
+
+    def kill(self) -> None:
+        pass
+
+    def finish(self, on_line: Any, deadline: Any) -> ChildResult:
+        owner, functional_test = self.owner, bool(self.settings)
+        owner.calls.append("probe+functional" if functional_test else "probe")
 
         def stage(facts: dict[str, Any]) -> str:
             return STAGE_MARKER + json.dumps(facts)
 
         on_line(stage({"stage": "importing", "python": "/venv/bin/python"}))
-        if self.stop_at == "importing":
-            return ChildResult(ChildOutcome.TIMEOUT, detail="no answer within 90 s (hung, e.g. in CUDA init)")
+        owner.deadlines.append(deadline()[1])
+        if owner.stop_at == "importing":
+            return ChildResult(ChildOutcome.TIMEOUT, detail=deadline()[1])
         on_line(stage({"stage": "runtime", **RUNTIME}))
-        if "gpudiag_functional()" in code:
-            for idx, uuid in enumerate(self.uuids):
+        if functional_test:
+            owner.deadlines.append(deadline()[1])
+            for idx, uuid in enumerate(owner.uuids):
                 on_line(f"{functional.START_MARKER} {idx} {uuid}")
-                if idx == self.bad:
-                    return ChildResult(self.outcome, detail="crashed with SIGSEGV")
+                if idx == owner.bad:
+                    return ChildResult(owner.outcome, detail="crashed with SIGSEGV")
                 on_line(f"{functional.LOADED_MARKER} {idx} {uuid}")
                 result = {"torch_index": idx, "uuid": uuid, "ok": True, "error": "", "context_seconds": 0.3}
                 result |= {"memory_ok": True, "matmul_rel_error": 2e-7, "tflops": 51.2}
                 on_line(f"{functional.RESULT_MARKER} {json.dumps(result)}")
-        return ChildResult(self.outcome, dict(RUNTIME))
+        return ChildResult(owner.outcome, dict(RUNTIME))
 
 
 @pytest.fixture
@@ -336,14 +378,16 @@ def child(monkeypatch: pytest.MonkeyPatch) -> FakeTorchChild:
     """Make the 'live' machine the healthy H100 example, with its host facts and torch child faked."""
     from gpudiag.probe import collect
 
+    fake = FakeTorchChild()
+
     def live_source(environ: Any) -> Any:
+        fake.nvml_read = True
         source = collect._replay_source("h100x8-healthy")
         source.name = "live"
         return source
 
-    fake = FakeTorchChild()
     monkeypatch.setattr(collect, "_live_source", live_source)
-    monkeypatch.setattr("gpudiag.probe.torch_runtime.run_python", fake)
+    monkeypatch.setattr("gpudiag.probe.torch_runtime.start", fake)
     monkeypatch.setattr("gpudiag.probe.devices.read_device_facts", lambda minors: HEALTHY_HOST)
     return fake
 
@@ -354,6 +398,7 @@ def test_full_live_check_runs_the_functional_test_in_the_torch_child(cli: Cli, c
     assert code == ExitCode.OK, [c for c in data["checks"] if c["status"] != "PASS"]
     assert data["verdict"] == "READY"
     assert child.calls == ["probe+functional"]  # one child: one import, one CUDA initialisation
+    assert child.started_before_nvml == [True]  # torch imports while NVML and the host are read
     assert [c["target"] for c in checks["func.gpu"]] == [f"GPU {i}" for i in range(8)]
     assert checks["func.gpu"][0]["finding"] == (
         "context 0.30 s, fp32 matmul 51.2 TFLOP/s, rel. error 2.0e-07, PCIe Gen5 x16 under load"
@@ -438,3 +483,29 @@ def test_torch_is_never_imported_by_gpudiag_itself(args: list[str]) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stderr.endswith("clean"), done.stderr
+
+
+def test_the_timeout_is_torchs_and_the_functional_test_has_its_own_budget(cli: Cli, child: FakeTorchChild) -> None:
+    code, _ = check_json(cli, "check", "--timeout", "5")
+    assert code == ExitCode.OK
+    assert child.deadlines[0] == "no answer within 5 s (hung, e.g. in CUDA initialisation)"
+    assert child.deadlines[1].startswith("the functional test did not finish within its budget of 160 s")
+
+
+HANGING_TORCH = "import time\ntime.sleep(60)\n"
+
+
+def test_a_torch_that_hangs_in_import_gives_up_at_the_users_timeout(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A real child and a torch package whose import hangs: the check ends after --timeout, not later."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(HANGING_TORCH)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    live_as(monkeypatch, "h100x8-healthy")
+    start = time.monotonic()
+    code, data = check_json(cli, "check", "--timeout", "2", "--only", "compat.torch")
+    seconds = time.monotonic() - start
+    assert seconds < 10
+    assert code == ExitCode.FAILED
+    assert data["checks"][0]["finding"] == "torch hung during `import torch`: no answer within 2 s"

@@ -7,7 +7,9 @@ crashes on one device to check that they are pinned to that GPU.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,58 +17,76 @@ from typing import Any
 import pytest
 
 from gpudiag.checks import functional
-from gpudiag.probe.child import ChildOutcome, ChildResult, run_python
+from gpudiag.probe.child import ChildOutcome, ChildResult
 from gpudiag.probe.devices import read_device_facts
 
 pytest.importorskip("torch")
 
 FAKE_CUDA = """
-import os, time, torch
-class _Event:
-    def __init__(self, enable_timing=False):
-        self.t = 0.0
-    def record(self):
-        self.t = time.perf_counter()
-    def elapsed_time(self, other):
-        return (other.t - self.t) * 1000.0
-class _Props:
-    def __init__(self, i):
-        self.uuid = f"fake-{i}"
-def _sync(dev=None):
-    if dev is not None and dev.index == BAD_DEVICE:
-        if MODE == "hang":
-            time.sleep(60)
-        elif MODE == "crash":
-            os.abort()
-        elif MODE == "raise":
-            raise RuntimeError("CUDA error: an illegal memory access was encountered\\nmore text")
-torch.cuda.init = lambda: None
-torch.cuda.device_count = lambda: DEVICES
-torch.cuda.get_device_properties = _Props
-torch.cuda.synchronize = _sync
-torch.cuda.Event = _Event
-torch.cuda.empty_cache = lambda: None
+import os
+if os.environ.get("FAKE_CUDA_DEVICES"):
+    import time, torch
+    DEVICES = int(os.environ["FAKE_CUDA_DEVICES"])
+    MODE = os.environ.get("FAKE_CUDA_MODE", "")
+    BAD_DEVICE = int(os.environ.get("FAKE_CUDA_BAD", "-1"))
+    class _Event:
+        def __init__(self, enable_timing=False):
+            self.t = 0.0
+        def record(self):
+            self.t = time.perf_counter()
+        def elapsed_time(self, other):
+            return (other.t - self.t) * 1000.0
+    class _Props:
+        def __init__(self, i):
+            self.name, self.major, self.minor, self.total_memory = "Fake GPU", 9, 0, 80 << 30
+            self.uuid = f"fake-{i}"
+    def _sync(dev=None):
+        if dev is not None and dev.index == BAD_DEVICE:
+            if MODE == "hang":
+                time.sleep(60)
+            elif MODE == "crash":
+                os.abort()
+            elif MODE == "raise":
+                raise RuntimeError("CUDA error: an illegal memory access was encountered\\nmore text")
+    torch.cuda.is_available = lambda: True
+    torch.cuda.init = lambda: None
+    torch.cuda.device_count = lambda: DEVICES
+    torch.cuda.get_device_properties = _Props
+    torch.cuda.synchronize = _sync
+    torch.cuda.Event = _Event
+    torch.cuda.empty_cache = lambda: None
 """
 
+SMALL = functional.settings("cpu", load_seconds=0.05, matmul_n=64, load_n=64, words=4096)
 
-def cpu_code(devices: int = 2, mode: str = "", bad: int = -1) -> str:
-    settings = f"DEVICES, MODE, BAD_DEVICE = {devices!r}, {mode!r}, {bad!r}\n"
-    small = functional.functional_code("cpu", load_seconds=0.05, matmul_n=64, load_n=64, words=4096)
-    return settings + FAKE_CUDA + small
+
+@pytest.fixture
+def fake_cuda(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The real child, run by path on the CPU torch, with torch.cuda faked by a sitecustomize."""
+    (tmp_path / "sitecustomize.py").write_text(FAKE_CUDA)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+
+    def configure(devices: int = 2, mode: str = "", bad: int = -1) -> None:
+        monkeypatch.setenv("FAKE_CUDA_DEVICES", str(devices))
+        monkeypatch.setenv("FAKE_CUDA_MODE", mode)
+        monkeypatch.setenv("FAKE_CUDA_BAD", str(bad))
+
+    return configure
 
 
 def index_of(uuid: str) -> int | None:
     return {"fake-0": 4, "fake-1": 5}.get(uuid)
 
 
-def test_the_child_script_runs_end_to_end_and_reports_each_device() -> None:
+def test_the_child_script_runs_end_to_end_and_reports_each_device(fake_cuda: Any) -> None:
+    fake_cuda()
     reads: list[int] = []
 
     def read_loaded(index: int) -> tuple[tuple[int, int] | None, int | None]:
         reads.append(index)
         return (5, 16), 0x1
 
-    results, why = functional.run(None, index_of, read_loaded, 120, code=cpu_code())
+    results, why = functional.run(None, index_of, read_loaded, 120, SMALL)
     assert why == ""
     assert results is not None and [r.gpu_index for r in results] == [4, 5]
     assert reads == [4, 5]  # NVML was re-read while each device was busy
@@ -79,8 +99,9 @@ def test_the_child_script_runs_end_to_end_and_reports_each_device() -> None:
         assert (r.loaded_pcie, r.loaded_clock_events) == ((5, 16), 0x1)
 
 
-def test_an_error_on_one_gpu_fails_that_gpu_only() -> None:
-    results, why = functional.run(None, index_of, None, 120, code=cpu_code(mode="raise", bad=1))
+def test_an_error_on_one_gpu_fails_that_gpu_only(fake_cuda: Any) -> None:
+    fake_cuda(mode="raise", bad=1)
+    results, why = functional.run(None, index_of, None, 120, SMALL)
     assert why == "" and results is not None
     assert results[0].ok
     assert not results[1].ok
@@ -88,9 +109,12 @@ def test_an_error_on_one_gpu_fails_that_gpu_only() -> None:
 
 
 @pytest.mark.parametrize(("mode", "words"), [("hang", "no answer within"), ("crash", "SIGABRT")])
-def test_a_hang_or_crash_is_pinned_to_the_gpu_and_earlier_results_survive(mode: str, words: str) -> None:
+def test_a_hang_or_crash_is_pinned_to_the_gpu_and_earlier_results_survive(
+    fake_cuda: Any, mode: str, words: str
+) -> None:
+    fake_cuda(mode=mode, bad=1)
     timeout = 8 if mode == "hang" else 120
-    results, why = functional.run(None, index_of, None, timeout, code=cpu_code(mode=mode, bad=1))
+    results, why = functional.run(None, index_of, None, timeout, SMALL)
     assert why == ""  # a GPU that hangs or kills the process is a finding, not a tool failure
     assert results is not None and len(results) == 2
     assert results[0].ok and results[0].gpu_index == 4
@@ -98,18 +122,20 @@ def test_a_hang_or_crash_is_pinned_to_the_gpu_and_earlier_results_survive(mode: 
     assert words in results[1].error and "while testing this GPU" in results[1].error
 
 
-def test_the_no_cuda_path_with_the_real_cpu_torch() -> None:
-    import torch
-
-    if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA")
-    results, why = functional.run(None, index_of, None, 120)
+def test_the_no_cuda_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A torch whose CUDA cannot start (faked, so a GPU machine gives the same answer)."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import torch\ndef _no():\n    raise RuntimeError('Found no NVIDIA driver on your system.')\n"
+        "torch.cuda.init = _no\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    results, why = functional.run(None, index_of, None, 120, SMALL)
     assert results is None
     assert why.startswith("functional test could not run: CUDA unusable in the test process:")
 
 
 def fake_child(outcome: ChildOutcome, data: dict[str, Any], lines: list[str]) -> Any:
-    def run(code: str, *, on_line: Any = None, **_: Any) -> ChildResult:
+    def run(args: list[str], *, on_line: Any = None, **_: Any) -> ChildResult:
         for line in lines:
             if on_line is not None:
                 on_line(line)
@@ -119,7 +145,7 @@ def fake_child(outcome: ChildOutcome, data: dict[str, Any], lines: list[str]) ->
 
 
 def test_a_child_that_cannot_start_is_reported_as_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(functional, "run_python", fake_child(ChildOutcome.NOT_STARTED, {}, []))
+    monkeypatch.setattr(functional, "run_child", fake_child(ChildOutcome.NOT_STARTED, {}, []))
     results, why = functional.run(None, index_of, None, 30)
     assert results is None and why == "functional test could not run: not_started detail"
 
@@ -133,14 +159,14 @@ def test_a_child_that_fails_after_some_gpus_keeps_them(monkeypatch: pytest.Monke
         "garbage",
         "@@GPUDIAG_GPU@@ {",
     ]
-    monkeypatch.setattr(functional, "run_python", fake_child(ChildOutcome.FAILED, {}, lines))
+    monkeypatch.setattr(functional, "run_child", fake_child(ChildOutcome.FAILED, {}, lines))
     results, why = functional.run(None, index_of, None, 30)
     assert results is not None and [(r.gpu_index, r.tflops) for r in results] == [(4, 51.0)]
     assert why == "functional test stopped early: failed detail"
 
 
 def test_a_crash_before_any_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(functional, "run_python", fake_child(ChildOutcome.CRASHED, {}, []))
+    monkeypatch.setattr(functional, "run_child", fake_child(ChildOutcome.CRASHED, {}, []))
     results, why = functional.run(None, index_of, None, 30)
     assert why == "" and results is not None
     assert results[0].torch_index == -1 and "before testing any GPU" in results[0].error
@@ -150,17 +176,10 @@ def test_nan_results_survive_the_json_trip(monkeypatch: pytest.MonkeyPatch) -> N
     bad = '{"torch_index": 0, "uuid": "fake-0", "ok": true, "error": "", "context_seconds": 0.2, "memory_ok": true, '
     bad += '"matmul_rel_error": NaN, "tflops": 51.0}'
     lines = [f"{functional.RESULT_MARKER} {bad}"]
-    monkeypatch.setattr(functional, "run_python", fake_child(ChildOutcome.OK, {"count": 1}, lines))
+    monkeypatch.setattr(functional, "run_child", fake_child(ChildOutcome.OK, {"count": 1}, lines))
     results, _ = functional.run(None, index_of, None, 30)
     assert results is not None and results[0].matmul_rel_error is not None
     assert math.isnan(results[0].matmul_rel_error)
-
-
-def test_child_streams_lines_before_it_ends() -> None:
-    seen: list[str] = []
-    result = run_python("print('@@X@@ 1', flush=True)\nemit({'done': True})", on_line=seen.append, timeout=30)
-    assert result.ok and result.data == {"done": True}
-    assert seen[0] == "@@X@@ 1"
 
 
 def test_device_facts_from_a_fake_tree(tmp_path: Path) -> None:
@@ -210,38 +229,16 @@ def test_functional_test_on_a_real_gpu() -> None:
         assert r.tflops is not None and r.tflops > 0.1
 
 
-SITE_FAKE_CUDA = """
-import os, time, torch
-class _Event:
-    def __init__(self, enable_timing=False):
-        self.t = 0.0
-    def record(self):
-        self.t = time.perf_counter()
-    def elapsed_time(self, other):
-        return (other.t - self.t) * 1000.0
-class _Props:
-    def __init__(self, i):
-        self.name, self.major, self.minor, self.total_memory = "Fake GPU", 9, 0, 80 << 30
-        self.uuid = f"fake-{i}"
-torch.cuda.is_available = lambda: True
-torch.cuda.init = lambda: None
-torch.cuda.device_count = lambda: 2
-torch.cuda.get_device_properties = _Props
-torch.cuda.synchronize = lambda dev=None: None
-torch.cuda.Event = _Event
-torch.cuda.empty_cache = lambda: None
-"""
+def test_the_torch_child_runs_the_test_when_told(fake_cuda: Any) -> None:
+    """The torch probe and the functional test in one real child: one import, one CUDA start-up;
+    the settings come on stdin once torch has answered (the parent read NVML meanwhile)."""
+    from gpudiag.probe import torch_runtime
 
-
-def test_probe_then_runs_the_test_in_the_torch_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The torch probe and the functional test in one real child: one import, one CUDA start-up."""
-    from gpudiag.probe.torch_runtime import probe_then
-
-    (tmp_path / "sitecustomize.py").write_text(SITE_FAKE_CUDA)
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    fake_cuda()
     collector = functional.Collector(index_of, lambda index: ((4, 16), 0))
-    code = functional.functional_code("cpu", load_seconds=0.05, matmul_n=64, load_n=64, words=4096)
-    torch, child = probe_then(code, sys.executable, 120, collector.on_line)
+    running = torch_runtime.launch(sys.executable, ask=True)
+    running.send(json.dumps(SMALL))
+    torch, child = torch_runtime.finish(running, 120, collector.on_line, functional.budget(2))
     rt = torch.value
     assert rt is not None and rt.cuda_available and rt.device_count == 2
     assert [d.uuid for d in rt.devices] == ["fake-0", "fake-1"]
@@ -250,15 +247,42 @@ def test_probe_then_runs_the_test_in_the_torch_child(tmp_path: Path, monkeypatch
     assert [(r.gpu_index, r.ok, r.loaded_pcie) for r in results] == [(4, True, (4, 16)), (5, True, (4, 16))]
 
 
-def test_probe_then_skips_the_test_when_cuda_does_not_work() -> None:
-    """The real CPU-only torch: the probe answers, and the test code never runs."""
+def test_the_torch_child_skips_the_test_when_told_so(fake_cuda: Any) -> None:
+    from gpudiag.probe import torch_runtime
+
+    fake_cuda()
+    lines: list[str] = []
+    running = torch_runtime.launch(sys.executable, ask=True)
+    running.send("")
+    torch, child = torch_runtime.finish(running, 120, lines.append)
+    assert torch.value is not None and torch.value.cuda_available
+    assert child.ok and not [line for line in lines if line.startswith(functional.START_MARKER)]
+
+
+def test_a_hanging_functional_test_is_named_with_its_own_budget(fake_cuda: Any) -> None:
+    """torch answered in time; the test then hangs: the reading keeps torch, the budget is named."""
+    from gpudiag.probe import torch_runtime
+
+    fake_cuda(mode="hang", bad=0)
+    collector = functional.Collector(index_of, None)
+    running = torch_runtime.launch(sys.executable, ask=True)
+    running.send(json.dumps(SMALL))
+    torch, child = torch_runtime.finish(running, 120, collector.on_line, functional_budget=3)
+    assert torch.value is not None and torch.value.cuda_available
+    assert child.outcome is ChildOutcome.TIMEOUT
+    assert child.detail.startswith("the functional test did not finish within its budget of 3 s")
+    results, _ = collector.finish(child)
+    assert results is not None and "budget of 3 s" in results[0].error
+
+
+def test_without_cuda_the_torch_child_does_not_wait_for_settings() -> None:
+    """The real CPU-only torch: the probe answers and ends, though nobody answers its question."""
     import torch as real_torch
 
-    from gpudiag.probe.torch_runtime import probe_then
+    from gpudiag.probe import torch_runtime
 
     if real_torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    lines: list[str] = []
-    torch, child = probe_then(functional.CODE, sys.executable, 120, lines.append)
-    assert torch.value is not None and torch.value.cuda_available is False
-    assert child.ok and not [line for line in lines if line.startswith("@@GPUDIAG_START@@")]
+    running = torch_runtime.launch(sys.executable, ask=True)
+    torch, child = torch_runtime.finish(running, 120)
+    assert torch.value is not None and torch.value.cuda_available is False and child.ok

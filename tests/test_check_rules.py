@@ -326,8 +326,24 @@ CASES = [
         "env.visible_devices",
         FAIL,
         lambda: with_env(facts("h100x8-healthy"), ("CUDA_VISIBLE_DEVICES", "")),
-        says="error 100",
+        says="CUDA_ERROR_NO_DEVICE (100)",
         name="empty",
+    ),
+    Case(
+        "env.visible_devices",
+        FAIL,
+        lambda: with_env(facts("h100x8-healthy"), ("CUDA_VISIBLE_DEVICES", "0,0")),
+        says="CUDA_ERROR_INVALID_DEVICE (101)",
+        name="repeated device: cuInit 101 on driver 580",
+    ),
+    Case(
+        "env.visible_devices",
+        WARN,
+        lambda: with_env(
+            facts("h100x8-healthy"), ("CUDA_VISIBLE_DEVICES", "GPU-8e1f2a6c-4b7d-4c1e-9a3f-1d0c5e7b2000,0")
+        ),
+        says="cuda:0=GPU 0; the list mixes integer indices and UUIDs",
+        name="mixed list ends at the other form (driver 580), not a repeat",
     ),
     Case(
         "env.visible_devices",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from gpudiag.model import Reason
@@ -39,13 +42,12 @@ def test_the_real_cpu_torch() -> None:
     assert rt.import_seconds > 0
 
 
-def test_interpreter_without_torch(tmp_path: object) -> None:
-    import shutil
-
-    python = shutil.which("python3")
-    if python is None:
-        pytest.skip("no system python3")
-    reading = probe(python=python, timeout=60)
-    if reading.value is not None:
-        pytest.skip("the system python has torch")
-    assert reading.reason in (Reason.NOT_FOUND, Reason.UNKNOWN_ERROR)
+def test_interpreter_without_torch(tmp_path: Path) -> None:
+    """Another interpreter (a wrapper that runs this Python without site-packages, so no torch on
+    any machine) runs the child by path: torch is missing *there*."""
+    python = tmp_path / "python-without-torch"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    python.chmod(0o755)
+    reading = probe(python=str(python), timeout=60)
+    assert reading.reason is Reason.NOT_FOUND
+    assert reading.detail == f"torch is not installed for {sys.executable}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,22 +64,39 @@ def test_a_missing_file_is_an_explained_unknown_error(tmp_path: Path) -> None:
     assert reading.reason is Reason.UNKNOWN_ERROR and "nowhere" in reading.detail
 
 
-def test_installed_torch_is_read_without_importing_it() -> None:
-    if importlib.util.find_spec("torch") is None:
-        pytest.skip("torch is not installed here")
-    code = (
-        "import json, sys\n"
-        "from gpudiag.probe.torch_static import torch_build\n"
-        "b = torch_build().value\n"
-        "print(json.dumps([b.version, b.cuda, b.location, 'torch' in sys.modules]))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+READ = (
+    "import json, sys\n"
+    "from gpudiag.probe.torch_static import torch_build\n"
+    "b = torch_build().value\n"
+    "print(json.dumps([b.version, b.cuda, b.location, 'torch' in sys.modules]))\n"
+)
+
+
+def test_installed_torch_is_read_without_importing_it(tmp_path: Path) -> None:
+    """A torch package whose import would fail, and whose metadata and version.py disagree as the
+    CUDA wheels' do (metadata 2.11.0, version.py 2.11.0+cu130): version.py is read, torch is not run."""
+    site = tmp_path / "site"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text("raise RuntimeError('importing torch is not allowed here')\n")
+    (site / "torch" / "version.py").write_text("__version__ = '2.11.0+cu130'\ncuda = '13.0'\nhip = None\n")
+    (site / "torch-2.11.0.dist-info").mkdir()
+    (site / "torch-2.11.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", READ], capture_output=True, text=True, check=True, env=env).stdout
     version, cuda, location, imported = json.loads(out)
     assert imported is False
-    assert version == importlib.metadata.version("torch")
+    assert (version, cuda, location) == ("2.11.0+cu130", "13.0", str(site / "torch"))
+
+
+def test_the_torch_installed_here_is_read_too() -> None:
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed here")
+    out = subprocess.run([sys.executable, "-c", READ], capture_output=True, text=True, check=True).stdout
+    version, _, location, imported = json.loads(out)
+    assert imported is False
+    # version.py may carry a local suffix (+cpu, +cu130) that the wheel's metadata leaves out
+    assert version.split("+")[0] == importlib.metadata.version("torch").split("+")[0]
     assert Path(location, "version.py").is_file()
-    if version.endswith("+cpu"):  # the CPU wheel this project's CI installs
-        assert cuda is None
 
 
 def test_without_torch_the_reading_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:

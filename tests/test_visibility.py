@@ -92,15 +92,16 @@ def test_nvidias_examples_order_and_first_invalid_entry() -> None:
 
 
 def test_nvidias_abbreviated_uuid_rule() -> None:
-    assert gpus(H100, f"{UUID3},0") == [3, 0]
+    assert gpus(H100, f"{UUID3},GPU-8e1f2a6c-4b7d-4c1e-9a3f-1d0c5e7b2000") == [3, 0]
     assert gpus(H100, "GPU-8e1f2a6c-4b7d-4c1e-9a3f-1d0c5e7b2005") == [5]
     assert gpus(MIXED, "GPU-0f,GPU-5a") == [1, 0]  # unique prefixes
     used = resolve(MIXED, "GPU-0f").entries[0]
     assert used.reason == "UUID prefix of GPU 1" and used.documented
     ambiguous = resolve(H100, "GPU-8e1f")  # a prefix of all eight
     assert ambiguous.devices == () and "ambiguous" in ambiguous.entries[0].reason
-    assert resolve(H100, "3,GPU-ffff,4").entries[1].reason.startswith("no GPU with this UUID")
-    assert gpus(H100, "3,GPU-ffff,4") == [3]
+    other = "GPU-8e1f2a6c-4b7d-4c1e-9a3f-1d0c5e7b2004"
+    assert resolve(H100, f"{UUID3},GPU-ffff,{other}").entries[1].reason.startswith("no GPU with this UUID")
+    assert gpus(H100, f"{UUID3},GPU-ffff,{other}") == [3]
 
 
 @pytest.mark.parametrize(
@@ -165,12 +166,16 @@ def test_number_base_is_flagged_only_where_it_matters() -> None:
     assert resolve(H100, "01").undocumented == ()  # 1 in any base
 
 
-def test_repeated_device_empties_the_whole_list() -> None:
+def test_repeated_device_makes_cuinit_fail_with_101() -> None:
+    """Driver 580 on an H100: `0,0` → cuInit 101 CUDA_ERROR_INVALID_DEVICE (torch: 'Error 101')."""
     r = resolve(H100, "1,2,1")
     assert r.devices == () and all(e.outcome is Outcome.DROPPED for e in r.entries)
-    assert any("listed twice" in w for w in r.warnings)
-    assert any("repeated device empties" in u for u in r.undocumented)
-    assert resolve(H100, f"3,1,{UUID3}").devices == ()  # the same GPU by index and by UUID
+    assert r.cuinit_error == "CUDA_ERROR_INVALID_DEVICE (101)"
+    assert any("listed twice" in w and "Error 101: invalid device ordinal" in w for w in r.warnings)
+    assert any("INVALID_DEVICE" in u and "580.159.04" in u for u in r.undocumented)
+    assert not any("no CUDA-capable device" in w for w in r.warnings)
+    assert resolve(H100, "0,0").cuinit_error == "CUDA_ERROR_INVALID_DEVICE (101)"
+    assert resolve(H100, f"{UUID3},{UUID3}").cuinit_error == "CUDA_ERROR_INVALID_DEVICE (101)"
     after_invalid = resolve(H100, "1,99,1")  # the repeat comes after CUDA stopped reading
     assert [d.gpu_index for d in after_invalid.devices] == [1]
 
@@ -184,10 +189,58 @@ def test_blanks_and_case_in_uuids_are_undocumented_assumptions() -> None:
     assert any("ignores case" in u for u in upper.undocumented)
 
 
-def test_mixing_indices_and_uuids_is_flagged() -> None:
-    r = resolve(H100, f"0,{UUID3}")
-    assert [d.gpu_index for d in r.devices] == [0, 3]
-    assert any("mixes integer indices and UUIDs" in u for u in r.undocumented)
+def test_a_mixed_list_ends_at_the_first_entry_of_the_other_form() -> None:
+    """Driver 580: `0,GPU-<uuid of GPU 2>` is GPU 0 alone, `GPU-<uuid of GPU 2>,1` is GPU 2 alone,
+    and `GPU-<full uuid of GPU 0>,0` is one device (gpudiag used to read a repeat, no device)."""
+    assert gpus(H100, f"0,{UUID3}") == [0]
+    assert gpus(H100, f"{UUID3},1") == [3]
+    uuid0 = H100.gpus[0].uuid.value
+    r = resolve(H100, f"{uuid0},0")
+    assert [d.gpu_index for d in r.devices] == [0] and r.cuinit_error == ""
+    assert outcomes(r) == [Outcome.USED, Outcome.DROPPED]
+    assert "CUDA stops here" in r.entries[1].reason and not r.entries[1].documented
+    assert any("mixes integer indices and UUIDs" in w for w in r.warnings)
+    assert any("other form" in u and "580.159.04" in u for u in r.undocumented)
+
+
+def test_an_empty_gpu_prefix_names_no_device() -> None:
+    """Driver 580: `GPU-` alone → cuInit 100 (gpudiag read it as a prefix of every UUID)."""
+    one = replace(H100, gpus=H100.gpus[:1])
+    r = resolve(one, "GPU-")
+    assert r.devices == () and r.cuinit_error == "CUDA_ERROR_NO_DEVICE (100)"
+    assert any("'GPU-' with nothing after it" in u and "580.159.04" in u for u in r.undocumented)
+
+
+@pytest.mark.parametrize(
+    ("value", "count", "error"),
+    [  # the table in docs/hardware/h100-80gb-hbm3-driver580/README.md (one GPU, driver 580.159.04)
+        ("0", 1, ""),
+        ("0,1", 1, ""),
+        (" 0", 1, ""),
+        ("0abc", 1, ""),
+        ("+0", 1, ""),
+        ("00", 1, ""),
+        ("0,-1", 1, ""),
+        ("GPU-9f8b", 1, ""),
+        ("GPU-9f8b87f0-d2d8-bbd9-c100-7ce275f01e3e", 1, ""),
+        ("1", 0, "CUDA_ERROR_NO_DEVICE (100)"),
+        ("1,0", 0, "CUDA_ERROR_NO_DEVICE (100)"),
+        ("1x", 0, "CUDA_ERROR_NO_DEVICE (100)"),
+        ("-1", 0, "CUDA_ERROR_NO_DEVICE (100)"),
+        ("", 0, "CUDA_ERROR_NO_DEVICE (100)"),
+        ("GPU-ffff", 0, "CUDA_ERROR_NO_DEVICE (100)"),
+        ("GPU-", 0, "CUDA_ERROR_NO_DEVICE (100)"),
+        ("MIG-GPU-9f8b87f0-d2d8-bbd9-c100-7ce275f01e3e", 0, "CUDA_ERROR_NO_DEVICE (100)"),
+        ("0,0", 0, "CUDA_ERROR_INVALID_DEVICE (101)"),
+        ("GPU-9f8b87f0-d2d8-bbd9-c100-7ce275f01e3e,0", 1, ""),
+        ("0,GPU-9f8b87f0-d2d8-bbd9-c100-7ce275f01e3e", 1, ""),
+    ],
+)
+def test_what_cuda_did_on_the_real_h100(value: str, count: int, error: str) -> None:
+    real = load("h100-driver580-idle")[0]  # the machine the table was captured on
+    assert real.gpus[0].uuid.value == "GPU-9f8b87f0-d2d8-bbd9-c100-7ce275f01e3e"
+    r = resolve(real, value)
+    assert (len(r.devices), r.cuinit_error) == (count, error), (value, r.entries)
 
 
 # --- MIG ------------------------------------------------------------------------------
@@ -219,10 +272,12 @@ def test_no_non_mig_gpu_once_a_mig_instance_is_enumerated() -> None:
     unset = resolve(BOX, None)  # MIG User Guide: the first instance, and GPU 1 hidden
     assert [(d.gpu_index, d.mig.index if d.mig else None) for d in unset.devices] == [(0, 0)]
     assert any("hides the non-MIG GPU 1" in w for w in unset.warnings)
-    for value in ("1,0", f"1,{MIG_2G}", f"{MIG_2G},1"):
-        r = resolve(BOX, value)
-        assert [d.gpu_index for d in r.devices] == [0], value
-        assert next(e for e in r.entries if e.gpu_index == 1).outcome is Outcome.DROPPED
+    r = resolve(BOX, "1,0")
+    assert [d.gpu_index for d in r.devices] == [0]
+    assert next(e for e in r.entries if e.gpu_index == 1).outcome is Outcome.DROPPED
+    # an index and a MIG UUID are of different forms: the list ends at the second
+    assert [(d.gpu_index, d.mig is not None) for d in resolve(BOX, f"1,{MIG_2G}").devices] == [(1, False)]
+    assert [(d.gpu_index, d.mig is not None) for d in resolve(BOX, f"{MIG_2G},1").devices] == [(0, True)]
     assert gpus(BOX, "1") == [1]  # no MIG instance named: the whole GPU is there
 
 
@@ -576,7 +631,7 @@ def test_integer_entries_read_exactly_like_c_strtoul(text: str) -> None:
     if consumed == 0:
         assert token.kind is TokenKind.INVALID and token.problem != "", text
     elif token.kind is TokenKind.INVALID:
-        assert "negative" in token.problem and value >= 2**63, text  # '-N' wraps around
+        assert "negative" in token.problem and value > 0, text  # '-N' wraps to 2**64 - N, or saturates
     else:
         assert token.kind is TokenKind.INDEX
         assert token.ignored == text[consumed:], text

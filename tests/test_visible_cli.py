@@ -195,6 +195,19 @@ def _live(monkeypatch: pytest.MonkeyPatch, machine: Machine) -> None:
     )
 
 
+CPU_TORCH = "__version__ = '2.13.0+cpu'\n\nclass version:\n    cuda = None\n"
+
+
+@pytest.fixture
+def cpu_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The probe child finds a CPU-only torch, whatever torch this machine has (a CUDA one would answer)."""
+    package = tmp_path / "fake-torch" / "torch"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(CPU_TORCH)
+    monkeypatch.setenv("PYTHONPATH", str(package.parent))
+    return "2.13.0+cpu"
+
+
 def test_probe_on_this_machine_says_plainly_why_cuda_cannot_be_asked(cli: Cli) -> None:
     pytest.importorskip("torch")
     code, out, err = cli("visible", "--probe")
@@ -210,17 +223,17 @@ def test_probe_on_this_machine_says_plainly_why_cuda_cannot_be_asked(cli: Cli) -
     assert "CPU-only build: it cannot see CUDA devices" in out or "is not installed" in out
 
 
-def test_probe_with_the_real_cpu_only_torch_and_no_driver(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    torch_version = pytest.importorskip("torch").__version__
-    if shutil.which("nvidia-smi"):
-        pytest.skip("this machine has an NVIDIA driver")
+def test_probe_with_a_cpu_only_torch_and_no_driver(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, cpu_torch: str, tmp_path: Path
+) -> None:
+    torch_version = cpu_torch
     _live(monkeypatch, H100)
-    monkeypatch.delenv("GPUDIAG_LIBCUDA", raising=False)
-    code, out, _ = cli("visible", "--probe", "--value", "2,3")
+    monkeypatch.setenv("GPUDIAG_LIBCUDA", str(tmp_path / "libcuda.so.1"))  # no driver, on any machine
+    code, out, _ = cli("visible", "--probe", "--value", "2,3", width=400)
     assert code == ExitCode.NO_CUDA_DEVICE
     assert "cuda:0     2" in out  # the computed mapping is still shown
     assert f"this torch ({torch_version}) is a CPU-only build: it cannot see CUDA devices" in out
-    assert "no NVIDIA driver here: libcuda.so.1 cannot be loaded" in out
+    assert f"no NVIDIA driver here: {tmp_path / 'libcuda.so.1'} cannot be loaded" in out
     code, out, _ = cli("visible", "--probe", "--value", "2,3", "--json")
     probe = json.loads(out)["probe"]
     assert probe["status"] == "could_not_run"
@@ -230,12 +243,12 @@ def test_probe_with_the_real_cpu_only_torch_and_no_driver(cli: Cli, monkeypatch:
 def _fake_child(data: dict[str, Any], outcome: ChildOutcome = ChildOutcome.OK) -> Callable[..., ChildResult]:
     seen: dict[str, Any] = {}
 
-    def run_python(code: str, **kwargs: Any) -> ChildResult:
+    def run_child(args: list[str], **kwargs: Any) -> ChildResult:
         seen.update(kwargs.get("env") or {})
         return ChildResult(outcome, data, "" if outcome is ChildOutcome.OK else "crashed with SIGSEGV")
 
-    run_python.seen = seen  # type: ignore[attr-defined]
-    return run_python
+    run_child.seen = seen  # type: ignore[attr-defined]
+    return run_child
 
 
 def _torch_answer(*indices: int, before: int | None = None) -> dict[str, Any]:
@@ -249,7 +262,7 @@ def _torch_answer(*indices: int, before: int | None = None) -> dict[str, Any]:
 def test_probe_agreement_is_rendered(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     _live(monkeypatch, H100)
     fake = _fake_child(_torch_answer(2, 3, before=2))
-    monkeypatch.setattr("gpudiag.probe.child.run_python", fake)
+    monkeypatch.setattr("gpudiag.probe.child.run_child", fake)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")  # the probe must use --value, not this
     code, out, _ = cli("visible", "--probe", "--value", "2,3", "--order", "PCI_BUS_ID", width=250)
     assert code == ExitCode.OK
@@ -264,7 +277,7 @@ def test_probe_agreement_is_rendered(cli: Cli, monkeypatch: pytest.MonkeyPatch) 
 
 def test_probe_disagreement_is_reported_not_hidden(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     _live(monkeypatch, H100)
-    monkeypatch.setattr("gpudiag.probe.child.run_python", _fake_child(_torch_answer(3, 2, 5, before=1)))
+    monkeypatch.setattr("gpudiag.probe.child.run_child", _fake_child(_torch_answer(3, 2, 5, before=1)))
     code, out, _ = cli("visible", "--probe", "--value", "2,3", width=250)
     assert code == ExitCode.FAILED
     assert "DISAGREES with the computed mapping" in out
@@ -282,12 +295,12 @@ def test_probe_disagreement_is_reported_not_hidden(cli: Cli, monkeypatch: pytest
 
 def test_probe_that_crashes_or_unsets_the_variable(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     _live(monkeypatch, H100)
-    monkeypatch.setattr("gpudiag.probe.child.run_python", _fake_child({}, ChildOutcome.CRASHED))
+    monkeypatch.setattr("gpudiag.probe.child.run_child", _fake_child({}, ChildOutcome.CRASHED))
     code, out, _ = cli("visible", "--probe")
     assert code == ExitCode.NO_CUDA_DEVICE
     assert "could not ask CUDA: the probe process crashed with SIGSEGV" in out
     fake = _fake_child(_torch_answer(*range(8)))
-    monkeypatch.setattr("gpudiag.probe.child.run_python", fake)
+    monkeypatch.setattr("gpudiag.probe.child.run_child", fake)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     code, _, _ = cli("visible", "--probe", "--unset")
     assert code == ExitCode.OK and "CUDA_VISIBLE_DEVICES" not in fake.seen  # type: ignore[attr-defined]
@@ -311,7 +324,8 @@ int cuDeviceGetUuid_v2(CUuuid *uuid, int dev) { memcpy(uuid->bytes, uuids[dev], 
 int cuDeviceGetPCIBusId(char *bus, int len, int dev) { strncpy(bus, buses[dev], len - 1); bus[len - 1] = 0; return 0; }
 int cuDeviceTotalMem_v2(size_t *bytes, int dev) { *bytes = (size_t)85520809984ULL; return 0; }
 int cuGetErrorName(int error, const char **text) {
-    *text = error == 999 ? "CUDA_ERROR_UNKNOWN" : "CUDA_ERROR_OTHER";
+    *text = error == 999 ? "CUDA_ERROR_UNKNOWN" : error == 101 ? "CUDA_ERROR_INVALID_DEVICE"
+          : error == 100 ? "CUDA_ERROR_NO_DEVICE" : "CUDA_ERROR_OTHER";
     return 0;
 }
 """
@@ -360,6 +374,7 @@ def test_probe_child_through_the_driver_api(
     cli: Cli,
     monkeypatch: pytest.MonkeyPatch,
     fake_libcuda: Callable[[list[int]], str],
+    cpu_torch: str,
     value: str,
     order: str | None,
     runtime: list[int],
@@ -377,16 +392,42 @@ def test_probe_child_through_the_driver_api(
 
 
 def test_probe_child_reports_a_failing_cuinit(
-    cli: Cli, monkeypatch: pytest.MonkeyPatch, fake_libcuda: Callable[[list[int]], str]
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, fake_libcuda: Callable[[list[int]], str], cpu_torch: str
 ) -> None:
     _live(monkeypatch, H100)
     monkeypatch.setenv("GPUDIAG_LIBCUDA", fake_libcuda([0]))
     monkeypatch.setenv("FAKE_CUINIT_RC", "999")
-    code, out, _ = cli("visible", "--probe", "--value", "0")
-    if "torch" in out and "agrees" in out:
-        pytest.skip("a CUDA-capable torch answered")
-    assert code == ExitCode.NO_CUDA_DEVICE
-    assert "cuInit failed: CUDA_ERROR_UNKNOWN (999)" in out
+    code, out, _ = cli("visible", "--probe", "--value", "0", width=250)
+    # a cuInit error is CUDA's answer (no device, and why), not "could not ask CUDA"
+    assert code == ExitCode.FAILED
+    assert "CUDA driver API (cuInit in a child process) sees 0 device(s) (cuInit: CUDA_ERROR_UNKNOWN (999))" in out
+
+
+@pytest.mark.parametrize(
+    ("rc", "value", "code", "status"),
+    [
+        ("101", "0,0", ExitCode.OK, "agrees"),  # driver 580: a repeated device fails cuInit with 101
+        ("100", "0,0", ExitCode.FAILED, "disagrees"),  # the error must be the predicted one
+        ("100", "9", ExitCode.OK, "agrees"),
+    ],
+)
+def test_probe_compares_cuinits_error_with_the_prediction(
+    cli: Cli,
+    monkeypatch: pytest.MonkeyPatch,
+    fake_libcuda: Callable[[list[int]], str],
+    cpu_torch: str,
+    rc: str,
+    value: str,
+    code: int,
+    status: str,
+) -> None:
+    _live(monkeypatch, H100)
+    monkeypatch.setenv("GPUDIAG_LIBCUDA", fake_libcuda([0]))
+    monkeypatch.setenv("FAKE_CUINIT_RC", rc)
+    got, out, _ = cli("visible", "--probe", f"--value={value}", "--json")
+    probe = json.loads(out)["probe"]
+    assert (got, probe["status"]) == (code, status), probe
+    assert probe["sources"][0]["answered"] and probe["sources"][0]["devices"] == []
 
 
 # --- the README section is real output ----------------------------------------------------
@@ -410,3 +451,29 @@ def test_the_readme_section_shows_real_output(cli: Cli) -> None:
         _, out, _ = cli(*[a.strip("'") for a in args], width=120)
         shown = "\n".join(line.rstrip() for line in out.splitlines())
         assert shown == expected.rstrip("\n"), " ".join(args)
+
+
+@pytest.mark.parametrize("select", ["²", "٣", "3\u0663"])
+def test_only_ascii_digits_are_gpu_indices(cli: Cli, select: str) -> None:
+    """`--select '²'` was an internal error and `--select '٣'` picked GPU 3 (str.isdigit accepts both)."""
+    code, out, err = cli.replay("h100x8-healthy", "visible", "--select", select)
+    assert code == ExitCode.USAGE and out == ""
+    assert err == f"gpudiag: {select!r} is not a GPU index, UUID (GPU-…) or PCI bus id on this machine\n"
+
+
+def test_a_huge_value_is_read_as_far_as_cuda_reads_it(cli: Cli) -> None:
+    """50,000 entries took 32-36 s and printed 4.3 MB: CUDA stops at the first invalid or repeated
+    entry, so gpudiag does too, and sums up the rest."""
+    import time
+
+    for value in (",".join(["9"] * 50_000), ",".join(str(i % 8) for i in range(50_000))):
+        start = time.perf_counter()
+        code, out, _ = cli.replay("h100x8-healthy", "visible", "--value", value)
+        seconds = time.perf_counter() - start
+        assert code == ExitCode.OK and seconds < 1.0, seconds
+        assert len(out) < 10_000
+        assert "(50000 entries, 99999 characters)" in out
+        assert "more entries" in out
+        _, out, _ = cli.replay("h100x8-healthy", "visible", "--value", value, "--json")
+        entries = json.loads(out)["entries"]
+        assert len(entries) <= 20 and entries[-1]["outcome"] == "ignored"

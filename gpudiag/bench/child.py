@@ -1,171 +1,34 @@
-"""The benchmark runs in a child process; the parent reads NVML and shows the progress.
+"""The benchmark's parent side: start the child, read its events, read NVML while it runs.
 
-Why a child: gpudiag itself never imports torch or initialises CUDA (see probe/child.py).
-One child both answers "can torch use CUDA here?" and measures, so torch is imported once
+Why a child (:mod:`gpudiag.children.bench`): gpudiag itself never imports torch or initialises
+CUDA. One child both answers "can torch use CUDA here?" and measures, so torch is imported once
 (a separate probe would cost a second import and CUDA initialisation). A hung copy cannot
 take gpudiag down: the child's watchdog ends it when a task overruns its budget, and the
 parent's timeout is the backstop. The child stops when the parent goes away (Ctrl-C).
 
-The child prints one JSON event per line, each after ``EVENT_MARKER``:
-``devices`` (what torch sees, peer access), ``tasks`` (the plan on these devices), then per
-task ``start``, ``warm`` (after the warm-up: the parent reads the PCIe link under load) and
-``result``; ``hung`` if the watchdog fires. Its final answer (``emit``) is ``{"done": true}``,
-``{"no_cuda": why}`` or ``{"usage": why}``.
+The child prints one JSON event per line after ``protocol.EVENT``: ``devices`` (what torch
+sees, peer access), ``tasks`` (the plan on these devices), then per task ``start``, ``warm``
+(after the warm-up: the parent reads the PCIe link under load) and ``result``; ``hung`` if the
+watchdog fires. Its final answer is ``{"done": true}``, ``{"no_cuda": why}`` or ``{"usage": why}``.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
 import sys
-import threading
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from gpudiag.bench.engine import NoCudaError, Primitives, run_tasks
 from gpudiag.bench.link import Link
-from gpudiag.bench.placement import Placed, Placement, nodes_with_cpus
-from gpudiag.bench.plan import (
-    DeviceInfo,
-    Mode,
-    Plan,
-    Task,
-    overall_budget_seconds,
-    task_budget_seconds,
-    tasks,
-    unknown_devices,
-)
-from gpudiag.probe.child import ChildOutcome, ChildResult, run_python
+from gpudiag.bench.placement import Placed, Placement
+from gpudiag.bench.plan import DeviceInfo, Mode, Plan, Task, overall_budget_seconds
+from gpudiag.children import protocol
+from gpudiag.probe.child import ChildOutcome, ChildResult, script
+from gpudiag.probe.child import run_child as run_program
 
-EVENT_MARKER = "@@GPUDIAG_BENCH@@"
+EVENT_MARKER = protocol.EVENT
 TORCH_PRIMITIVES = "gpudiag.bench.torch_prims:TorchPrimitives"
-HUNG_EXIT = 3
-PARENT_GONE_EXIT = 4
-
-
-# --- child side ----------------------------------------------------------------------
-
-
-def load_primitives(spec: str) -> Primitives:
-    module_name, _, attr = spec.partition(":")
-    factory: Callable[[], Primitives] = getattr(importlib.import_module(module_name), attr)
-    return factory()
-
-
-class Watchdog:
-    """Ends the child when a task overruns its budget, or when the parent has gone."""
-
-    def __init__(
-        self,
-        plan: Plan,
-        event: Callable[[dict[str, Any]], None],
-        exit: Callable[[int], None] = os._exit,
-        clock: Callable[[], float] = time.monotonic,
-        parent: Callable[[], int] = os.getppid,
-    ) -> None:
-        self.plan, self.event, self.exit, self.clock, self.parent = plan, event, exit, clock, parent
-        self.parent_pid = parent()
-        self.task: Task | None = None
-        self.deadline: float | None = None
-        self.budget = 0.0
-
-    def on_task(self, task: Task | None) -> None:
-        self.task = task
-        self.budget = task_budget_seconds(self.plan, task) if task is not None else 0.0
-        self.deadline = self.clock() + self.budget if task is not None else None
-
-    def check(self) -> bool:
-        """One look; True when it ended the child (``exit`` returns only in tests)."""
-        if self.parent() != self.parent_pid:
-            self.exit(PARENT_GONE_EXIT)
-            return True
-        if self.task is not None and self.deadline is not None and self.clock() > self.deadline:
-            self.event({"kind": "hung", "task": self.task.index, "seconds": self.budget})
-            self.exit(HUNG_EXIT)
-            return True
-        return False
-
-    def start(self, interval: float = 0.5) -> threading.Thread:
-        def loop() -> None:
-            while True:
-                time.sleep(interval)
-                if self.check():
-                    return
-
-        thread = threading.Thread(target=loop, name="gpudiag-bench-watchdog", daemon=True)
-        thread.start()
-        return thread
-
-
-def child_main(config_text: str, final: Callable[[dict[str, Any]], None]) -> None:
-    """The child's whole job. ``final`` is run_python's ``emit``."""
-    config = json.loads(config_text)
-    lock = threading.Lock()
-
-    def event(obj: dict[str, Any]) -> None:
-        with lock:
-            sys.stdout.write(EVENT_MARKER + json.dumps(obj) + "\n")
-            sys.stdout.flush()
-
-    plan = Plan.from_data(config["plan"])
-    watchdog = Watchdog(plan, event)
-    watchdog.start()  # from now on the child ends if gpudiag goes away
-    try:
-        prims = load_primitives(config.get("primitives", TORCH_PRIMITIVES))
-    except NoCudaError as exc:
-        final({"no_cuda": str(exc)})
-        return
-    count = prims.device_count()
-    bad = unknown_devices(plan, count)
-    if bad:
-        final({"usage": bad})
-        return
-    ordinals = list(plan.devices) if plan.devices is not None else list(range(count))
-    devices = prims.devices(ordinals)
-    peer_access: list[list[Any]] = []
-    if any(m.is_peer for m in plan.modes):
-        peer_access = [[a, b, prims.can_access_peer(a, b)] for a in ordinals for b in ordinals if a != b]
-    numa = {d.ordinal: numa_node_for(d, config.get("numa_by_uuid", {}), config.get("numa_by_pci", {})) for d in devices}
-    event(
-        {
-            "kind": "devices",
-            "devices": [asdict(d) for d in devices],
-            "peer_access": peer_access,
-            "numa_nodes": {str(k): v for k, v in numa.items()},
-            "spin_kernel": prims.spin_kernel,
-            "version": str(getattr(prims, "version", "")),
-        }
-    )
-    todo = tasks(plan, devices)
-    event({"kind": "tasks", "tasks": [_task_data(t) for t in todo]})
-    clock: Callable[[], float] = getattr(prims, "clock", time.perf_counter)  # fakes bring a virtual one
-    run_tasks(
-        prims, plan, todo, {d.ordinal: d for d in devices}, numa, nodes_with_cpus(), event, watchdog.on_task, clock
-    )
-    final({"done": True})
-
-
-def numa_node_for(device: DeviceInfo, by_uuid: dict[str, int | None], by_pci: dict[str, int | None]) -> int | None:
-    key = device.uuid.lower().removeprefix("gpu-")
-    if key in by_uuid:
-        return by_uuid[key]
-    return by_pci.get((device.pci_bus_id or "").lower())
-
-
-def _task_data(task: Task) -> dict[str, Any]:
-    return {
-        "index": task.index,
-        "mode": task.mode.value,
-        "device": task.device,
-        "peer": task.peer,
-        "nbytes": task.nbytes,
-    }
-
-
-# --- parent side ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -208,13 +71,8 @@ class Collector:
         self.read_link, self.on_tasks, self.on_start = read_link, on_tasks, on_start
 
     def line(self, text: str) -> None:
-        if not text.startswith(EVENT_MARKER):
-            return
-        try:
-            data = json.loads(text[len(EVENT_MARKER) :])
-        except json.JSONDecodeError:
-            return
-        if isinstance(data, dict):
+        data = protocol.payload(text, protocol.EVENT)
+        if data is not None:
             self.event(data)
 
     def event(self, data: dict[str, Any]) -> None:
@@ -275,8 +133,9 @@ class Collector:
         return out
 
 
-def child_code(config: dict[str, Any]) -> str:
-    return f"from gpudiag.bench.child import child_main\nchild_main({json.dumps(config)!r}, emit)\n"
+def child_args(config: dict[str, Any]) -> list[str]:
+    """The command line after the interpreter: the child's path and its configuration."""
+    return [str(script("bench")), json.dumps(config)]
 
 
 def run_child(
@@ -287,7 +146,7 @@ def run_child(
     numa_by_uuid: dict[str, int | None],
     numa_by_pci: dict[str, int | None],
     primitives: str = TORCH_PRIMITIVES,
-    launcher: Callable[..., ChildResult] = run_python,
+    launcher: Callable[..., ChildResult] = run_program,
     timeout: float | None = None,
 ) -> Outcome:
     """Run the benchmark in a child with a timeout; the collector sees every line as it comes."""
@@ -298,5 +157,5 @@ def run_child(
         "primitives": primitives,
     }
     limit = timeout if timeout is not None else overall_budget_seconds(plan, gpu_count)
-    result = launcher(child_code(config), timeout=limit, on_line=collector.line)
+    result = launcher(child_args(config), python=sys.executable, timeout=limit, on_line=collector.line)
     return collector.finish(result, limit)

@@ -12,7 +12,7 @@ _REPORTED_ELSEWHERE = ("compute mode", "cannot be used (lost or failed)")
 
 
 def visible_devices(facts: Facts, options: Options) -> list[CheckResult]:
-    from gpudiag.visibility import ORDER_VAR, VISIBLE_VAR, resolve
+    from gpudiag.visibility import ORDER_VAR, VISIBLE_VAR, resolve, shown_value
 
     m = facts.machine
     if m.nvml.status is not NvmlStatus.OK:
@@ -22,13 +22,15 @@ def visible_devices(facts: Facts, options: Options) -> list[CheckResult]:
         return [result("env.visible_devices", CONFIG, Status.PASS, f"{VISIBLE_VAR} unset: every GPU visible")]
     value = env[VISIBLE_VAR]
     r = resolve(m, value, env.get(ORDER_VAR))
+    shown = shown_value(value)
     if not r.devices and usable_gpus(facts):
         return [
             result(
                 "env.visible_devices",
                 CONFIG,
                 Status.FAIL,
-                f"{VISIBLE_VAR}={value!r} leaves no device ('no CUDA-capable device is detected', error 100)",
+                f"{VISIBLE_VAR}={shown} leaves no device (cuInit: {r.cuinit_error}"
+                + (", 'no CUDA-capable device is detected')" if "(100)" in r.cuinit_error else ")"),
                 "fix or unset the variable: `gpudiag visible` explains how CUDA reads it",
             )
         ]
@@ -42,11 +44,11 @@ def visible_devices(facts: Facts, options: Options) -> list[CheckResult]:
                 "env.visible_devices",
                 CONFIG,
                 Status.WARN,
-                f"{VISIBLE_VAR}={value!r} → {seen}; {warnings[0]}",
+                f"{VISIBLE_VAR}={shown} → {seen}; {warnings[0]}",
                 "run `gpudiag visible` for the details",
             )
         ]
-    return [result("env.visible_devices", CONFIG, Status.PASS, f"{VISIBLE_VAR}={value!r} → {seen}")]
+    return [result("env.visible_devices", CONFIG, Status.PASS, f"{VISIBLE_VAR}={shown} → {seen}")]
 
 
 def environment(facts: Facts, options: Options) -> list[CheckResult]:

@@ -3,9 +3,9 @@
 Per GPU: time the context creation, write and verify a memory pattern, run an fp32
 matmul with TF32 off against a float64 CPU reference, and measure TFLOP/s. The child is
 started with fork+exec from a parent that never initialised CUDA. `gpudiag check` runs the
-test in the torch probe's own child (:func:`gpudiag.probe.torch_runtime.probe_then`: one
-import, one CUDA initialisation); :func:`run` runs it in a child of its own. Either way the
-child reports as it goes:
+test in the torch probe's own child (:mod:`gpudiag.checks.gather`: one import, one CUDA
+initialisation); :func:`run` runs it in a child of its own. The child is
+:mod:`gpudiag.children.functional`; this module is its parent side. The child reports as it goes:
 
 - ``START idx uuid`` before each GPU, so a hang or crash is pinned to the GPU it happened on
   (and the GPUs finished before it keep their results);
@@ -22,107 +22,40 @@ from collections.abc import Callable
 from typing import Any
 
 from gpudiag.checks import FunctionalResult
-from gpudiag.probe.child import ChildOutcome, ChildResult, run_python
+from gpudiag.children import functional as child
+from gpudiag.children import protocol
+from gpudiag.probe.child import ChildOutcome, ChildResult, run_child, script
 
-START_MARKER = "@@GPUDIAG_START@@"
-LOADED_MARKER = "@@GPUDIAG_LOADED@@"
-RESULT_MARKER = "@@GPUDIAG_GPU@@"
-UNAVAILABLE_MARKER = "@@GPUDIAG_NO_CUDA@@"
+START_MARKER = protocol.START
+LOADED_MARKER = protocol.LOADED
+RESULT_MARKER = protocol.GPU
+UNAVAILABLE_MARKER = protocol.NO_CUDA
 
-LOAD_SECONDS = 0.8  # how long each GPU is kept busy for the TFLOP/s figure and the NVML re-read
-MATMUL_N = 1024  # accuracy test size (checked against float64 on the CPU)
-LOAD_N = 4096  # throughput test size
-PATTERN_WORDS = 16 * 1024 * 1024  # 128 MiB of int64
-SECONDS_PER_GPU = 20.0  # added to the child's timeout for each GPU it tests
-
-# Defines gpudiag_functional(); emits nothing, so it can run after the torch probe in its child.
-_FUNCTION_TEMPLATE = r"""
-def gpudiag_functional():
-    import json, sys, time
-    import torch
-    START, LOADED, RESULT, UNAVAILABLE = __MARKS__
-    DEVICE_TYPE, LOAD_SECONDS, MATMUL_N, LOAD_N, WORDS = __SETTINGS__
-    def say(*parts):
-        sys.stdout.write(" ".join(str(p) for p in parts) + "\n")
-        sys.stdout.flush()
-    def first_line(exc):
-        text = str(exc).strip()
-        return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    try:
-        torch.cuda.init()  # driver and runtime start-up, so each GPU's time below is its context alone
-        count = torch.cuda.device_count()
-    except Exception as exc:
-        say(UNAVAILABLE, first_line(exc))
-        return
-    for idx in range(count):
-        uuid = str(getattr(torch.cuda.get_device_properties(idx), "uuid", "")) or "-"
-        say(START, idx, uuid)
-        r = {"torch_index": idx, "uuid": uuid, "ok": False, "error": "", "context_seconds": None,
-             "memory_ok": None, "matmul_rel_error": None, "tflops": None}
-        try:
-            dev = torch.device(DEVICE_TYPE, idx)
-            t = time.perf_counter()
-            torch.zeros(1, device=dev)
-            torch.cuda.synchronize(dev)
-            r["context_seconds"] = time.perf_counter() - t
-            pattern = (torch.arange(WORDS, dtype=torch.int64) * 2654435761) % 2147483647
-            on_gpu = pattern.to(dev)
-            back, flipped = on_gpu.cpu(), (on_gpu ^ 0x5A5A5A5A).cpu()
-            r["memory_ok"] = bool(torch.equal(back, pattern)) and bool(torch.equal(flipped, pattern ^ 0x5A5A5A5A))
-            del on_gpu, back, flipped
-            gen = torch.Generator().manual_seed(1234)
-            a = torch.randn(MATMUL_N, MATMUL_N, generator=gen)
-            b = torch.randn(MATMUL_N, MATMUL_N, generator=gen)
-            ref = a.double() @ b.double()
-            out = (a.to(dev) @ b.to(dev)).cpu().double()
-            finite = bool(torch.isfinite(out).all())
-            r["matmul_rel_error"] = float((out - ref).norm() / ref.norm()) if finite else float("nan")
-            x = torch.randn(LOAD_N, LOAD_N, device=dev)
-            y = torch.randn(LOAD_N, LOAD_N, device=dev)
-            for _ in range(3):
-                x @ y
-            torch.cuda.synchronize(dev)
-            say(LOADED, idx, uuid)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            n, t0 = 0, time.perf_counter()
-            start.record()
-            while time.perf_counter() - t0 < LOAD_SECONDS:
-                for _ in range(5):
-                    x @ y
-                n += 5
-                torch.cuda.synchronize(dev)
-            end.record()
-            torch.cuda.synchronize(dev)
-            r["tflops"] = 2 * LOAD_N**3 * n / (start.elapsed_time(end) / 1000) / 1e12
-            del x, y
-            torch.cuda.empty_cache()
-            r["ok"] = True
-        except Exception as exc:
-            r["error"] = first_line(exc)
-        say(RESULT, json.dumps(r))
-"""
+LOAD_SECONDS = float(child.DEFAULTS["load_seconds"])
+SECONDS_PER_GPU = 20.0  # the functional test's own budget, per GPU it tests
 
 
-def functional_code(
+def settings(
     device_type: str = "cuda",
     load_seconds: float = LOAD_SECONDS,
-    matmul_n: int = MATMUL_N,
-    load_n: int = LOAD_N,
-    words: int = PATTERN_WORDS,
-) -> str:
-    """The code that runs the test (defines and calls gpudiag_functional; emits nothing).
+    matmul_n: int = int(child.DEFAULTS["matmul_n"]),
+    load_n: int = int(child.DEFAULTS["load_n"]),
+    words: int = int(child.DEFAULTS["words"]),
+) -> dict[str, Any]:
+    """What the child is told (tests run the very same child on the CPU with smaller sizes)."""
+    return {
+        "device_type": device_type,
+        "load_seconds": load_seconds,
+        "matmul_n": matmul_n,
+        "load_n": load_n,
+        "words": words,
+    }
 
-    Tests run this very code on the CPU with smaller sizes.
-    """
-    settings = (device_type, load_seconds, matmul_n, load_n, words)
-    marks = (START_MARKER, LOADED_MARKER, RESULT_MARKER, UNAVAILABLE_MARKER)
-    body = _FUNCTION_TEMPLATE.replace("__MARKS__", repr(marks)).replace("__SETTINGS__", repr(settings))
-    return body + "gpudiag_functional()\n"
 
+def budget(gpus: int) -> float:
+    """Seconds the functional test may take, apart from torch's import and CUDA start-up."""
+    return SECONDS_PER_GPU * max(gpus, 1)
 
-CODE = functional_code()
 
 # NVML index -> (PCIe (gen, width), clock event bits) read now, while that GPU is busy.
 LoadedReader = Callable[[int], tuple[tuple[int, int] | None, int | None]]
@@ -143,7 +76,7 @@ class Collector:
         self._unavailable = ""
 
     def on_line(self, line: str) -> None:
-        marker, _, rest = line.partition(" ")
+        marker, _, rest = line.partition(" ")  # the markers of gpudiag.children.protocol
         if marker == RESULT_MARKER:
             try:
                 data = json.loads(rest)
@@ -213,11 +146,12 @@ def run(
     nvml_index_of: Callable[[str], int | None],
     read_loaded: LoadedReader | None,
     timeout: float,
-    code: str = CODE,
+    test_settings: dict[str, Any] | None = None,
 ) -> tuple[tuple[FunctionalResult, ...] | None, str]:
-    """Run the test in a child of its own (``code`` ends with ``emit``-free test code)."""
+    """Run the test in a child of its own (``check`` runs it in the torch probe's child instead)."""
     collector = Collector(nvml_index_of, read_loaded)
-    result = run_python(code + "emit({'done': True})\n", python=python, timeout=timeout, on_line=collector.on_line)
+    args = [str(script("functional")), json.dumps(settings() if test_settings is None else test_settings)]
+    result = run_child(args, python=python, timeout=timeout, on_line=collector.on_line)
     return collector.finish(result)
 
 

@@ -20,8 +20,7 @@ from gpudiag.checks.base import (
     result,
     skip_reason,
 )
-from gpudiag.model import Gpu, ProcessKind
-from gpudiag.probe.nvml import CLOCK_EVENT_NAMES
+from gpudiag.model import CLOCK_EVENT_NAMES, Gpu, ProcessKind
 
 
 def ecc(facts: Facts, options: Options) -> list[CheckResult]:

@@ -23,7 +23,7 @@ def _runtime_or_skip(check_id: str, facts: Facts) -> tuple[TorchRuntime | None, 
 
 def _expected_devices(facts: Facts) -> tuple[int, str] | None:
     """How many CUDA devices torch should see here, and the CUDA_VISIBLE_DEVICES setting ("" if unset)."""
-    from gpudiag.visibility import ORDER_VAR, VISIBLE_VAR, resolve
+    from gpudiag.visibility import ORDER_VAR, VISIBLE_VAR, resolve, shown_value
 
     m = facts.machine
     if m.nvml.status is not NvmlStatus.OK:
@@ -31,7 +31,7 @@ def _expected_devices(facts: Facts) -> tuple[int, str] | None:
     env = m.env_map
     value = env.get(VISIBLE_VAR)
     count = len(resolve(m, value, env.get(ORDER_VAR)).devices)
-    return count, ("" if value is None else f"{VISIBLE_VAR}={value!r}")
+    return count, ("" if value is None else f"{VISIBLE_VAR}={shown_value(value)}")
 
 
 def torch_works(facts: Facts, options: Options) -> list[CheckResult]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -22,10 +21,7 @@ from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
 
 if TYPE_CHECKING:
-    from gpudiag.checks import Facts, FunctionalResult, Options
-    from gpudiag.checks.functional import Collector
-    from gpudiag.model import Machine, Reading, TorchRuntime
-    from gpudiag.probe.collect import MachineSource
+    from gpudiag.checks import Options
 
 # "check could not run (all or part of it) and nothing failed". The table's CHECK_INCOMPLETE
 # (5) is that code; the lead may rename it (e.g. CHECK_COULD_NOT_RUN) — this is the one use.
@@ -108,103 +104,6 @@ def _options(
     )
 
 
-def _open(replay: str | None) -> MachineSource:
-    from gpudiag.checks import GROUPS
-    from gpudiag.probe.collect import open_source
-
-    try:
-        return open_source(replay, facts=GROUPS)
-    except UsageError:
-        raise
-    except GpudiagError as exc:  # e.g. the pynvml module is missing or stale: gpudiag cannot look
-        raise GpudiagError(f"check could not run: {exc.message}", COULD_NOT_RUN) from None
-
-
-def _torch(machine: Machine, live: bool, not_started: str, python: str | None, timeout: float) -> Reading[TorchRuntime]:
-    from gpudiag.model import Reading, Reason
-
-    if not_started:
-        return Reading.missing(Reason.UNAVAILABLE, not_started)
-    if live:
-        from gpudiag.probe.torch_runtime import probe
-
-        return probe(python, timeout)
-    if machine.torch_runtime.reason is Reason.UNAVAILABLE:
-        return Reading.missing(Reason.UNAVAILABLE, "torch runtime not recorded in this snapshot")
-    return machine.torch_runtime
-
-
-def _collector(source: MachineSource, machine: Machine) -> Collector:
-    """Collects the functional test's lines; re-reads a GPU's link and clock events when it is busy."""
-    from gpudiag.checks import LOADED_GROUPS
-    from gpudiag.checks.functional import Collector
-
-    uuids = {(g.uuid.value or "").removeprefix("GPU-").lower(): g.index for g in machine.gpus if g.uuid.ok}
-
-    def nvml_index_of(uuid: str) -> int | None:
-        return uuids.get(uuid.removeprefix("GPU-").lower())
-
-    def read_loaded(index: int) -> tuple[tuple[int, int] | None, int | None]:
-        gpu = source.read(LOADED_GROUPS).gpu(index)
-        gen, width = gpu.pcie.gen_current.value, gpu.pcie.width_current.value
-        return (gen, width) if gen is not None and width is not None else None, gpu.clock_event_reasons.value
-
-    return Collector(nvml_index_of, read_loaded)
-
-
-def _gather(
-    replay: str | None, torch_off: str, python: str | None, timeout: float, functional_off: str
-) -> tuple[Facts, list[str]]:
-    """Read the machine, ask torch, read host facts, run the functional test. Notes: what could not run.
-
-    ``torch_off`` / ``functional_off``: why torch is not started / the functional test not run ("" to do it).
-    """
-    from gpudiag.checks import Facts
-    from gpudiag.model import NvmlStatus, Reason, unavailable
-
-    live = not replay
-    notes: list[str] = []
-    with _open(replay) as source:
-        machine = source.read()
-        if python is not None:
-            # gpudiag's own torch files say nothing about the environment being checked.
-            machine = replace(machine, torch_build=unavailable(Reason.NOT_FOUND, f"see the torch of {python}"))
-        functional: tuple[FunctionalResult, ...] | None = None
-        why = functional_off
-        if not why:
-            if not live:
-                why = "not run on a replayed machine"
-            elif machine.nvml.status is not NvmlStatus.OK:
-                why = "NVML unavailable (see nvml.init)"
-            elif torch_off:
-                why = "needs torch (see compat.torch)"
-        if why:
-            torch = _torch(machine, live, torch_off, python, timeout)
-        else:
-            # One child: torch's facts, then (if CUDA works) the functional test of every visible GPU.
-            from gpudiag.checks import functional as functional_test
-            from gpudiag.probe.torch_runtime import probe_then
-
-            collector = _collector(source, machine)
-            allowed = timeout + functional_test.SECONDS_PER_GPU * len(machine.gpus)
-            torch, child = probe_then(functional_test.CODE, python, allowed, collector.on_line)
-            if torch.value is not None and torch.value.cuda_available:
-                functional, why = collector.finish(child)
-                if why:
-                    notes.append(why)
-            else:
-                why = "needs a torch that can use CUDA (see compat.torch)"
-        if live and not torch_off and torch.reason is Reason.UNAVAILABLE:
-            notes.append(f"the torch probe could not start: {torch.detail}")
-        devices = None
-        if live:  # after torch: CUDA's own start-up may have loaded nvidia_uvm and created its node
-            from gpudiag.probe.devices import read_device_facts
-
-            devices = read_device_facts(tuple(n for g in machine.gpus if (n := g.minor_number.value) is not None))
-    facts = Facts(machine=machine, torch=torch, devices=devices, functional=functional, functional_skip_reason=why)
-    return facts, notes
-
-
 @handle_errors
 def command(
     ctx: typer.Context,
@@ -253,7 +152,13 @@ def command(
         typer.Option("--python", help="Check the torch of this interpreter (e.g. your training venv's python)."),
     ] = None,
     no_torch: Annotated[bool, typer.Option("--no-torch", help="Do not start torch at all (its checks SKIP).")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds allowed for each torch child process.")] = 90.0,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            help="Seconds torch may take to answer (import and CUDA start-up); the functional test has its own budget.",
+        ),
+    ] = 90.0,
     textfile: Annotated[
         Path | None,
         typer.Option(
@@ -288,7 +193,7 @@ def command(
     """
     from gpudiag.checks import Status
     from gpudiag.checks import rules as check_rules
-    from gpudiag.render import check_view
+    from gpudiag.checks.gather import Plan, run
 
     s = settings(ctx)
     if npd and json_output:
@@ -343,19 +248,28 @@ def command(
         or bool("req.cuda" in selected and options.require_cuda)
         or bool("req.torch" in selected and options.require_torch)
     )
-    facts, notes = _gather(
-        s.replay,
-        "--no-torch: torch not started" if no_torch else ("" if torch_wanted else "not needed by the selected checks"),
-        python,
-        timeout,
-        "--quick" if quick else ("" if functional_wanted else "not selected"),
+    checked = run(
+        Plan(
+            replay=s.replay,
+            torch_off="--no-torch: torch not started"
+            if no_torch
+            else ("" if torch_wanted else "not needed by the selected checks"),
+            functional_off="--quick" if quick else ("" if functional_wanted else "not selected"),
+            python=python,
+            timeout=timeout,
+            could_not_run=COULD_NOT_RUN,
+        ),
+        options,
+        only_ids,
+        skip_ids,
     )
-    results = check_rules.run(facts, options, only_ids, skip_ids)
+    facts, results, notes = checked.facts, list(checked.results), list(checked.notes)
     if not results:  # e.g. `--only req` without any --require-… option
         raise UsageError(
             f"--only {','.join(only_ids)}: the selected checks have nothing to check "
             "(the req.* checks need their --require-… option)"
         )
+    from gpudiag.render import check_view  # after the run: the torch child starts without waiting for rich
 
     statuses = {r.status for r in results}
     if Status.FAIL in statuses or (strict and Status.WARN in statuses):

@@ -163,7 +163,7 @@ def _probe(resolution: Resolution | None, value: str | None, order: str | None) 
         env[VISIBLE_VAR] = value
     if order is not None:
         env[ORDER_VAR] = order
-    result = child.run_python(visibility.PROBE_CODE, env=env, timeout=PROBE_TIMEOUT_S)
+    result = child.run_child([str(child.script("visible_probe"))], env=env, timeout=PROBE_TIMEOUT_S)
     if not result.ok:
         return visibility.probe_failed(result.detail)
     return visibility.probe_report(resolution, result.data)

@@ -1,26 +1,36 @@
-"""Run Python code in a child process with a timeout and read back one JSON object.
+"""Run one of gpudiag's child programs (:mod:`gpudiag.children`) with a deadline and read its lines.
 
 torch is imported and CUDA initialised only in children: a torch that fails to import,
 hangs in CUDA init or crashes the interpreter is reported as exactly that, and the
 parent never initialises CUDA (which would make later forks unsafe and pin the
-environment that CUDA read).
+environment that CUDA read). A child can be started first and read later
+(:func:`start` then :meth:`Running.finish`): its lines wait in a queue while the parent
+does other work, such as reading NVML while torch imports.
 """
 
 from __future__ import annotations
 
 import enum
-import json
 import os
+import queue
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-RESULT_MARKER = "@@GPUDIAG_RESULT@@"
+from gpudiag.children import protocol
+
+CHILDREN = Path(__file__).resolve().parent.parent / "children"
+
+
+def script(name: str) -> Path:
+    """The path of a child program, e.g. ``script("torch_probe")``: run by path with any interpreter."""
+    return CHILDREN / f"{name}.py"
 
 
 class ChildOutcome(str, enum.Enum):
@@ -45,38 +55,117 @@ class ChildResult:
         return self.outcome is ChildOutcome.OK
 
 
-def emit_line() -> str:
-    """Code a child script ends with: ``emit(obj)`` prints the result the parent reads."""
-    return (
-        "def emit(obj):\n"
-        "    import json, sys\n"
-        f"    sys.stdout.write({RESULT_MARKER!r} + json.dumps(obj) + '\\n')\n"
-        "    sys.stdout.flush()\n"
-    )
+def hung_detail(seconds: float) -> str:
+    return f"no answer within {seconds:g} s (hung, e.g. in CUDA initialisation)"
 
 
-def run_python(
-    code: str,
-    *,
-    python: str | None = None,
-    env: Mapping[str, str] | None = None,
-    timeout: float = 60.0,
-    on_line: Callable[[str], None] | None = None,
-) -> ChildResult:
-    """Run ``code`` (which calls ``emit(dict)``) under ``python`` and return what it emitted.
+# The deadline a reader gives: (monotonic time, what to say if it passes).
+Deadline = Callable[[], tuple[float, str]]
 
-    ``on_line`` sees each stdout line as it arrives: a child under load can say so, and the
-    parent reads NVML while the GPU is busy.
+
+class Running:
+    """A started child. Its stdout lines queue up until :meth:`finish` reads them."""
+
+    def __init__(self, proc: subprocess.Popen[str] | None, start: float, not_started: str = "") -> None:
+        self.proc, self.start, self.not_started = proc, start, not_started
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._err: list[str] = []
+        if proc is not None:
+            assert proc.stdout is not None and proc.stderr is not None
+            out, err = proc.stdout, proc.stderr
+            threading.Thread(target=self._pump, args=(out,), daemon=True).start()
+            self._drain = threading.Thread(target=lambda: self._err.append(err.read()), daemon=True)
+            self._drain.start()
+
+    def send(self, line: str) -> None:
+        """Answer a child that asks (started with ``ask=True``): one line, then its stdin closes."""
+        if self.proc is None or self.proc.stdin is None:
+            return
+        try:
+            self.proc.stdin.write(line.rstrip("\n") + "\n")
+            self.proc.stdin.close()
+        except OSError:  # it has already gone; finish() says how
+            pass
+
+    def kill(self) -> None:
+        """End a child whose answer is no longer wanted (the parent is giving up)."""
+        if self.proc is not None and self.proc.poll() is None:
+            _kill_group(self.proc)
+            self.proc.wait()
+
+    def _pump(self, stream: Any) -> None:
+        for line in stream:
+            self._lines.put(line.rstrip("\n"))
+        self._lines.put(None)
+
+    def finish(self, on_line: Callable[[str], None] | None, deadline: Deadline) -> ChildResult:
+        """Read every line (``on_line`` sees each, in this thread) until the child ends or
+        ``deadline()`` passes (then its whole process group is killed)."""
+        if self.proc is None:
+            return ChildResult(ChildOutcome.NOT_STARTED, detail=self.not_started)
+        last: dict[str, Any] | None = None
+        while True:
+            when, why = deadline()
+            remaining = when - time.monotonic()
+            if remaining <= 0:
+                _kill_group(self.proc)
+                self.proc.wait()
+                self._drain.join(timeout=5)
+                return ChildResult(
+                    ChildOutcome.TIMEOUT, detail=why, seconds=time.monotonic() - self.start, stderr_tail=self._tail()
+                )
+            try:
+                line = self._lines.get(timeout=min(remaining, 0.25))
+            except queue.Empty:
+                continue
+            if line is None:
+                break
+            if line.startswith(protocol.RESULT):
+                last = protocol.payload(line, protocol.RESULT)
+            elif on_line is not None:
+                on_line(line)
+        self.proc.wait()
+        self._drain.join(timeout=5)
+        return self._ended(last)
+
+    def _ended(self, data: dict[str, Any] | None) -> ChildResult:
+        assert self.proc is not None
+        seconds = time.monotonic() - self.start
+        code = self.proc.returncode
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return ChildResult(ChildOutcome.CRASHED, data or {}, f"crashed with {name}", seconds, self._tail())
+        if code != 0:
+            err = "".join(self._err)
+            return ChildResult(ChildOutcome.FAILED, data or {}, _last_error_line(err, code), seconds, self._tail())
+        if data is None:
+            return ChildResult(
+                ChildOutcome.NO_RESULT, detail="the child printed no result", seconds=seconds, stderr_tail=self._tail()
+            )
+        return ChildResult(ChildOutcome.OK, data, "", seconds, self._tail())
+
+    def _tail(self, lines: int = 15) -> str:
+        return "\n".join("".join(self._err).strip().splitlines()[-lines:])
+
+
+def start(
+    args: Sequence[str], *, python: str | None = None, env: Mapping[str, str] | None = None, ask: bool = False
+) -> Running:
+    """Start ``python ARGS`` (gpudiag's own interpreter unless another is named) in its own session.
+
+    ``ask``: the child's stdin is a pipe for one answer (:meth:`Running.send`); else it is empty.
     """
     interpreter = python or sys.executable
-    script = emit_line() + code
     child_env = dict(os.environ if env is None else env)
     child_env.setdefault("PYTHONFAULTHANDLER", "1")  # a segfault leaves a Python stack on stderr
-    start = time.monotonic()
+    begun = time.monotonic()
     try:
         proc = subprocess.Popen(
-            [interpreter, "-c", script],
-            stdin=subprocess.DEVNULL,
+            [interpreter, *args],
+            stdin=subprocess.PIPE if ask else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=child_env,
@@ -84,66 +173,26 @@ def run_python(
             start_new_session=True,  # so a timeout can kill the child's whole group
         )
     except OSError as exc:
-        return ChildResult(ChildOutcome.NOT_STARTED, detail=f"cannot run {interpreter}: {exc.strerror or exc}")
-    try:
-        if on_line is None:
-            out, err = proc.communicate(timeout=timeout)
-        else:
-            out, err = _stream(proc, timeout, on_line)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, err = proc.communicate()
-        return ChildResult(
-            ChildOutcome.TIMEOUT,
-            detail=f"no answer within {timeout:g} s (hung, e.g. in CUDA initialisation)",
-            seconds=time.monotonic() - start,
-            stderr_tail=_tail(err),
-        )
-    seconds = time.monotonic() - start
-    data = _result(out)
-    if proc.returncode < 0:
-        sig = -proc.returncode
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        return ChildResult(ChildOutcome.CRASHED, data or {}, f"crashed with {name}", seconds, _tail(err))
-    if proc.returncode != 0:
-        return ChildResult(ChildOutcome.FAILED, data or {}, _last_error_line(err, proc.returncode), seconds, _tail(err))
-    if data is None:
-        return ChildResult(
-            ChildOutcome.NO_RESULT, detail="the child printed no result", seconds=seconds, stderr_tail=_tail(err)
-        )
-    return ChildResult(ChildOutcome.OK, data, "", seconds, _tail(err))
+        return Running(None, begun, f"cannot run {interpreter}: {exc.strerror or exc}")
+    return Running(proc, begun)
 
 
-def _stream(proc: subprocess.Popen[str], timeout: float, on_line: Callable[[str], None]) -> tuple[str, str]:
-    """Read stdout line by line, calling ``on_line``; stderr is drained by a thread."""
-    assert proc.stdout is not None and proc.stderr is not None
-    err_chunks: list[str] = []
-    stderr = proc.stderr
-    drain = threading.Thread(target=lambda: err_chunks.append(stderr.read()), daemon=True)
-    drain.start()
-    expired = threading.Event()
+def run_child(
+    args: Sequence[str],
+    *,
+    python: str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60.0,
+    on_line: Callable[[str], None] | None = None,
+) -> ChildResult:
+    """Run ``python ARGS`` to its end (or ``timeout``) and return the result it emitted.
 
-    def expire() -> None:
-        expired.set()
-        _kill_group(proc)
-
-    timer = threading.Timer(timeout, expire)
-    timer.start()
-    lines = []
-    try:
-        for line in proc.stdout:
-            lines.append(line)
-            on_line(line.rstrip("\n"))
-        proc.wait()
-    finally:
-        timer.cancel()
-    drain.join(timeout=5)
-    if expired.is_set():
-        raise subprocess.TimeoutExpired(proc.args, timeout)
-    return "".join(lines), "".join(err_chunks)
+    ``on_line`` sees each other stdout line as it arrives: a child under load can say so, and
+    the parent reads NVML while the GPU is busy.
+    """
+    running = start(args, python=python, env=env)
+    limit = running.start + timeout
+    return running.finish(on_line, lambda: (limit, hung_detail(timeout)))
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:
@@ -151,21 +200,6 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         proc.kill()
-
-
-def _result(stdout: str) -> dict[str, Any] | None:
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(RESULT_MARKER):
-            try:
-                value = json.loads(line[len(RESULT_MARKER) :])
-            except json.JSONDecodeError:
-                return None
-            return value if isinstance(value, dict) else None
-    return None
-
-
-def _tail(text: str, lines: int = 15) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
 
 
 def _last_error_line(stderr: str, code: int) -> str:

@@ -40,6 +40,7 @@ from gpudiag.model import (
     Utilization,
     unavailable,
 )
+from gpudiag.model import CLOCK_EVENT_NAMES as CLOCK_EVENT_NAMES
 
 T = TypeVar("T")
 
@@ -47,18 +48,6 @@ HostResolver = Callable[[int], HostProcess]
 
 # NVML's "no instance id" marker for processes on GPUs without MIG.
 _NO_INSTANCE = 0xFFFFFFFF
-
-CLOCK_EVENT_NAMES = {
-    0x1: "GpuIdle",
-    0x2: "ApplicationsClocksSetting",
-    0x4: "SwPowerCap",
-    0x8: "HwSlowdown",
-    0x10: "SyncBoost",
-    0x20: "SwThermalSlowdown",
-    0x40: "HwThermalSlowdown",
-    0x80: "HwPowerBrakeSlowdown",
-    0x100: "DisplayClockSetting",
-}
 
 _COMPUTE_MODES = {
     0: ComputeMode.DEFAULT,

@@ -14,146 +14,80 @@ initialisation still leaves its build facts, so the compatibility checks can say
 from __future__ import annotations
 
 import json
-import textwrap
+import time
 from collections.abc import Callable
 from typing import Any
 
+from gpudiag.children import protocol
 from gpudiag.model import Reading, Reason, TorchDevice, TorchRuntime, unavailable
-from gpudiag.probe.child import ChildOutcome, ChildResult, run_python
+from gpudiag.probe.child import ChildOutcome, ChildResult, Running, hung_detail, script, start
 
-STAGE_MARKER = "@@GPUDIAG_STAGE@@"
-
-CHILD_CODE = r"""
-import json, sys, time, warnings
-MARK = __MARK__
-def stage(name, **facts):
-    sys.stdout.write(MARK + json.dumps({"stage": name, **facts}) + "\n")
-    sys.stdout.flush()
-def first_line(exc):
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
-stage("importing", python=sys.executable)
-t0 = time.perf_counter()
-try:
-    import torch
-except ModuleNotFoundError as exc:
-    if exc.name == "torch":
-        emit({"missing": f"torch is not installed for {sys.executable}"})
-        raise SystemExit(0)
-    emit({"import_error": first_line(exc)})
-    raise SystemExit(0)
-except BaseException as exc:
-    emit({"import_error": first_line(exc)})
-    raise SystemExit(0)
-t1 = time.perf_counter()
-arch = []
-try:
-    # get_arch_list() answers [] unless CUDA works; the compiled list is there regardless.
-    flags = torch._C._cuda_getArchFlags() if hasattr(torch._C, "_cuda_getArchFlags") else None
-    arch = flags.split() if flags else []
-except Exception:
-    pass
-stage("imported", version=torch.__version__, cuda=torch.version.cuda, arch_list=arch, import_seconds=t1 - t0)
-cudnn = compiled = nccl = None
-try:
-    # torch.backends.cudnn.version() would initialise CUDA and raise on the very mismatch we look for.
-    if torch.version.cuda and torch.backends.cudnn.is_available():
-        cudnn = int(torch._C._cudnn.getVersionInt())
-        compiled = [int(x) for x in torch._C._cudnn.getCompileVersion()][:3]
-except Exception:
-    pass
-try:
-    v = torch.cuda.nccl.version() if torch.version.cuda else None
-    nccl = [int(x) for x in v[:3]] if isinstance(v, tuple) else ([v // 1000, v % 1000 // 100, v % 100] if v else None)
-except Exception:
-    pass
-stage("libraries", cudnn_version=cudnn, cudnn_compiled=compiled, nccl_version=nccl)
-stage("cuda_init")
-t2 = time.perf_counter()
-error = ""
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    try:
-        available = torch.cuda.is_available()
-        if available:
-            torch.cuda.init()
-    except Exception as exc:
-        available, error = False, first_line(exc)
-if not available and not error:
-    for w in caught:
-        text = str(w.message).strip()
-        if text and "CUDA" in text:
-            error = text.splitlines()[0]
-            break
-if not available and not error:
-    try:
-        torch.cuda.init()
-    except Exception as exc:
-        error = first_line(exc)
-t3 = time.perf_counter()
-devices, count = [], 0
-if available:
-    count = torch.cuda.device_count()
-    for i in range(count):
-        p = torch.cuda.get_device_properties(i)
-        devices.append({"name": p.name, "capability": [p.major, p.minor], "total_memory_bytes": p.total_memory,
-                        "uuid": str(getattr(p, "uuid", ""))})
-FACTS = {"python": sys.executable, "version": torch.__version__, "cuda": torch.version.cuda,
-         "cuda_available": available, "cuda_error": error, "device_count": count, "arch_list": arch,
-         "cudnn_version": cudnn, "cudnn_compiled": compiled, "nccl_version": nccl, "devices": devices,
-         "import_seconds": t1 - t0, "init_seconds": t3 - t2}
-stage("runtime", **FACTS)
-""".replace("__MARK__", json.dumps(STAGE_MARKER))
-_PROBE_CODE = CHILD_CODE
-CHILD_CODE = _PROBE_CODE + "emit(FACTS)\n"
-
+STAGE_MARKER = protocol.STAGE
+ASK = "--ask"  # the torch child's argument: read the functional test's settings from stdin
 DEFAULT_TIMEOUT = 90.0
 
 
-def probe(python: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> Reading[TorchRuntime]:
-    result, stages = _run(CHILD_CODE, python, timeout, None)
-    return parse(result, stages)
+def launch(python: str | None = None, functional: dict[str, Any] | None = None, ask: bool = False) -> Running:
+    """Start the torch child now (its import takes seconds); read it later with :func:`finish`.
 
-
-def probe_then(
-    then: str, python: str | None, timeout: float, on_line: Callable[[str], None]
-) -> tuple[Reading[TorchRuntime], ChildResult]:
-    """Ask torch, then — in the same process, when CUDA works — run ``then`` (which must not emit).
-
-    One import and one CUDA initialisation instead of two: the functional test runs this way.
-    ``on_line`` sees every line the child prints. The reading describes torch even when ``then``
-    later hangs or crashes the child; the returned result says how the child ended.
+    With ``functional`` settings the child goes on, when CUDA works, to run the functional test
+    (:mod:`gpudiag.children.functional`) in the same process: one import, one CUDA start-up.
+    With ``ask`` it waits, once torch has answered, for the settings on its stdin
+    (``Running.send``; an empty line skips the test): the parent decides after reading NVML.
     """
-    code = _PROBE_CODE + "if FACTS['cuda_available']:\n" + textwrap.indent(then, "    ") + "\nemit(FACTS)\n"
-    result, stages = _run(code, python, timeout, on_line)
+    args = [str(script("torch_probe"))]
+    if ask:
+        args.append(ASK)
+    elif functional is not None:
+        args.append(json.dumps(functional))
+    return start(args, python=python, ask=ask)
+
+
+def finish(
+    running: Running,
+    timeout: float,
+    on_line: Callable[[str], None] | None = None,
+    functional_budget: float = 0.0,
+) -> tuple[Reading[TorchRuntime], ChildResult]:
+    """Read the child to its end. torch must answer (import, libraries, CUDA start-up) within
+    ``timeout`` of the start; the functional test, if any, then has ``functional_budget`` of its own.
+    ``on_line`` sees every line that is not the probe's. The reading describes torch even when the
+    test later hangs or crashes the child; the returned result says how the child ended."""
+    stages: dict[str, Any] = {}
+    answered: list[float] = []  # when torch's facts arrived
+
+    def read(line: str) -> None:
+        data = protocol.payload(line, protocol.STAGE)
+        if data is not None:
+            stages["stage"] = data.pop("stage", "")
+            stages.update(data)
+            if stages["stage"] == protocol.RUNTIME:
+                answered.append(time.monotonic())
+        elif not line.startswith(protocol.STAGE) and on_line is not None:
+            on_line(line)
+
+    def deadline() -> tuple[float, str]:
+        if answered and functional_budget > 0:
+            return (
+                answered[0] + functional_budget,
+                f"the functional test did not finish within its budget of {functional_budget:g} s "
+                "(hung, e.g. in a GPU kernel)",
+            )
+        return running.start + timeout, hung_detail(timeout)
+
+    result = running.finish(read, deadline)
     return parse(result, stages), result
 
 
-def _run(
-    code: str, python: str | None, timeout: float, also: Callable[[str], None] | None
-) -> tuple[ChildResult, dict[str, Any]]:
-    stages: dict[str, Any] = {}
-
-    def on_line(line: str) -> None:
-        if line.startswith(STAGE_MARKER):
-            try:
-                data = json.loads(line[len(STAGE_MARKER) :])
-            except json.JSONDecodeError:
-                return
-            if isinstance(data, dict):
-                stages["stage"] = data.pop("stage", "")
-                stages.update(data)
-        elif also is not None:
-            also(line)
-
-    return run_python(code, python=python, timeout=timeout, on_line=on_line), stages
+def probe(python: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> Reading[TorchRuntime]:
+    return finish(launch(python), timeout)[0]
 
 
 def parse(result: ChildResult, stages: dict[str, Any] | None = None) -> Reading[TorchRuntime]:
     """Turn the child's answer, or its failure and the last stage it reached, into a reading."""
     stages = stages or {}
-    if result.outcome is not ChildOutcome.OK and stages.get("stage") == "runtime":
-        # torch answered in full; what ended the child came after (see probe_then).
+    if result.outcome is not ChildOutcome.OK and stages.get("stage") == protocol.RUNTIME:
+        # torch answered in full; what ended the child came after (the functional test, see finish).
         try:
             return Reading.of(_runtime(stages))
         except (KeyError, TypeError, ValueError, IndexError) as exc:
@@ -168,11 +102,11 @@ def parse(result: ChildResult, stages: dict[str, Any] | None = None) -> Reading[
             return f"torch crashed {where} ({result.detail.removeprefix('crashed with ')})"
 
         stage = stages.get("stage", "")
-        if stage == "cuda_init":
+        if stage == protocol.CUDA_INIT:
             return _stopped_after_import(stages, how("in CUDA initialisation"))
-        if stage in ("imported", "libraries"):
+        if stage in (protocol.IMPORTED, protocol.LIBRARIES):
             return _stopped_after_import(stages, how("reading its cuDNN/NCCL versions"))
-        if stage == "importing":
+        if stage == protocol.IMPORTING:
             return unavailable(Reason.UNKNOWN_ERROR, how("during `import torch`"))
         return unavailable(Reason.UNKNOWN_ERROR, how("before reporting"))
     if result.outcome is not ChildOutcome.OK:

@@ -10,8 +10,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.model import Gpu, GpuState, Machine, Reading, cuda_version_text
-from gpudiag.probe.nvml import CLOCK_EVENT_NAMES
+from gpudiag.model import CLOCK_EVENT_NAMES, Gpu, GpuState, Machine, Reading, cuda_version_text
 
 if TYPE_CHECKING:
     from gpudiag.details import ClockSet, GpuDetails

@@ -14,13 +14,21 @@ from rich.table import Table
 from rich.text import Text
 
 from gpudiag.render.format import mib_text
-from gpudiag.visibility import ORDER_VAR, VISIBLE_VAR, Outcome, ProbeReport, Resolution
+from gpudiag.visibility import (
+    ORDER_VAR,
+    SUMMARY_KIND,
+    VISIBLE_VAR,
+    Outcome,
+    ProbeReport,
+    Resolution,
+    shown_value,
+)
 
 SCHEMA = "gpudiag.visible/1"
 
 
 def _setting(resolution: Resolution, origin: str, order_origin: str) -> Text:
-    value = "(unset: every device)" if resolution.value is None else repr(resolution.value)
+    value = "(unset: every device)" if resolution.value is None else shown_value(resolution.value)
     line = Text(f"{VISIBLE_VAR}={value}", style="bold")
     line.append(f" [{origin}]", style="dim")
     shown = resolution.order if resolution.order_value is None else repr(resolution.order_value)
@@ -81,7 +89,12 @@ def _entries(resolution: Resolution) -> Table:
     styles = {Outcome.USED: "green", Outcome.DROPPED: "red", Outcome.IGNORED: "yellow"}
     for e in resolution.entries:
         why = e.reason + ("" if e.documented else " [undocumented]")
-        table.add_row(str(e.position), repr(e.token), Text(e.outcome.value, style=styles[e.outcome]), why)
+        table.add_row(
+            str(e.position),
+            e.token if e.kind == SUMMARY_KIND else repr(e.token),
+            Text(e.outcome.value, style=styles[e.outcome]),
+            why,
+        )
     return table
 
 
