@@ -6,13 +6,14 @@ _gpudiag() {
     cmd=""
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            bench-transfer|check|drain|examples|list|memory|report|snapshot|visible) cmd="${COMP_WORDS[i]}"; break ;;
+            bench-transfer|check|drain|examples|exporter|list|memory|report|snapshot|visible) cmd="${COMP_WORDS[i]}"; break ;;
         esac
     done
     case "$prev" in
         --alert-free-below) return ;;
         --bind) return ;;
         --color) COMPREPLY=($(compgen -W "auto always never" -- "$cur")); return ;;
+        --compat) return ;;
         --count) return ;;
         --deadline) return ;;
         --description) return ;;
@@ -20,17 +21,22 @@ _gpudiag() {
         --expect) return ;;
         --expect-gpus) return ;;
         --format) COMPREPLY=($(compgen -W "csv csv,noheader csv,nounits csv,noheader,nounits" -- "$cur")); return ;;
+        --hostname) return ;;
         --id) return ;;
         --interval) return ;;
         --iters) return ;;
         --junit) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --kubelet-socket) return ;;
         --log) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --max-process-series) return ;;
         --min-free) return ;;
         --mode) return ;;
         --modes) return ;;
         --only) return ;;
         --order) return ;;
         --output) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --port) return ;;
+        --proc-root) return ;;
         --prometheus) return ;;
         --python) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --query) return ;;
@@ -47,6 +53,7 @@ _gpudiag() {
         --sizes) return ;;
         --skip) return ;;
         --temp-margin) return ;;
+        --textfile) return ;;
         --timeout) return ;;
         --until-free) return ;;
         --value) return ;;
@@ -56,15 +63,16 @@ _gpudiag() {
     esac
     case "$cmd" in
         bench-transfer) COMPREPLY=($(compgen -W "--sizes --sweep --modes --device --iters --samples --gib --json --csv --help" -- "$cur")) ;;
-        check) COMPREPLY=($(compgen -W "--quick --json --junit --strict --only --skip --expect-gpus --min-free --temp-margin --allow-processes --require-driver --require-cuda --require-capability --require-gpu --require-torch --python --no-torch --timeout --mode --deadline --help" -- "$cur")) ;;
+        check) COMPREPLY=($(compgen -W "--quick --json --junit --strict --only --skip --expect-gpus --min-free --temp-margin --allow-processes --require-driver --require-cuda --require-capability --require-gpu --require-torch --python --no-torch --timeout --textfile --npd --mode --deadline --help" -- "$cur")) ;;
         drain) COMPREPLY=($(compgen -W "--execute --resume --help" -- "$cur")) ;;
         examples) COMPREPLY=($(compgen -W " --help" -- "$cur")) ;;
+        exporter) COMPREPLY=($(compgen -W "--port --bind --compat --max-process-series --kubelet-socket --no-kubelet --proc-root --hostname --once --help" -- "$cur")) ;;
         list) COMPREPLY=($(compgen -W "--json --id -i --no-processes --details -q --query --query-gpu --query-compute-apps --format --watch -w --interval --count --help" -- "$cur")) ;;
-        memory) COMPREPLY=($(compgen -W "--watch -w --interval --count --id -i --json --log --until-free --timeout --alert-free-below --prometheus --bind --help" -- "$cur")) ;;
+        memory) COMPREPLY=($(compgen -W "--watch -w --interval --count --id -i --json --log --until-free --timeout --alert-free-below --prometheus --bind --textfile --help" -- "$cur")) ;;
         report) COMPREPLY=($(compgen -W "--expect --json --junit --brief --help" -- "$cur")) ;;
         snapshot) COMPREPLY=($(compgen -W "--output -o --description -d --no-torch --help" -- "$cur")) ;;
         visible) COMPREPLY=($(compgen -W "--value --unset --order --select --probe --json --help" -- "$cur")) ;;
-        "") COMPREPLY=($(compgen -W "bench-transfer check drain examples list memory report snapshot visible --replay --color --debug --version --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "bench-transfer check drain examples exporter list memory report snapshot visible --replay --color --debug --version --help" -- "$cur")) ;;
     esac
 }
 complete -o default -F _gpudiag gpudiag

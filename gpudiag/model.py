@@ -108,6 +108,11 @@ def unavailable(reason: Reason, detail: str = "") -> Reading[T]:
     return Reading(reason=reason, detail=detail)
 
 
+def _not_recorded() -> Reading[int]:
+    """Snapshots that predate a field replay it as a GPU without it: N/A, never a number."""
+    return Reading(reason=Reason.NOT_SUPPORTED)
+
+
 # --- enumerations --------------------------------------------------------------------
 
 
@@ -176,6 +181,9 @@ class FactGroup(str, enum.Enum):
     RECOVERY = "recovery"  # recovery_action
     MIG = "mig"  # mig_mode_current, mig_mode_pending, mig_devices
     PROCESSES = "processes"  # processes
+    CLOCKS = "clocks"  # clock_sm_mhz, clock_memory_mhz, clock_graphics_mhz
+    ENERGY = "energy"  # energy_mj
+    PCIE_REPLAYS = "pcie_replays"  # pcie_replays
     # What `nvidia-smi -q` adds (details: clocks, power detail, identity, NVLink, topology, per-process
     # load, ...): ~130 NVML calls per GPU (more with NVLink), read only by the commands that show them.
     DETAILS = "details"
@@ -289,6 +297,12 @@ class Gpu(msgspec.Struct, frozen=True):
     mig_mode_pending: Reading[bool]
     mig_devices: tuple[MigDevice, ...]
     processes: Reading[tuple[GpuProcess, ...]]
+    # Read for the exporter; snapshots taken before these existed load them as not recorded.
+    clock_sm_mhz: Reading[int] = msgspec.field(default_factory=lambda: _not_recorded())
+    clock_memory_mhz: Reading[int] = msgspec.field(default_factory=lambda: _not_recorded())
+    clock_graphics_mhz: Reading[int] = msgspec.field(default_factory=lambda: _not_recorded())
+    energy_mj: Reading[int] = msgspec.field(default_factory=lambda: _not_recorded())  # since the driver loaded
+    pcie_replays: Reading[int] = msgspec.field(default_factory=lambda: _not_recorded())  # link-level retries
     # What `nvidia-smi -q` adds (clocks, NVLink, topology, ...); only commands that show it read it.
     details: Reading[GpuDetails] = msgspec.field(default_factory=lambda: unavailable(Reason.NOT_READ))
 

@@ -18,7 +18,19 @@ from gpudiag.replay import fixtures
 pytestmark = pytest.mark.gpu
 
 # Readings that change from one NVML call to the next on an idle GPU.
-_VOLATILE_GPU_FIELDS = ("utilization", "temperature_c", "power_draw_w", "pstate", "clock_event_reasons", "pcie")
+_VOLATILE_GPU_FIELDS = (
+    "utilization",
+    "temperature_c",
+    "power_draw_w",
+    "pstate",
+    "clock_event_reasons",
+    "pcie",
+    "clock_sm_mhz",
+    "clock_memory_mhz",
+    "clock_graphics_mhz",
+    "energy_mj",  # counts up while the GPU draws power
+    "pcie_replays",
+)
 
 
 def _stable(gpu: Gpu) -> dict[str, Any]:

@@ -312,14 +312,14 @@ def test_prometheus_serves_each_sample_on_loopback(
     assert f"serving metrics on http://127.0.0.1:{port}/metrics" in err
     first, second = scraped
     assert first[("gpudiag_gpu_memory_used_bytes", "0", None)] == 10955 * MiB
-    assert first[("gpudiag_process_memory_used_bytes", "0", "31337")] == 10944 * MiB
+    assert first[("gpudiag_process_gpu_memory_bytes", "0", "31337")] == 10944 * MiB
     assert first[("gpudiag_process_torch_cached_free_bytes", "0", "31337")] == 2000 * MiB
-    assert first[("gpudiag_process_other_bytes", "0", "31337")] == 944 * MiB
-    assert first[("gpudiag_gpu_utilization_percent", "3", None)] == 87
+    assert first[("gpudiag_process_other_gpu_memory_bytes", "0", "31337")] == 944 * MiB
+    assert first[("gpudiag_gpu_utilization_ratio", "3", None)] == 0.87
     assert first[("gpudiag_gpu_lost", "1", None)] == 0
     assert second[("gpudiag_gpu_lost", "1", None)] == 1
     assert ("gpudiag_gpu_memory_used_bytes", "1", None) not in second  # gone, not stuck at its last value
-    assert ("gpudiag_process_memory_used_bytes", "1", "31337") not in second
+    assert ("gpudiag_process_gpu_memory_bytes", "1", "31337") not in second
     with pytest.raises(OSError):  # the server is shut down with the watch
         _scrape(port)
 

@@ -19,8 +19,17 @@ from dataclasses import dataclass
 from gpudiag.model import ALL_GROUPS, FactGroup, Machine, Reading, TorchRuntime
 from gpudiag.probe.devices import DeviceFacts
 
-# What the rules judge: every group but power draw/limit, the NUMA node and the details, which no rule reads.
-GROUPS: frozenset[FactGroup] = ALL_GROUPS - {FactGroup.POWER, FactGroup.NUMA, FactGroup.DETAILS, FactGroup.LINKS}
+# What the rules judge: every group but power draw/limit, the NUMA node, the details and the
+# exporter's clocks, energy and PCIe replay counter, which no rule reads.
+GROUPS: frozenset[FactGroup] = ALL_GROUPS - {
+    FactGroup.POWER,
+    FactGroup.NUMA,
+    FactGroup.DETAILS,
+    FactGroup.LINKS,
+    FactGroup.CLOCKS,
+    FactGroup.ENERGY,
+    FactGroup.PCIE_REPLAYS,
+}
 # What the functional test re-reads while a GPU is busy.
 LOADED_GROUPS: frozenset[FactGroup] = frozenset({FactGroup.PCIE, FactGroup.CLOCK_EVENTS})
 

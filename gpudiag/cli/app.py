@@ -61,6 +61,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench-transfer": ("bench_cmd", "command"),
     "snapshot": ("snapshot_cmd", "snapshot_command"),
     "examples": ("examples_cmd", "examples_command"),
+    "exporter": ("exporter_cmd", "command"),
     "report": ("report_cmd", "command"),
     "drain": ("drain_cmd", "command"),
 }

@@ -159,6 +159,20 @@ def command(
             help="Seconds torch may take to answer (import and CUDA start-up); the functional test has its own budget.",
         ),
     ] = 90.0,
+    textfile: Annotated[
+        Path | None,
+        typer.Option(
+            "--textfile",
+            help="Also write the verdicts as DIR/gpudiag_check.prom for node_exporter's textfile collector.",
+            file_okay=False,
+        ),
+    ] = None,
+    npd: Annotated[
+        bool,
+        typer.Option(
+            "--npd", help="node-problem-detector plugin: one line (<= 80 chars); exit 0 ok, 1 problem, 2 unknown."
+        ),
+    ] = False,
     mode: Annotated[
         str | None,
         typer.Option(
@@ -182,6 +196,10 @@ def command(
     from gpudiag.checks.gather import Plan, run
 
     s = settings(ctx)
+    if npd and json_output:
+        raise UsageError("--npd and --json are two different outputs; pick one")
+    if npd and mode is not None:
+        raise UsageError("--npd and --mode are two different outputs; pick one")
     scheduled_mode = None
     if mode is not None:
         from gpudiag.fleet import scheduled
@@ -261,6 +279,16 @@ def command(
     else:
         code = ExitCode.OK
 
+    if textfile is not None:
+        from gpudiag.fleet.textfile import write_check
+
+        write_check(textfile, results, facts.machine, int(code))
+    if npd:
+        from gpudiag.fleet.textfile import npd_verdict
+
+        line, npd_code = npd_verdict(results, strict, notes)
+        typer.echo(line)
+        raise typer.Exit(npd_code)
     if scheduled_mode is not None:
         typer.echo(scheduled.line(facts, results, notes, int(code), strict), err=True)
         raise typer.Exit(int(code))

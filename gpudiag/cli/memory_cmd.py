@@ -84,6 +84,14 @@ def command(
         int | None, typer.Option("--prometheus", help="Watch, serving the figures as Prometheus metrics on PORT.")
     ] = None,
     bind: Annotated[str, typer.Option("--bind", help="Address for --prometheus.")] = "127.0.0.1",
+    textfile: Annotated[
+        Path | None,
+        typer.Option(
+            "--textfile",
+            help="Write one sample as DIR/gpudiag_memory.prom for node_exporter's textfile collector (atomically).",
+            file_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """Per-GPU and per-process memory; `--watch` follows it live during training."""
     from gpudiag import memory
@@ -117,6 +125,8 @@ def command(
         alert_free_below=_size(alert_free_below, "--alert-free-below"),
     )
     looping = watch or any(v is not None for v in (count, until_free, alert_free_below, log, prometheus))
+    if textfile is not None and looping:
+        raise UsageError("--textfile writes one sample (for cron, Prolog, Epilog); serve a watch with --prometheus")
 
     with open_source(s.replay, facts=memory.GROUPS) as source:
         first = source.read()
@@ -133,7 +143,11 @@ def command(
         if outcome.message:
             typer.echo(f"gpudiag: {outcome.message}", err=True)
         raise typer.Exit(int(outcome.code))
-    if json_output:
+    if textfile is not None:
+        from gpudiag.fleet.textfile import write_memory
+
+        write_memory(textfile, view, live=not replayed)
+    elif json_output:
         stamp = 0.0 if replayed else CLOCK.wall()  # a replay's one-shot is deterministic, as in `list`
         from gpudiag.fleet.identity import slurm_node
 

@@ -167,6 +167,28 @@ class NvmlSession:
                 self._lib.nvmlShutdown()
             self.opened = False
 
+    def set_host(self, host: HostResolver) -> None:
+        """Resolve PIDs with ``host`` from now on (a long-running reader caches them)."""
+        self._host = host
+
+    def still_valid(self) -> bool:
+        """Whether the handles still answer: False once NVML was shut down or restarted under a
+        long-running reader (driver reload, a GPU reset) or the GPU count changed."""
+        if not self.opened:
+            return False
+        try:
+            return int(self._lib.nvmlDeviceGetCount()) == len(self._handles)
+        except self._lib.NVMLError:
+            return False
+
+    def reopen(self) -> NvmlInfo:
+        """Initialise again and fetch fresh handles (after :meth:`still_valid` said no)."""
+        kernel_module_version = self.info.kernel_module_version
+        self.close()
+        self._missing = []
+        self._process_api = ""
+        return self.open(kernel_module_version)
+
     def __enter__(self) -> NvmlSession:
         return self
 
@@ -317,7 +339,7 @@ class NvmlSession:
             "name": self._read("nvmlDeviceGetName", h, convert=_text),
             "minor_number": self._read("nvmlDeviceGetMinorNumber", h, convert=int),
         }
-        fields = {**_blank_fields(NOT_READ), **identity}
+        fields = {**_not_read_fields(), **identity}
         for group in FactGroup:  # declaration order: the same NVML call order whatever the set
             if group in facts and group in _FACT_READERS:  # DETAILS: read across GPUs, in read_gpus
                 fields.update(_FACT_READERS[group](self, h, handles))
@@ -426,6 +448,20 @@ class NvmlSession:
 
     def _processes_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
         return {"processes": self._processes(h)}
+
+    def _clock_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        lib = self._lib
+        return {
+            "clock_sm_mhz": self._read("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_SM, convert=int),
+            "clock_memory_mhz": self._read("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_MEM, convert=int),
+            "clock_graphics_mhz": self._read("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_GRAPHICS, convert=int),
+        }
+
+    def _energy_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        return {"energy_mj": self._read("nvmlDeviceGetTotalEnergyConsumption", h, convert=int)}
+
+    def _pcie_replay_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+        return {"pcie_replays": self._read("nvmlDeviceGetPcieReplayCounter", h, convert=int)}
 
     def _memory(self, h: Any) -> Reading[Memory]:
         lib = self._lib
@@ -661,6 +697,9 @@ _FACT_READERS: dict[FactGroup, Callable[[NvmlSession, Any, _Handles], dict[str, 
     FactGroup.RECOVERY: NvmlSession._recovery_facts,
     FactGroup.MIG: NvmlSession._mig_facts,
     FactGroup.PROCESSES: NvmlSession._processes_facts,
+    FactGroup.CLOCKS: NvmlSession._clock_facts,
+    FactGroup.ENERGY: NvmlSession._energy_facts,
+    FactGroup.PCIE_REPLAYS: NvmlSession._pcie_replay_facts,
 }
 
 _GPU_FIXED = ("index", "state", "state_detail")
@@ -687,6 +726,12 @@ def _blank_fields(missing: Reading[Any]) -> dict[str, Any]:
         else:
             values[name] = missing
     return values
+
+
+@functools.cache
+def _not_read_fields() -> dict[str, Any]:
+    """The blank fields of a read GPU, built once: every read copies them (a watch or exporter reads often)."""
+    return _blank_fields(NOT_READ)
 
 
 @functools.cache

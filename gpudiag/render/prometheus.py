@@ -1,4 +1,4 @@
-"""The memory figures as Prometheus metrics, served by prometheus-client.
+"""The memory watch's figures as Prometheus metrics (the exporter's native names), served by prometheus-client.
 
 A custom collector builds the metric families from the latest sample when scraped, so a
 scrape never sees half a sample, and processes or GPUs that went away simply disappear.
@@ -12,71 +12,13 @@ from typing import Any
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.memory import MemoryView
-from gpudiag.model import GpuState
-
-GPU_LABELS = ["gpu", "uuid", "name"]
-PROCESS_LABELS = ["gpu", "pid", "user"]
 
 
 def families(view: MemoryView | None, peaks: dict[int, int]) -> list[Any]:
-    """The metric families for one sample (empty before the first)."""
-    from prometheus_client.core import GaugeMetricFamily
+    """The metric families for one sample (empty before the first): the exporter's native family."""
+    from gpudiag.fleet import metrics_native
 
-    def family(name: str, doc: str, labels: list[str]) -> Any:
-        return GaugeMetricFamily(name, doc, labels=labels)
-
-    used = family("gpudiag_gpu_memory_used_bytes", "GPU memory in use (NVML)", GPU_LABELS)
-    total = family("gpudiag_gpu_memory_total_bytes", "GPU memory size", GPU_LABELS)
-    free = family("gpudiag_gpu_memory_free_bytes", "GPU memory free", GPU_LABELS)
-    peak = family("gpudiag_gpu_memory_peak_used_bytes", "Most GPU memory in use since the watch began", ["gpu"])
-    util = family("gpudiag_gpu_utilization_percent", "GPU utilization", GPU_LABELS)
-    lost = family("gpudiag_gpu_lost", "1 when the GPU is lost (fallen off the bus)", ["gpu"])
-    proc = family("gpudiag_process_memory_used_bytes", "GPU memory used by a process (NVML)", PROCESS_LABELS)
-    alloc = family("gpudiag_process_torch_allocated_bytes", "PyTorch allocated (tracked processes)", PROCESS_LABELS)
-    cached = family(
-        "gpudiag_process_torch_cached_free_bytes", "PyTorch cached but unused (tracked processes)", PROCESS_LABELS
-    )
-    reserved = family(
-        "gpudiag_process_torch_reserved_bytes", "PyTorch reserved by its caching allocator", PROCESS_LABELS
-    )
-    other = family(
-        "gpudiag_process_other_bytes", "NVML's figure beyond PyTorch's reserved: context, libraries", PROCESS_LABELS
-    )
-    ooms = family("gpudiag_process_torch_ooms", "PyTorch out-of-memory errors so far", PROCESS_LABELS)
-    retries = family(
-        "gpudiag_process_torch_alloc_retries", "PyTorch allocation retries (cache flushes) so far", PROCESS_LABELS
-    )
-    out = [used, total, free, peak, util, lost, proc, alloc, cached, reserved, other, ooms, retries]
-    if view is None:
-        return out
-    for row in view.gpus:
-        g = row.gpu
-        index = str(g.index)
-        lost.add_metric([index], 1 if g.state is GpuState.LOST else 0)
-        if g.index in peaks:
-            peak.add_metric([index], peaks[g.index])
-        labels = [index, g.uuid.get(""), g.name.get("")]
-        mem = g.memory.value
-        if mem is not None:
-            used.add_metric(labels, mem.used_bytes)
-            total.add_metric(labels, mem.total_bytes)
-            free.add_metric(labels, mem.free_bytes)
-        if g.utilization.value is not None:
-            util.add_metric(labels, g.utilization.value.gpu_percent)
-    for p in view.processes:
-        labels = [str(p.gpu_index), str(p.process.pid), p.process.host.user.get("")]
-        if p.process.used_memory_bytes.value is not None:
-            proc.add_metric(labels, p.process.used_memory_bytes.value)
-        b = p.breakdown
-        if b is not None:
-            alloc.add_metric(labels, b.allocated_bytes)
-            cached.add_metric(labels, b.cached_free_bytes)
-            reserved.add_metric(labels, b.reserved_bytes)
-            if b.other_bytes is not None:
-                other.add_metric(labels, b.other_bytes)
-            ooms.add_metric(labels, b.ooms)
-            retries.add_metric(labels, b.alloc_retries)
-    return out
+    return metrics_native.families(view, peaks=peaks)
 
 
 class MemoryMetrics:

@@ -455,6 +455,39 @@ class FakeNvml(ModuleType):
         self._enter("nvmlDeviceGetPowerUsage")
         return round(float(_value(self._full_gpu(handle).power_draw_w)) * 1000)
 
+    # Clocks, energy and PCIe replays: from the recorded details (nvidia-smi -q) where the machine
+    # has them, else from the exporter's own readings of the GPU (its cheap fact groups).
+
+    def _has_details(self, handle: FakeHandle) -> bool:
+        gpus = self._machine.gpus
+        return handle.mig_slot is None and 0 <= handle.gpu < len(gpus) and gpus[handle.gpu].details.ok
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: FakeHandle) -> int:
+        if self._has_details(handle):
+            return int(self._detail_calls().nvmlDeviceGetTotalEnergyConsumption(handle))
+        self._enter("nvmlDeviceGetTotalEnergyConsumption")
+        return int(_value(self._gpu(handle).energy_mj))
+
+    def nvmlDeviceGetClockInfo(self, handle: FakeHandle, clock: int) -> int:
+        if self._has_details(handle):
+            return int(self._detail_calls().nvmlDeviceGetClockInfo(handle, clock))
+        self._enter("nvmlDeviceGetClockInfo")
+        gpu = self._gpu(handle)
+        readings = {
+            pynvml.NVML_CLOCK_SM: gpu.clock_sm_mhz,
+            pynvml.NVML_CLOCK_MEM: gpu.clock_memory_mhz,
+            pynvml.NVML_CLOCK_GRAPHICS: gpu.clock_graphics_mhz,
+        }
+        if clock not in readings:  # the video clock is recorded only with the details
+            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return int(_value(readings[clock]))
+
+    def nvmlDeviceGetPcieReplayCounter(self, handle: FakeHandle) -> int:
+        if self._has_details(handle):
+            return int(self._detail_calls().nvmlDeviceGetPcieReplayCounter(handle))
+        self._enter("nvmlDeviceGetPcieReplayCounter")
+        return int(_value(self._gpu(handle).pcie_replays))
+
     def nvmlDeviceGetEnforcedPowerLimit(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetEnforcedPowerLimit")
         return round(float(_value(self._full_gpu(handle).power_limit_w)) * 1000)

@@ -1,0 +1,143 @@
+"""`gpudiag exporter`: serve the node's GPUs as Prometheus metrics, until stopped."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from gpudiag.cli.common import handle_errors, settings
+from gpudiag.errors import GpudiagError, UsageError
+from gpudiag.exitcodes import ExitCode
+
+DEFAULT_PORT = 9401
+NODE_NAME_ENV = "NODE_NAME"  # set from the downward API in deploy/kubernetes/
+
+
+def _attributor(replay: bool, proc_root: Path | None, kubelet_socket: Path | None, explicit_socket: bool) -> Any:
+    from gpudiag.fleet.attribution import ProcReader
+    from gpudiag.fleet.exporter import Attributor
+
+    # A replayed machine's PIDs are not this host's: read /proc only when a tree is named.
+    root = proc_root if proc_root is not None else (None if replay else Path("/proc"))
+    kubelet = None
+    if kubelet_socket is not None and (explicit_socket or kubelet_socket.exists()):
+        from gpudiag.fleet.kubelet import KubeletClient, KubeletUnavailableError
+
+        try:
+            kubelet = KubeletClient(kubelet_socket)
+        except KubeletUnavailableError as exc:
+            typer.echo(f"gpudiag: {exc}", err=True)
+    return Attributor(ProcReader(root) if root is not None else None, kubelet)
+
+
+@handle_errors
+def command(
+    ctx: typer.Context,
+    port: Annotated[int, typer.Option("--port", help="TCP port for /metrics and /healthz.")] = DEFAULT_PORT,
+    bind: Annotated[
+        str, typer.Option("--bind", help="Address to listen on (0.0.0.0 or the pod IP to be scraped from outside).")
+    ] = "127.0.0.1",
+    compat: Annotated[
+        str,
+        typer.Option(
+            "--compat", help="Metric names: native (gpudiag_*) or dcgm (dcgm-exporter's DCGM_FI_DEV_* and labels)."
+        ),
+    ] = "native",
+    max_process_series: Annotated[
+        int,
+        typer.Option("--max-process-series", help="At most this many processes get per-process series (biggest)."),
+    ] = 256,
+    kubelet_socket: Annotated[
+        Path | None,
+        typer.Option(
+            "--kubelet-socket",
+            help="Kubelet pod-resources socket for pod/namespace/container labels (used when it exists).",
+            dir_okay=False,
+        ),
+    ] = None,
+    no_kubelet: Annotated[
+        bool, typer.Option("--no-kubelet", help="Do not ask the kubelet; attribute by cgroups only.")
+    ] = False,
+    proc_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--proc-root", help="The host's /proc (e.g. /host/proc in a container) for attribution.", file_okay=False
+        ),
+    ] = None,
+    hostname: Annotated[
+        str | None,
+        typer.Option("--hostname", help="Hostname label (default: $NODE_NAME, else this host's name)."),
+    ] = None,
+    once: Annotated[bool, typer.Option("--once", help="Print one scrape on stdout and exit.")] = False,
+) -> None:
+    """Prometheus exporter per node: GPU, health and per-process metrics with pod/job attribution."""
+    import socket
+
+    from gpudiag import track
+    from gpudiag.fleet.exporter import COMPAT, Exporter
+    from gpudiag.fleet.kubelet import DEFAULT_SOCKET
+    from gpudiag.model import NvmlStatus
+    from gpudiag.probe.collect import open_source
+
+    s = settings(ctx)
+    if compat not in COMPAT:
+        raise UsageError(f"--compat {compat!r}: use native or dcgm")
+    if not 0 <= port < 65536:
+        raise UsageError(f"--port {port}: not a TCP port")
+    if max_process_series < 0:
+        raise UsageError("--max-process-series must be 0 or more")
+    if no_kubelet and kubelet_socket is not None:
+        raise UsageError("--kubelet-socket and --no-kubelet contradict each other")
+    replayed = s.replay is not None
+
+    def tracked() -> dict[int, track.TrackedProcess]:
+        if not replayed:
+            return track.read_entries()
+        return track.read_entries(live=False) if os.environ.get(track.DIR_ENV) else {}
+
+    socket_path = None if no_kubelet else (kubelet_socket or DEFAULT_SOCKET)
+    attributor = _attributor(replayed, proc_root, socket_path, kubelet_socket is not None)
+    with open_source(s.replay) as source:
+        if source.session.info.status is not NvmlStatus.OK:
+            typer.echo(f"gpudiag: {source.session.info.detail}; serving gpudiag_nvml_up 0 and retrying", err=True)
+        exporter = Exporter(
+            source=source,
+            compat=compat,
+            hostname=hostname or os.environ.get(NODE_NAME_ENV) or socket.gethostname(),
+            max_process_series=max_process_series,
+            tracked=tracked,
+            attributor=attributor,
+        )
+        try:
+            if once:
+                sys.stdout.write(exporter.render_text().decode())
+                return
+            _serve(exporter, bind, port, compat)
+        finally:
+            if attributor.kubelet is not None:
+                attributor.kubelet.close()
+
+
+def _serve(exporter: Any, bind: str, port: int, compat: str) -> None:
+    from gpudiag.fleet.exporter import Server
+
+    try:
+        server = Server(exporter, bind, port)
+    except (OSError, ValueError) as exc:  # port in use, address not local, bad address
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise GpudiagError(f"cannot serve metrics on {bind}:{port}: {detail}", ExitCode.USAGE) from None
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        typer.echo(f"gpudiag: exporter ({compat}) serving http://{bind}:{server.port}/metrics and /healthz", err=True)
+        stop.wait()
+    finally:
+        server.shutdown()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,115 @@
+"""One-shot outputs for node agents: node_exporter's textfile collector and node-problem-detector.
+
+``.prom`` files are written the way node_exporter asks: to a temporary name in the same
+directory, then renamed, so the collector never reads half a file (prometheus-client's
+``write_to_textfile`` does exactly this; its temporary name does not end in ``.prom``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from gpudiag.checks import CheckResult, Status
+from gpudiag.errors import GpudiagError
+from gpudiag.exitcodes import ExitCode
+from gpudiag.memory import MemoryView
+from gpudiag.model import Machine
+
+MEMORY_FILE = "gpudiag_memory.prom"
+CHECK_FILE = "gpudiag_check.prom"
+NPD_WIDTH = 80  # node-problem-detector keeps one line of a plugin's output, at most 80 bytes
+
+
+class _Fixed:
+    """A collector that yields families built beforehand."""
+
+    def __init__(self, families: Sequence[Any]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterable[Any]:
+        return self._families
+
+
+def write(directory: Path, name: str, families: Sequence[Any]) -> Path:
+    """Write ``families`` to ``directory/name`` atomically; a bad directory is one clear line."""
+    from prometheus_client import CollectorRegistry, write_to_textfile
+
+    if not directory.is_dir():
+        raise GpudiagError(f"--textfile {directory}: not a directory", ExitCode.USAGE)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Fixed(families))
+    path = directory / name
+    try:
+        write_to_textfile(str(path), registry)
+    except OSError as exc:
+        raise GpudiagError(f"cannot write {path}: {exc.strerror or exc}", ExitCode.USAGE) from None
+    return path
+
+
+def stamp(name: str, doc: str, when: float | None = None) -> Any:
+    """A ``*_timestamp_seconds`` gauge: alert when a cron/Prolog run stops refreshing its file."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    family = GaugeMetricFamily(name, doc)
+    family.add_metric([], time.time() if when is None else when)
+    return family
+
+
+def write_memory(directory: Path, view: MemoryView, live: bool) -> Path:
+    """``memory --textfile``: the native memory and per-process families, owners from /proc when live."""
+    from gpudiag.fleet import metrics_native
+    from gpudiag.fleet.attribution import ProcReader
+    from gpudiag.fleet.exporter import Attributor
+
+    owners = Attributor(ProcReader() if live else None, None).owners(view)
+    families = metrics_native.families(view, owners=owners)
+    families.append(stamp("gpudiag_memory_timestamp_seconds", "When `gpudiag memory` last wrote this file"))
+    return write(directory, MEMORY_FILE, families)
+
+
+def write_check(directory: Path, results: Sequence[CheckResult], machine: Machine, code: int) -> Path:
+    """``check --textfile``: every check's verdict, the exit code and when."""
+    uuids = {g.index: g.uuid.value for g in machine.gpus if g.uuid.value is not None}
+    return write(directory, CHECK_FILE, check_families(results, uuids, code))
+
+
+def check_families(results: Sequence[CheckResult], uuids: dict[int, str], code: int) -> list[Any]:
+    from prometheus_client.core import GaugeMetricFamily
+
+    from gpudiag.fleet.metrics_native import check_family
+
+    exit_code = GaugeMetricFamily("gpudiag_check_exit_code", "Exit code of the last `gpudiag check` (0 ready)")
+    exit_code.add_metric([], code)
+    return [
+        check_family(results, uuids),
+        exit_code,
+        stamp("gpudiag_check_timestamp_seconds", "When `gpudiag check` last wrote this file"),
+    ]
+
+
+def npd_verdict(results: Sequence[CheckResult], strict: bool, notes: Sequence[str]) -> tuple[str, int]:
+    """node-problem-detector's custom-plugin answer: (one line of at most 80 characters, exit code).
+
+    Exit 0 OK, 1 a problem (a failed check, or a warning with --strict), 2 unknown (a check
+    could not run and nothing failed).
+    """
+    bad = [r for r in results if r.status is Status.FAIL or (strict and r.status is Status.WARN)]
+    if bad:
+        names: dict[str, list[str]] = {}
+        for r in bad:
+            targets = names.setdefault(r.id, [])
+            if r.target.startswith("GPU "):
+                targets.append(r.target[4:])
+        parts = [f"{cid}(GPU {','.join(t)})" if t else cid for cid, t in names.items()]
+        return _fit("failed: " + " ".join(parts)), 1
+    if notes:
+        return _fit(f"unknown: could not run: {notes[0]}"), 2
+    return _fit(f"ok: {sum(r.status is Status.PASS for r in results)} checks passed"), 0
+
+
+def _fit(line: str) -> str:
+    line = " ".join(line.split())
+    return line if len(line) <= NPD_WIDTH else line[: NPD_WIDTH - 3] + "..."
