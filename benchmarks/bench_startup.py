@@ -16,7 +16,8 @@ other read-only command <= 1.5x. ``--baseline DIR`` also runs the gpudiag comman
 checkout (e.g. ``git archive`` of an older commit) in the same rounds: a before/after in one run.
 
 Peak RSS (the child's ru_maxrss): every command above, and ``memory --watch`` after 100 and after
-1,000 refreshes (at the 0.1 s minimum interval: ~100 s, both at once; ``--no-watch`` skips it).
+1,000 refreshes (at the 0.1 s minimum interval: ~100 s, both at once; ``--no-watch`` skips it),
+and ``gpudiag exporter`` on the replayed 64-process example after 100 and 1,000 scrapes (VmHWM).
 
 Usage: python benchmarks/bench_startup.py [--runs N] [--baseline DIR] [--no-watch] [--only NAME,...]
 """
@@ -141,6 +142,39 @@ def watch_rss(tree: Path) -> dict[int, int]:
     return peaks
 
 
+def exporter_rss(tree: Path) -> dict[int, int] | None:
+    """Peak RSS (KiB) of the exporter after 100 and 1,000 scrapes of /metrics; None without one."""
+    import socket
+    import urllib.request
+
+    if not (tree / "gpudiag" / "cli" / "exporter_cmd.py").is_file():
+        return None
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = _gpudiag("exporter", "--port", str(port), "--bind", "127.0.0.1", "--no-kubelet")
+    argv[argv.index(EXAMPLE)] = WATCH_EXAMPLE
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(tree))
+    peaks = {}
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+        for _ in range(200):  # wait for it to listen
+            try:
+                urllib.request.urlopen(url, timeout=5).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        for n in range(1, 1001):
+            urllib.request.urlopen(url, timeout=5).read()
+            if n in (100, 1000):
+                status = Path(f"/proc/{proc.pid}/status").read_text()
+                peaks[n] = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM")))
+    finally:
+        proc.terminate()
+        proc.wait()
+    return peaks
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
@@ -177,6 +211,13 @@ def main() -> int:
             f"memory --watch ({WATCH_EXAMPLE}) peak RSS: {peaks[100] / 1024:.1f} MiB after 100 refreshes, "
             f"{peaks[1000] / 1024:.1f} MiB after 1,000 (growth {growth / 1024:+.1f} MiB)"
         )
+        peaks = exporter_rss(tree)
+        if peaks:
+            growth = peaks[1000] - peaks[100]
+            print(
+                f"exporter ({WATCH_EXAMPLE}) peak RSS: {peaks[100] / 1024:.1f} MiB after 100 scrapes, "
+                f"{peaks[1000] / 1024:.1f} MiB after 1,000 (growth {growth / 1024:+.1f} MiB)"
+            )
     return 0 if all(ok for ok in _verdicts(todo)) else 1
 
 
