@@ -6,7 +6,6 @@ status it can produce, so a new rule cannot land untested.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -45,7 +44,7 @@ def facts(name: str) -> Facts:
 
 def with_machine(f: Facts, **changes: object) -> Facts:
     machine: Machine = msgspec.structs.replace(f.machine, **changes)  # type: ignore[arg-type]
-    return dataclasses.replace(f, machine=machine)
+    return msgspec.structs.replace(f, machine=machine)
 
 
 def with_gpu(f: Facts, index: int = 0, **changes: object) -> Facts:
@@ -66,7 +65,7 @@ def runtime(f: Facts | None = None, **changes: object) -> Reading[TorchRuntime]:
 
 
 def with_torch(f: Facts, torch: Reading[TorchRuntime]) -> Facts:
-    return dataclasses.replace(f, torch=torch)
+    return msgspec.structs.replace(f, torch=torch)
 
 
 def h100(**runtime_changes: object) -> Facts:
@@ -99,7 +98,7 @@ def devices(
 
 
 def live(f: Facts, d: DeviceFacts) -> Facts:
-    return dataclasses.replace(f, devices=d)
+    return msgspec.structs.replace(f, devices=d)
 
 
 def in_container(f: Facts) -> Facts:
@@ -107,12 +106,12 @@ def in_container(f: Facts) -> Facts:
 
 
 def ran(f: Facts, *results: FunctionalResult) -> Facts:
-    return dataclasses.replace(f, functional=results)
+    return msgspec.structs.replace(f, functional=results)
 
 
 def func(**changes: object) -> FunctionalResult:
     base = FunctionalResult(0, 0, True, "", 0.35, True, 2.1e-6, 48.2, (5, 16), 0)
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+    return msgspec.structs.replace(base, **changes)  # type: ignore[arg-type]
 
 
 def not_supported() -> Reading[object]:
@@ -622,7 +621,7 @@ CASES = [
     ),
     Case("func.gpu", FAIL, lambda: ran(facts("h100x8-healthy"), func(loaded_clock_events=0x40)), says="HwThermal"),
     Case("func.gpu", WARN, lambda: ran(facts("h100x8-healthy"), func(loaded_clock_events=0x8)), says="HwSlowdown"),
-    Case("func.gpu", SKIP, lambda: dataclasses.replace(facts("h100x8-healthy"), functional_skip_reason="--quick")),
+    Case("func.gpu", SKIP, lambda: msgspec.structs.replace(facts("h100x8-healthy"), functional_skip_reason="--quick")),
     Case("func.gpu", SKIP, lambda: ran(facts("h100x8-healthy")), says="no CUDA device", name="none"),
 ]
 

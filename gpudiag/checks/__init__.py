@@ -14,7 +14,8 @@ NCCL; tables in ``compat``), ``config``, ``health`` (with the functional test's 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+
+import msgspec
 
 from gpudiag.model import ALL_GROUPS, FactGroup, Machine, Reading, TorchRuntime
 from gpudiag.probe.devices import DeviceFacts
@@ -41,8 +42,7 @@ class Status(str, enum.Enum):
     SKIP = "SKIP"
 
 
-@dataclass(frozen=True)
-class CheckResult:
+class CheckResult(msgspec.Struct, frozen=True):
     id: str
     area: str
     status: Status
@@ -51,8 +51,7 @@ class CheckResult:
     target: str = ""  # "GPU 3" when the result is about one GPU
 
 
-@dataclass(frozen=True)
-class FunctionalResult:
+class FunctionalResult(msgspec.Struct, frozen=True):
     """The functional test of one GPU, run in a child process."""
 
     gpu_index: int | None  # NVML index, when the torch device could be matched to one
@@ -67,8 +66,7 @@ class FunctionalResult:
     loaded_clock_events: int | None  # NVML clock event bits read while the GPU was busy
 
 
-@dataclass(frozen=True)
-class Options:
+class Options(msgspec.Struct, frozen=True):
     expect_gpus: int | None = None
     min_free_bytes: int | None = None
     temp_margin_c: int = 5  # warn this close to the GPU's own slowdown temperature
@@ -81,8 +79,7 @@ class Options:
     torch_expected: bool = False  # --python named an environment: torch missing there is a failure
 
 
-@dataclass(frozen=True)
-class Facts:
+class Facts(msgspec.Struct, frozen=True):
     machine: Machine
     torch: Reading[TorchRuntime]
     devices: DeviceFacts | None  # None: not recorded (a replay)

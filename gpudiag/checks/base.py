@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 from gpudiag.checks import CheckResult, Facts, Options, Status
 from gpudiag.model import Gpu, GpuState, NvmlStatus, Reason
@@ -36,8 +37,7 @@ Rule = Callable[[Facts, Options], list[CheckResult]]
 Judge = Callable[[Gpu], tuple[Status, str, str]]
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(msgspec.Struct, frozen=True):
     id: str
     area: str
     title: str

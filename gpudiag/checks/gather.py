@@ -12,9 +12,9 @@ options and renders.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
 from msgspec.structs import replace
 
 from gpudiag.checks import LOADED_GROUPS, CheckResult, Facts, FunctionalResult, Options
@@ -28,8 +28,7 @@ if TYPE_CHECKING:  # imported when used: the torch child starts before NVML, psu
     from gpudiag.probe.collect import MachineSource
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(msgspec.Struct, frozen=True):
     """What to gather. ``torch_off`` / ``functional_off``: why torch is not started / the
     functional test not run ("" to do it)."""
 
@@ -41,14 +40,12 @@ class Plan:
     could_not_run: ExitCode = ExitCode.CHECK_INCOMPLETE  # when gpudiag cannot look at all
 
 
-@dataclass(frozen=True)
-class Gathered:
+class Gathered(msgspec.Struct, frozen=True):
     facts: Facts
     notes: tuple[str, ...]  # what could not run
 
 
-@dataclass(frozen=True)
-class CheckRun:
+class CheckRun(msgspec.Struct, frozen=True):
     facts: Facts
     results: tuple[CheckResult, ...]
     notes: tuple[str, ...]  # what could not run
