@@ -471,7 +471,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "readme" / "memory.md"
 
 
 def test_the_readme_section_shows_real_output(cli: Cli, tmp_path: Path) -> None:
-    """Every `$ gpudiag …` block in docs/readme/memory.md is what the command prints at 120 columns;
+    """Every `$ gpudiag …` block in docs/commands/memory.md is what the command prints at 120 columns;
     the tracked example replays the tracker entry shown in the section's JSON block."""
     import re
 
