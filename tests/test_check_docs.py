@@ -9,7 +9,7 @@ from gpudiag.checks.rules import CHECK_IDS
 from gpudiag.cli.check_cmd import COULD_NOT_RUN
 from gpudiag.exitcodes import ExitCode
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "readme" / "check.md"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "commands" / "check.md"
 TEXT = DOC.read_text()
 
 
