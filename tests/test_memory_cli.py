@@ -467,11 +467,11 @@ def test_on_a_real_terminal_it_follows_a_resize_and_ctrl_c_restores_the_terminal
     assert "Memory history" in after  # the watch kept its history on the narrow screen
 
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "readme" / "memory.md"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "commands" / "memory.md"
 
 
 def test_the_readme_section_shows_real_output(cli: Cli, tmp_path: Path) -> None:
-    """Every `$ gpudiag …` block in docs/readme/memory.md is what the command prints at 120 columns;
+    """Every `$ gpudiag …` block in docs/commands/memory.md is what the command prints at 120 columns;
     the tracked example replays the tracker entry shown in the section's JSON block."""
     import re
 

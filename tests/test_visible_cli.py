@@ -432,7 +432,7 @@ def test_probe_compares_cuinits_error_with_the_prediction(
 
 # --- the README section is real output ----------------------------------------------------
 
-DOC = ROOT / "docs" / "readme" / "visible.md"
+DOC = ROOT / "docs" / "commands" / "visible.md"
 
 
 def _doc_examples() -> list[tuple[list[str], str]]:

@@ -1,0 +1,58 @@
+"""Every example in the README and docs/ is what the command prints; every check id is documented.
+
+Regenerate the examples with ``python -m tests.doc_examples`` (see that module)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gpudiag.checks.rules import CHECK_IDS
+from tests import doc_examples
+from tests.doc_examples import ROOT, Example
+
+EXAMPLES = [example for path in doc_examples.documents() for example in doc_examples.examples(path)]
+README = (ROOT / "README.md").read_text()
+
+
+def test_the_readme_has_examples_and_most_of_them_run() -> None:
+    in_readme = [e for e in EXAMPLES if e.path.name == "README.md"]
+    assert len(in_readme) >= 6
+    assert sum(1 for e in in_readme if not e.not_run) >= 5
+
+
+@pytest.mark.parametrize("example", [e for e in EXAMPLES if not e.not_run], ids=lambda e: e.name)
+def test_example_output_is_what_the_command_prints(example: Example) -> None:
+    assert doc_examples.run(example) == example.shown, f"stale: run `python -m tests.doc_examples` ({example.name})"
+
+
+def test_an_example_that_is_not_run_says_why() -> None:
+    for example in EXAMPLES:
+        if example.not_run:
+            assert len(example.not_run.split()) >= 3, example.name
+
+
+def test_a_stale_block_is_found(tmp_path: object) -> None:
+    """The comparison can fail: a block with one character changed is reported stale."""
+    example = next(e for e in EXAMPLES if not e.not_run)
+    altered = Example(example.path, example.line, example.command, example.shown + "x", "", example.span)
+    assert doc_examples.run(altered) != altered.shown
+
+
+def test_every_check_id_is_in_the_readme() -> None:
+    for check_id in CHECK_IDS:
+        assert f"`{check_id}`" in README, check_id
+
+
+def test_the_readme_quotes_the_shipped_nhc_and_prolog_settings() -> None:
+    """The README's NHC line is one of examples/nhc-gpudiag.conf's, and the flags it gives for the
+    Slurm prolog are the ones the shipped script passes."""
+    conf = (ROOT / "examples" / "nhc-gpudiag.conf").read_text().splitlines()
+    quoted = [line for line in README.splitlines() if "check_cmd_status" in line and line.lstrip().startswith("*")]
+    assert quoted
+    for line in quoted:
+        assert line in conf, line
+    prolog = (ROOT / "examples" / "slurm-prolog.sh").read_text()
+    for flag in re.findall(r"`gpudiag check (--mode prolog)", README):
+        assert flag in prolog
