@@ -7,12 +7,15 @@ peaks, which processes appeared or exited between samples, and which GPUs were l
 from __future__ import annotations
 
 from collections import deque
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from gpudiag.model import FactGroup, Gpu, GpuProcess, GpuState, HostState, Machine, MigDevice, ProcessKind
 from gpudiag.selection import normalize_bus_id
-from gpudiag.track import TrackedDevice, TrackedProcess
+
+if TYPE_CHECKING:  # the tracker's module (and tempfile) load only where entries are read
+    from gpudiag.track import TrackedDevice, TrackedProcess
 
 # What the memory views, JSON, logs and metrics use; the memory command reads nothing else.
 GROUPS = frozenset({FactGroup.MEMORY, FactGroup.UTILIZATION, FactGroup.MIG, FactGroup.PROCESSES})

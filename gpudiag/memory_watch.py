@@ -14,7 +14,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import msgspec
 
@@ -23,8 +23,12 @@ from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.memory import MemoryView, WatchState
 from gpudiag.model import Machine
-from gpudiag.track import TrackedProcess
 from gpudiag.watch import Outcome, WatchOptions, run
+
+if TYPE_CHECKING:
+    from gpudiag.track import TrackedProcess
+
+TRACK_DIR_ENV = "GPUDIAG_TRACK_DIR"  # gpudiag.track.DIR_ENV, spelled here so a replay need not import the tracker
 
 
 class SinkOptions(msgspec.Struct, frozen=True):
@@ -37,13 +41,11 @@ class SinkOptions(msgspec.Struct, frozen=True):
 def tracked_entries(replayed: bool) -> dict[int, TrackedProcess]:
     """Tracker entries. A replayed machine's PIDs are not this host's: only entries recorded
     with it (in GPUDIAG_TRACK_DIR) apply, and the host is not asked whether those PIDs live."""
+    if replayed and not os.environ.get(TRACK_DIR_ENV):
+        return {}
     from gpudiag import track
 
-    if not replayed:
-        return track.read_entries()
-    if not os.environ.get(track.DIR_ENV):
-        return {}
-    return track.read_entries(live=False)
+    return track.read_entries(live=not replayed)
 
 
 def follow(

@@ -361,3 +361,10 @@ def test_launcher_usage(tmp_path: Path, args: list[str], code: int, message: str
     result = _launch(args, tmp_path / "track")
     assert result.returncode == code and message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_memory_watch_spells_the_tracker_directory_variable_as_the_tracker_does() -> None:
+    # memory_watch names it itself so that a replay without a recording need not import the tracker.
+    from gpudiag import memory_watch
+
+    assert memory_watch.TRACK_DIR_ENV == track.DIR_ENV

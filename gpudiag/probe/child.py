@@ -19,9 +19,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from gpudiag.children import protocol
 
@@ -42,10 +43,9 @@ class ChildOutcome(str, enum.Enum):
     NOT_STARTED = "not_started"  # the interpreter could not be run
 
 
-@dataclass(frozen=True)
-class ChildResult:
+class ChildResult(msgspec.Struct, frozen=True):
     outcome: ChildOutcome
-    data: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = msgspec.field(default_factory=dict)
     detail: str = ""  # one line for users: the error, the signal, the timeout
     seconds: float = 0.0
     stderr_tail: str = ""

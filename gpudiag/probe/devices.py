@@ -14,23 +14,23 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
-_PCI_ADDRESS = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+import msgspec
+
+# A pattern string, not a compiled one: compiled on first use (re caches it), not at every start-up.
+_PCI_ADDRESS = r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$"
 
 MODPROBE_HELPERS = (Path("/usr/bin/nvidia-modprobe"), Path("/usr/local/bin/nvidia-modprobe"))
 
 
-@dataclass(frozen=True)
-class DeviceNode:
+class DeviceNode(msgspec.Struct, frozen=True):
     path: str
     exists: bool
     accessible: bool  # readable and writable by this user
 
 
-@dataclass(frozen=True)
-class DeviceFacts:
+class DeviceFacts(msgspec.Struct, frozen=True):
     nodes: tuple[DeviceNode, ...]
     modules: frozenset[str]  # loaded kernel modules (from /proc/modules)
     modules_known: bool  # False when /proc/modules could not be read
@@ -68,7 +68,7 @@ def read_device_facts(
 def _bound(driver_dir: Path) -> tuple[str, ...]:
     """The PCI devices a driver is bound to: its sysfs directory holds one link per device."""
     try:
-        return tuple(sorted(entry.name for entry in driver_dir.iterdir() if _PCI_ADDRESS.match(entry.name)))
+        return tuple(sorted(entry.name for entry in driver_dir.iterdir() if re.match(_PCI_ADDRESS, entry.name)))
     except OSError:
         return ()
 
