@@ -15,10 +15,10 @@ from __future__ import annotations
 import ctypes
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import FunctionType, ModuleType
 from typing import Any, NoReturn
 
+import msgspec
 import pynvml
 
 from gpudiag.model import (
@@ -143,8 +143,7 @@ DETAIL_CALLS = (
 )
 
 
-@dataclass(frozen=True)
-class FakeHandle:
+class FakeHandle(msgspec.Struct, frozen=True):
     gpu: int
     mig_slot: int | None = None
 
