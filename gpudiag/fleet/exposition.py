@@ -72,6 +72,7 @@ class TextRenderer:
         self._row_count = 0
 
     def _row_lines(self, family: RowMetric, out: list[str]) -> None:
+        isfinite = math.isfinite
         key = (family.sample_name, family.label_names)
         prefixes = self._row_prefixes.get(key)
         if prefixes is None:
@@ -86,7 +87,7 @@ class TextRenderer:
                 labels = zip(family.label_names, values, strict=True)
                 prefix = prefixes[values] = self._prefix_text(family.sample_name, labels)
                 self._row_count += 1
-            out.append(f"{prefix}{_number(value)}\n")
+            out.append(f"{prefix}{repr(float(value)) if isfinite(value) else _number(value)}\n")
 
     @staticmethod
     def _prefix_text(name: str, labels: Iterable[tuple[str, str]]) -> str:
