@@ -118,9 +118,12 @@ def main() -> int:
                 for label, exporter in exporters.items():
                     results.setdefault(label, []).append(_scrapes(exporter, args.scrapes))
             reference, _ = _cpu_ms(_reference(exporters["native, recorded host"], args.scrapes))
-            before = len(source.lib.calls)
-            exporters["native, recorded host"].render_text()
-            calls = len(source.lib.calls) - before
+        with open_source(EXAMPLE) as counted:  # a fresh source: the fake keeps only its latest calls
+            exporter = Exporter(counted, hostname="bench")
+            exporter.render_text()  # the first scrape also asks what cannot change while the driver is loaded
+            before = len(counted.lib.calls)
+            exporter.render_text()
+            calls = len(counted.lib.calls) - before
     finally:
         for child in children:
             child.kill()
@@ -131,7 +134,7 @@ def main() -> int:
         ok &= median <= TARGET_MS
         print(f"  {label:50s} median {median:5.2f} ms  p90 {p90:5.2f} ms  ({size / 1024:.0f} KiB exposition)")
     print(f"  (native rendered by prometheus-client's generate_latest instead: median {reference:5.2f} ms)")
-    print(f"  NVML calls per native scrape: {calls} (handles fetched once, at start)")
+    print(f"  NVML calls per native scrape: {calls} (handles and fixed facts fetched once, at start)")
     print(f"  target <= {TARGET_MS:g} ms of CPU per scrape: {'OK' if ok else 'OVER TARGET'}")
     return 0 if ok else 1
 

@@ -18,7 +18,7 @@ import msgspec
 import pynvml
 import pytest
 
-from gpudiag.model import GpuState, HostProcess, HostState, Machine, NvmlStatus, ProcessKind, Reading, Reason
+from gpudiag.model import FactGroup, GpuState, HostProcess, HostState, Machine, NvmlStatus, ProcessKind, Reading, Reason
 from gpudiag.probe.collect import collect
 from gpudiag.probe.nvml import NvmlSession
 from gpudiag.replay import fixtures
@@ -509,3 +509,41 @@ def test_only_the_live_source_and_the_fake_import_pynvml() -> None:
     assert importers <= allowed, importers - allowed
     # nvml.py works on whatever module it is given; it never imports one itself, not even lazily.
     assert _pynvml_imports(PACKAGE / "probe" / "nvml.py") == []
+
+
+# --- facts fixed while the driver stays loaded ----------------------------------------
+
+FIXED = (
+    "nvmlDeviceGetPciInfo",
+    "nvmlDeviceGetName",
+    "nvmlDeviceGetMinorNumber",
+    "nvmlDeviceGetTemperatureThreshold",
+    "nvmlDeviceGetMaxPcieLinkGeneration",
+    "nvmlDeviceGetGpuMaxPcieLinkGeneration",
+    "nvmlDeviceGetMaxPcieLinkWidth",
+)
+
+
+def test_fixed_facts_are_asked_once_per_session_and_again_after_a_reopen(machine: Load) -> None:
+    s, fake = session(machine("h100x8-healthy"))
+    facts = frozenset(FactGroup) - {FactGroup.DETAILS, FactGroup.LINKS}  # the details read names etc. their own way
+    first = s.read_gpus(facts)
+    asked = len(fake.calls)
+    second = s.read_gpus(facts)
+    later = fake.calls[asked:]
+    assert not set(later) & set(FIXED)
+    assert later.count("nvmlDeviceGetUUID") == 8  # asked every time: it finds a GPU lost since
+    assert later.count("nvmlDeviceGetTemperature") == 8  # what can change is read again
+    assert second == first
+    s.reopen()  # NVML restarted under a long-running reader: new handles, everything asked again
+    asked = len(fake.calls)
+    assert s.read_gpus(facts) == first
+    assert fake.calls[asked:].count("nvmlDeviceGetTemperatureThreshold") == 2 * 8
+
+
+def test_a_fixed_fact_that_failed_is_asked_again(machine: Load) -> None:
+    m = machine("h100x8-healthy")
+    s, fake = session(m, FailsOneCall(m, "nvmlDeviceGetName", pynvml.NVML_ERROR_UNKNOWN))
+    assert s.read_gpus()[0].name.reason is Reason.UNKNOWN_ERROR
+    fake.fail = ""  # the driver answers again
+    assert s.read_gpus()[0].name.value == m.gpus[0].name.value

@@ -12,6 +12,9 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from prometheus_client.metrics_core import Metric
+from prometheus_client.samples import Sample
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram", "summary": "summary"}
 _MAX_CACHED = 20_000  # series; beyond this (PID churn) the cache starts afresh
@@ -33,11 +36,63 @@ def _number(value: float) -> str:
     return "+Inf" if value > 0 else "-Inf"
 
 
+class RowMetric(Metric):
+    """A family whose label names are fixed and whose samples are kept as rows of (label values,
+    value): a scrape adds hundreds, and neither a Sample nor a labels dict is made for the text
+    format. prometheus-client (OpenMetrics, name filters, tests) sees ordinary Samples."""
+
+    def __init__(self, name: str, documentation: str, typ: str, labels: list[str]) -> None:
+        self.rows: list[tuple[tuple[str, ...], float]] = []
+        super().__init__(name, documentation, typ)
+        self.label_names = tuple(labels)
+        self.sample_name = name + "_total" if typ == "counter" else name
+
+    @property  # a view of the rows; Metric.__init__ assigns [] to it (the setter)
+    def samples(self) -> list[Sample]:
+        names = self.label_names
+        return [Sample(self.sample_name, dict(zip(names, values, strict=True)), v) for values, v in self.rows]
+
+    @samples.setter
+    def samples(self, samples: list[Sample]) -> None:
+        self.rows = [(tuple(s.labels[n] for n in self.label_names), s.value) for s in samples]
+
+    def add_sample(self, name: str, labels: dict[str, str], value: float, *args: Any, **kwargs: Any) -> None:
+        if name != self.sample_name or set(labels) != set(self.label_names) or args or kwargs:
+            raise ValueError(f"{self.name} takes only {self.sample_name}{{{', '.join(self.label_names)}}} samples")
+        self.rows.append((tuple(labels[n] for n in self.label_names), value))
+
+
 class TextRenderer:
     """Renders metric families; remembers each series' ``name{labels}`` prefix."""
 
     def __init__(self) -> None:
         self._prefixes: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+        # RowMetric series: by (sample name, label names), then by label values.
+        self._row_prefixes: dict[tuple[str, tuple[str, ...]], dict[tuple[str, ...], str]] = {}
+        self._row_count = 0
+
+    def _row_lines(self, family: RowMetric, out: list[str]) -> None:
+        isfinite = math.isfinite
+        key = (family.sample_name, family.label_names)
+        prefixes = self._row_prefixes.get(key)
+        if prefixes is None:
+            prefixes = self._row_prefixes[key] = {}
+        for values, value in family.rows:
+            prefix = prefixes.get(values)
+            if prefix is None:
+                if self._row_count >= _MAX_CACHED:
+                    self._row_prefixes.clear()
+                    self._row_count = 0
+                    prefixes = self._row_prefixes[key] = {}
+                labels = zip(family.label_names, values, strict=True)
+                prefix = prefixes[values] = self._prefix_text(family.sample_name, labels)
+                self._row_count += 1
+            out.append(f"{prefix}{repr(float(value)) if isfinite(value) else _number(value)}\n")
+
+    @staticmethod
+    def _prefix_text(name: str, labels: Iterable[tuple[str, str]]) -> str:
+        inner = ",".join(f'{k}="{_escape_value(v)}"' for k, v in labels)
+        return f"{name}{{{inner}}} " if inner else f"{name} "
 
     def _prefix(self, name: str, labels: dict[str, str]) -> str:
         key = (name, tuple(labels.items()))
@@ -45,9 +100,7 @@ class TextRenderer:
         if prefix is None:
             if len(self._prefixes) >= _MAX_CACHED:
                 self._prefixes.clear()
-            inner = ",".join(f'{k}="{_escape_value(v)}"' for k, v in labels.items())
-            prefix = f"{name}{{{inner}}} " if inner else f"{name} "
-            self._prefixes[key] = prefix
+            prefix = self._prefixes[key] = self._prefix_text(name, labels.items())
         return prefix
 
     def render(self, families: Iterable[Any]) -> bytes:
@@ -56,6 +109,9 @@ class TextRenderer:
             name = family.name + "_total" if family.type == "counter" else family.name
             out.append(f"# HELP {name} {_escape_help(family.documentation)}\n")
             out.append(f"# TYPE {name} {_TYPES.get(family.type, 'untyped')}\n")
+            if isinstance(family, RowMetric):
+                self._row_lines(family, out)
+                continue
             for sample in family.samples:
                 out.append(self._prefix(sample.name, sample.labels) + _number(sample.value) + "\n")
         return "".join(out).encode()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.fleet.attribution import NOBODY, Owner
+from gpudiag.fleet.exposition import RowMetric
 from gpudiag.memory import MemoryView, ProcessRow
 from gpudiag.model import Gpu, GpuState, Reading
 
@@ -44,16 +45,14 @@ class _Family:
     (the label names are fixed here, the values are strings we made): a scrape adds hundreds."""
 
     def __init__(self, name: str, doc: str, typ: str, labels: list[str]) -> None:
-        from prometheus_client.core import Metric
-        from prometheus_client.samples import Sample
-
-        self.metric = Metric(name, doc, typ)
-        self._sample = Sample
-        self._sample_name = name + "_total" if typ == "counter" else name
-        self._labels = labels
+        self.metric = RowMetric(name, doc, typ, labels)
+        self._rows = self.metric.rows
+        self._width = len(labels)
 
     def add_metric(self, values: list[str], value: float) -> None:
-        self.metric.samples.append(self._sample(self._sample_name, dict(zip(self._labels, values, strict=True)), value))
+        if len(values) != self._width:
+            raise ValueError(f"{self.metric.name}: {len(values)} label values for {self._width} labels")
+        self._rows.append((tuple(values), value))
 
 
 @dataclass

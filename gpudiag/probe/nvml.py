@@ -118,6 +118,10 @@ class _Handles(msgspec.Struct):
     state: GpuState
     state_detail: str
     mig: list[tuple[int, Any]]
+    # Readings that cannot change while the driver stays loaded (name, bus id, thresholds, the
+    # PCIe maxima), kept once read: handles, and so these, are fetched afresh on every reopen, which
+    # a long-running reader does when NVML restarts under it. Only answers are kept, never errors.
+    fixed: dict[tuple[str, tuple[Any, ...]], Reading[Any]] = msgspec.field(default_factory=dict)
 
 
 class NvmlSession:
@@ -213,6 +217,19 @@ class NvmlSession:
             return Reason.NOT_FOUND, ""
         return Reason.UNKNOWN_ERROR, f"{function}: {exc}"
 
+    def _fixed(
+        self, handles: _Handles, function: str, *args: Any, convert: Callable[[Any], T] | None = None
+    ) -> Reading[T]:
+        """:meth:`_read` of a reading that cannot change while the driver stays loaded: asked once
+        per NVML session (an error is asked again next time)."""
+        key = (function, args[1:])  # args[0] is this GPU's handle
+        found: Reading[T] | None = handles.fixed.get(key)
+        if found is None:
+            found = self._read(function, *args, convert=convert)
+            if found.value is not None:
+                handles.fixed[key] = found
+        return found
+
     def _read(self, function: str, *args: Any, convert: Callable[[Any], T] | None = None) -> Reading[T]:
         """Call one NVML function; errors become a reason, a lost GPU ends the GPU's read."""
         try:
@@ -222,7 +239,7 @@ class NvmlSession:
             if reason is Reason.GPU_LOST:
                 raise _GpuLostError(f"{function}: GPU is lost") from None
             return unavailable(reason, detail)
-        return Reading.of(convert(raw) if convert else raw)
+        return Reading(value=convert(raw) if convert else raw)
 
     # -- discovery -------------------------------------------------------------------
 
@@ -334,10 +351,11 @@ class NvmlSession:
     def _read_gpu(self, index: int, handles: _Handles, facts: frozenset[FactGroup]) -> Gpu:
         h = handles.gpu
         identity: dict[str, Any] = {
+            # Asked every time, first: the cheap call that finds a GPU lost since the last read.
             "uuid": self._read("nvmlDeviceGetUUID", h, convert=_text),
-            "pci_bus_id": self._read("nvmlDeviceGetPciInfo", h, convert=lambda p: _text(p.busId)),
-            "name": self._read("nvmlDeviceGetName", h, convert=_text),
-            "minor_number": self._read("nvmlDeviceGetMinorNumber", h, convert=int),
+            "pci_bus_id": self._fixed(handles, "nvmlDeviceGetPciInfo", h, convert=lambda p: _text(p.busId)),
+            "name": self._fixed(handles, "nvmlDeviceGetName", h, convert=_text),
+            "minor_number": self._fixed(handles, "nvmlDeviceGetMinorNumber", h, convert=int),
         }
         fields = {**_not_read_fields(), **identity}
         for group in FactGroup:  # declaration order: the same NVML call order whatever the set
@@ -359,15 +377,15 @@ class NvmlSession:
             )
         }
 
-    def _thermal_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+    def _thermal_facts(self, h: Any, handles: _Handles) -> dict[str, Any]:
         lib = self._lib
         return {
             "temperature_c": self._read("nvmlDeviceGetTemperature", h, lib.NVML_TEMPERATURE_GPU, convert=int),
-            "temperature_slowdown_c": self._read(
-                "nvmlDeviceGetTemperatureThreshold", h, lib.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, convert=int
+            "temperature_slowdown_c": self._fixed(
+                handles, "nvmlDeviceGetTemperatureThreshold", h, lib.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, convert=int
             ),
-            "temperature_shutdown_c": self._read(
-                "nvmlDeviceGetTemperatureThreshold", h, lib.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, convert=int
+            "temperature_shutdown_c": self._fixed(
+                handles, "nvmlDeviceGetTemperatureThreshold", h, lib.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, convert=int
             ),
             "fan_percent": self._read("nvmlDeviceGetFanSpeed", h, convert=int),
         }
@@ -397,14 +415,14 @@ class NvmlSession:
             )
         }
 
-    def _pcie_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
+    def _pcie_facts(self, h: Any, handles: _Handles) -> dict[str, Any]:
         return {
             "pcie": PcieLink(
                 gen_current=self._read("nvmlDeviceGetCurrPcieLinkGeneration", h, convert=int),
-                gen_max=self._read("nvmlDeviceGetMaxPcieLinkGeneration", h, convert=int),
-                gen_gpu_max=self._read("nvmlDeviceGetGpuMaxPcieLinkGeneration", h, convert=int),
+                gen_max=self._fixed(handles, "nvmlDeviceGetMaxPcieLinkGeneration", h, convert=int),
+                gen_gpu_max=self._fixed(handles, "nvmlDeviceGetGpuMaxPcieLinkGeneration", h, convert=int),
                 width_current=self._read("nvmlDeviceGetCurrPcieLinkWidth", h, convert=int),
-                width_max=self._read("nvmlDeviceGetMaxPcieLinkWidth", h, convert=int),
+                width_max=self._fixed(handles, "nvmlDeviceGetMaxPcieLinkWidth", h, convert=int),
             )
         }
 
