@@ -6,8 +6,6 @@ imported here); the benchmark runs in a child process while this one reads the P
 under load and shows the progress; then judged rows -> a renderer and an exit code.
 """
 
-from __future__ import annotations
-
 import json
 import os
 from typing import TYPE_CHECKING, Annotated, Any
@@ -79,7 +77,7 @@ def command(
     _report(s, outcome, machine.gpus, plan, gib, json_output, csv_output, modes is not None, machine.host.hostname)
 
 
-def _measure(s: Settings, source: MachineSource, gpus: tuple[Gpu, ...], plan: Plan) -> Outcome:
+def _measure(s: Settings, source: "MachineSource", gpus: "tuple[Gpu, ...]", plan: "Plan") -> "Outcome":
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from gpudiag.bench.child import Collector, run_child
@@ -134,9 +132,9 @@ def _measure(s: Settings, source: MachineSource, gpus: tuple[Gpu, ...], plan: Pl
 
 def _report(
     s: Settings,
-    outcome: Outcome,
-    machine_gpus: tuple[Gpu, ...],
-    plan: Plan,
+    outcome: "Outcome",
+    machine_gpus: "tuple[Gpu, ...]",
+    plan: "Plan",
     gib: bool,
     json_output: bool,
     csv_output: bool,

@@ -6,8 +6,6 @@ a requested check (or any check) and nothing failed. Any other code (70 internal
 130 interrupted) also means the verdict is unknown.
 """
 
-from __future__ import annotations
-
 import json
 import math
 import os
@@ -74,7 +72,7 @@ def _options(
     require_torch: str | None,
     allow_processes: bool,
     python: str | None,
-) -> Options:
+) -> "Options":
     from gpudiag.checks import Options
 
     if expect_gpus is not None and expect_gpus < 0:

@@ -1,7 +1,5 @@
 """`gpudiag drain`: drain (or with --resume, undrain) the nodes a fleet report judged (see gpudiag.fleet.drain)."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

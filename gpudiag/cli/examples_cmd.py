@@ -1,7 +1,5 @@
 """`gpudiag examples`: the example machines shipped for --replay."""
 
-from __future__ import annotations
-
 import typer
 
 from gpudiag.cli.common import handle_errors, make_console, settings

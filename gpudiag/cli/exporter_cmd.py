@@ -1,7 +1,5 @@
 """`gpudiag exporter`: serve the node's GPUs as Prometheus metrics, until stopped."""
 
-from __future__ import annotations
-
 import os
 import signal
 import sys

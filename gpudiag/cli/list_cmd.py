@@ -1,7 +1,5 @@
 """`gpudiag list`: GPUs and their processes, as nvidia-smi users expect them."""
 
-from __future__ import annotations
-
 import json
 from typing import Annotated, Any
 

@@ -1,7 +1,5 @@
 """`gpudiag memory [--watch]`: per-GPU and per-process memory, with PyTorch's breakdown."""
 
-from __future__ import annotations
-
 import json
 import math
 import time

@@ -1,7 +1,5 @@
 """`gpudiag report`: one fleet view from per-node JSON outputs (see gpudiag.fleet)."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -1,7 +1,5 @@
 """`gpudiag snapshot`: the whole machine as JSON, to attach to a bug report or replay later."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -1,7 +1,5 @@
 """`gpudiag visible`: which physical GPUs a CUDA program will see, as which cuda:N."""
 
-from __future__ import annotations
-
 import json
 import os
 from typing import TYPE_CHECKING, Annotated, Any
@@ -148,7 +146,7 @@ def _select(machine: Any, ids: str, json_output: bool) -> None:
     typer.echo(f"# then {mapping}")
 
 
-def _probe(resolution: Resolution | None, value: str | None, order: str | None) -> ProbeReport:
+def _probe(resolution: "Resolution | None", value: str | None, order: str | None) -> "ProbeReport":
     """Run the CUDA runtime with this setting in a child; CUDA is never initialised here."""
     from gpudiag import visibility
     from gpudiag.probe import child
