@@ -5,7 +5,9 @@ the machine may be shared and noisy, so only ratios taken within one run mean an
 
 - floor: ``python -c "import typer, rich, pynvml, psutil"``, what any tool built on the same
   libraries pays before it does anything; ``floor+rich`` adds ``rich.console`` and ``rich.table``,
-  which any rich table needs.
+  which any rich table needs. ``floor: app+json`` and ``floor: app+table`` (``floors.py``) add
+  the least ``list --json`` and ``list`` must do with typer, msgspec and rich kept: a Typer app
+  with the same options parsing the same command line, then a JSON document or an 8-row table.
 - gpudiag on the replayed 8-GPU example, run the way the installed ``gpudiag`` script runs it.
 - the peers gpustat and nvitop (``-1``) on the same replayed machine, unmodified, through
   ``python -m gpudiag.replay`` (which puts the replay's fake NVML in front of them);
@@ -41,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = "h100x8-healthy"
 WATCH_EXAMPLE = "h100x8-training-64procs"
 PY = sys.executable
+FLOORS = Path(__file__).resolve().parent / "floors.py"
 
 
 @dataclass
@@ -91,6 +94,9 @@ def cases(tree: Path, baseline: Path | None, empty_script: Path) -> list[Case]:
     out = [
         Case("floor", floor),
         Case("floor+rich", [PY, "-c", "import typer, rich, pynvml, psutil, rich.console, rich.table"]),
+        # The least `list --json` and `list` can cost with typer, msgspec and rich (floors.py).
+        Case("floor: app+json", [PY, str(FLOORS), "json"]),
+        Case("floor: app+table", [PY, str(FLOORS), "table"]),
     ]
     commands = [
         ("list", ["list"], 1.4),
