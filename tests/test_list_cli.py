@@ -208,3 +208,28 @@ def test_hoisting_moves_only_global_options(argv: list[str], expected: list[str]
     from gpudiag.cli.app import hoist_global_options
 
     assert hoist_global_options(argv) == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "absent"),
+    [
+        (["list", "--query", "name,memory.used", "--format", "csv"], ("torch", "rich.console", "json")),
+        (["list", "--json"], ("torch", "rich.console")),
+        (["list"], ("torch", "json")),
+        (["visible"], ("torch", "json")),
+    ],
+)
+def test_start_up_imports_only_what_the_output_needs(args: list[str], absent: tuple[str, ...]) -> None:
+    """Each module here was measured on the start-up path (issue 16: json ~1.5 ms, rich ~30 ms)."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "gpudiag", "--replay", "h100x8-healthy", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=True,
+    )
+    imported = {
+        line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")
+    }
+    assert len(imported) > 50  # the -X importtime report was read
+    assert [m for m in absent if m in imported] == []
