@@ -7,7 +7,8 @@ the machine may be shared and noisy, so only ratios taken within one run mean an
   libraries pays before it does anything; ``floor+rich`` adds ``rich.console`` and ``rich.table``,
   which any rich table needs. ``floor: app+json`` and ``floor: app+table`` (``floors.py``) add
   the least ``list --json`` and ``list`` must do with typer, msgspec and rich kept: a Typer app
-  with the same options parsing the same command line, then a JSON document or an 8-row table.
+  with the same options parsing the same command line, then a JSON document or an 8-row table;
+  ``floor: app+checklist`` prints what ``check`` prints for 8 GPUs instead (118 rows).
 - gpudiag on the replayed 8-GPU example, run the way the installed ``gpudiag`` script runs it.
 - the peers gpustat and nvitop (``-1``) on the same replayed machine, unmodified, through
   ``python -m gpudiag.replay`` (which puts the replay's fake NVML in front of them);
@@ -97,6 +98,7 @@ def cases(tree: Path, baseline: Path | None, empty_script: Path) -> list[Case]:
         # The least `list --json` and `list` can cost with typer, msgspec and rich (floors.py).
         Case("floor: app+json", [PY, str(FLOORS), "json"]),
         Case("floor: app+table", [PY, str(FLOORS), "table"]),
+        Case("floor: app+checklist", [PY, str(FLOORS), "checklist"]),
     ]
     commands = [
         ("list", ["list"], 1.4),

@@ -8,8 +8,10 @@ rich and msgspec kept, on made-up data, so the gap between the two is what gpudi
   ``--replay NAME list --json``; encode a small document. The floor of ``list --json``.
 - ``table``: ``json`` plus ``rich.console`` and ``rich.table``, then print an 8-row, 13-column
   rich table shaped like ``list``'s GPU table, at 160 columns. The floor of ``list``.
+- ``checklist``: ``table``, but a 118-row checklist (status, id, target, a finding that may
+  wrap) and an 8-row versions table, as ``check`` prints for the 8-GPU example. Its floor.
 
-Usage: python benchmarks/floors.py json|table
+Usage: python benchmarks/floors.py json|table|checklist
 """
 
 import sys
@@ -72,13 +74,29 @@ def list_command(
     from rich.console import Console
     from rich.table import Table
 
+    console = Console(width=160)
+    if MODE == "checklist":
+        checks = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1))
+        for column in ("status", "id", "target"):
+            checks.add_column(column, no_wrap=True)
+        checks.add_column("finding", ratio=1)
+        for i in range(118):
+            checks.add_row("PASS", f"health.check_{i % 20}", f"GPU {i % 8}", f"finding number {i} of the checklist")
+        versions = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+        versions.add_column("Versions", no_wrap=True)
+        versions.add_column("")
+        for i in range(8):
+            versions.add_row(f"component {i}", f"{i}.{i}.{i}")
+        console.print(checks)
+        console.print(versions)
+        return
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for name in COLUMNS:
         table.add_column(name, no_wrap=True, overflow="ellipsis")
     for i in range(8):
         table.add_row(str(i), "NVIDIA H100 80GB HBM3", f"00000000:{i:02X}:00.0", "On", "N/A", "31C", "P0",
                       "70W / 700W", "0MiB / 81559MiB", "0%", "Default", "Disabled", "0")  # fmt: skip
-    Console(width=160).print(table)
+    console.print(table)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,33 @@
+"""The start-up benchmark and its floors run (their figures are reported, not asserted)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.mark.parametrize(
+    ("mode", "expect"), [("json", '"schema": "floor/1"'), ("table", "Memory-Usage"), ("checklist", "Versions")]
+)
+def test_each_floor_does_its_work(mode: str, expect: str) -> None:
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "floors.py"), mode], capture_output=True, text=True, check=True
+    )
+    assert expect in result.stdout
+    if mode == "checklist":
+        assert len(result.stdout.splitlines()) >= 118 + 8
+
+
+def test_bench_startup_reports_a_ratio_to_the_floor() -> None:
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_startup.py"), "--runs", "1", "--no-watch", "--only",
+         "floor: app+json,list --query"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode in (0, 1), result.stderr  # 1: a target missed
+    rows = {line.split("  ")[0].strip(): line for line in result.stdout.splitlines()}
+    assert {"floor", "floor: app+json", "list --query"} <= set(rows)
+    assert rows["list --query"].split()[-1].replace(".", "").isdigit()  # peak RSS in MiB
