@@ -64,6 +64,8 @@ def gather(plan: Plan) -> Gathered:
     live = not plan.replay
     wants_functional = live and not plan.torch_off and not plan.functional_off
     running = _launch(plan, wants_functional) if live and not plan.torch_off else None
+    if live and plan.torch_off:
+        _drop_early()
     try:
         with _open(plan) as source:
             machine = source.read()
@@ -95,7 +97,21 @@ def gather(plan: Plan) -> Gathered:
 def _launch(plan: Plan, wants_functional: bool) -> Running:
     from gpudiag.probe import torch_runtime
 
+    early = torch_runtime.take_early()  # started by gpudiag.entry, asking: _torch_child answers it
+    if early is not None and plan.python is None:
+        return early
+    if early is not None:
+        early.kill()
     return torch_runtime.launch(plan.python, ask=wants_functional)
+
+
+def _drop_early() -> None:
+    """torch is not wanted after all (e.g. ``--skip compat``): stop a child started early."""
+    from gpudiag.probe import torch_runtime
+
+    early = torch_runtime.take_early()
+    if early is not None:
+        early.kill()
 
 
 def _open(plan: Plan) -> MachineSource:

@@ -43,6 +43,24 @@ def launch(python: str | None = None, functional: dict[str, Any] | None = None, 
     return start(args, python=python, ask=ask)
 
 
+_early: Running | None = None
+
+
+def start_early() -> None:
+    """Start the torch child in asking mode before the CLI is imported (``gpudiag.entry``):
+    typer, rich and option parsing would otherwise delay it ~0.15 s. :func:`take_early` hands
+    it to the check (which answers whether to run the functional test) or to be killed."""
+    global _early
+    _early = launch(ask=True)
+
+
+def take_early() -> Running | None:
+    """The child :func:`start_early` started, once; None when there is none."""
+    global _early
+    running, _early = _early, None
+    return running
+
+
 def finish(
     running: Running,
     timeout: float,
