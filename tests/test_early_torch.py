@@ -152,3 +152,19 @@ def test_no_torch_child_outlives_an_interrupt_or_a_usage_error(tmp_path: Path, a
     pids = [int(line) for line in marker.read_text().splitlines()] if marker.exists() else []
     time.sleep(0.2)
     assert [pid for pid in pids if _alive(pid)] == []
+
+
+def test_the_torch_child_ends_without_the_interpreters_teardown(tmp_path: Path) -> None:
+    """With torch loaded, Python's teardown takes ~0.4 s that the check would wait for: the child
+    says everything, flushes and leaves (an atexit handler would run in a normal exit)."""
+    pytest.importorskip("torch")
+    marker = tmp_path / "teardown"
+    (tmp_path / "sitecustomize.py").write_text(
+        f"import atexit\natexit.register(lambda: open({str(marker)!r}, 'w').close())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    script = Path(torch_runtime.__file__).resolve().parent.parent / "children" / "torch_probe.py"
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.rstrip().splitlines()[-1].startswith("@@GPUDIAG_RESULT@@")
+    assert not marker.exists()

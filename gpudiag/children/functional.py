@@ -170,3 +170,4 @@ def _report(torch: Any, idx: int, uuid: str, s: dict[str, Any], shared: Shared) 
 if __name__ == "__main__":
     run(json.loads(sys.argv[1]) if len(sys.argv) > 1 else {})
     protocol.emit({"done": True})
+    protocol.exit_now()

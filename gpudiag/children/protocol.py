@@ -12,7 +12,9 @@ A child prints ordinary lines and marked lines; the parent reads them as they co
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from typing import Any
 
@@ -26,6 +28,15 @@ EVENT = "@@GPUDIAG_BENCH@@"
 
 # The torch probe's stages, in order.
 IMPORTING, IMPORTED, LIBRARIES, CUDA_INIT, RUNTIME = "importing", "imported", "libraries", "cuda_init", "runtime"
+
+
+def exit_now() -> None:
+    """End a child that has said everything, skipping the interpreter's teardown: with torch
+    loaded that teardown takes ~0.4 s (CPU torch 2.13 here), which the parent would wait for."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # the parent went away: nothing to tell
+            stream.flush()
+    os._exit(0)
 
 
 def write(marker: str, text: str) -> None:

@@ -151,3 +151,4 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv)
+    protocol.exit_now()
