@@ -13,12 +13,16 @@ This module must stay free of imports beyond the standard library's cheapest.
 from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # C module: `signal` imports enum first (slower)
+import errno
 import os
 import sys
 from types import FrameType
 
 INTERRUPTED = 130  # ExitCode.INTERRUPTED; not imported from there, to keep this module light
 USAGE = 2  # ExitCode.USAGE
+OUTPUT_ERROR = 74  # ExitCode.OUTPUT_ERROR
+# Errors of writing output that are the machine's, not gpudiag's: disk full, quota, file too big, I/O.
+WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 # `check` options after which the torch child may not be wanted, or not from this interpreter:
 # with any of them, `check` starts it itself once the options are parsed.
@@ -105,9 +109,34 @@ def main() -> None:
     except KeyboardInterrupt:  # belt and braces: one that escaped a command's own handling
         _kill_early()
         os._exit(INTERRUPTED)
+    except OSError as exc:  # outside a command (`--help`, `--version` > /dev/full)
+        if exc.errno not in WRITE_ERRORS:
+            raise
+        cannot_write(exc)
     finally:
         _kill_early()
         _flush_quietly()
+
+
+def write_error(exc: OSError) -> str:
+    """The one line for output that cannot be written."""
+    return f"cannot write {exc.filename or 'standard output'}: {exc.strerror or exc}"
+
+
+def cannot_write(exc: OSError) -> None:
+    """Say why output could not be written, drop what is still buffered, exit 74."""
+    _stdout_to_devnull()
+    if sys.stderr is not None:
+        sys.stderr.write(f"gpudiag: {write_error(exc)}\n")
+    raise SystemExit(OUTPUT_ERROR)
+
+
+def _stdout_to_devnull() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _flush_quietly() -> None:
@@ -116,8 +145,8 @@ def _flush_quietly() -> None:
     try:
         sys.stdout.flush()
     except (BrokenPipeError, ValueError):
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
+        _stdout_to_devnull()
+    except OSError as exc:
+        if exc.errno not in WRITE_ERRORS:
+            raise
+        cannot_write(exc)

@@ -24,6 +24,7 @@ class ExitCode(enum.IntEnum):
     GPU_LOST = 15  # at least one GPU is lost; the others were still shown
     NVML_VERSION_MISMATCH = 18
     INTERNAL = 70  # a bug in gpudiag (EX_SOFTWARE); --debug shows the traceback
+    OUTPUT_ERROR = 74  # output could not be written: disk full, I/O error (EX_IOERR)
     INTERRUPTED = 130
     NVML_ERROR = 255  # any other NVML failure
 
@@ -56,6 +57,8 @@ DESCRIPTIONS = {
     "records it, exit 0)",
     ExitCode.NVML_VERSION_MISMATCH: "NVML: driver/library version mismatch (reboot or reload the modules)",
     ExitCode.INTERNAL: "internal error in gpudiag (a bug: please report it with `--debug` output)",
+    ExitCode.OUTPUT_ERROR: "output could not be written (standard output or a file named by an option): disk "
+    "full, quota, I/O error; a reader that goes away early (e.g. `head`) is not an error",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C), at any moment, without a traceback (`memory --watch` ends with 0)",
     ExitCode.NVML_ERROR: "any other NVML failure",
 }

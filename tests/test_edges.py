@@ -360,3 +360,27 @@ def test_mig_utilization_is_the_reason_not_null(cli: Cli) -> None:
     assert gpu["utilization_percent"]["unavailable"] == "not_supported"
     _, out, _ = cli.replay("a100-mig", "list", "--json")
     assert json.loads(out)["gpus"][0]["utilization"]["unavailable"] == "not_supported"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--replay", "h100x8-healthy", "list"],
+        ["--replay", "h100x8-healthy", "list", "--json"],
+        ["--replay", "h100x8-healthy", "list", "--query", "name", "--format", "csv"],
+        ["--replay", "h100x8-healthy", "memory"],
+        ["--replay", "h100x8-healthy", "visible"],
+        ["--replay", "h100x8-healthy", "check", "--quick", "--no-torch"],
+        ["--version"],
+        ["--help"],
+    ],
+)
+def test_a_full_disk_is_one_line_and_exit_74(args: list[str]) -> None:
+    """Output that cannot be written (disk full) is the machine's fault, not a gpudiag bug."""
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "gpudiag", *args], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60
+        )
+    assert result.returncode == ExitCode.OUTPUT_ERROR == 74
+    assert result.stderr == "gpudiag: cannot write standard output: No space left on device\n"

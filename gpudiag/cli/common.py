@@ -14,6 +14,7 @@ from typing import IO, Any, TypeVar
 import msgspec
 import typer
 
+from gpudiag.entry import WRITE_ERRORS, write_error
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import Gpu, GpuState
@@ -119,15 +120,25 @@ def handle_errors(fn: F) -> F:
             # Reader went away (`| head`): silence the rest, exit cleanly.
             _silence_stdout()
             raise typer.Exit(int(ExitCode.OK)) from None
+        except OSError as exc:
+            if exc.errno not in WRITE_ERRORS:
+                raise _internal(exc) from None
+            _silence_stdout()  # what is still buffered cannot be written either
+            fail(write_error(exc), ExitCode.OUTPUT_ERROR)
         except Exception as exc:
-            debug = bool(os.environ.get(DEBUG_ENV))
-            if debug:
-                traceback.print_exc()
-            hint = "" if debug else " (run with --debug for the traceback)"
-            fail(f"internal error: {type(exc).__name__}: {exc}{hint}", ExitCode.INTERNAL)
+            raise _internal(exc) from None
         return None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _internal(exc: BaseException) -> typer.Exit:
+    debug = bool(os.environ.get(DEBUG_ENV))
+    if debug:
+        traceback.print_exception(exc)
+    hint = "" if debug else " (run with --debug for the traceback)"
+    typer.echo(f"gpudiag: internal error: {type(exc).__name__}: {exc}{hint}", err=True)
+    return typer.Exit(int(ExitCode.INTERNAL))
 
 
 @contextlib.contextmanager
