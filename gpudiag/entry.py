@@ -125,13 +125,14 @@ def write_error(exc: OSError) -> str:
 
 def cannot_write(exc: OSError) -> None:
     """Say why output could not be written, drop what is still buffered, exit 74."""
-    _stdout_to_devnull()
+    stdout_to_devnull()
     if sys.stderr is not None:
         sys.stderr.write(f"gpudiag: {write_error(exc)}\n")
     raise SystemExit(OUTPUT_ERROR)
 
 
-def _stdout_to_devnull() -> None:
+def stdout_to_devnull() -> None:
+    """Point standard output at /dev/null: what is still buffered cannot be written anyway."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -145,7 +146,7 @@ def _flush_quietly() -> None:
     try:
         sys.stdout.flush()
     except (BrokenPipeError, ValueError):
-        _stdout_to_devnull()
+        stdout_to_devnull()
     except OSError as exc:
         if exc.errno not in WRITE_ERRORS:
             raise

@@ -6,7 +6,6 @@ import contextlib
 import functools
 import os
 import signal
-import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, TypeVar
@@ -14,7 +13,7 @@ from typing import IO, Any, TypeVar
 import msgspec
 import typer
 
-from gpudiag.entry import WRITE_ERRORS, write_error
+from gpudiag.entry import WRITE_ERRORS, stdout_to_devnull, write_error
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import Gpu, GpuState
@@ -118,27 +117,27 @@ def handle_errors(fn: F) -> F:
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
         except BrokenPipeError:
             # Reader went away (`| head`): silence the rest, exit cleanly.
-            _silence_stdout()
+            stdout_to_devnull()
             raise typer.Exit(int(ExitCode.OK)) from None
         except OSError as exc:
-            if exc.errno not in WRITE_ERRORS:
-                raise _internal(exc) from None
-            _silence_stdout()  # what is still buffered cannot be written either
-            fail(write_error(exc), ExitCode.OUTPUT_ERROR)
+            if exc.errno in WRITE_ERRORS:  # disk full, I/O error: the machine's fault, not a bug
+                stdout_to_devnull()
+                fail(write_error(exc), ExitCode.OUTPUT_ERROR)
+            _internal(exc)
         except Exception as exc:
-            raise _internal(exc) from None
+            _internal(exc)
         return None
 
     return wrapper  # type: ignore[return-value]
 
 
-def _internal(exc: BaseException) -> typer.Exit:
+def _internal(exc: BaseException) -> None:
+    """A bug: one line, exit 70; the traceback only with --debug."""
     debug = bool(os.environ.get(DEBUG_ENV))
     if debug:
         traceback.print_exception(exc)
     hint = "" if debug else " (run with --debug for the traceback)"
-    typer.echo(f"gpudiag: internal error: {type(exc).__name__}: {exc}{hint}", err=True)
-    return typer.Exit(int(ExitCode.INTERNAL))
+    fail(f"internal error: {type(exc).__name__}: {exc}{hint}", ExitCode.INTERNAL)
 
 
 @contextlib.contextmanager
@@ -155,11 +154,3 @@ def _interrupts_raise() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def _silence_stdout() -> None:
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
