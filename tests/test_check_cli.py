@@ -87,6 +87,8 @@ def test_json_is_versioned_and_carries_every_result(cli: Cli) -> None:
             "target": "GPU 0",
             "finding": "2 uncorrected ECC error(s) since the driver loaded",
             "fix": "drain the node; reset the GPU and run a memory diagnostic (dcgmi diag -r 3)",
+            "scope": "node",
+            "action": "reset",
         }
     ]
     assert data["versions"]["Driver"] == "535.129.03"

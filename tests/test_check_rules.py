@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import msgspec
 import pytest
 
-from gpudiag.checks import CheckResult, Facts, FunctionalResult, Options, Status, rules
+from gpudiag.checks import Action, CheckResult, Facts, FunctionalResult, Options, Scope, Status, rules
 from gpudiag.model import (
     ComputeMode,
     GpuProcess,
@@ -731,3 +731,53 @@ def test_every_rule_on_whole_machines(name: str) -> None:
     assert {r.id for r in results} == set(rules.CHECK_IDS)
     for r in results:
         assert r.finding and "\n" not in r.finding
+
+
+def test_only_the_job_s_own_environment_software_and_requirements_are_job_scope() -> None:
+    """A job-scope failure must never drain a node: one user's environment cannot drain a fleet."""
+    job = {c.id for c in rules.CHECKS if c.scope is Scope.JOB}
+    assert job == {
+        "compat.torch",
+        "compat.driver_cuda",
+        "compat.arch",
+        "compat.cudnn",
+        "compat.nccl",
+        "env.visible_devices",
+        "env.variables",
+        "health.free_memory",
+        "req.driver",
+        "req.cuda",
+        "req.capability",
+        "req.gpu",
+        "req.torch",
+    }
+    assert all(c.action is Action.FIX_JOB for c in rules.CHECKS if c.scope is Scope.JOB)
+    assert all(c.action is not Action.FIX_JOB for c in rules.CHECKS if c.scope is Scope.NODE)
+
+
+def test_torch_is_needed_only_by_checks_that_judge_it() -> None:
+    checks = {c.id: c for c in rules.CHECKS}
+    assert rules.needs_torch([checks["compat.arch"]], Options(), gpu_work=False)
+    assert not rules.needs_torch([checks["health.ecc"], checks["req.cuda"]], Options(), gpu_work=False)
+    assert rules.needs_torch([checks["req.cuda"]], Options(require_cuda="12.4"), gpu_work=False)
+    assert rules.needs_torch([checks["req.torch"]], Options(require_torch=">=2"), gpu_work=False)
+    assert not rules.needs_torch([checks["func.gpu"]], Options(), gpu_work=False)  # --quick
+    assert rules.needs_torch([checks["func.gpu"]], Options(), gpu_work=True)
+
+
+def test_the_exporter_judges_only_cheap_nvml_checks() -> None:
+    assert rules.EXPORTER_CHECKS == (
+        "nvml.gpu_lost",
+        "health.ecc",
+        "health.retired_pages",
+        "health.row_remap",
+        "health.recovery_action",
+        "health.clock_events",
+        "health.temperature",
+        "health.pcie",
+    )
+    assert not any(rules.BY_ID[cid].needs_torch(Options()) for cid in rules.EXPORTER_CHECKS)
+
+
+def test_a_failed_nvml_start_names_what_the_operator_does() -> None:
+    assert rules.run(facts("no-driver"), Options(), only=("nvml.init",))[0].action is Action.FIX_CONFIG

@@ -35,6 +35,27 @@ GROUPS: frozenset[FactGroup] = ALL_GROUPS - {
 LOADED_GROUPS: frozenset[FactGroup] = frozenset({FactGroup.PCIE, FactGroup.CLOCK_EVENTS})
 
 
+class Scope(str, enum.Enum):
+    """What a check judges, and so what its failure may cause: only a NODE failure drains a node;
+    a JOB failure (the job's environment, its torch build, its requirements) fails that job alone."""
+
+    NODE = "node"
+    JOB = "job"
+
+
+class Action(str, enum.Enum):
+    """What an operator does about a failure (drain reasons and `check --json` carry it)."""
+
+    RESET = "reset"  # reset the GPU (nvidia-smi -r), after draining
+    REBOOT = "reboot"  # reboot the node (or reload the driver)
+    RESEAT = "reseat"  # reseat the GPU or its cable/riser; replace it if that does not help
+    RMA = "rma"  # return the GPU to the vendor
+    COOLING = "cooling"  # check cooling and power delivery
+    STOP_PROCESSES = "stop_processes"  # stop what a previous job left running
+    FIX_CONFIG = "fix_config"  # fix the node's configuration (driver, modules, modes)
+    FIX_JOB = "fix_job"  # fix the job: its environment, its torch, its requirements
+
+
 class Status(str, enum.Enum):
     PASS = "PASS"
     WARN = "WARN"
@@ -49,6 +70,7 @@ class CheckResult(msgspec.Struct, frozen=True):
     finding: str  # one line: what was found
     fix: str = ""  # one line: what to do about it ("" when nothing to do)
     target: str = ""  # "GPU 3" when the result is about one GPU
+    action: Action | None = None  # more precise than the check's declared action (e.g. NVML's recovery action)
 
 
 class FunctionalResult(msgspec.Struct, frozen=True):

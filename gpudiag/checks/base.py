@@ -1,4 +1,4 @@
-"""What every rule shares: areas, thresholds, the registry entry, per-GPU iteration, skip reasons."""
+"""What every rule shares: areas, thresholds, the check declaration, per-GPU iteration, skip reasons."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from gpudiag.checks import CheckResult, Facts, Options, Status
+from gpudiag.checks import Action, CheckResult, Facts, Options, Scope, Status
 from gpudiag.model import Gpu, GpuState, NvmlStatus, Reason
 
 DRIVER = "Driver and NVML"
@@ -15,6 +15,7 @@ CONFIG = "Configuration"
 HEALTH = "Health"
 REQUIRE = "Requirements"
 FUNCTIONAL = "Functional test"
+AREAS = (DRIVER, COMPAT, CONFIG, HEALTH, REQUIRE, FUNCTIONAL)  # in the order they are shown
 
 RETIRED_PAGES_LIMIT = 63  # DCGM: 63 or more retired pages fails
 UNCORRECTABLE_REMAP_LIMIT = 512  # DCGM: uncorrectable row remaps
@@ -37,19 +38,69 @@ Rule = Callable[[Facts, Options], list[CheckResult]]
 Judge = Callable[[Gpu], tuple[Status, str, str]]
 
 
+NeedsTorch = Callable[[Options], bool]
+
+
+def always(options: Options) -> bool:
+    return True
+
+
+def never(options: Options) -> bool:
+    return False
+
+
 class Check(msgspec.Struct, frozen=True):
-    id: str
-    area: str
-    title: str
+    """One check, declared next to its rule with :func:`check`: everything that selection, the
+    scheduler modes, the exporter, drain and the docs need to know about it."""
+
+    id: str  # stable: --only/--skip, JSON, JUnit, metrics and drain reasons use it
+    area: str  # the heading it is shown under
+    title: str  # one line for the docs: what it judges
     rule: Rule
+    scope: Scope  # the node (hardware, driver, node configuration) or the job (its environment, its torch)
+    action: Action  # what an operator does when it fails (a result may name a more precise one)
+    needs_torch: NeedsTorch = never  # whether, with these options, it judges torch's runtime view
+    needs_gpu: bool = False  # runs work on the GPUs (the functional test): off with --quick
+    exporter: bool = False  # NVML facts only and cheap: judged on every exporter scrape
+
+
+DECLARED: list[Check] = []  # in declaration order; gpudiag.checks.rules orders them by area
+
+
+def check(
+    check_id: str,
+    area: str,
+    title: str,
+    *,
+    scope: Scope,
+    action: Action,
+    needs_torch: NeedsTorch = never,
+    needs_gpu: bool = False,
+    exporter: bool = False,
+) -> Callable[[Rule], Rule]:
+    """Declare the decorated rule as check ``check_id``."""
+
+    def declare(rule: Rule) -> Rule:
+        DECLARED.append(Check(check_id, area, title, rule, scope, action, needs_torch, needs_gpu, exporter))
+        return rule
+
+    return declare
 
 
 def usable_gpus(facts: Facts) -> list[Gpu]:
     return [g for g in facts.machine.gpus if g.state is GpuState.OK]
 
 
-def result(check_id: str, area: str, status: Status, finding: str, fix: str = "", target: str = "") -> CheckResult:
-    return CheckResult(check_id, area, status, finding, fix, target)
+def result(
+    check_id: str,
+    area: str,
+    status: Status,
+    finding: str,
+    fix: str = "",
+    target: str = "",
+    action: Action | None = None,
+) -> CheckResult:
+    return CheckResult(check_id, area, status, finding, fix, target, action)
 
 
 def no_nvml(check_id: str, area: str, facts: Facts) -> list[CheckResult]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpudiag.checks import CheckResult, Facts, Options, Status
-from gpudiag.checks.base import CONFIG, no_nvml, per_gpu, result, skip_reason, usable_gpus
+from gpudiag.checks import Action, CheckResult, Facts, Options, Scope, Status
+from gpudiag.checks.base import CONFIG, check, no_nvml, per_gpu, result, skip_reason, usable_gpus
 from gpudiag.model import ComputeMode, Gpu, NvmlStatus
 from gpudiag.probe.env import DCGM_WARNED_VARS
 
@@ -11,6 +11,13 @@ from gpudiag.probe.env import DCGM_WARNED_VARS
 _REPORTED_ELSEWHERE = ("compute mode", "cannot be used (lost or failed)")
 
 
+@check(
+    "env.visible_devices",
+    CONFIG,
+    "CUDA_VISIBLE_DEVICES leaves a device",
+    scope=Scope.JOB,
+    action=Action.FIX_JOB,
+)
 def visible_devices(facts: Facts, options: Options) -> list[CheckResult]:
     from gpudiag.visibility import ORDER_VAR, VISIBLE_VAR, resolve, shown_value
 
@@ -51,6 +58,13 @@ def visible_devices(facts: Facts, options: Options) -> list[CheckResult]:
     return [result("env.visible_devices", CONFIG, Status.PASS, f"{VISIBLE_VAR}={shown} → {seen}")]
 
 
+@check(
+    "env.variables",
+    CONFIG,
+    "no debugging/profiling variables",
+    scope=Scope.JOB,
+    action=Action.FIX_JOB,
+)
 def environment(facts: Facts, options: Options) -> list[CheckResult]:
     env = facts.machine.env_map
     found = [f"{k}={env[k]}" for k in DCGM_WARNED_VARS if k in env]
@@ -69,6 +83,13 @@ def environment(facts: Facts, options: Options) -> list[CheckResult]:
     return [result("env.variables", CONFIG, Status.PASS, "no debugging or profiling variables set")]
 
 
+@check(
+    "config.mig",
+    CONFIG,
+    "MIG mode and instances",
+    scope=Scope.NODE,
+    action=Action.FIX_CONFIG,
+)
 def mig(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:
         current, pending = gpu.mig_mode_current, gpu.mig_mode_pending
@@ -93,6 +114,13 @@ def mig(facts: Facts, options: Options) -> list[CheckResult]:
     return per_gpu("config.mig", CONFIG, facts, judge)
 
 
+@check(
+    "config.compute_mode",
+    CONFIG,
+    "compute mode",
+    scope=Scope.NODE,
+    action=Action.FIX_CONFIG,
+)
 def compute_mode(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:
         mode = gpu.compute_mode.value
@@ -115,6 +143,13 @@ def compute_mode(facts: Facts, options: Options) -> list[CheckResult]:
     return per_gpu("config.compute_mode", CONFIG, facts, judge)
 
 
+@check(
+    "config.persistence",
+    CONFIG,
+    "persistence mode",
+    scope=Scope.NODE,
+    action=Action.FIX_CONFIG,
+)
 def persistence(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:
         on = gpu.persistence_mode.value

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpudiag.checks import CheckResult, Facts, Options, Status
-from gpudiag.checks.base import DRIVER, no_nvml, result
+from gpudiag.checks import Action, CheckResult, Facts, Options, Scope, Status
+from gpudiag.checks.base import DRIVER, check, no_nvml, result
 from gpudiag.model import GpuState, NvmlStatus, cuda_version_text
 
 _NVML_FIXES = {
@@ -13,8 +13,24 @@ _NVML_FIXES = {
     NvmlStatus.NO_PERMISSION: "give this user access to /dev/nvidia* (video group / the job's device cgroup)",
     NvmlStatus.ERROR: "check `dmesg` for NVRM/Xid errors",
 }
+# A driver that is missing or not loaded, or a permission, is the node's set-up; a library that
+# does not match the loaded module, or an unexplained failure, is cleared by a reboot.
+_NVML_ACTIONS = {
+    NvmlStatus.LIBRARY_NOT_FOUND: Action.FIX_CONFIG,
+    NvmlStatus.DRIVER_NOT_LOADED: Action.FIX_CONFIG,
+    NvmlStatus.VERSION_MISMATCH: Action.REBOOT,
+    NvmlStatus.NO_PERMISSION: Action.FIX_CONFIG,
+    NvmlStatus.ERROR: Action.REBOOT,
+}
 
 
+@check(
+    "nvml.init",
+    DRIVER,
+    "NVML initialises (driver loaded, library matches the kernel module)",
+    scope=Scope.NODE,
+    action=Action.REBOOT,
+)
 def nvml_init(facts: Facts, options: Options) -> list[CheckResult]:
     nvml = facts.machine.nvml
     if nvml.status is NvmlStatus.OK:
@@ -28,9 +44,18 @@ def nvml_init(facts: Facts, options: Options) -> list[CheckResult]:
     finding = nvml.detail
     if nvml.status is NvmlStatus.VERSION_MISMATCH and nvml.kernel_module_version.value:
         finding += f" (loaded kernel module: {nvml.kernel_module_version.value})"
-    return [result("nvml.init", DRIVER, Status.FAIL, finding, _NVML_FIXES[nvml.status])]
+    return [
+        result("nvml.init", DRIVER, Status.FAIL, finding, _NVML_FIXES[nvml.status], action=_NVML_ACTIONS[nvml.status])
+    ]
 
 
+@check(
+    "nvml.gpu_count",
+    DRIVER,
+    "GPU count (--expect-gpus)",
+    scope=Scope.NODE,
+    action=Action.RESEAT,
+)
 def gpu_count(facts: Facts, options: Options) -> list[CheckResult]:
     if facts.machine.nvml.status is not NvmlStatus.OK:
         return no_nvml("nvml.gpu_count", DRIVER, facts)
@@ -47,6 +72,14 @@ def gpu_count(facts: Facts, options: Options) -> list[CheckResult]:
     return [result("nvml.gpu_count", DRIVER, Status.PASS, f"{n} GPU(s)" + (" as expected" if want is not None else ""))]
 
 
+@check(
+    "nvml.gpu_lost",
+    DRIVER,
+    "no GPU lost or fallen off the bus",
+    scope=Scope.NODE,
+    action=Action.REBOOT,
+    exporter=True,
+)
 def gpu_lost(facts: Facts, options: Options) -> list[CheckResult]:
     if facts.machine.nvml.status is not NvmlStatus.OK:
         return no_nvml("nvml.gpu_lost", DRIVER, facts)
@@ -69,6 +102,13 @@ def gpu_lost(facts: Facts, options: Options) -> list[CheckResult]:
 _NOT_RECORDED = "not recorded in this snapshot"
 
 
+@check(
+    "host.device_nodes",
+    DRIVER,
+    "/dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidiaN present and accessible",
+    scope=Scope.NODE,
+    action=Action.FIX_CONFIG,
+)
 def device_nodes(facts: Facts, options: Options) -> list[CheckResult]:
     d = facts.devices
     if d is None:
@@ -122,6 +162,13 @@ def device_nodes(facts: Facts, options: Options) -> list[CheckResult]:
     return [result("host.device_nodes", DRIVER, Status.PASS, f"{len(d.nodes)} device nodes present and accessible")]
 
 
+@check(
+    "host.kernel_modules",
+    DRIVER,
+    "nvidia and nvidia_uvm kernel modules loaded",
+    scope=Scope.NODE,
+    action=Action.FIX_CONFIG,
+)
 def kernel_modules(facts: Facts, options: Options) -> list[CheckResult]:
     d = facts.devices
     if d is None:
@@ -164,6 +211,13 @@ def kernel_modules(facts: Facts, options: Options) -> list[CheckResult]:
     return [result("host.kernel_modules", DRIVER, Status.PASS, "nvidia and nvidia_uvm loaded")]
 
 
+@check(
+    "host.nouveau",
+    DRIVER,
+    "no GPU bound to nouveau",
+    scope=Scope.NODE,
+    action=Action.FIX_CONFIG,
+)
 def nouveau(facts: Facts, options: Options) -> list[CheckResult]:
     d = facts.devices
     if d is None:

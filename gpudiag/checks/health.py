@@ -3,7 +3,7 @@ and the verdict on each GPU's functional test."""
 
 from __future__ import annotations
 
-from gpudiag.checks import CheckResult, Facts, FunctionalResult, Options, Status
+from gpudiag.checks import Action, CheckResult, Facts, FunctionalResult, Options, Scope, Status
 from gpudiag.checks.base import (
     BUSY_PERCENT,
     FUNCTIONAL,
@@ -16,6 +16,8 @@ from gpudiag.checks.base import (
     RETIRED_PAGES_LIMIT,
     SW_THERMAL,
     UNCORRECTABLE_REMAP_LIMIT,
+    always,
+    check,
     per_gpu,
     result,
     skip_reason,
@@ -23,6 +25,14 @@ from gpudiag.checks.base import (
 from gpudiag.model import CLOCK_EVENT_NAMES, Gpu, ProcessKind
 
 
+@check(
+    "health.ecc",
+    HEALTH,
+    "volatile uncorrected ECC errors",
+    scope=Scope.NODE,
+    action=Action.RESET,
+    exporter=True,
+)
 def ecc(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:
         count = gpu.ecc_errors.volatile_uncorrected
@@ -43,6 +53,14 @@ def ecc(facts: Facts, options: Options) -> list[CheckResult]:
     return per_gpu("health.ecc", HEALTH, facts, judge)
 
 
+@check(
+    "health.retired_pages",
+    HEALTH,
+    "retired and pending pages",
+    scope=Scope.NODE,
+    action=Action.RMA,
+    exporter=True,
+)
 def retired_pages(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:
         pages = gpu.retired_pages
@@ -59,6 +77,14 @@ def retired_pages(facts: Facts, options: Options) -> list[CheckResult]:
     return per_gpu("health.retired_pages", HEALTH, facts, judge)
 
 
+@check(
+    "health.row_remap",
+    HEALTH,
+    "row remapping: pending, failed, counts",
+    scope=Scope.NODE,
+    action=Action.RESET,
+    exporter=True,
+)
 def row_remap(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:
         rows = gpu.remapped_rows
@@ -80,6 +106,14 @@ def row_remap(facts: Facts, options: Options) -> list[CheckResult]:
     return per_gpu("health.row_remap", HEALTH, facts, judge)
 
 
+@check(
+    "health.recovery_action",
+    HEALTH,
+    "NVML's recovery action",
+    scope=Scope.NODE,
+    action=Action.RESET,
+    exporter=True,
+)
 def recovery_action(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:
         action = gpu.recovery_action
@@ -102,6 +136,14 @@ def _throttle(bits: int) -> tuple[Status, list[str]]:
     return Status.PASS, names
 
 
+@check(
+    "health.clock_events",
+    HEALTH,
+    "clock events (throttling)",
+    scope=Scope.NODE,
+    action=Action.COOLING,
+    exporter=True,
+)
 def clock_events(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:
         reasons = gpu.clock_event_reasons
@@ -121,6 +163,14 @@ def clock_events(facts: Facts, options: Options) -> list[CheckResult]:
     return per_gpu("health.clock_events", HEALTH, facts, judge)
 
 
+@check(
+    "health.temperature",
+    HEALTH,
+    "temperature vs the GPU's slowdown threshold",
+    scope=Scope.NODE,
+    action=Action.COOLING,
+    exporter=True,
+)
 def temperature(facts: Facts, options: Options) -> list[CheckResult]:
     margin = options.temp_margin_c
 
@@ -140,6 +190,14 @@ def temperature(facts: Facts, options: Options) -> list[CheckResult]:
     return per_gpu("health.temperature", HEALTH, facts, judge)
 
 
+# Not judged by the exporter: validating the InfoROM costs ~70 ms per GPU, too much for every scrape.
+@check(
+    "health.inforom",
+    HEALTH,
+    "InfoROM valid",
+    scope=Scope.NODE,
+    action=Action.RMA,
+)
 def inforom(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:
         valid = gpu.inforom_valid
@@ -152,6 +210,13 @@ def inforom(facts: Facts, options: Options) -> list[CheckResult]:
     return per_gpu("health.inforom", HEALTH, facts, judge)
 
 
+@check(
+    "health.processes",
+    HEALTH,
+    "no leftover compute or graphics processes",
+    scope=Scope.NODE,
+    action=Action.STOP_PROCESSES,
+)
 def leftover_processes(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:
         procs = gpu.processes
@@ -177,6 +242,13 @@ def leftover_processes(facts: Facts, options: Options) -> list[CheckResult]:
     return per_gpu("health.processes", HEALTH, facts, judge)
 
 
+@check(
+    "health.free_memory",
+    HEALTH,
+    "free memory (--min-free)",
+    scope=Scope.JOB,
+    action=Action.FIX_JOB,
+)
 def free_memory(facts: Facts, options: Options) -> list[CheckResult]:
     from gpudiag.units import human_bytes
 
@@ -208,6 +280,14 @@ def _loaded_link(facts: Facts, gpu: Gpu) -> tuple[tuple[int, int] | None, str]:
     return None, ""
 
 
+@check(
+    "health.pcie",
+    HEALTH,
+    "PCIe link: slot vs GPU, and under load",
+    scope=Scope.NODE,
+    action=Action.RESEAT,
+    exporter=True,
+)
 def pcie(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:
         link = gpu.pcie
@@ -275,6 +355,15 @@ def _judge_functional(r: FunctionalResult) -> tuple[Status, str, str]:
     return Status.PASS, finding, ""
 
 
+@check(
+    "func.gpu",
+    FUNCTIONAL,
+    "functional test per GPU",
+    scope=Scope.NODE,
+    action=Action.RESET,
+    needs_torch=always,
+    needs_gpu=True,
+)
 def functional(facts: Facts, options: Options) -> list[CheckResult]:
     if facts.functional is None:
         return [result("func.gpu", FUNCTIONAL, Status.SKIP, facts.functional_skip_reason or "not run")]

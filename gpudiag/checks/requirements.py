@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
-from gpudiag.checks import CheckResult, Facts, Options, Status
-from gpudiag.checks.base import REQUIRE, Judge, pass_if, result, torch_cuda_build, torch_missing, usable_gpus
+from gpudiag.checks import Action, CheckResult, Facts, Options, Scope, Status
+from gpudiag.checks.base import REQUIRE, Judge, check, pass_if, result, torch_cuda_build, torch_missing, usable_gpus
 from gpudiag.checks.compat import parse_version
 from gpudiag.model import Gpu, NvmlStatus, cuda_version_text
 
 
+def _asks_torch_cuda(options: Options) -> bool:
+    """--require-cuda judges torch's CUDA build too."""
+    return options.require_cuda is not None
+
+
+def _asks_torch_version(options: Options) -> bool:
+    return options.require_torch is not None
+
+
+@check(
+    "req.driver",
+    REQUIRE,
+    "--require-driver",
+    scope=Scope.JOB,
+    action=Action.FIX_JOB,
+)
 def require_driver(facts: Facts, options: Options) -> list[CheckResult]:
     want = options.require_driver
     if not want:
@@ -22,6 +38,14 @@ def require_driver(facts: Facts, options: Options) -> list[CheckResult]:
     return [result("req.driver", REQUIRE, pass_if(good), f"driver {have}, required ≥ {want}", fix)]
 
 
+@check(
+    "req.cuda",
+    REQUIRE,
+    "--require-cuda (the driver's and torch's)",
+    scope=Scope.JOB,
+    action=Action.FIX_JOB,
+    needs_torch=_asks_torch_cuda,
+)
 def require_cuda(facts: Facts, options: Options) -> list[CheckResult]:
     want_text = options.require_cuda
     if not want_text:
@@ -94,6 +118,13 @@ def _gpu_requirement(check_id: str, facts: Facts, wanted: str, judge: Judge) -> 
     return out
 
 
+@check(
+    "req.capability",
+    REQUIRE,
+    "--require-capability",
+    scope=Scope.JOB,
+    action=Action.FIX_JOB,
+)
 def require_capability(facts: Facts, options: Options) -> list[CheckResult]:
     want_text = options.require_capability
     if not want_text:
@@ -111,6 +142,13 @@ def require_capability(facts: Facts, options: Options) -> list[CheckResult]:
     return _gpu_requirement("req.capability", facts, f"compute capability ≥ {want_text}", judge)
 
 
+@check(
+    "req.gpu",
+    REQUIRE,
+    "--require-gpu",
+    scope=Scope.JOB,
+    action=Action.FIX_JOB,
+)
 def require_gpu(facts: Facts, options: Options) -> list[CheckResult]:
     wanted = options.require_gpu
     if not wanted:
@@ -124,6 +162,14 @@ def require_gpu(facts: Facts, options: Options) -> list[CheckResult]:
     return _gpu_requirement("req.gpu", facts, f"a GPU named like {wanted!r}", judge)
 
 
+@check(
+    "req.torch",
+    REQUIRE,
+    "--require-torch",
+    scope=Scope.JOB,
+    action=Action.FIX_JOB,
+    needs_torch=_asks_torch_version,
+)
 def require_torch(facts: Facts, options: Options) -> list[CheckResult]:
     spec = options.require_torch
     if not spec:

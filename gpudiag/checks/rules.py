@@ -1,80 +1,25 @@
-"""The registry: every check, its stable id and area, in the order they are shown; selection and running.
+"""The registry: every declared check, in the order they are shown; selection and running.
 
-Thresholds and their sources are in the project's field notes, section 2 (DCGM's
-diagnostics and health watches, NVIDIA's CUDA compatibility documents, PyTorch's errors).
-Ids are stable: scripts select them with ``--only``/``--skip`` and read them in JSON/JUnit.
-Each rule takes (Facts, Options) and returns results; none touches the outside.
+A check is declared once, next to its rule, with :func:`gpudiag.checks.base.check` (id, area,
+title, scope, operator action, whether it needs torch or the GPUs, whether the exporter judges
+it); everything else (``--only``/``--skip``, the torch decision, the scheduler modes, the
+exporter, drain, the docs) reads :data:`CHECKS`. Ids are stable: scripts select them with
+``--only``/``--skip`` and read them in JSON/JUnit. Each rule takes (Facts, Options) and returns
+results; none touches the outside. Thresholds cite their sources where they are defined.
 """
 
 from __future__ import annotations
 
-from gpudiag.checks import CheckResult, Facts, Options
-from gpudiag.checks.base import COMPAT, CONFIG, DRIVER, FUNCTIONAL, HEALTH, REQUIRE, Check
-from gpudiag.checks.config import compute_mode, environment, mig, persistence, visible_devices
-from gpudiag.checks.driver import device_nodes, gpu_count, gpu_lost, kernel_modules, nouveau, nvml_init
-from gpudiag.checks.health import (
-    clock_events,
-    ecc,
-    free_memory,
-    functional,
-    inforom,
-    leftover_processes,
-    pcie,
-    recovery_action,
-    retired_pages,
-    row_remap,
-    temperature,
-)
-from gpudiag.checks.requirements import (
-    require_capability,
-    require_cuda,
-    require_driver,
-    require_gpu,
-    require_torch,
-)
-from gpudiag.checks.software import compute_capability, cudnn, driver_cuda, nccl, torch_works
+from collections.abc import Iterable
 
-CHECKS: tuple[Check, ...] = (
-    Check("nvml.init", DRIVER, "NVML initialises (driver loaded, library matches the kernel module)", nvml_init),
-    Check("nvml.gpu_count", DRIVER, "GPU count (--expect-gpus)", gpu_count),
-    Check("nvml.gpu_lost", DRIVER, "no GPU lost or fallen off the bus", gpu_lost),
-    Check(
-        "host.device_nodes",
-        DRIVER,
-        "/dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidiaN present and accessible",
-        device_nodes,
-    ),
-    Check("host.kernel_modules", DRIVER, "nvidia and nvidia_uvm kernel modules loaded", kernel_modules),
-    Check("host.nouveau", DRIVER, "no GPU bound to nouveau", nouveau),
-    Check("compat.torch", COMPAT, "torch imports and initialises CUDA (in a child process)", torch_works),
-    Check("compat.driver_cuda", COMPAT, "driver's CUDA vs torch's CUDA build", driver_cuda),
-    Check("compat.arch", COMPAT, "compute capability vs torch's compiled architectures", compute_capability),
-    Check("compat.cudnn", COMPAT, "cuDNN runtime vs the version torch was built with", cudnn),
-    Check("compat.nccl", COMPAT, "NCCL present for several GPUs", nccl),
-    Check("env.visible_devices", CONFIG, "CUDA_VISIBLE_DEVICES leaves a device", visible_devices),
-    Check("env.variables", CONFIG, "no debugging/profiling variables", environment),
-    Check("config.mig", CONFIG, "MIG mode and instances", mig),
-    Check("config.compute_mode", CONFIG, "compute mode", compute_mode),
-    Check("config.persistence", CONFIG, "persistence mode", persistence),
-    Check("health.ecc", HEALTH, "volatile uncorrected ECC errors", ecc),
-    Check("health.retired_pages", HEALTH, "retired and pending pages", retired_pages),
-    Check("health.row_remap", HEALTH, "row remapping: pending, failed, counts", row_remap),
-    Check("health.recovery_action", HEALTH, "NVML's recovery action", recovery_action),
-    Check("health.clock_events", HEALTH, "clock events (throttling)", clock_events),
-    Check("health.temperature", HEALTH, "temperature vs the GPU's slowdown threshold", temperature),
-    Check("health.inforom", HEALTH, "InfoROM valid", inforom),
-    Check("health.processes", HEALTH, "no leftover compute or graphics processes", leftover_processes),
-    Check("health.free_memory", HEALTH, "free memory (--min-free)", free_memory),
-    Check("health.pcie", HEALTH, "PCIe link: slot vs GPU, and under load", pcie),
-    Check("req.driver", REQUIRE, "--require-driver", require_driver),
-    Check("req.cuda", REQUIRE, "--require-cuda (the driver's and torch's)", require_cuda),
-    Check("req.capability", REQUIRE, "--require-capability", require_capability),
-    Check("req.gpu", REQUIRE, "--require-gpu", require_gpu),
-    Check("req.torch", REQUIRE, "--require-torch", require_torch),
-    Check("func.gpu", FUNCTIONAL, "functional test per GPU", functional),
-)
+# Importing the rule modules declares their checks.
+from gpudiag.checks import CheckResult, Facts, Options, config, driver, health, requirements, software  # noqa: F401
+from gpudiag.checks.base import AREAS, DECLARED, Check
 
+CHECKS: tuple[Check, ...] = tuple(sorted(DECLARED, key=lambda c: AREAS.index(c.area)))  # stable: declaration order
 CHECK_IDS = tuple(c.id for c in CHECKS)
+BY_ID: dict[str, Check] = {c.id: c for c in CHECKS}
+EXPORTER_CHECKS = tuple(c.id for c in CHECKS if c.exporter)
 
 
 def matches(check_id: str, pattern: str) -> bool:
@@ -87,6 +32,11 @@ def selected(check_id: str, only: tuple[str, ...] = (), skip: tuple[str, ...] = 
     if only and not any(matches(check_id, p) for p in only):
         return False
     return not any(matches(check_id, p) for p in skip)
+
+
+def needs_torch(checks: Iterable[Check], options: Options, gpu_work: bool) -> bool:
+    """Whether any of these checks judges torch's runtime view (``gpu_work``: the GPU tests run)."""
+    return any(c.needs_torch(options) and (gpu_work or not c.needs_gpu) for c in checks)
 
 
 def run(facts: Facts, options: Options, only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> list[CheckResult]:

@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
-from gpudiag.checks import CheckResult, Facts, Options, Status
-from gpudiag.checks.base import COMPAT, dotted, no_nvml, per_gpu, result, torch_cuda_build, torch_missing, usable_gpus
+from gpudiag.checks import Action, CheckResult, Facts, Options, Scope, Status
+from gpudiag.checks.base import (
+    COMPAT,
+    always,
+    check,
+    dotted,
+    no_nvml,
+    per_gpu,
+    result,
+    torch_cuda_build,
+    torch_missing,
+    usable_gpus,
+)
 from gpudiag.checks.compat import ArchSupport, Verdict, arch_support, driver_vs_runtime, parse_version
 from gpudiag.model import Gpu, NvmlStatus, Reason, TorchRuntime, cuda_version_text
 from gpudiag.numbers import parse_count
@@ -34,6 +45,14 @@ def _expected_devices(facts: Facts) -> tuple[int, str] | None:
     return count, ("" if value is None else f"{VISIBLE_VAR}={shown_value(value)}")
 
 
+@check(
+    "compat.torch",
+    COMPAT,
+    "torch imports and initialises CUDA (in a child process)",
+    scope=Scope.JOB,
+    action=Action.FIX_JOB,
+    needs_torch=always,
+)
 def torch_works(facts: Facts, options: Options) -> list[CheckResult]:
     t = facts.torch
     if t.value is None:
@@ -98,6 +117,14 @@ def torch_works(facts: Facts, options: Options) -> list[CheckResult]:
     ]
 
 
+@check(
+    "compat.driver_cuda",
+    COMPAT,
+    "driver's CUDA vs torch's CUDA build",
+    scope=Scope.JOB,
+    action=Action.FIX_JOB,
+    needs_torch=always,
+)
 def driver_cuda(facts: Facts, options: Options) -> list[CheckResult]:
     m = facts.machine
     if m.nvml.status is not NvmlStatus.OK:
@@ -144,6 +171,14 @@ def driver_cuda(facts: Facts, options: Options) -> list[CheckResult]:
     ]
 
 
+@check(
+    "compat.arch",
+    COMPAT,
+    "compute capability vs torch's compiled architectures",
+    scope=Scope.JOB,
+    action=Action.FIX_JOB,
+    needs_torch=always,
+)
 def compute_capability(facts: Facts, options: Options) -> list[CheckResult]:
     rt, skip = _runtime_or_skip("compat.arch", facts)
     if rt is None:
@@ -220,6 +255,14 @@ def _cudnn_triple(encoded: int) -> tuple[int, int, int]:
     return encoded // 1000, encoded % 1000 // 100, encoded % 100
 
 
+@check(
+    "compat.cudnn",
+    COMPAT,
+    "cuDNN runtime vs the version torch was built with",
+    scope=Scope.JOB,
+    action=Action.FIX_JOB,
+    needs_torch=always,
+)
 def cudnn(facts: Facts, options: Options) -> list[CheckResult]:
     rt, skip = _runtime_or_skip("compat.cudnn", facts)
     if rt is None:
@@ -258,6 +301,14 @@ def cudnn(facts: Facts, options: Options) -> list[CheckResult]:
     return [result("compat.cudnn", COMPAT, Status.PASS, text)]
 
 
+@check(
+    "compat.nccl",
+    COMPAT,
+    "NCCL present for several GPUs",
+    scope=Scope.JOB,
+    action=Action.FIX_JOB,
+    needs_torch=always,
+)
 def nccl(facts: Facts, options: Options) -> list[CheckResult]:
     rt, skip = _runtime_or_skip("compat.nccl", facts)
     if rt is None:

@@ -231,7 +231,7 @@ def command(
         python,
     )
     only_ids, skip_ids = _ids(only, "--only"), _ids(skip, "--skip")
-    selected = {c.id for c in check_rules.CHECKS if check_rules.selected(c.id, only_ids, skip_ids)}
+    selected = [c for c in check_rules.CHECKS if check_rules.selected(c.id, only_ids, skip_ids)]
     if not selected:  # a run that checks nothing must not say READY
         skipping = f"--skip {','.join(skip_ids)}"
         raise UsageError(
@@ -239,13 +239,8 @@ def command(
             if only_ids
             else f"{skipping} skips every check"
         )
-    functional_wanted = "func.gpu" in selected and not quick
-    torch_wanted = (
-        functional_wanted
-        or any(cid.startswith("compat.") for cid in selected)
-        or bool("req.cuda" in selected and options.require_cuda)
-        or bool("req.torch" in selected and options.require_torch)
-    )
+    functional_wanted = not quick and any(c.needs_gpu for c in selected)
+    torch_wanted = check_rules.needs_torch(selected, options, gpu_work=functional_wanted)
     checked = run(
         Plan(
             replay=s.replay,

@@ -37,18 +37,6 @@ from gpudiag.probe.collect import MachineSource
 from gpudiag.probe.nvml import HostResolver
 from gpudiag.track import TrackedProcess
 
-# The checks that judge NVML's answers alone (no torch, no host files, no options): health
-# that a running exporter can report on every scrape.
-CHECKS = (
-    "nvml.gpu_lost",
-    "health.ecc",
-    "health.retired_pages",
-    "health.row_remap",
-    "health.recovery_action",
-    "health.clock_events",
-    "health.temperature",
-    "health.pcie",
-)  # not health.inforom: validating the InfoROM costs ~70 ms per GPU, too much for every scrape
 # The NVML facts each family exports (the rest are never asked for on a scrape).
 GROUPS = {
     # Named one by one, so that a group added later (nvidia-smi -q details: ~130 calls per GPU) never
@@ -220,7 +208,7 @@ class Exporter:
         facts = Facts(
             machine=machine, torch=Reading.missing(Reason.UNAVAILABLE, "not asked by the exporter"), devices=None
         )
-        return rules.run(facts, Options(), only=CHECKS)
+        return rules.run(facts, Options(), only=rules.EXPORTER_CHECKS)
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpudiag.checks import CheckResult, Facts, Status
+from gpudiag.checks.rules import BY_ID
 from gpudiag.model import cuda_version_text
 
 SCHEMA = "gpudiag.check/1"
@@ -159,10 +160,19 @@ def to_json(
                 "target": r.target or None,
                 "finding": r.finding,
                 "fix": r.fix or None,
+                "scope": BY_ID[r.id].scope.value,
+                "action": action(r),
             }
             for r in results
         ],
     }
+
+
+def action(r: CheckResult) -> str | None:
+    """What an operator does about a failure or warning (None when there is nothing to do)."""
+    if r.status not in (Status.FAIL, Status.WARN):
+        return None
+    return (r.action or BY_ID[r.id].action).value
 
 
 def gpus_json(facts: Facts) -> list[dict[str, Any]]:
