@@ -98,6 +98,27 @@ def test_a_check_file_names_its_node_figures_and_versions() -> None:
     }
 
 
+def test_each_failure_carries_its_scope_action_and_gpu_uuid() -> None:
+    data = ff.check(BROKEN, "gpu003")
+    ecc = nodefiles.parse(json.dumps(data).encode(), "x.json").failures[0]
+    assert (ecc.check, ecc.target, ecc.scope, ecc.action) == ("health.ecc", "GPU 0", "node", "reset")
+    assert ecc.uuid == data["gpus"][0]["uuid"] and ecc.uuid.startswith("GPU-")
+    # A file written before results carried them: the check's declaration says.
+    for c in data["checks"]:
+        c.pop("scope"), c.pop("action")
+    c = next(c for c in data["checks"] if c["id"] == "health.ecc")
+    c["id"], c["status"] = "env.visible_devices", "FAIL"
+    old = nodefiles.parse(json.dumps(data).encode(), "x.json").failures[0]
+    assert (old.check, old.scope, old.action) == ("env.visible_devices", "job", "fix_job")
+
+
+def test_a_node_name_is_one_name_or_nothing() -> None:
+    for good in ("gpu001", "node-1.cluster", "dgx_a100-07", "a" * 253):
+        assert hostlists.is_node_name(good)
+    for bad in ("gpu[1-3]", "a,b", "a b", "-x", "", "a\nb", "gpu1\x1b[2J", "NodeName=x", "a" * 254, 'a"b', "é"):
+        assert not hostlists.is_node_name(bad), bad
+
+
 def test_without_slurm_the_hostname_names_the_node() -> None:
     data = ff.check(HEALTHY, "x")
     data["slurm_node"] = None

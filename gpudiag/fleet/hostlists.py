@@ -10,6 +10,15 @@ import hostlist
 from gpudiag.errors import UsageError
 
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")
+# One Slurm node name as data: a host name's letters, digits, '-', '.', and '_' (which some sites
+# use). Nothing that Slurm would read as syntax: no hostlist brackets or commas, no blanks, no
+# '=' (scontrol's key=value), no quotes, no control characters.
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+
+
+def is_node_name(name: str) -> bool:
+    """Whether ``name`` is exactly one node name that scontrol and hostlists take literally."""
+    return _NODE_NAME.fullmatch(name) is not None
 
 
 def expand(expression: str, option: str = "--expect") -> list[str]:

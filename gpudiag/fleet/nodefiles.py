@@ -52,6 +52,9 @@ class Failure:
     check: str  # check id, or "gpudiag.could_not_run" / "bench-transfer"
     target: str  # "GPU 3", "" for the node
     finding: str
+    scope: str = "node"  # "node" or "job": only node-scope failures drain a node (see gpudiag.checks.Scope)
+    action: str = ""  # what an operator does ("reset", "reboot", ...; see gpudiag.checks.Action); "" unknown
+    uuid: str = ""  # the GPU's UUID when the failure is about one GPU and the file recorded it
 
 
 @dataclass(frozen=True)
@@ -183,10 +186,14 @@ class _CheckItem(msgspec.Struct):
     status: str
     target: str | None = None
     finding: str = ""
+    scope: str | None = None  # absent before gpudiag 0.2.0: taken from the check's declaration
+    action: str | None = None
 
 
 class _CheckGpu(msgspec.Struct):
+    index: int | None = None
     name: str | None = None
+    uuid: str | None = None
     temperature_c: float | None = None
     ecc_aggregate_corrected: int | None = None
     ecc_aggregate_uncorrected: int | None = None
@@ -314,7 +321,7 @@ def _known(value: Any) -> Any:
 def _check(doc: _CheckFile, path: str, fallback: str) -> NodeFile:
     # A READY verdict means no check failed (`check` gives it only then): its list need not be read.
     checks = _CHECKS.decode(doc.checks) if doc.verdict != "READY" else []
-    failures = [Failure(c.id, c.target or "", c.finding) for c in checks if c.status == "FAIL"]
+    failures = [_failure(c, doc.gpus) for c in checks if c.status == "FAIL"]
     failures += [Failure("gpudiag.could_not_run", "", note) for note in doc.could_not_run]
     versions = {
         key: value.split("  (", 1)[0]  # "2.5.1+cu124  (files only: ...)"
@@ -325,6 +332,22 @@ def _check(doc: _CheckFile, path: str, fallback: str) -> NodeFile:
     return NodeFile(
         path, _name(doc, fallback), Kind.CHECK, "", doc.verdict, tuple(failures), versions, names, metrics, rem
     )
+
+
+def _failure(c: _CheckItem, gpus: list[_CheckGpu]) -> Failure:
+    """A failed check result, with its scope and action (from the file, else from the check's
+    declaration; an unknown check is node-scope) and the UUID of the GPU it is about."""
+    from gpudiag.checks.rules import BY_ID
+
+    declared = BY_ID.get(c.id)
+    scope = c.scope or (declared.scope.value if declared else "node")
+    action = c.action or (declared.action.value if declared else "")
+    uuid = ""
+    target = c.target or ""
+    if target.startswith("GPU ") and target[4:].isdigit():
+        index = int(target[4:])
+        uuid = next((g.uuid for g in gpus if g.index == index and g.uuid), "")
+    return Failure(c.id, target, c.finding, scope, action, uuid)
 
 
 def _gpu_figures(gpus: list[_CheckGpu]) -> tuple[tuple[str, ...], dict[str, float], str]:

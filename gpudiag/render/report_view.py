@@ -140,7 +140,17 @@ def _node_json(n: Node, found: list[Outlier]) -> dict[str, Any]:
         "verdict": n.verdict,
         "outputs": [k.value for k in n.kinds],
         "files": list(n.files),
-        "failures": [{"check": f.check, "target": f.target or None, "finding": f.finding} for f in n.failures],
+        "failures": [
+            {
+                "check": f.check,
+                "target": f.target or None,
+                "finding": f.finding,
+                "scope": f.scope,
+                "action": f.action or None,
+                "uuid": f.uuid or None,
+            }
+            for f in n.failures
+        ],
         "remedy": n.remedy or None,
         "problems": list(n.problems),
         "versions": n.versions,
