@@ -7,15 +7,14 @@ a requested check (or any check) and nothing failed. Any other code (70 internal
 """
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gpudiag.cli.common import handle_errors, make_console, settings
-from gpudiag.errors import GpudiagError, UsageError
+from gpudiag.cli.common import handle_errors, make_console, seconds, settings, size
+from gpudiag.errors import UsageError
 from gpudiag.exitcodes import ExitCode
 
 if TYPE_CHECKING:
@@ -50,17 +49,6 @@ def _ids(values: list[str] | None, option: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _size(value: str | None, option: str) -> int | None:
-    from gpudiag.units import parse_size
-
-    if value is None:
-        return None
-    try:
-        return parse_size(value)
-    except UsageError as exc:
-        raise UsageError(f"{option}: {exc.message}") from None
-
-
 def _options(
     expect_gpus: int | None,
     min_free: str | None,
@@ -90,7 +78,7 @@ def _options(
             raise UsageError(f"--require-torch {require_torch!r}: expected a specifier like '>=2.3'") from None
     return Options(
         expect_gpus=expect_gpus,
-        min_free_bytes=_size(min_free, "--min-free"),
+        min_free_bytes=size(min_free, "--min-free"),
         temp_margin_c=temp_margin,
         require_driver=_version_option(require_driver, "--require-driver", "550 or 550.54.15"),
         require_cuda=_version_option(require_cuda, "--require-cuda", "12.4"),
@@ -209,8 +197,7 @@ def command(
         quick, no_torch = quick or python is None, no_torch or python is None
     elif deadline is not None:
         raise UsageError("--deadline goes with --mode prolog or --mode health-check")
-    if not (math.isfinite(timeout) and timeout > 0):
-        raise UsageError(f"--timeout {timeout}: must be a positive number of seconds")
+    seconds(timeout, "--timeout")
     if python is not None:
         if s.replay:
             raise UsageError("--python asks a live environment's torch; a replay uses the torch recorded in it")
@@ -291,10 +278,9 @@ def command(
         typer.echo(scheduled.line(facts, results, notes, int(code), strict), err=True)
         raise typer.Exit(int(code))
     if junit is not None:
-        try:
-            junit.write_text(check_view.to_junit(facts, results, strict, notes))
-        except OSError as exc:
-            raise GpudiagError(f"cannot write {junit}: {exc.strerror or exc}", ExitCode.USAGE) from None
+        from gpudiag.files import write_atomic
+
+        write_atomic(junit, check_view.to_junit(facts, results, strict, notes))
     if json_output:
         from gpudiag.fleet.identity import slurm_node
 
