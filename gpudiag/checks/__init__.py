@@ -14,6 +14,7 @@ NCCL; tables in ``compat``), ``config``, ``health`` (with the functional test's 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 
 import msgspec
 
@@ -49,6 +50,11 @@ class CheckResult(msgspec.Struct, frozen=True):
     finding: str  # one line: what was found
     fix: str = ""  # one line: what to do about it ("" when nothing to do)
     target: str = ""  # "GPU 3" when the result is about one GPU
+
+
+def nothing_checked(results: Sequence[CheckResult]) -> bool:
+    """Every result is a SKIP: the run verified nothing, so it must not say READY."""
+    return all(r.status is Status.SKIP for r in results)
 
 
 class FunctionalResult(msgspec.Struct, frozen=True):

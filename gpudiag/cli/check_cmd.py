@@ -1,9 +1,9 @@
 """`gpudiag check`: can a job run here, and if not, why and what to do.
 
-Exit codes (schedulers rely on them): 0 every check passed or was skipped (warnings allowed
-unless --strict); 1 a check failed; 2 usage error; COULD_NOT_RUN when gpudiag could not run
-a requested check (or any check) and nothing failed. Any other code (70 internal error,
-130 interrupted) also means the verdict is unknown.
+Exit codes (schedulers rely on them): 0 no check failed and at least one was not skipped
+(warnings allowed unless --strict); 1 a check failed; 2 usage error; COULD_NOT_RUN when gpudiag
+could not run a requested check (or any check) and nothing failed; 7 every selected check was
+skipped. Any other code (70 internal error, 128+N a signal) also means the verdict is unknown.
 """
 
 import json
@@ -18,7 +18,7 @@ from gpudiag.errors import UsageError
 from gpudiag.exitcodes import ExitCode
 
 if TYPE_CHECKING:
-    from gpudiag.checks import Options
+    from gpudiag.checks import CheckResult, Options
 
 # "check could not run (all or part of it) and nothing failed". The table's CHECK_INCOMPLETE
 # (5) is that code; the lead may rename it (e.g. CHECK_COULD_NOT_RUN) — this is the one use.
@@ -174,8 +174,9 @@ def command(
 ) -> None:
     """Pre-job health and CUDA/driver/PyTorch compatibility checks, with exit codes for CI and schedulers.
 
-    Exit codes: 0 ready (every check passed or was skipped), 1 a check failed (or warned, with
-    --strict), 2 usage error, 5 a requested check could not run and nothing failed.
+    Exit codes: 0 ready (no check failed, at least one was not skipped), 1 a check failed (or warned,
+    with --strict), 2 usage error, 5 a requested check could not run and nothing failed, 7 every
+    selected check was skipped (nothing verified).
     """
     from gpudiag.checks import Status
     from gpudiag.checks import rules as check_rules
@@ -187,6 +188,7 @@ def command(
     if npd and mode is not None:
         raise UsageError("--npd and --mode are two different outputs; pick one")
     scheduled_mode = None
+    asked_quick, asked_no_torch = quick, no_torch
     if mode is not None:
         from gpudiag.fleet import scheduled
 
@@ -226,6 +228,9 @@ def command(
             if only_ids
             else f"{skipping} skips every check"
         )
+    if selected == {"func.gpu"} and (quick or no_torch):  # known before anything runs, as `--only req` is
+        why = "--quick" if asked_quick else "--no-torch" if asked_no_torch else f"--mode {mode} without --python"
+        raise UsageError(f"--only {','.join(only_ids)} selects only the functional test, which {why} leaves out")
     functional_wanted = "func.gpu" in selected and not quick
     torch_wanted = (
         functional_wanted
@@ -261,6 +266,8 @@ def command(
         code = ExitCode.FAILED
     elif notes:
         code = COULD_NOT_RUN
+    elif statuses == {Status.SKIP}:  # a run that verified nothing must not say READY
+        code = ExitCode.NOTHING_CHECKED
     else:
         code = ExitCode.OK
 
@@ -290,4 +297,14 @@ def command(
         make_console(s).print(check_view.render(facts, results, strict, notes))
     for note in notes:
         typer.echo(f"gpudiag: could not run: {note}", err=True)
+    if code == ExitCode.NOTHING_CHECKED:
+        typer.echo(f"gpudiag: {check_view.NOTHING_CHECKED}: {_skipped(results)}", err=True)
     raise typer.Exit(int(code))
+
+
+def _skipped(results: "list[CheckResult]") -> str:
+    """``func.gpu (no CUDA device)``: each skipped check once, with why, for the one stderr line."""
+    from gpudiag.numbers import shorten
+
+    why = {r.id: r.finding for r in results}
+    return "; ".join(f"{cid} ({shorten(finding, 80)})" for cid, finding in why.items())

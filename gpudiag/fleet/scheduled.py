@@ -61,11 +61,14 @@ def arm(mode: Mode, seconds: float) -> threading.Timer:
 
 def line(facts: Facts, results: Sequence[CheckResult], notes: Sequence[str], code: int, strict: bool) -> str:
     """``gpudiag: READY (40 passed, 3 skipped)``, ``gpudiag: NOT READY: health.ecc,health.row_remap; GPU reset needed``,
-    or ``gpudiag: UNKNOWN: could not run: ...``."""
+    ``gpudiag: UNKNOWN: could not run: ...`` or ``gpudiag: UNKNOWN: nothing checked: ...``."""
     if code == ExitCode.OK:
         passed = sum(1 for r in results if r.status.value == "PASS")
         skipped = sum(1 for r in results if r.status.value == "SKIP")
         text = f"gpudiag: READY ({passed} passed, {skipped} skipped)"
+    elif code == ExitCode.NOTHING_CHECKED:
+        ids = dict.fromkeys(r.id for r in results)
+        text = f"gpudiag: UNKNOWN: nothing checked: every selected check was skipped ({','.join(ids)})"
     elif code == ExitCode.FAILED:
         bad = ("FAIL", "WARN") if strict else ("FAIL",)
         failed = dict.fromkeys(r.id for r in results if r.status.value in bad)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpudiag.checks import CheckResult, Status
+from gpudiag.checks import CheckResult, Status, nothing_checked
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.files import write_atomic
@@ -93,7 +93,7 @@ def npd_verdict(results: Sequence[CheckResult], strict: bool, notes: Sequence[st
     """node-problem-detector's custom-plugin answer: (one line of at most 80 characters, exit code).
 
     Exit 0 OK, 1 a problem (a failed check, or a warning with --strict), 2 unknown (a check
-    could not run and nothing failed).
+    could not run and nothing failed, or every check was skipped).
     """
     bad = [r for r in results if r.status is Status.FAIL or (strict and r.status is Status.WARN)]
     if bad:
@@ -106,6 +106,8 @@ def npd_verdict(results: Sequence[CheckResult], strict: bool, notes: Sequence[st
         return _fit("failed: " + " ".join(parts)), 1
     if notes:
         return _fit(f"unknown: could not run: {notes[0]}"), 2
+    if nothing_checked(results):
+        return "unknown: nothing checked: every selected check was skipped", 2
     return _fit(f"ok: {sum(r.status is Status.PASS for r in results)} checks passed"), 0
 
 
