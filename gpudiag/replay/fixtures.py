@@ -201,7 +201,7 @@ def _impossible_number(data: Any) -> str | None:
         elif isinstance(value, float) and not (math.isfinite(value) and value >= 0):
             return f"{path}: {value} is not a finite non-negative number"
         elif path.endswith("_w") and value > MAX_WATTS:
-            return f"{path}: {value:g} W is beyond NVML's power readings (at most {MAX_WATTS:.3f} W)"
+            return f"{path}: {value:.10g} W is beyond NVML's power readings (at most {MAX_WATTS:.3f} W)"
     return None
 
 
