@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import enum
 import os
-import sys
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from gpudiag import edge
 from gpudiag.errors import UsageError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.fleet.faults import remedy
@@ -49,8 +49,8 @@ def arm(mode: Mode, seconds: float) -> threading.Timer:
     """Exit with DEADLINE_CODE and one line after ``seconds``, even when the main thread is stuck in NVML."""
 
     def fire() -> None:
-        sys.stderr.write(f"gpudiag: UNKNOWN: no verdict within {seconds:g} s (--mode {mode.value}; driver hung?)\n")
-        sys.stderr.flush()
+        edge.clean_up()  # a torch child (--python) must not outlive the deadline
+        edge.say(f"UNKNOWN: no verdict within {seconds:g} s (--mode {mode.value}; driver hung?)")
         os._exit(int(DEADLINE_CODE))
 
     timer = threading.Timer(seconds, fire)
