@@ -20,10 +20,14 @@ Imported by :mod:`gpudiag.entry` before typer and rich: the standard library's c
 
 from __future__ import annotations
 
-import _signal  # type: ignore[import-not-found]  # C module: `signal` imports enum first (slower)
 import errno
 import os
 import sys
+
+try:  # the C module `signal` wraps: `signal` imports enum first, 2-9 ms before the handlers are set
+    import _signal  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - an interpreter without it
+    import signal as _signal
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: typing is not loaded yet, and need not be
 if TYPE_CHECKING:
