@@ -173,6 +173,48 @@ def test_a_signal_during_start_up_is_never_0_nor_a_traceback(signum: int, delay:
     assert code == CODES[signum] and err == "", (code, err)
 
 
+# One command line per command (argv.COMMANDS): what each does is beside the point here, only
+# that a signal during its start-up (imports, option parsing) is 128+N or the signal's own death.
+STARTING = {
+    "list": ["list"],
+    "check": ["check", "--quick", "--no-torch"],
+    "memory": ["memory"],
+    "visible": ["visible"],
+    "bench-transfer": ["bench-transfer"],
+    "snapshot": ["snapshot", "--no-torch"],
+    "examples": ["examples"],
+    "exporter": ["exporter", "--once"],
+    "report": ["report", "."],
+    "drain": ["drain", "."],
+}
+
+
+def test_every_command_has_a_start_up_case() -> None:
+    from gpudiag import argv
+
+    assert set(STARTING) == set(argv.COMMANDS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+@pytest.mark.parametrize("command", sorted(STARTING))
+def test_a_signal_while_any_command_starts_is_128_plus_n(command: str, signum: int) -> None:
+    proc = subprocess.Popen(
+        [*GPUDIAG, "--replay", EXAMPLE, *STARTING[command]],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
+    time.sleep(0.15)  # here a command takes ~0.35 s to start: this lands in the imports
+    if proc.poll() is not None:
+        proc.communicate()
+        pytest.skip("the command had finished before the signal")
+    code, err = _signal_and_finish(proc, signum)
+    if _before_gpudiag(code, err, signum):
+        return
+    assert code == CODES[signum] and err == "", (code, err)
+
+
 # --- while a child runs: it dies with gpudiag, its whole process group --------------------------
 
 
