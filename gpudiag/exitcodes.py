@@ -1,7 +1,9 @@
 """The one table of exit codes. Documented in the README; schedulers rely on it.
 
 NVML failures reuse nvidia-smi's codes (which are NVML's error numbers), so scripts
-written for nvidia-smi read ours the same way.
+written for nvidia-smi read ours the same way. A signal N ends every command with 128 + N,
+as a shell reports a process the signal killed (gpudiag.edge gives them; it cannot import
+this module, so a test keeps its numbers equal to these).
 """
 
 from __future__ import annotations
@@ -19,13 +21,16 @@ class ExitCode(enum.IntEnum):
     NVML_NO_PERMISSION = 4
     CHECK_INCOMPLETE = 5  # `check` could not run a requested check; the rest was reported
     REPORT_UNREADABLE = 6  # `report`: a node file could not be read, and every readable node is ready
+    NOTHING_CHECKED = 7  # `check`: every selected check was skipped; nothing was verified
     NVML_DRIVER_NOT_LOADED = 9
     NVML_LIBRARY_NOT_FOUND = 12
     GPU_LOST = 15  # at least one GPU is lost; the others were still shown
     NVML_VERSION_MISMATCH = 18
     INTERNAL = 70  # a bug in gpudiag (EX_SOFTWARE); --debug shows the traceback
     OUTPUT_ERROR = 74  # output could not be written: disk full, I/O error (EX_IOERR)
-    INTERRUPTED = 130
+    HANGUP = 129  # 128 + SIGHUP
+    INTERRUPTED = 130  # 128 + SIGINT
+    TERMINATED = 143  # 128 + SIGTERM
     NVML_ERROR = 255  # any other NVML failure
 
 
@@ -39,10 +44,14 @@ NVML_EXIT = {
 }
 
 DESCRIPTIONS = {
-    ExitCode.OK: "success (for `check`: every check passed or was skipped)",
+    ExitCode.OK: "success; for `check`: READY, no check failed (nor warned, with `--strict`) and at least one "
+    "was not skipped",
     ExitCode.FAILED: "`check` found a failure (or a warning with `--strict`); `report`: a node is not ready or missing",
-    ExitCode.USAGE: "usage error: unknown option, bad value, size without a unit, unknown GPU id, a `check` selection "
-    "that selects nothing, an unusable or impossible replay file, standard output closed",
+    ExitCode.USAGE: "usage error: unknown option; bad value (a size without a unit; seconds that are not a finite "
+    "number above 0 and at most a year); a selection that matches nothing (`--id`, `--select`, `check --only`/"
+    "`--skip`: the message names what exists); an unusable or impossible replay file, or a replay name too long to be "
+    "a path; a file option's path that cannot be written (no such directory, permission denied); standard output "
+    "closed",
     ExitCode.NO_CUDA_DEVICE: "the command needs a usable CUDA device and has none (no torch, CPU-only torch, no GPU); "
     "`visible --probe` when CUDA could not be asked, even where NVML cannot start either",
     ExitCode.NVML_NO_PERMISSION: "NVML: no permission to open /dev/nvidia*",
@@ -50,6 +59,9 @@ DESCRIPTIONS = {
     "start) and nothing failed; the rest is reported",
     ExitCode.REPORT_UNREADABLE: "`report`: a node's file is empty, truncated, malformed or of another schema, and "
     "no node failed or is missing (`report` exits 1 when one did)",
+    ExitCode.NOTHING_CHECKED: "`check`: every selected check was skipped (e.g. `--only func` where CUDA cannot run, "
+    "`--only compat.torch --no-torch`): nothing was verified, so the verdict is UNKNOWN, never READY (5 when a "
+    "requested check could not run as well)",
     ExitCode.NVML_DRIVER_NOT_LOADED: "NVML: NVIDIA driver not loaded",
     ExitCode.NVML_LIBRARY_NOT_FOUND: "NVML: libnvidia-ml.so.1 not found (no driver installed)",
     ExitCode.GPU_LOST: "a GPU is lost (fallen off the bus): `list`, `memory` and `visible` still print everything, "
@@ -57,9 +69,15 @@ DESCRIPTIONS = {
     "records it, exit 0)",
     ExitCode.NVML_VERSION_MISMATCH: "NVML: driver/library version mismatch (reboot or reload the modules)",
     ExitCode.INTERNAL: "internal error in gpudiag (a bug: please report it with `--debug` output)",
-    ExitCode.OUTPUT_ERROR: "output could not be written (standard output or a file named by an option): disk "
-    "full, quota, I/O error; a reader that goes away early (e.g. `head`) is not an error",
-    ExitCode.INTERRUPTED: "interrupted (Ctrl-C), at any moment, without a traceback (`memory --watch` ends with 0)",
+    ExitCode.OUTPUT_ERROR: "output could not be written: standard output, or a file an option names (`snapshot -o`, "
+    "`--junit`, `--textfile`, `memory --log`): disk full, quota, file too large, I/O error. The file is as it was "
+    "(a log keeps its last whole sample) and no temporary file remains. A reader that goes away early (e.g. `head`) "
+    "is not an error; standard error that cannot be written never changes the exit code",
+    ExitCode.HANGUP: "SIGHUP (the terminal closed), at any moment; the same clean-up as for 130",
+    ExitCode.INTERRUPTED: "SIGINT (Ctrl-C), at any moment, in every command, a watch or a wait (`memory "
+    "--until-free`) included: children stopped, the terminal restored, partly written files removed, no traceback",
+    ExitCode.TERMINATED: "SIGTERM (`kill`, `timeout`, systemd, the kubelet), at any moment, `exporter` included; the "
+    "same clean-up as for 130",
     ExitCode.NVML_ERROR: "any other NVML failure",
 }
 

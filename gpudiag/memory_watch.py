@@ -7,20 +7,17 @@ Sinks: the live rich view on a terminal, a text block per sample into a pipe or 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from gpudiag import memory
-from gpudiag.errors import GpudiagError
-from gpudiag.exitcodes import ExitCode
+from gpudiag import edge, memory
+from gpudiag.files import AppendLog
 from gpudiag.memory import MemoryView, WatchState
 from gpudiag.model import Machine
 from gpudiag.watch import Outcome, WatchOptions, run
@@ -60,7 +57,8 @@ def follow(
 ) -> Outcome:
     """Sample ``read`` (``first`` is the first sample) until a stop condition, into the sinks.
 
-    ``clock`` has ``now`` (monotonic), ``sleep`` and ``wall``; SIGTERM stops the watch like Ctrl-C.
+    ``clock`` has ``now`` (monotonic), ``sleep`` and ``wall``. A signal (Ctrl-C, SIGTERM, SIGHUP)
+    goes through, after the sinks are closed: the terminal restored, the log complete to its last line.
     """
     pending = [first]
 
@@ -70,26 +68,9 @@ def follow(
 
     outputs = Sinks(console, sinks)
     try:
-        with sigterm_as_interrupt():  # `kill`, `timeout`: stop like Ctrl-C, terminal restored
-            return run(sample, outputs.show, options, clock.now, clock.sleep, clock.wall)
+        return run(sample, outputs.show, options, clock.now, clock.sleep, clock.wall)
     finally:
         outputs.close()
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    def interrupt(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 class Sinks:
@@ -102,8 +83,8 @@ class Sinks:
         self._console = console
         self._json = options.json_lines
         self._live: Any = None
-        self._log: IO[str] | None = None
-        self._csv: Any = None
+        self._log: AppendLog | None = None
+        self._csv = False
         self._metrics: Any = None
         try:
             if options.log is not None:
@@ -123,22 +104,28 @@ class Sinks:
                 # Not transient: the last frame stays on screen after Ctrl-C; the cursor comes back.
                 self._live = Live(console=console, auto_refresh=False, transient=False, redirect_stderr=False)
                 self._live.start()
+                edge.cursor_hidden(True)
         except BaseException:
             self.close()
             raise
 
     def _open_log(self, log: Path) -> None:
-        try:
-            self._log = log.open("a", newline="", encoding="utf-8")
-            empty = log.stat().st_size == 0
-        except OSError as exc:
-            raise GpudiagError(f"cannot write {log}: {exc.strerror or exc}", ExitCode.USAGE) from None
-        if log.suffix.lower() == ".csv":
-            import csv
+        self._log = AppendLog(log)  # one sample a record: a full disk leaves the last whole sample
+        self._csv = log.suffix.lower() == ".csv"
 
-            self._csv = csv.writer(self._log)
-            if empty:
-                self._csv.writerow(self._view.CSV_HEADER)
+    def _log_record(self, view: MemoryView, state: WatchState) -> str:
+        """One sample's lines for the log (the CSV header first into an empty file)."""
+        if not self._csv:
+            return json.dumps(self._view.to_json(view, state.last_at, state)) + "\n"
+        import csv
+        import io
+
+        text = io.StringIO()
+        writer = csv.writer(text)
+        if self._log is not None and self._log.empty:
+            writer.writerow(self._view.CSV_HEADER)
+        writer.writerows(self._view.csv_rows(view, state.last_at))
+        return text.getvalue()
 
     def show(self, view: MemoryView, state: WatchState, tick: float) -> None:
         stamp = state.last_at
@@ -153,15 +140,8 @@ class Sinks:
                 self._console.print()
             self._console.print(self._view.render(view, state))
             self._console.file.flush()
-        if self._log is not None:
-            try:
-                if self._csv is not None:
-                    self._csv.writerows(self._view.csv_rows(view, stamp))
-                else:
-                    self._log.write(json.dumps(self._view.to_json(view, stamp, state)) + "\n")
-                self._log.flush()
-            except OSError as exc:  # disk full, file system gone: stop, say why
-                raise GpudiagError(f"cannot write the log: {exc.strerror or exc}", ExitCode.FAILED) from None
+        if self._log is not None:  # disk full, file system gone: GpudiagError, exit 74
+            self._log.append(self._log_record(view, state))
         if self._metrics is not None:
             self._metrics.update(view, state.peak_used)
 
@@ -169,10 +149,10 @@ class Sinks:
         if self._live is not None:
             live, self._live = self._live, None
             live.stop()
+            edge.cursor_hidden(False)
         if self._log is not None:
             log, self._log = self._log, None
-            with contextlib.suppress(OSError):
-                log.close()
+            log.close()
         if self._metrics is not None:
             metrics, self._metrics = self._metrics, None
             metrics.shutdown()

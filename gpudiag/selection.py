@@ -43,23 +43,35 @@ def select_gpus(gpus: tuple[Gpu, ...], ids: str | None) -> tuple[Gpu, ...]:
     return tuple(chosen)
 
 
+def existing(gpus: tuple[Gpu, ...]) -> str:
+    """What a selection can name here, for the message of one that names nothing: 'GPUs here: 0-7'."""
+    if not gpus:
+        return "this machine has no GPU"
+    indices = sorted(g.index for g in gpus)
+    if indices == list(range(indices[0], indices[-1] + 1)) and len(indices) > 2:
+        named = f"{indices[0]}-{indices[-1]}"
+    else:
+        named = ", ".join(map(str, indices))
+    return f"GPUs here: {named} (`gpudiag list` shows their UUIDs and bus ids)"
+
+
 def _match(gpus: tuple[Gpu, ...], token: str) -> Gpu:
     if token.isascii() and token.isdigit():
         index = parse_count(token)
         for gpu in gpus:
             if gpu.index == index:
                 return gpu
-        raise UsageError(f"no GPU with index {shorten(token)} (this machine has {len(gpus)})")
+        raise UsageError(f"no GPU with index {shorten(token)}; {existing(gpus)}")
     lowered = token.lower()
     if lowered.startswith(("gpu-", "mig-")):
         hits = [g for g in gpus if g.uuid.value is not None and g.uuid.value.lower().startswith(lowered)]
         if len(hits) == 1:
             return hits[0]
         if len(hits) > 1:
-            raise UsageError(f"UUID prefix {token!r} matches {len(hits)} GPUs; give more characters")
-        raise UsageError(f"no GPU with UUID {shorten(token)!r}")
+            raise UsageError(f"UUID prefix {shorten(token)!r} matches {len(hits)} GPUs; give more characters")
+        raise UsageError(f"no GPU with UUID {shorten(token)!r}; {existing(gpus)}")
     wanted = normalize_bus_id(token)
     for gpu in gpus:
         if gpu.pci_bus_id.value is not None and normalize_bus_id(gpu.pci_bus_id.value) == wanted:
             return gpu
-    raise UsageError(f"{shorten(token)!r} is not a GPU index, UUID (GPU-…) or PCI bus id on this machine")
+    raise UsageError(f"{shorten(token)!r} is not a GPU index, UUID (GPU-…) or PCI bus id; {existing(gpus)}")

@@ -62,7 +62,8 @@ def run(
     sleep: Callable[[float], None],
     wall: Callable[[], float] | None = None,
 ) -> Outcome:
-    """Sample every ``interval`` seconds until a stop condition; Ctrl-C ends it cleanly (exit 0).
+    """Sample every ``interval`` seconds until a stop condition. A signal (KeyboardInterrupt,
+    gpudiag.edge.Interrupted) goes through: an interrupted wait is not an answer.
 
     ``now`` is a monotonic clock for pacing and timeouts; ``wall`` stamps the samples.
     Samples keep to the interval's grid: a slow sample shortens the next sleep, and a
@@ -73,21 +74,18 @@ def run(
     start = now()
     next_tick = start
     deadline = start + options.timeout if options.until_free is not None and options.timeout is not None else None
-    try:
-        while True:
-            view = state.update(sample(), wall())
-            show(view, state, now())
-            outcome = decide(view, options, state.samples, now() - start)
-            if outcome is not None:
-                return outcome
-            next_tick += options.interval
-            late = now() - next_tick
-            if late > 0:
-                next_tick += options.interval * (late // options.interval + 1)
-            wake = next_tick if deadline is None else min(next_tick, max(deadline, now()))
-            sleep(max(0.0, wake - now()))
-    except KeyboardInterrupt:
-        return Outcome(ExitCode.OK, "", state.samples)
+    while True:
+        view = state.update(sample(), wall())
+        show(view, state, now())
+        outcome = decide(view, options, state.samples, now() - start)
+        if outcome is not None:
+            return outcome
+        next_tick += options.interval
+        late = now() - next_tick
+        if late > 0:
+            next_tick += options.interval * (late // options.interval + 1)
+        wake = next_tick if deadline is None else min(next_tick, max(deadline, now()))
+        sleep(max(0.0, wake - now()))
 
 
 def repeat(
@@ -99,19 +97,16 @@ def repeat(
 ) -> int:
     """Call ``step(sample_number)`` every ``interval`` seconds on the same grid as :func:`run`
     (a slow sample shortens the next sleep; overrun intervals are skipped), ``count`` times
-    or until Ctrl-C. Returns the number of samples taken."""
+    or until a signal (which goes through, as in :func:`run`). Returns the number of samples taken."""
     samples = 0
     next_tick = now()
-    try:
-        while True:
-            step(samples)
-            samples += 1
-            if count is not None and samples >= count:
-                return samples
-            next_tick += interval
-            late = now() - next_tick
-            if late > 0:
-                next_tick += interval * (late // interval + 1)
-            sleep(max(0.0, next_tick - now()))
-    except KeyboardInterrupt:
-        return samples
+    while True:
+        step(samples)
+        samples += 1
+        if count is not None and samples >= count:
+            return samples
+        next_tick += interval
+        late = now() - next_tick
+        if late > 0:
+            next_tick += interval * (late // interval + 1)
+        sleep(max(0.0, next_tick - now()))

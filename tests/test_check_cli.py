@@ -178,8 +178,9 @@ def test_min_free_takes_sizes(cli: Cli) -> None:
         (["--expect-gpus", "-2"], "--expect-gpus -2: must be 0 or more"),
         (["--temp-margin", "-1"], "--temp-margin -1: expected 0 to 50"),
         (["--temp-margin", "x"], "'x' is not a valid int"),
-        (["--timeout", "0"], "must be a positive number"),
-        (["--timeout", "nan"], "must be a positive number"),
+        (["--timeout", "0"], "--timeout 0.0: expected a number of seconds, more than 0, at most a year"),
+        (["--timeout", "nan"], "--timeout nan: expected a number of seconds"),
+        (["--timeout", "inf"], "--timeout inf: expected a number of seconds"),
         (["--python", sys.executable], "a replay uses the torch recorded in it"),
     ],
 )

@@ -233,6 +233,8 @@ _STDLIB = sysconfig.get_paths()["stdlib"]
 def _interpreter_start_up(err: str) -> bool:
     """A traceback whose every frame is the interpreter's own (frozen or standard library: site,
     runpy), printed before gpudiag's first line ran; none of gpudiag's or a library's frames."""
+    if err.startswith("Fatal Python error: init_import_site"):  # in site (a .pth file): before gpudiag
+        return True
     files = re.findall(r'File "([^"]+)"', err)
     ours = [f for f in files if not f.startswith("<frozen ")]
     return bool(files) and all(f.startswith(_STDLIB) and "-packages" not in f and "gpudiag" not in f for f in ours)

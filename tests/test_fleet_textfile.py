@@ -38,13 +38,13 @@ def test_textfile_write_goes_through_a_temporary_name_in_the_same_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     renames: list[tuple[str, str]] = []
-    real_rename = os.rename
+    real_rename = os.replace
 
     def spy(src: str, dst: str) -> None:
         renames.append((str(src), str(dst)))
         real_rename(src, dst)
 
-    monkeypatch.setattr(os, "rename", spy)
+    monkeypatch.setattr(os, "replace", spy)
     textfile.write(tmp_path, "x.prom", [textfile.stamp("gpudiag_test_timestamp_seconds", "test", 1.0)])
     ((src, dst),) = renames
     assert Path(src).parent == Path(dst).parent == tmp_path

@@ -122,3 +122,20 @@ def test_command_modules_keep_annotations_evaluated() -> None:
     assert len(commands) >= 10
     lazy = [name(path) for path in commands if "\nfrom __future__ import annotations" in path.read_text()]
     assert lazy == []
+
+
+def test_the_process_edge_imports_the_standard_library_only() -> None:
+    """entry, argv and edge run before typer and rich load (the early torch start waits for them):
+    at module level, the standard library and each other only (entry loads the CLI when it runs it;
+    tests/test_exit_codes.py checks that typing and enum are not loaded either)."""
+    own = {"gpudiag", "gpudiag.argv", "gpudiag.edge"}
+    for stem in ("entry", "argv", "edge"):
+        tree = ast.parse((PACKAGE / f"{stem}.py").read_text())
+        used: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                used.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module is not None:
+                used.update({node.module} if node.module != "gpudiag" else {f"gpudiag.{a.name}" for a in node.names})
+        outside = {m for m in used if m.split(".")[0] not in sys.stdlib_module_names and m not in own}
+        assert outside == set(), (stem, outside)

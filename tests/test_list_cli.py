@@ -205,9 +205,9 @@ def test_global_options_also_work_after_the_command() -> None:
     ],
 )
 def test_hoisting_moves_only_global_options(argv: list[str], expected: list[str]) -> None:
-    from gpudiag.cli.app import hoist_global_options
+    from gpudiag import argv as command_line
 
-    assert hoist_global_options(argv) == expected
+    assert command_line.read(argv).args == expected
 
 
 @pytest.mark.parametrize(

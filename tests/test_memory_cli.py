@@ -188,7 +188,7 @@ def test_watch_with_json_writes_json_lines_with_events(cli: Cli, steps: list[Mac
     assert "\x1b[" not in out
 
 
-def test_ctrl_c_in_the_watch_exits_0_after_the_samples_so_far(
+def test_ctrl_c_in_the_watch_exits_130_after_the_samples_so_far(
     cli: Cli, steps: list[Machine], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     steps.append(load("v100x4-tutorial")[0])
@@ -205,7 +205,7 @@ def test_ctrl_c_in_the_watch_exits_0_after_the_samples_so_far(
 
     monkeypatch.setattr(collect, "open_source", opening)
     code, out, err = cli("--replay", "v100x4-tutorial", "memory", "--watch", "--json")
-    assert code == 0 and len(out.splitlines()) == 1 and err == ""
+    assert code == 130 and len(out.splitlines()) == 1 and err == ""
 
 
 def test_until_free_and_timeout_from_the_command_line(cli: Cli, steps: list[Machine]) -> None:
@@ -377,7 +377,7 @@ def test_sigterm_ends_the_watch_like_ctrl_c() -> None:
             proc.kill()
             proc.wait()
     assert json.loads(first)["sample"] == 1
-    assert proc.returncode == 0 and err == ""
+    assert proc.returncode == 143 and err == ""  # 128 + SIGTERM: a watch cut short is not a success
 
 
 # --- bad input -----------------------------------------------------------------------
@@ -386,14 +386,17 @@ def test_sigterm_ends_the_watch_like_ctrl_c() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--watch", "--interval", "0"], "--interval 0.0: must be a positive number"),
-        (["--watch", "--interval", "-1"], "must be a positive number"),
-        (["--watch", "--interval", "nan"], "must be a positive number"),
-        (["--watch", "--interval", "inf"], "must be a positive number"),
+        (["--watch", "--interval", "0"], "--interval 0.0: expected a number of seconds, more than 0, at most a year"),
+        (["--watch", "--interval", "-1"], "expected a number of seconds"),
+        (["--watch", "--interval", "nan"], "--interval nan: expected a number of seconds"),
+        (["--watch", "--interval", "inf"], "--interval inf: expected a number of seconds"),
+        (["--watch", "--interval", "1e20"], "--interval 1e+20: expected a number of seconds"),
+        (["--until-free", "1G", "--timeout", "1e20"], "--timeout 1e+20: expected a number of seconds"),
+        (["--until-free", "1G", "--timeout", "nan"], "--timeout nan: expected a number of seconds"),
         (["--until-free", "20GX"], "--until-free: invalid size unit 'GX'"),
         (["--until-free", "-1G"], "--until-free: invalid size"),
         (["--alert-free-below", "lots"], "--alert-free-below: invalid size"),
-        (["--until-free", "1G", "--timeout", "0"], "--timeout 0.0: must be a positive number"),
+        (["--until-free", "1G", "--timeout", "0"], "--timeout 0.0: expected a number of seconds"),
         (["--count", "0"], "--count must be 1 or more"),
         (["--log", "out.txt", "--count", "1"], "use a .csv or .jsonl"),
         (["--timeout", "5"], "--timeout goes with --until-free"),
@@ -459,7 +462,7 @@ def test_on_a_real_terminal_it_follows_a_resize_and_ctrl_c_restores_the_terminal
             proc.wait()
         os.close(master)
     out = received.decode(errors="replace")
-    assert code == 0 and "Traceback" not in out and "KeyboardInterrupt" not in out
+    assert code == 130 and "Traceback" not in out and "KeyboardInterrupt" not in out
     assert out.rstrip().endswith("\x1b[?25h")  # the cursor is back
     after = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", received[mark:].decode(errors="replace"))
     last_frame = after.rsplit("sample ", 1)[1].splitlines()

@@ -134,21 +134,22 @@ def test_a_lost_gpu_neither_fires_the_alert_nor_satisfies_until_free() -> None:
     assert outcome.code is ExitCode.GPU_LOST and outcome.samples == 3
 
 
-def test_ctrl_c_during_a_sleep_ends_the_watch_cleanly() -> None:
+def test_ctrl_c_during_a_sleep_goes_through_the_watch() -> None:
+    """An interrupted wait is no answer: the interrupt reaches the command, which exits 128+N."""
     shown: list[memory.MemoryView] = []
 
     def interrupted(_seconds: float) -> None:
         raise KeyboardInterrupt
 
-    with open_source("v100x4-tutorial") as source:
-        outcome = watch.run(
+    with open_source("v100x4-tutorial") as source, pytest.raises(KeyboardInterrupt):
+        watch.run(
             lambda: memory.build(source.read(), {}),
             lambda view, state, t: shown.append(view),
             watch.WatchOptions(interval=1.0),
             lambda: 0.0,
             interrupted,
         )
-    assert outcome.code is ExitCode.OK and outcome.samples == 1 and len(shown) == 1
+    assert len(shown) == 1
 
 
 def test_a_slow_sample_keeps_the_grid() -> None:

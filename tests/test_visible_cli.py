@@ -458,7 +458,10 @@ def test_only_ascii_digits_are_gpu_indices(cli: Cli, select: str) -> None:
     """`--select '²'` was an internal error and `--select '٣'` picked GPU 3 (str.isdigit accepts both)."""
     code, out, err = cli.replay("h100x8-healthy", "visible", "--select", select)
     assert code == ExitCode.USAGE and out == ""
-    assert err == f"gpudiag: {select!r} is not a GPU index, UUID (GPU-…) or PCI bus id on this machine\n"
+    assert err == (
+        f"gpudiag: {select!r} is not a GPU index, UUID (GPU-…) or PCI bus id; "
+        "GPUs here: 0-7 (`gpudiag list` shows their UUIDs and bus ids)\n"
+    )
 
 
 def test_a_huge_value_is_read_as_far_as_cuda_reads_it(cli: Cli) -> None:

@@ -14,6 +14,7 @@ NCCL; tables in ``compat``), ``config``, ``health`` (with the functional test's 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 
 import msgspec
 
@@ -71,6 +72,11 @@ class CheckResult(msgspec.Struct, frozen=True):
     fix: str = ""  # one line: what to do about it ("" when nothing to do)
     target: str = ""  # "GPU 3" when the result is about one GPU
     action: Action | None = None  # more precise than the check's declared action (e.g. NVML's recovery action)
+
+
+def nothing_checked(results: Sequence[CheckResult]) -> bool:
+    """Every result is a SKIP: the run verified nothing, so it must not say READY."""
+    return all(r.status is Status.SKIP for r in results)
 
 
 class FunctionalResult(msgspec.Struct, frozen=True):

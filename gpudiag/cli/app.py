@@ -1,6 +1,6 @@
 """The Typer application: global options and command registration.
 
-`main` registers only the command being run, and command modules keep heavy imports
+`run` registers only the command being run, and command modules keep heavy imports
 (torch, psutil) inside their functions: `gpudiag list` runs at its dependency-import floor.
 Command modules do not use `from __future__ import annotations`: Typer reads each option from
 the annotations, and string annotations are compiled and evaluated at every start (3-4 ms a
@@ -14,7 +14,8 @@ from typing import Annotated
 
 import typer
 
-from gpudiag import __version__
+from gpudiag import __version__, argv
+from gpudiag.argv import CommandLine
 from gpudiag.cli.common import DEBUG_ENV, Settings
 
 
@@ -53,7 +54,7 @@ def root(
 
 
 # Command name -> (module in gpudiag.cli, function). Modules keep heavy imports inside
-# their functions; `main` imports only the module of the command being run.
+# their functions; `run` imports only the module of the command being run.
 COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("list_cmd", "list_command"),
     "check": ("check_cmd", "command"),
@@ -66,11 +67,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report_cmd", "command"),
     "drain": ("drain_cmd", "command"),
 }
-
-# Global options that take a value, so that their value is not read as a command name.
-_VALUE_OPTIONS = ("--replay", "--color")
-# Global options that may also follow the command (`gpudiag list --debug`); no command has its own.
-_GLOBAL_FLAGS = ("--debug",)
 
 
 def build_app(only: str | None = None) -> typer.Typer:
@@ -92,62 +88,6 @@ def build_app(only: str | None = None) -> typer.Typer:
     return app
 
 
-def command_in(argv: list[str]) -> str | None:
-    """The command named on a command line, skipping global options and their values."""
-    skip_next = False
-    for arg in argv:
-        if skip_next:
-            skip_next = False
-            continue
-        if arg in _VALUE_OPTIONS:
-            skip_next = True
-            continue
-        if arg.startswith("-"):
-            continue
-        return arg if arg in COMMANDS else None
-    return None
-
-
-def hoist_global_options(argv: list[str]) -> list[str]:
-    """Move global options written after the command to before it, so `gpudiag list --debug` and
-    `gpudiag list --replay NAME` mean what `gpudiag --debug list` does. Nothing after `--` moves."""
-    command = command_in(argv)
-    if command is None:
-        return argv
-    at = _command_position(argv)
-    head, tail = argv[: at + 1], argv[at + 1 :]
-    moved: list[str] = []
-    kept: list[str] = []
-    i = 0
-    while i < len(tail):
-        arg = tail[i]
-        if arg == "--":
-            kept += tail[i:]
-            break
-        name = arg.split("=", 1)[0]
-        if arg in _GLOBAL_FLAGS or (name in _VALUE_OPTIONS and "=" in arg):
-            moved.append(arg)
-        elif arg in _VALUE_OPTIONS and i + 1 < len(tail):
-            moved += [arg, tail[i + 1]]
-            i += 1
-        else:
-            kept.append(arg)
-        i += 1
-    return [*head[:at], *moved, head[at], *kept]
-
-
-def _command_position(argv: list[str]) -> int:
-    skip_next = False
-    for position, arg in enumerate(argv):
-        if skip_next:
-            skip_next = False
-        elif arg in _VALUE_OPTIONS:
-            skip_next = True
-        elif not arg.startswith("-"):
-            return position
-    raise ValueError("no command")  # pragma: no cover - callers check command_in first
-
-
 def __getattr__(name: str) -> typer.Typer:
     # `from gpudiag.cli.app import app` (tests, completions) gets the full app, built once.
     if name == "app":
@@ -157,6 +97,10 @@ def __getattr__(name: str) -> typer.Typer:
     raise AttributeError(name)
 
 
+def run(line: CommandLine) -> None:
+    """Run the command line read by gpudiag.entry (see gpudiag.argv), loading only its command."""
+    build_app(only=line.command)(args=line.args, prog_name="gpudiag")
+
+
 def main() -> None:
-    argv = hoist_global_options(sys.argv[1:])
-    build_app(only=command_in(argv))(args=argv, prog_name="gpudiag")
+    run(argv.read(sys.argv[1:]))

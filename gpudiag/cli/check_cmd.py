@@ -1,25 +1,24 @@
 """`gpudiag check`: can a job run here, and if not, why and what to do.
 
-Exit codes (schedulers rely on them): 0 every check passed or was skipped (warnings allowed
-unless --strict); 1 a check failed; 2 usage error; COULD_NOT_RUN when gpudiag could not run
-a requested check (or any check) and nothing failed. Any other code (70 internal error,
-130 interrupted) also means the verdict is unknown.
+Exit codes (schedulers rely on them): 0 no check failed and at least one was not skipped
+(warnings allowed unless --strict); 1 a check failed; 2 usage error; COULD_NOT_RUN when gpudiag
+could not run a requested check (or any check) and nothing failed; 7 every selected check was
+skipped. Any other code (70 internal error, 128+N a signal) also means the verdict is unknown.
 """
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gpudiag.cli.common import handle_errors, make_console, settings
-from gpudiag.errors import GpudiagError, UsageError
+from gpudiag.cli.common import handle_errors, make_console, seconds, settings, size
+from gpudiag.errors import UsageError
 from gpudiag.exitcodes import ExitCode
 
 if TYPE_CHECKING:
-    from gpudiag.checks import Options
+    from gpudiag.checks import CheckResult, Options
 
 # "check could not run (all or part of it) and nothing failed". The table's CHECK_INCOMPLETE
 # (5) is that code; the lead may rename it (e.g. CHECK_COULD_NOT_RUN) — this is the one use.
@@ -48,17 +47,6 @@ def _ids(values: list[str] | None, option: str) -> tuple[str, ...]:
                 raise UsageError(f"{option} {item!r}: no such check or area; ids: {', '.join(CHECK_IDS)}")
             out.append(item)
     return tuple(out)
-
-
-def _size(value: str | None, option: str) -> int | None:
-    from gpudiag.units import parse_size
-
-    if value is None:
-        return None
-    try:
-        return parse_size(value)
-    except UsageError as exc:
-        raise UsageError(f"{option}: {exc.message}") from None
 
 
 def _options(
@@ -90,7 +78,7 @@ def _options(
             raise UsageError(f"--require-torch {require_torch!r}: expected a specifier like '>=2.3'") from None
     return Options(
         expect_gpus=expect_gpus,
-        min_free_bytes=_size(min_free, "--min-free"),
+        min_free_bytes=size(min_free, "--min-free"),
         temp_margin_c=temp_margin,
         require_driver=_version_option(require_driver, "--require-driver", "550 or 550.54.15"),
         require_cuda=_version_option(require_cuda, "--require-cuda", "12.4"),
@@ -186,8 +174,9 @@ def command(
 ) -> None:
     """Pre-job health and CUDA/driver/PyTorch compatibility checks, with exit codes for CI and schedulers.
 
-    Exit codes: 0 ready (every check passed or was skipped), 1 a check failed (or warned, with
-    --strict), 2 usage error, 5 a requested check could not run and nothing failed.
+    Exit codes: 0 ready (no check failed, at least one was not skipped), 1 a check failed (or warned,
+    with --strict), 2 usage error, 5 a requested check could not run and nothing failed, 7 every
+    selected check was skipped (nothing verified).
     """
     from gpudiag.checks import Status
     from gpudiag.checks import rules as check_rules
@@ -199,6 +188,7 @@ def command(
     if npd and mode is not None:
         raise UsageError("--npd and --mode are two different outputs; pick one")
     scheduled_mode = None
+    asked_quick, asked_no_torch = quick, no_torch
     if mode is not None:
         from gpudiag.fleet import scheduled
 
@@ -209,8 +199,7 @@ def command(
         quick, no_torch = quick or python is None, no_torch or python is None
     elif deadline is not None:
         raise UsageError("--deadline goes with --mode prolog or --mode health-check")
-    if not (math.isfinite(timeout) and timeout > 0):
-        raise UsageError(f"--timeout {timeout}: must be a positive number of seconds")
+    seconds(timeout, "--timeout")
     if python is not None:
         if s.replay:
             raise UsageError("--python asks a live environment's torch; a replay uses the torch recorded in it")
@@ -239,6 +228,9 @@ def command(
             if only_ids
             else f"{skipping} skips every check"
         )
+    if all(c.needs_gpu for c in selected) and (quick or no_torch):  # known before anything runs, as `--only req` is
+        why = "--quick" if asked_quick else "--no-torch" if asked_no_torch else f"--mode {mode} without --python"
+        raise UsageError(f"--only {','.join(only_ids)} selects only the functional test, which {why} leaves out")
     functional_wanted = not quick and any(c.needs_gpu for c in selected)
     torch_wanted = check_rules.needs_torch(selected, options, gpu_work=functional_wanted)
     checked = run(
@@ -269,6 +261,8 @@ def command(
         code = ExitCode.FAILED
     elif notes:
         code = COULD_NOT_RUN
+    elif statuses == {Status.SKIP}:  # a run that verified nothing must not say READY
+        code = ExitCode.NOTHING_CHECKED
     else:
         code = ExitCode.OK
 
@@ -286,10 +280,9 @@ def command(
         typer.echo(scheduled.line(facts, results, notes, int(code), strict), err=True)
         raise typer.Exit(int(code))
     if junit is not None:
-        try:
-            junit.write_text(check_view.to_junit(facts, results, strict, notes))
-        except OSError as exc:
-            raise GpudiagError(f"cannot write {junit}: {exc.strerror or exc}", ExitCode.USAGE) from None
+        from gpudiag.files import write_atomic
+
+        write_atomic(junit, check_view.to_junit(facts, results, strict, notes))
     if json_output:
         from gpudiag.fleet.identity import slurm_node
 
@@ -299,4 +292,14 @@ def command(
         make_console(s).print(check_view.render(facts, results, strict, notes))
     for note in notes:
         typer.echo(f"gpudiag: could not run: {note}", err=True)
+    if code == ExitCode.NOTHING_CHECKED:
+        typer.echo(f"gpudiag: {check_view.NOTHING_CHECKED}: {_skipped(results)}", err=True)
     raise typer.Exit(int(code))
+
+
+def _skipped(results: "list[CheckResult]") -> str:
+    """``func.gpu (no CUDA device)``: each skipped check once, with why, for the one stderr line."""
+    from gpudiag.numbers import shorten
+
+    why = {r.id: r.finding for r in results}
+    return "; ".join(f"{cid} ({shorten(finding, 80)})" for cid, finding in why.items())

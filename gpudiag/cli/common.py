@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
+import math
 import os
-import signal
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import IO, Any, TypeVar
 
 import msgspec
 import typer
 
-from gpudiag.entry import WRITE_ERRORS, stdout_to_devnull, write_error
-from gpudiag.errors import GpudiagError
-from gpudiag.exitcodes import ExitCode
-from gpudiag.model import Gpu, GpuState
+from gpudiag import edge
+from gpudiag.errors import GpudiagError, UsageError
+from gpudiag.exitcodes import NVML_EXIT, ExitCode
+from gpudiag.model import Gpu, GpuState, NvmlInfo, NvmlStatus
+from gpudiag.numbers import shorten
 from gpudiag.probe.collect import REPLAY_ENV
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -84,8 +84,15 @@ def _is_tty(stream: IO[str]) -> bool:
 
 def fail(message: str, code: ExitCode) -> None:
     """Print one line on stderr and exit with ``code``."""
-    typer.echo(f"gpudiag: {message}", err=True)
+    edge.say(message)
     raise typer.Exit(int(code))
+
+
+def require_nvml(info: NvmlInfo) -> None:
+    """The rule for NVML that did not start, in every command that needs it: its detail in one
+    line, and nvidia-smi's exit code for it (see gpudiag.exitcodes.NVML_EXIT)."""
+    if info.status is not NvmlStatus.OK:
+        raise GpudiagError(info.detail, NVML_EXIT[info.status])
 
 
 def exit_if_lost(gpus: Iterable[Gpu]) -> None:
@@ -98,12 +105,41 @@ def exit_if_lost(gpus: Iterable[Gpu]) -> None:
     fail(f"{said} (the other GPUs are shown)", ExitCode.GPU_LOST)
 
 
+# The longest wait or interval any option takes: a year is beyond any real use, and far inside
+# what time.sleep and the clocks accept (1e20 s overflowed them: an internal error).
+MAX_SECONDS = 365 * 24 * 3600.0
+
+
+def seconds(value: float | None, option: str, at_least: float = 0.0) -> float | None:
+    """A number of seconds given to ``option``: finite, more than ``at_least`` (0: more than 0,
+    else at least it) and at most a year. nan, inf, 0 and 1e20 are usage errors."""
+    if value is None:
+        return None
+    if not math.isfinite(value) or value <= 0 or value > MAX_SECONDS:
+        raise UsageError(f"{option} {shorten(str(value))}: expected a number of seconds, more than 0, at most a year")
+    if value < at_least:
+        raise UsageError(f"{option} {value:g}: use at least {at_least:g} seconds")
+    return value
+
+
+def size(value: str | None, option: str) -> int | None:
+    """Bytes from a size given to ``option`` (``20GiB``), or None when it was not given."""
+    from gpudiag.units import parse_size
+
+    if value is None:
+        return None
+    try:
+        return parse_size(value)
+    except UsageError as exc:
+        raise UsageError(f"{option}: {exc.message}") from None
+
+
 def handle_errors(fn: F) -> F:
-    """Turn expected faults into one line + exit code, and bugs into a short report."""
+    """Turn expected faults into one line + exit code, signals into 128+N, bugs into a short report."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with _interrupts_raise():
+        with edge.CommandSignals():
             return _run(*args, **kwargs)
 
     def _run(*args: Any, **kwargs: Any) -> Any:
@@ -113,16 +149,17 @@ def handle_errors(fn: F) -> F:
             raise
         except GpudiagError as exc:
             fail(exc.message, exc.code)
-        except KeyboardInterrupt:
-            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        except KeyboardInterrupt as exc:  # SIGINT, SIGTERM, SIGHUP: the command's `finally`s have run
+            edge.clean_up()
+            raise typer.Exit(edge.exit_code(exc)) from None
         except BrokenPipeError:
             # Reader went away (`| head`): silence the rest, exit cleanly.
-            stdout_to_devnull()
+            edge.stdout_to_devnull()
             raise typer.Exit(int(ExitCode.OK)) from None
         except OSError as exc:
-            if exc.errno in WRITE_ERRORS:  # disk full, I/O error: the machine's fault, not a bug
-                stdout_to_devnull()
-                fail(write_error(exc), ExitCode.OUTPUT_ERROR)
+            if exc.errno in edge.WRITE_ERRORS:  # disk full, I/O error: the machine's fault, not a bug
+                edge.stdout_to_devnull()
+                fail(edge.write_error(exc), ExitCode.OUTPUT_ERROR)
             _internal(exc)
         except Exception as exc:
             _internal(exc)
@@ -138,19 +175,3 @@ def _internal(exc: BaseException) -> None:
         traceback.print_exception(exc)
     hint = "" if debug else " (run with --debug for the traceback)"
     fail(f"internal error: {type(exc).__name__}: {exc}{hint}", ExitCode.INTERNAL)
-
-
-@contextlib.contextmanager
-def _interrupts_raise() -> Iterator[None]:
-    """While a command runs, Ctrl-C raises KeyboardInterrupt (watches restore the terminal,
-    children are stopped, then exit 130); outside it, the entry point's handler ends the
-    process at once (see gpudiag.entry)."""
-    try:
-        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)

@@ -1,7 +1,6 @@
 """`gpudiag exporter`: serve the node's GPUs as Prometheus metrics, until stopped."""
 
 import os
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -130,12 +129,8 @@ def _serve(exporter: Any, bind: str, port: int, compat: str) -> None:
     except (OSError, ValueError) as exc:  # port in use, address not local, bad address
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise GpudiagError(f"cannot serve metrics on {bind}:{port}: {detail}", ExitCode.USAGE) from None
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         typer.echo(f"gpudiag: exporter ({compat}) serving http://{bind}:{server.port}/metrics and /healthz", err=True)
-        stop.wait()
+        threading.Event().wait()  # until a signal (gpudiag.edge): SIGTERM from systemd or the kubelet, 143
     finally:
         server.shutdown()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

@@ -5,9 +5,8 @@ from typing import Annotated, Any
 import typer
 from msgspec.structs import replace
 
-from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, settings
+from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, require_nvml, seconds, settings
 from gpudiag.errors import UsageError
-from gpudiag.exitcodes import NVML_EXIT
 from gpudiag.model import ALL_GROUPS, FactGroup, Gpu, Machine, NvmlStatus, Reading
 from gpudiag.probe.collect import collect
 from gpudiag.selection import parse_ids, select_gpus
@@ -81,8 +80,7 @@ def list_command(
         raise UsageError("--format goes with --query or --query-compute-apps")
     if (interval != 2.0 or count is not None) and not watch:
         raise UsageError("--interval and --count go with --watch")
-    if interval <= 0:
-        raise UsageError("--interval must be more than 0 seconds")
+    seconds(interval, "--interval")
     if count is not None and count < 1:
         raise UsageError("--count must be at least 1")
     if ids is not None:
@@ -181,12 +179,11 @@ def _view(
 
 
 def _check_nvml(machine: Machine, json_output: bool) -> None:
-    if machine.nvml.status is not NvmlStatus.OK:
-        if json_output:
-            import json  # only with --json: ~1.5 ms of start-up otherwise
+    if machine.nvml.status is not NvmlStatus.OK and json_output:  # the document says why, too
+        import json  # only with --json: ~1.5 ms of start-up otherwise
 
-            typer.echo(json.dumps(to_data(machine), indent=2))
-        raise typer.Exit(_fail_nvml(machine.nvml.detail, machine.nvml.status))
+        typer.echo(json.dumps(to_data(machine), indent=2))
+    require_nvml(machine.nvml)
 
 
 def _selected(machine: Machine, ids: str | None, no_processes: bool) -> tuple[Gpu, ...]:
@@ -194,8 +191,3 @@ def _selected(machine: Machine, ids: str | None, no_processes: bool) -> tuple[Gp
     if no_processes:
         gpus = tuple(replace(g, processes=Reading.of(())) if g.processes.ok else g for g in gpus)
     return gpus
-
-
-def _fail_nvml(detail: str, status: NvmlStatus) -> int:
-    typer.echo(f"gpudiag: {detail}", err=True)
-    return int(NVML_EXIT[status])

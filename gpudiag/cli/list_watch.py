@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from msgspec.structs import replace
 
+from gpudiag import edge
 from gpudiag.cli.common import exit_if_lost, make_console
 from gpudiag.model import Gpu
 from gpudiag.probe.collect import open_source
@@ -51,6 +52,7 @@ def watch_list(
 
                     live = Live(console=console, auto_refresh=False, transient=False, redirect_stderr=False)
                     live.start()
+                    edge.cursor_hidden(True)
                 live.update(view.renderable(machine, gpus, console), refresh=True)
             else:
                 if n:
@@ -59,8 +61,9 @@ def watch_list(
                 console.print(view.renderable(machine, gpus, console))
 
         try:
-            repeat(step, interval, count, time.monotonic, time.sleep)
+            repeat(step, interval, count, time.monotonic, time.sleep)  # a signal goes through: 128+N
         finally:
             if live is not None:
-                live.stop()
+                live.stop()  # the cursor comes back
+                edge.cursor_hidden(False)
     exit_if_lost(last)  # the last sample decides, as for one sample

@@ -1,6 +1,5 @@
 """`gpudiag memory [--watch]`: per-GPU and per-process memory, with PyTorch's breakdown."""
 
-import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -9,9 +8,8 @@ from typing import Annotated
 import msgspec
 import typer
 
-from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, settings
-from gpudiag.errors import GpudiagError, UsageError
-from gpudiag.exitcodes import NVML_EXIT
+from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, require_nvml, seconds, settings, size
+from gpudiag.errors import UsageError
 
 
 class Clock(msgspec.Struct):
@@ -28,30 +26,6 @@ CLOCK = Clock()
 # nvtop counts its delay in tenths of a second and nvitop refuses less than 0.25 s; NVML itself
 # refreshes utilization every 1/6 s to 1 s. Faster sampling only burns the CPU it measures.
 MIN_INTERVAL_S = 0.1
-
-
-def _seconds(value: float | None, option: str) -> float | None:
-    if value is not None and (not math.isfinite(value) or value <= 0):
-        raise UsageError(f"{option} {value}: must be a positive number of seconds")
-    return value
-
-
-def _interval(value: float) -> float:
-    _seconds(value, "--interval")
-    if value < MIN_INTERVAL_S:
-        raise UsageError(f"--interval {value:g}: use at least {MIN_INTERVAL_S:g} seconds between samples")
-    return value
-
-
-def _size(value: str | None, option: str) -> int | None:
-    from gpudiag.units import parse_size
-
-    if value is None:
-        return None
-    try:
-        return parse_size(value)
-    except UsageError as exc:
-        raise UsageError(f"{option}: {exc.message}") from None
 
 
 @handle_errors
@@ -93,15 +67,14 @@ def command(
     """Per-GPU and per-process memory; `--watch` follows it live during training."""
     from gpudiag import memory
     from gpudiag.memory_watch import SinkOptions, follow, tracked_entries
-    from gpudiag.model import NvmlStatus
     from gpudiag.probe.collect import open_source
     from gpudiag.render import memory_view
     from gpudiag.selection import select_gpus
     from gpudiag.watch import WatchOptions
 
     s = settings(ctx)
-    _interval(interval)
-    _seconds(timeout, "--timeout")
+    seconds(interval, "--interval", at_least=MIN_INTERVAL_S)
+    seconds(timeout, "--timeout")
     if count is not None and count < 1:
         raise UsageError("--count must be 1 or more")
     if ids is not None:  # the same rule as `list --id`: '' or '0,,1' is a usage error
@@ -117,9 +90,9 @@ def command(
     options = WatchOptions(
         interval=interval,
         count=count,
-        until_free=_size(until_free, "--until-free"),
+        until_free=size(until_free, "--until-free"),
         timeout=timeout,
-        alert_free_below=_size(alert_free_below, "--alert-free-below"),
+        alert_free_below=size(alert_free_below, "--alert-free-below"),
     )
     looping = watch or any(v is not None for v in (count, until_free, alert_free_below, log, prometheus))
     if textfile is not None and looping:
@@ -127,8 +100,7 @@ def command(
 
     with open_source(s.replay, facts=memory.GROUPS) as source:
         first = source.read()
-        if first.nvml.status is not NvmlStatus.OK:
-            raise GpudiagError(first.nvml.detail, NVML_EXIT[first.nvml.status])
+        require_nvml(first.nvml)
         wanted = {g.index for g in select_gpus(first.gpus, ids)} if ids is not None else None
         replayed = s.replay is not None
         if looping:

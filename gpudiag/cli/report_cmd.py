@@ -6,8 +6,7 @@ from typing import Annotated
 import typer
 
 from gpudiag.cli.common import handle_errors, make_console, settings
-from gpudiag.errors import GpudiagError, UsageError
-from gpudiag.exitcodes import ExitCode
+from gpudiag.errors import UsageError
 
 
 @handle_errors
@@ -42,10 +41,9 @@ def command(
     keep_checks = junit is not None
     fleet = report.build((nodefiles.read(f, keep_checks) for f in files), expect)
     if junit is not None:
-        try:
-            junit.write_text(report_view.to_junit(fleet))
-        except OSError as exc:
-            raise GpudiagError(f"cannot write {junit}: {exc.strerror or exc}", ExitCode.USAGE) from None
+        from gpudiag.files import write_atomic
+
+        write_atomic(junit, report_view.to_junit(fleet))
     if json_output:
         import msgspec  # 10x faster than json.dumps for a 10,000-node report
 

@@ -7,8 +7,7 @@ import typer
 from msgspec.structs import replace
 
 from gpudiag.cli.common import handle_errors, settings
-from gpudiag.errors import GpudiagError
-from gpudiag.exitcodes import ExitCode
+from gpudiag.files import write_atomic
 from gpudiag.model import ALL_GROUPS
 from gpudiag.probe.collect import collect
 from gpudiag.replay.fixtures import dump
@@ -40,8 +39,5 @@ def snapshot_command(
     if output is None:
         typer.echo(document, nl=False)
         return
-    try:
-        output.write_text(document)
-    except OSError as exc:
-        raise GpudiagError(f"cannot write {output}: {exc.strerror or exc}", ExitCode.USAGE) from None
+    write_atomic(output, document)  # whole or not at all; a full disk is exit 74
     typer.echo(f"wrote {output} ({len(machine.gpus)} GPU(s), NVML {machine.nvml.status.value})", err=True)

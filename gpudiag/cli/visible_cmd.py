@@ -5,8 +5,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, settings
-from gpudiag.errors import GpudiagError, UsageError
+from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, require_nvml, settings
+from gpudiag.errors import UsageError
 from gpudiag.exitcodes import NVML_EXIT, ExitCode
 from gpudiag.model import FactGroup, NvmlStatus
 from gpudiag.probe.collect import collect
@@ -73,9 +73,9 @@ def command(
     )
 
     if machine.nvml.status is not NvmlStatus.OK:
-        code = NVML_EXIT[machine.nvml.status]
         if not probe:
-            raise GpudiagError(machine.nvml.detail, code)
+            require_nvml(machine.nvml)
+        code = NVML_EXIT[machine.nvml.status]
         unmapped = _probe(None, current, current_order)
         if json_output:
             import json  # only with --json: ~1.5 ms of start-up otherwise

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import enum
 import os
-import sys
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from gpudiag import edge
 from gpudiag.errors import UsageError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.fleet.faults import remedy
@@ -49,8 +49,8 @@ def arm(mode: Mode, seconds: float) -> threading.Timer:
     """Exit with DEADLINE_CODE and one line after ``seconds``, even when the main thread is stuck in NVML."""
 
     def fire() -> None:
-        sys.stderr.write(f"gpudiag: UNKNOWN: no verdict within {seconds:g} s (--mode {mode.value}; driver hung?)\n")
-        sys.stderr.flush()
+        edge.clean_up()  # a torch child (--python) must not outlive the deadline
+        edge.say(f"UNKNOWN: no verdict within {seconds:g} s (--mode {mode.value}; driver hung?)")
         os._exit(int(DEADLINE_CODE))
 
     timer = threading.Timer(seconds, fire)
@@ -61,11 +61,14 @@ def arm(mode: Mode, seconds: float) -> threading.Timer:
 
 def line(facts: Facts, results: Sequence[CheckResult], notes: Sequence[str], code: int, strict: bool) -> str:
     """``gpudiag: READY (40 passed, 3 skipped)``, ``gpudiag: NOT READY: health.ecc,health.row_remap; GPU reset needed``,
-    or ``gpudiag: UNKNOWN: could not run: ...``."""
+    ``gpudiag: UNKNOWN: could not run: ...`` or ``gpudiag: UNKNOWN: nothing checked: ...``."""
     if code == ExitCode.OK:
         passed = sum(1 for r in results if r.status.value == "PASS")
         skipped = sum(1 for r in results if r.status.value == "SKIP")
         text = f"gpudiag: READY ({passed} passed, {skipped} skipped)"
+    elif code == ExitCode.NOTHING_CHECKED:
+        ids = dict.fromkeys(r.id for r in results)
+        text = f"gpudiag: UNKNOWN: nothing checked: every selected check was skipped ({','.join(ids)})"
     elif code == ExitCode.FAILED:
         bad = ("FAIL", "WARN") if strict else ("FAIL",)
         failed = dict.fromkeys(r.id for r in results if r.status.value in bad)

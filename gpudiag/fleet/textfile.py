@@ -1,8 +1,8 @@
 """One-shot outputs for node agents: node_exporter's textfile collector and node-problem-detector.
 
 ``.prom`` files are written the way node_exporter asks: to a temporary name in the same
-directory, then renamed, so the collector never reads half a file (prometheus-client's
-``write_to_textfile`` does exactly this; its temporary name does not end in ``.prom``).
+directory (not ending in ``.prom``), then renamed, so the collector never reads half a file
+(:func:`gpudiag.files.write_atomic`: also fsynced, and nothing left behind on a full disk or a signal).
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpudiag.checks import CheckResult, Status
+from gpudiag.checks import CheckResult, Status, nothing_checked
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
+from gpudiag.files import write_atomic
 from gpudiag.memory import MemoryView
 from gpudiag.model import Machine
 
@@ -35,17 +36,15 @@ class _Fixed:
 
 def write(directory: Path, name: str, families: Sequence[Any]) -> Path:
     """Write ``families`` to ``directory/name`` atomically; a bad directory is one clear line."""
-    from prometheus_client import CollectorRegistry, write_to_textfile
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.openmetrics.exposition import ALLOWUTF8
 
     if not directory.is_dir():
         raise GpudiagError(f"--textfile {directory}: not a directory", ExitCode.USAGE)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Fixed(families))
     path = directory / name
-    try:
-        write_to_textfile(str(path), registry)
-    except OSError as exc:
-        raise GpudiagError(f"cannot write {path}: {exc.strerror or exc}", ExitCode.USAGE) from None
+    write_atomic(path, generate_latest(registry, ALLOWUTF8))  # as prometheus-client's write_to_textfile
     return path
 
 
@@ -94,7 +93,7 @@ def npd_verdict(results: Sequence[CheckResult], strict: bool, notes: Sequence[st
     """node-problem-detector's custom-plugin answer: (one line of at most 80 characters, exit code).
 
     Exit 0 OK, 1 a problem (a failed check, or a warning with --strict), 2 unknown (a check
-    could not run and nothing failed).
+    could not run and nothing failed, or every check was skipped).
     """
     bad = [r for r in results if r.status is Status.FAIL or (strict and r.status is Status.WARN)]
     if bad:
@@ -107,6 +106,8 @@ def npd_verdict(results: Sequence[CheckResult], strict: bool, notes: Sequence[st
         return _fit("failed: " + " ".join(parts)), 1
     if notes:
         return _fit(f"unknown: could not run: {notes[0]}"), 2
+    if nothing_checked(results):
+        return "unknown: nothing checked: every selected check was skipped", 2
     return _fit(f"ok: {sum(r.status is Status.PASS for r in results)} checks passed"), 0
 
 

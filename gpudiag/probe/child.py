@@ -10,6 +10,7 @@ does other work, such as reading NVML while torch imports.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import queue
@@ -24,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from gpudiag import edge
 from gpudiag.children import protocol
 
 CHILDREN = Path(__file__).resolve().parent.parent / "children"
@@ -74,7 +76,7 @@ class Running:
             assert proc.stdout is not None and proc.stderr is not None
             out, err = proc.stdout, proc.stderr
             threading.Thread(target=self._pump, args=(out,), daemon=True).start()
-            self._drain = threading.Thread(target=lambda: self._err.append(err.read()), daemon=True)
+            self._drain = threading.Thread(target=self._read_stderr, args=(err,), daemon=True)
             self._drain.start()
 
     def send(self, line: str) -> None:
@@ -88,28 +90,47 @@ class Running:
             pass
 
     def kill(self) -> None:
-        """End a child whose answer is no longer wanted (the parent is giving up)."""
-        if self.proc is not None and self.proc.poll() is None:
+        """End a child whose answer is no longer wanted (the parent is giving up), and its group."""
+        if self.proc is not None and self.proc.returncode is None:  # not reaped: its pid is still its own
             _kill_group(self.proc)
+        self._reap()
+
+    def _reap(self) -> None:
+        if self.proc is not None:
             self.proc.wait()
+            edge.untrack_group(self.proc.pid)
 
     def _pump(self, stream: Any) -> None:
-        for line in stream:
-            self._lines.put(line.rstrip("\n"))
-        self._lines.put(None)
+        try:
+            with contextlib.suppress(OSError, ValueError):  # the pipe closed under us
+                for line in stream:
+                    self._lines.put(line.rstrip("\n"))
+        finally:  # whatever happens, the reader learns that no more lines come
+            self._lines.put(None)
+
+    def _read_stderr(self, stream: Any) -> None:
+        with contextlib.suppress(OSError, ValueError):  # the pipe closed under us
+            self._err.append(stream.read())
 
     def finish(self, on_line: Callable[[str], None] | None, deadline: Deadline) -> ChildResult:
         """Read every line (``on_line`` sees each, in this thread) until the child ends or
         ``deadline()`` passes (then its whole process group is killed)."""
         if self.proc is None:
             return ChildResult(ChildOutcome.NOT_STARTED, detail=self.not_started)
+        try:
+            return self._read(on_line, deadline)
+        except BaseException:  # a signal (or a bug in on_line): the child must not outlive the reader
+            self.kill()
+            raise
+
+    def _read(self, on_line: Callable[[str], None] | None, deadline: Deadline) -> ChildResult:
+        assert self.proc is not None
         last: dict[str, Any] | None = None
         while True:
             when, why = deadline()
             remaining = when - time.monotonic()
             if remaining <= 0:
-                _kill_group(self.proc)
-                self.proc.wait()
+                self.kill()
                 self._drain.join(timeout=5)
                 return ChildResult(
                     ChildOutcome.TIMEOUT, detail=why, seconds=time.monotonic() - self.start, stderr_tail=self._tail()
@@ -124,7 +145,7 @@ class Running:
                 last = protocol.payload(line, protocol.RESULT)
             elif on_line is not None:
                 on_line(line)
-        self.proc.wait()
+        self._reap()
         self._drain.join(timeout=5)
         return self._ended(last)
 
@@ -169,11 +190,13 @@ def start(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=child_env,
-            text=True,
+            encoding="utf-8",
+            errors="replace",  # a child's stray bytes are shown as U+FFFD, never a decoding error
             start_new_session=True,  # so a timeout can kill the child's whole group
         )
     except OSError as exc:
         return Running(None, begun, f"cannot run {interpreter}: {exc.strerror or exc}")
+    edge.track_group(proc.pid)  # its own session: the process group is the child's pid
     return Running(proc, begun)
 
 

@@ -10,7 +10,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from gpudiag.checks import CheckResult, Facts, Status
+from gpudiag.checks import CheckResult, Facts, Status, nothing_checked
 from gpudiag.checks.rules import BY_ID
 from gpudiag.model import cuda_version_text
 
@@ -55,12 +55,16 @@ def summary(results: list[CheckResult]) -> Counter[Status]:
     return Counter(r.status for r in results)
 
 
+NOTHING_CHECKED = "nothing was checked: every selected check was skipped"
+
+
 def verdict(results: list[CheckResult], strict: bool, notes: list[str]) -> str:
-    """READY, NOT READY (a failure, or a warning under --strict) or UNKNOWN (something could not run)."""
+    """READY, NOT READY (a failure, or a warning under --strict) or UNKNOWN (something could not
+    run, or every selected check was skipped: nothing was verified)."""
     counts = summary(results)
     if counts[Status.FAIL] or (strict and counts[Status.WARN]):
         return "NOT READY"
-    return "UNKNOWN" if notes else "READY"
+    return "UNKNOWN" if notes or nothing_checked(results) else "READY"
 
 
 def summary_line(results: list[CheckResult], strict: bool, notes: list[str] | None = None) -> Text:
@@ -72,7 +76,7 @@ def summary_line(results: list[CheckResult], strict: bool, notes: list[str] | No
     if strict:
         text += " (--strict: warnings fail)"
     if word == "UNKNOWN":
-        text += f"; could not run: {'; '.join(notes)}"
+        text += f"; could not run: {'; '.join(notes)}" if notes else f"; {NOTHING_CHECKED}"
     style = {"READY": "green bold", "NOT READY": "red bold", "UNKNOWN": "yellow bold"}[word]
     return Text(text, style=style)
 
@@ -218,6 +222,10 @@ def to_junit(facts: Facts, results: list[CheckResult], strict: bool, notes: list
     for note in notes or []:
         case = TestCase("gpudiag.could_not_run", classname="gpudiag.check")
         case.add_error_info(message=note)
+        cases.append(case)
+    if nothing_checked(results):  # a suite of skips is green in CI: say that it verified nothing
+        case = TestCase("gpudiag.nothing_checked", classname="gpudiag.check")
+        case.add_error_info(message=NOTHING_CHECKED)
         cases.append(case)
     suite = TestSuite("gpudiag check", cases, hostname=facts.machine.host.hostname)
     return str(to_xml_report_string([suite]))

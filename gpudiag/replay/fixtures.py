@@ -35,16 +35,36 @@ def example_names() -> list[str]:
     return sorted(p.stem for p in EXAMPLES_DIR.glob("*.json"))
 
 
+# Linux's limits on a path and on one name in it: longer is no file, and no example's name.
+PATH_MAX, NAME_MAX = 4096, 255
+
+
 def resolve(spec: str) -> Path:
     """A shipped example's name, or a path to a snapshot file."""
+    if (
+        "\0" in spec
+        or len(spec.encode(errors="surrogateescape")) >= PATH_MAX
+        or any(len(part.encode(errors="surrogateescape")) > NAME_MAX for part in spec.split("/"))
+    ):
+        raise FixtureError(
+            f"replay {shorten(spec)!r}: too long to be a file name or an example name (see `gpudiag examples`)"
+        )
     candidate = Path(spec).expanduser()
-    if candidate.suffix == ".json" or candidate.exists() or "/" in spec:
+    if candidate.suffix == ".json" or "/" in spec or _exists(candidate):
         _require_regular_file(candidate, spec)
         return candidate
     example = EXAMPLES_DIR / f"{spec}.json"
     if not example.is_file():
-        raise FixtureError(f"no example machine named {spec!r}; examples: {', '.join(example_names())}")
+        raise FixtureError(f"no example machine named {shorten(spec)!r}; examples: {', '.join(example_names())}")
     return example
+
+
+def _exists(path: Path) -> bool:
+    try:
+        path.stat()
+    except OSError:  # not there, or not reachable: then it is read as an example's name
+        return False
+    return True
 
 
 def _require_regular_file(path: Path, spec: str) -> None:
@@ -53,9 +73,9 @@ def _require_regular_file(path: Path, spec: str) -> None:
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
-        raise FixtureError(f"replay file not found: {spec}") from None
+        raise FixtureError(f"replay file not found: {shorten(spec, 200)}") from None
     except OSError as exc:
-        raise FixtureError(f"cannot read replay file {spec}: {exc.strerror or exc}") from None
+        raise FixtureError(f"cannot read replay file {shorten(spec, 200)}: {exc.strerror or exc}") from None
     if stat.S_ISREG(mode):
         return
     kind = (
@@ -80,16 +100,28 @@ def load(spec: str) -> tuple[Machine, str]:
     """Load a machine from an example name or a file; also return its description."""
     path = resolve(spec)
     try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise FixtureError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
         # msgspec's decoder, not the json module: it is loaded already, and importing json is
         # ~1.5 ms of a replayed `list --query`'s start-up.
-        data = msgspec.json.decode(path.read_bytes())
-    except OSError as exc:
-        raise FixtureError(f"cannot read {path}: {exc}") from None
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:  # bad JSON, bad UTF-8, a 65-bit integer
+        data = msgspec.json.decode(raw)
+    except UnicodeDecodeError:  # Latin-1 text in a string, say: msgspec checks UTF-8 as it decodes
+        raise FixtureError(f"{path} is not UTF-8 ({_first_bad_byte(raw)}): a snapshot is UTF-8 JSON") from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:  # bad JSON, a 65-bit integer
         raise FixtureError(f"{path} is not valid JSON: {exc}") from None
     except RecursionError:
         raise FixtureError(f"{path}: JSON nested too deeply to be a machine snapshot") from None
     return machine_from_data(data, str(path)), str(data.get("description", "")) if isinstance(data, dict) else ""
+
+
+def _first_bad_byte(raw: bytes) -> str:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"byte 0x{raw[exc.start]:02x} at offset {exc.start}"
+    return "invalid text"  # pragma: no cover - msgspec found what the codec does not
 
 
 def machine_from_data(data: Any, where: str = "fixture") -> Machine:
@@ -147,9 +179,14 @@ def machine_from_data(data: Any, where: str = "fixture") -> Machine:
     return replace(machine, gpus=tuple(sorted(machine.gpus, key=lambda g: g.index)))
 
 
+# NVML reports power in milliwatts as an unsigned int: no reading in watts is larger than this.
+MAX_WATTS = (2**32 - 1) / 1000
+
+
 def _impossible_number(data: Any) -> str | None:
     """Every number NVML reports is an unsigned integer of at most 64 bits (or a finite,
-    non-negative float: watts, seconds); anything else in a snapshot is a corrupt file."""
+    non-negative float: watts, seconds; watts within NVML's 32-bit milliwatts); anything else
+    in a snapshot is a corrupt file."""
     stack: list[tuple[str, Any]] = [("$", data)]
     while stack:
         path, value = stack.pop()
@@ -163,6 +200,8 @@ def _impossible_number(data: Any) -> str | None:
             return f"{path}: {shorten(str(value))} is outside 0..2**64-1"
         elif isinstance(value, float) and not (math.isfinite(value) and value >= 0):
             return f"{path}: {value} is not a finite non-negative number"
+        elif path.endswith("_w") and value > MAX_WATTS:
+            return f"{path}: {value:.10g} W is beyond NVML's power readings (at most {MAX_WATTS:.3f} W)"
     return None
 
 

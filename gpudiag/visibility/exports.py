@@ -6,6 +6,7 @@ import msgspec
 
 from gpudiag.errors import UsageError
 from gpudiag.model import Gpu, GpuState, Machine, MigDevice
+from gpudiag.numbers import shorten
 from gpudiag.selection import select_gpus
 from gpudiag.visibility.order import enumeration_order
 from gpudiag.visibility.result import ORDER_VAR, VISIBLE_VAR
@@ -22,7 +23,7 @@ def select_targets(machine: Machine, ids: str) -> tuple[Target, ...]:
     for raw in ids.split(","):
         token = raw.strip()
         if not token:
-            raise UsageError(f"empty entry in --select {ids!r}")
+            raise UsageError(f"empty entry in --select {shorten(ids)!r}")
         if token.upper().startswith("MIG-"):
             hits = [
                 Target(g, m)
@@ -31,9 +32,13 @@ def select_targets(machine: Machine, ids: str) -> tuple[Target, ...]:
                 if m.uuid.value is not None and m.uuid.value.lower().startswith(token.lower())
             ]
             if len(hits) != 1:
+                instances = [m.uuid.value for g in machine.gpus for m in g.mig_devices if m.uuid.value]
+                here = (
+                    f"MIG instances here: {', '.join(instances)}" if instances else "this machine has no MIG instance"
+                )
                 raise UsageError(
-                    f"MIG UUID prefix {token!r} matches {len(hits)} MIG instances"
-                    + ("; give more characters" if hits else " on this machine")
+                    f"MIG UUID prefix {shorten(token)!r} matches {len(hits)} MIG instances; "
+                    + ("give more characters" if hits else here)
                 )
             target = hits[0]
         else:

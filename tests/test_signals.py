@@ -1,0 +1,388 @@
+"""A signal is not success (issue 23): SIGINT, SIGTERM and SIGHUP end every command with 128+N,
+whenever they arrive (start-up, a child running, a wait or a watch, a file half-written), after
+clean-up: children killed with their process group, the cursor back, no file left half-written.
+
+Real processes, real signals; each run takes well under a second here (2-core CI machine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gpudiag import edge
+from gpudiag.exitcodes import ExitCode
+
+GPUDIAG = [sys.executable, "-m", "gpudiag"]
+PAUSED_WRITES = [sys.executable, str(Path(__file__).resolve().parent / "paused_writes.py")]
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+CODES = {signal.SIGINT: ExitCode.INTERRUPTED, signal.SIGTERM: ExitCode.TERMINATED, signal.SIGHUP: ExitCode.HANGUP}
+EXAMPLE = "h100x8-healthy"
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX signals, /proc")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "GPUDIAG_REPLAY"}
+    return {**env, "COLUMNS": "120", "NO_COLOR": "1", **extra}
+
+
+def _wait_for(ready: Callable[[], bool], proc: subprocess.Popen[bytes], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not ready():
+        assert proc.poll() is None, f"gpudiag ended before the signal: {proc.returncode}"
+        assert time.monotonic() < deadline, "gpudiag never got there"
+        time.sleep(0.01)
+
+
+def _signal_and_finish(proc: subprocess.Popen[bytes], signum: int) -> tuple[int, str]:
+    proc.send_signal(signum)
+    try:
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, err.decode(errors="replace")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    try:
+        return "zombie" not in status.read_text()
+    except FileNotFoundError:
+        return False
+
+
+def test_the_codes_are_128_plus_the_signal_in_the_table_and_at_the_edge() -> None:
+    for signum, code in CODES.items():
+        assert code == 128 + signum == edge.SIGNAL_BASE + signum
+    assert (edge.USAGE, edge.OUTPUT_ERROR) == (ExitCode.USAGE, ExitCode.OUTPUT_ERROR)
+
+
+# --- while waiting or watching: the gate `memory --until-free … && train` must not open -------------
+
+
+def _free_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+WAITS = {
+    "memory --until-free": ["memory", "--until-free", "1000TiB", "--interval", "0.1", "--json"],
+    "memory --alert-free-below": ["memory", "--alert-free-below", "1B", "--interval", "0.1", "--json"],
+    "list --watch": ["list", "--watch", "--interval", "0.1", "--json"],
+}
+
+
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+@pytest.mark.parametrize("command", sorted(WAITS))
+def test_a_signal_while_waiting_is_128_plus_n_never_0(command: str, signum: int) -> None:
+    proc = subprocess.Popen(
+        [*GPUDIAG, "--replay", EXAMPLE, *WAITS[command]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env()
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # a sample is out: the command is waiting for the next
+    assert json.loads(first)
+    code, err = _signal_and_finish(proc, signum)
+    assert code == CODES[signum] and err == ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_the_exporter_ends_with_128_plus_n(signum: int) -> None:
+    proc = subprocess.Popen(
+        [*GPUDIAG, "--replay", EXAMPLE, "exporter", "--port", _free_port(), "--no-kubelet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
+    assert proc.stderr is not None
+    assert b"serving http://" in proc.stderr.readline()
+    code, err = _signal_and_finish(proc, signum)
+    assert code == CODES[signum] and "Traceback" not in err
+
+
+def test_a_signal_ignored_at_start_stays_ignored() -> None:
+    """`nohup gpudiag memory --until-free …`: SIGHUP was the caller's to ignore; SIGTERM still ends it."""
+
+    def ignore_hangups() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    proc = subprocess.Popen(
+        [*GPUDIAG, "--replay", EXAMPLE, *WAITS["memory --until-free"]],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+        preexec_fn=ignore_hangups,
+    )
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    proc.send_signal(signal.SIGHUP)
+    proc.stdout.readline()  # still sampling
+    assert proc.poll() is None
+    code, err = _signal_and_finish(proc, signal.SIGTERM)
+    assert code == ExitCode.TERMINATED and err == ""
+
+
+# --- during start-up: before typer and rich are imported, during option parsing ------------------
+
+_STDLIB = os.path.dirname(os.__file__)
+
+
+def _before_gpudiag(code: int, err: str, signum: int) -> bool:
+    """The signal arrived before gpudiag's first line ran: Python's default action (death by the
+    signal; SIGINT's KeyboardInterrupt in the interpreter's own start-up). Beyond any program's reach."""
+    if code == -signum and err == "":
+        return True
+    files = re.findall(r'File "([^"]+)"', err)
+    return (signum == signal.SIGINT and "gpudiag" not in err and bool(files)) or err.startswith(
+        "Fatal Python error: init_import_site"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [0.02, 0.08, 0.15, 0.25])
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_a_signal_during_start_up_is_never_0_nor_a_traceback(signum: int, delay: float) -> None:
+    proc = subprocess.Popen(
+        [*GPUDIAG, "--replay", EXAMPLE, *WAITS["memory --until-free"]],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
+    time.sleep(delay)
+    code, err = _signal_and_finish(proc, signum)
+    if _before_gpudiag(code, err, signum):
+        return
+    assert code == CODES[signum] and err == "", (code, err)
+
+
+# One command line per command (argv.COMMANDS): what each does is beside the point here, only
+# that a signal during its start-up (imports, option parsing) is 128+N or the signal's own death.
+STARTING = {
+    "list": ["list"],
+    "check": ["check", "--quick", "--no-torch"],
+    "memory": ["memory"],
+    "visible": ["visible"],
+    "bench-transfer": ["bench-transfer"],
+    "snapshot": ["snapshot", "--no-torch"],
+    "examples": ["examples"],
+    "exporter": ["exporter", "--once"],
+    "report": ["report", "."],
+    "drain": ["drain", "."],
+}
+
+
+def test_every_command_has_a_start_up_case() -> None:
+    from gpudiag import argv
+
+    assert set(STARTING) == set(argv.COMMANDS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+@pytest.mark.parametrize("command", sorted(STARTING))
+def test_a_signal_while_any_command_starts_is_128_plus_n(command: str, signum: int) -> None:
+    proc = subprocess.Popen(
+        [*GPUDIAG, "--replay", EXAMPLE, *STARTING[command]],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
+    time.sleep(0.15)  # here a command takes ~0.35 s to start: this lands in the imports
+    if proc.poll() is not None:
+        proc.communicate()
+        pytest.skip("the command had finished before the signal")
+    code, err = _signal_and_finish(proc, signum)
+    if _before_gpudiag(code, err, signum):
+        return
+    assert code == CODES[signum] and err == "", (code, err)
+
+
+# --- while a child runs: it dies with gpudiag, its whole process group --------------------------
+
+
+def _hanging_torch(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """A torch package whose import records the importing process, starts a grandchild in its
+    group, and hangs: what a CUDA initialisation stuck in the driver looks like from outside."""
+    package = tmp_path / "torch"
+    package.mkdir(exist_ok=True)
+    pids = tmp_path / "pids"
+    (package / "__init__.py").write_text(
+        "import os, subprocess, sys, time\n"
+        "grandchild = subprocess.Popen(['sleep', '30'])\n"
+        f"with open({str(pids)!r}, 'a') as f:\n"
+        "    f.write(f'{os.getpid()} {grandchild.pid}\\n')\n"
+        "time.sleep(30)\n"
+    )
+    pythonpath = os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH", "")])])
+    return _env(PYTHONPATH=pythonpath), pids
+
+
+CHILDREN = {
+    "check": ["check", "--quick"],  # the torch child, started early (gpudiag.entry)
+    "check --json --junit": ["check", "--quick", "--json", "--junit", "JUNIT"],
+    "visible --probe": ["visible", "--probe"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+@pytest.mark.parametrize("command", sorted(CHILDREN))
+def test_a_signal_while_a_child_runs_kills_its_whole_group(tmp_path: Path, command: str, signum: int) -> None:
+    env, pids = _hanging_torch(tmp_path)
+    junit = tmp_path / "junit.xml"
+    args = [str(junit) if a == "JUNIT" else a for a in CHILDREN[command]]
+    proc = subprocess.Popen([*GPUDIAG, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    _wait_for(lambda: pids.exists() and pids.read_text().endswith("\n"), proc)
+    code, err = _signal_and_finish(proc, signum)
+    assert code == CODES[signum] and "Traceback" not in err, err
+    started = [int(pid) for pid in pids.read_text().split()]
+    deadline = time.monotonic() + 5  # SIGKILL is immediate; the reaping of orphans by init is not
+    while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert [pid for pid in started if _alive(pid)] == []
+    assert not junit.exists()
+
+
+# --- while writing a file: nothing half-written is left -----------------------------------------
+
+
+def _leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith("."))
+
+
+WRITES = {
+    "snapshot -o": (["snapshot", "--no-torch", "-o", "OUT/snapshot.json"], "snapshot.json"),
+    "check --junit": (["check", "--quick", "--no-torch", "--junit", "OUT/junit.xml"], "junit.xml"),
+    "check --textfile": (["check", "--quick", "--no-torch", "--textfile", "OUT"], "gpudiag_check.prom"),
+    "memory --textfile": (["memory", "--textfile", "OUT"], "gpudiag_memory.prom"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda s: signal.Signals(s).name)
+@pytest.mark.parametrize("command", sorted(WRITES))
+def test_a_signal_mid_write_leaves_the_old_file_and_no_temporary(tmp_path: Path, command: str, signum: int) -> None:
+    args, name = WRITES[command]
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / name).write_text("the previous run's file\n")
+    paused = tmp_path / "paused"
+    proc = subprocess.Popen(
+        [*PAUSED_WRITES, "--replay", EXAMPLE, *[a.replace("OUT", str(out)) for a in args]],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=_env(PAUSED=str(paused)),
+    )
+    _wait_for(paused.exists, proc)
+    assert _leftovers(out)  # the temporary file is there, half-written
+    code, err = _signal_and_finish(proc, signum)
+    assert code == CODES[signum] and "Traceback" not in err
+    assert _leftovers(out) == []
+    assert (out / name).read_text() == "the previous run's file\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_a_signal_mid_sample_leaves_the_log_at_its_last_whole_sample(tmp_path: Path, suffix: str) -> None:
+    log = tmp_path / f"memory{suffix}"
+    paused = tmp_path / "paused"
+    proc = subprocess.Popen(
+        [*PAUSED_WRITES, "--replay", EXAMPLE, "memory", "--log", str(log), "--interval", "0.1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=_env(PAUSED=str(paused), PAUSE_AT="3"),  # two whole samples, the third half-written
+    )
+    _wait_for(paused.exists, proc)
+    code, err = _signal_and_finish(proc, signal.SIGTERM)
+    assert code == ExitCode.TERMINATED and err == ""
+    lines = log.read_text().splitlines()
+    if suffix == ".csv":
+        assert lines[0].startswith("timestamp,gpu,") and len(lines) == 1 + 2 * 8  # header, 2 samples of 8 GPUs
+    else:
+        assert [json.loads(line)["sample"] for line in lines] == [1, 2]
+    assert log.read_text().endswith("\n")
+
+
+# --- the terminal: a killed watch gives the cursor back -------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: signal.Signals(s).name)
+def test_a_killed_list_watch_gives_the_cursor_back(signum: int) -> None:
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    env = {k: v for k, v in _env().items() if k not in ("COLUMNS", "NO_COLOR")}
+    proc = subprocess.Popen(
+        [*GPUDIAG, "--replay", EXAMPLE, "list", "--watch", "--interval", "0.1"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**env, "TERM": "xterm-256color", "COLUMNS": "150"},
+        start_new_session=True,
+    )
+    os.close(slave)
+    received = bytearray()
+
+    def read(until: Callable[[], bool], seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not until() and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.05)[0]:
+                try:
+                    received.extend(os.read(master, 65536))
+                except OSError:
+                    return
+
+    try:
+        read(lambda: b"\x1b[?25l" in received and b"NVIDIA H100" in received, 30)  # hidden, drawn
+        proc.send_signal(signum)
+        code = proc.wait(timeout=30)
+        read(lambda: received.rstrip().endswith(edge.SHOW_CURSOR), 5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    assert code == CODES[signum]
+    assert received.rfind(edge.SHOW_CURSOR) > received.rfind(b"\x1b[?25l")  # shown after the last hide
+    assert b"Traceback" not in received
+
+
+# --- in-process: the handlers a command sets are its own ------------------------------------------
+
+
+def test_command_signals_raise_once_then_exit_and_leave_no_handler_behind() -> None:
+    before = {s: signal.getsignal(s) for s in SIGNALS}
+    with pytest.raises(edge.Interrupted) as caught, edge.CommandSignals():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)  # the handler runs at the next bytecode; never reached
+    assert caught.value.signum == signal.SIGTERM and edge.exit_code(caught.value) == 143
+    assert {s: signal.getsignal(s) for s in SIGNALS} == before
+    with edge.CommandSignals():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except edge.Interrupted:
+            # While the command cleans up, a second signal ends the process at once.
+            assert signal.getsignal(signal.SIGTERM) is edge._exit_now
+    assert {s: signal.getsignal(s) for s in SIGNALS} == before
+    assert edge.exit_code(KeyboardInterrupt()) == ExitCode.INTERRUPTED
