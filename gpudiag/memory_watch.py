@@ -104,6 +104,7 @@ class Sinks:
         self._live: Any = None
         self._log: IO[str] | None = None
         self._csv: Any = None
+        self._csv_width: int | None = None  # columns of an older log's header, when appending to one
         self._metrics: Any = None
         try:
             if options.log is not None:
@@ -139,6 +140,11 @@ class Sinks:
             self._csv = csv.writer(self._log)
             if empty:
                 self._csv.writerow(self._view.CSV_HEADER)
+            else:  # a log begun by an older gpudiag keeps its columns
+                with contextlib.suppress(OSError, UnicodeDecodeError), log.open(encoding="utf-8") as f:
+                    first = f.readline().strip().split(",")
+                    if tuple(first) == self._view.CSV_HEADER_V1:
+                        self._csv_width = len(first)
 
     def show(self, view: MemoryView, state: WatchState, tick: float) -> None:
         stamp = state.last_at
@@ -156,7 +162,7 @@ class Sinks:
         if self._log is not None:
             try:
                 if self._csv is not None:
-                    self._csv.writerows(self._view.csv_rows(view, stamp))
+                    self._csv.writerows(row[: self._csv_width] for row in self._view.csv_rows(view, stamp))
                 else:
                     self._log.write(json.dumps(self._view.to_json(view, stamp, state)) + "\n")
                 self._log.flush()
