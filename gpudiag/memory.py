@@ -300,8 +300,8 @@ def empty_cache_line(row: ProcessRow) -> str:
     from gpudiag.units import human_bytes
 
     b = row.breakdown
-    if b is None:
-        return ""
+    if b is None or (b.reserved_bytes == 0 and b.inactive_split_bytes is not None):
+        return ""  # (a newer tracker's) device with nothing reserved: a context, said by memory_ranks
     kept = f"; {human_bytes(b.allocated_bytes)} is tensors"
     if b.other_bytes is not None:
         kept += f", {human_bytes(b.other_bytes)} context and libraries"

@@ -14,6 +14,8 @@ from gpudiag.trend import duration_text
 
 def _shown(row: ProcessRow) -> bool:
     b = row.breakdown
+    if b is not None and b.reserved_bytes == 0 and row.steps is None:
+        return False  # a context on a GPU it does not use (memory_ranks says why)
     return row.rank is not None or row.steps is not None or (b is not None and b.inactive_split_bytes is not None)
 
 
