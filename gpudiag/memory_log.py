@@ -25,7 +25,7 @@ class Series:
         self.times.append(at)
         for name, value in values.items():
             self.values.setdefault(name, [None] * (len(self.times) - 1)).append(value)
-        for name, column in self.values.items():
+        for column in self.values.values():
             if len(column) < len(self.times):
                 column.append(None)
 
@@ -155,8 +155,9 @@ def _sample(run: Run, sample: dict[str, Any], counters: dict[tuple[int, int, str
             value = torch.get(name)
             if not isinstance(value, int):
                 continue
-            before = counters.get((*key, name))
-            counters[(*key, name)] = value
+            slot = (key[0], key[1], name)
+            before = counters.get(slot)
+            counters[slot] = value
             if before is not None and value > before:
                 what = "out of memory" if kind == "oom" else f"{value - before} allocator retries"
                 run.events.append(Event(at, kind, f"PID {p['pid']} on GPU {p['gpu_index']}: {what}"))

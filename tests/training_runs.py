@@ -12,7 +12,7 @@ change to the tracker, rewrite them and review the diff::
 from __future__ import annotations
 
 import contextlib
-import copy
+import io
 import json
 import os
 import sys
@@ -84,7 +84,7 @@ class Proc:
         self.recent: deque[tuple[float, int, int, int, int]] = deque(maxlen=track.RECENT * 8)
         self.segments: dict[int, dict[str, Any]] = {}
         self.now = STARTED_AT
-        self.recorder = Recorder(self.entry, self.context, lambda: None, environ={}, err=open(os.devnull, "w"))
+        self.recorder = Recorder(self.entry, self.context, lambda: None, environ={}, err=io.StringIO())
 
     @contextlib.contextmanager
     def as_tracked(self) -> Iterator[None]:
@@ -197,7 +197,9 @@ def fragmented() -> dict[str, str]:
     used = nvml_used(dev)
     desc = "One H100 fine-tuning with variable-length batches: a third of the reserved memory is free but split."
     files = {
-        "h100-fragmented.json": json.dumps(machine("h100-fragmented", desc, [gpu(0, [process(7311, used, command)])]), indent=1),
+        "h100-fragmented.json": json.dumps(
+            machine("h100-fragmented", desc, [gpu(0, [process(7311, used, command)])]), indent=1
+        ),
         "allocator/h100-fragmented.json": json.dumps(
             {
                 "description": "torch.cuda.memory_stats(0) and torch.cuda.memory_snapshot() of the fragmented "
@@ -290,7 +292,9 @@ def leak() -> dict[str, str]:
                 break
     assert report is not None
     report["host"] = "h100-leak-per-step"
-    machine_text = json.dumps(machine("h100-leak-per-step", desc, [gpu(0, [process(4242, 31 * GiB, command)])]), indent=1)
+    machine_text = json.dumps(
+        machine("h100-leak-per-step", desc, [gpu(0, [process(4242, 31 * GiB, command)])]), indent=1
+    )
     report["machine"] = machine_at_last_frame(machine_text, lines, report["at"])
     return {
         "h100-leak-per-step.json": machine_text,

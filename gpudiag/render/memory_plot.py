@@ -30,9 +30,7 @@ def _figure() -> Any:
         import matplotlib
         from matplotlib.figure import Figure
     except ImportError:
-        raise GpudiagError(
-            "--plot needs matplotlib: pip install 'gpudiag[plot]'", ExitCode.FAILED
-        ) from None
+        raise GpudiagError("--plot needs matplotlib: pip install 'gpudiag[plot]'", ExitCode.FAILED) from None
     matplotlib.rcParams["svg.hashsalt"] = "gpudiag"  # the same log draws the same file
     matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: smaller, searchable
     return Figure
@@ -54,7 +52,9 @@ def draw(run: Run) -> Any:
     scale, unit = (60.0, "min") if span > 600 else (1.0, "s")
     panels = ["gpu"]
     panels += ["process"] if run.processes else []
-    panels += ["util"] if any(any(v is not None for v in s.values.get("utilization", [])) for s in run.gpus.values()) else []
+    panels += (
+        ["util"] if any(any(v is not None for v in s.values.get("utilization", [])) for s in run.gpus.values()) else []
+    )
     panels += ["steps"] if run.steps else []
     heights = {"gpu": 3, "process": 3, "util": 1.5, "steps": 1.5}
     fig = figure_class(figsize=(11, sum(heights[p] for p in panels) + 1), layout="constrained")
@@ -67,14 +67,19 @@ def draw(run: Run) -> Any:
                 ax.plot(xs, _ys(s, "used", GiB), color=c, label=f"GPU {index} used")
                 if any(v is not None for v in s.values.get("reserved", [])):
                     ax.plot(xs, _ys(s, "reserved", GiB), color=c, linestyle="--", label=f"GPU {index} PyTorch reserved")
-                    ax.plot(xs, _ys(s, "allocated", GiB), color=c, linestyle=":", label=f"GPU {index} PyTorch allocated")
+                    ax.plot(
+                        xs, _ys(s, "allocated", GiB), color=c, linestyle=":", label=f"GPU {index} PyTorch allocated"
+                    )
                 totals = [v for v in s.values.get("total", []) if v]
                 if totals:
                     ax.axhline(max(totals) / GiB, color=c, linewidth=0.8, alpha=0.5)
             ax.set_ylabel("GiB per GPU")
             ax.set_title(f"{Path(run.source).name}: memory per GPU (line at the top: the GPU's total)", loc="left")
         elif panel == "process":
-            peak = {k: max((v for v in s.values.get("used", []) if v is not None), default=0) for k, s in run.processes.items()}
+            peak = {
+                k: max((v for v in s.values.get("used", []) if v is not None), default=0)
+                for k, s in run.processes.items()
+            }
             for i, key in enumerate(sorted(peak, key=lambda k: -peak[k])[:MAX_PROCESS_LINES]):
                 s = run.processes[key]
                 xs = _xs(s, start, scale)
@@ -84,7 +89,8 @@ def draw(run: Run) -> Any:
             more = len(peak) - MAX_PROCESS_LINES
             ax.set_ylabel("GiB per process")
             ax.set_title(
-                "memory per process (NVML; dotted: PyTorch allocated)" + (f"; {more} smaller not drawn" if more > 0 else ""),
+                "memory per process (NVML; dotted: PyTorch allocated)"
+                + (f"; {more} smaller not drawn" if more > 0 else ""),
                 loc="left",
             )
         elif panel == "util":

@@ -77,9 +77,13 @@ def render(doc: dict[str, Any], path: Path) -> Group:
     parts.append(Text(""))
     machine = doc.get("machine")
     if isinstance(machine, dict) and "gpus" in machine:
-        parts.append(Text(f"The machine at the OOM: {len(machine['gpus'])} GPU(s), "
-                          f"{len(machine.get('processes', []))} process(es) (\"machine\" in the file, gpudiag.memory/2)",
-                          style="dim"))
+        parts.append(
+            Text(
+                f"The machine at the OOM: {len(machine['gpus'])} GPU(s), "
+                f'{len(machine.get("processes", []))} process(es) ("machine" in the file, gpudiag.memory/2)',
+                style="dim",
+            )
+        )
     elif isinstance(machine, dict):
         parts.append(Text(f"No view of the machine: {machine.get('unavailable')}", style="dim"))
     snap = doc.get("torch_snapshot")

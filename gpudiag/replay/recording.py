@@ -94,7 +94,9 @@ class Recording:
                 continue
             reserved = mem.reserved_bytes.value or 0
             free = max(0, mem.total_bytes - reserved - f.used_bytes)
-            changes: dict[str, Any] = {"memory": Reading.of(Memory(mem.total_bytes, f.used_bytes, free, mem.reserved_bytes))}
+            changes: dict[str, Any] = {
+                "memory": Reading.of(Memory(mem.total_bytes, f.used_bytes, free, mem.reserved_bytes))
+            }
             util = gpus[n].utilization.value
             if f.utilization_percent is not None and util is not None:
                 changes["utilization"] = Reading.of(Utilization(f.utilization_percent, util.memory_percent))

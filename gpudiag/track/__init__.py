@@ -351,6 +351,20 @@ def step(number: int | None = None) -> None:
         pass
 
 
+def lightning_callback(per_step_peaks: bool = False) -> Any:
+    """A PyTorch Lightning callback: ``Trainer(callbacks=[gpudiag.track.lightning_callback()])``."""
+    from gpudiag.track.callbacks import lightning_callback as make
+
+    return make(per_step_peaks)
+
+
+def hf_callback(per_step_peaks: bool = False) -> Any:
+    """A Hugging Face Trainer callback: ``Trainer(..., callbacks=[gpudiag.track.hf_callback()])``."""
+    from gpudiag.track.callbacks import hf_callback as make
+
+    return make(per_step_peaks)
+
+
 def per_step_peaks(enabled: bool = True) -> None:
     """Reset the allocator's peak after each step's reading, so that each step's peak is its own.
 
