@@ -97,6 +97,7 @@ class Recorder:
         self.reports: list[str] = []
         self.pending: list[Path] = []  # written, the machine view not yet added
         self.enabled = True
+        self._torch: Any = None  # the torch whose allocator calls the observer
         self._lock = threading.Lock()
 
     def attach(self, torch: Any) -> bool:
@@ -107,6 +108,7 @@ class Recorder:
         if attach is None:
             return False
         attach(self.observe)
+        self._torch = torch
         self.observer_attached = True
         return True
 
@@ -115,7 +117,7 @@ class Recorder:
         if not self.enabled:
             return  # stopped: an observer cannot be detached
         with contextlib.suppress(Exception):
-            torch = sys.modules.get("torch")
+            torch = self._torch or sys.modules.get("torch")
             oom = {
                 "torch_index": int(device),
                 "requested_bytes": int(alloc),
