@@ -436,14 +436,25 @@ def _torch_json(b: Breakdown) -> dict[str, Any]:
         "peak_reserved_bytes": b.peak_reserved_bytes,
         "alloc_retries": b.alloc_retries,
         "ooms": b.ooms,
-        "active_bytes": b.active_bytes,
-        "inactive_split_bytes": b.inactive_split_bytes,
-        "releasable_bytes": b.releasable_bytes,
-        "fragmentation_percent": round(b.fragmentation_percent, 2) if b.fragmentation_percent is not None else None,
-        "segments": b.segments,
-        "largest_free_block_bytes": b.largest_free_block_bytes,
-        "expandable_segments": b.expandable_segments,
+        "active_bytes": _published(b.active_bytes),
+        "inactive_split_bytes": _published(b.inactive_split_bytes),
+        "releasable_bytes": _published(b.releasable_bytes),
+        "fragmentation_percent": _published(
+            round(b.fragmentation_percent, 2) if b.fragmentation_percent is not None else None
+        ),
+        "segments": _published(b.segments),
+        "largest_free_block_bytes": _published(b.largest_free_block_bytes, SEGMENTS_NOT_WALKED),
+        "expandable_segments": _published(b.expandable_segments, SEGMENTS_NOT_WALKED),
     }
+
+
+NOT_PUBLISHED = "the tracker did not publish it (an older gpudiag.track, or an allocator without this counter)"
+SEGMENTS_NOT_WALKED = "the tracker has not walked the allocator's segments yet (a watch asks it to)"
+
+
+def _published(value: Any, why: str = NOT_PUBLISHED) -> Any:
+    """A tracker figure, or the marker every gpudiag schema writes for a missing reading (null is "does not apply")."""
+    return value if value is not None else {"unavailable": "not_found", "detail": why}
 
 
 def _process_json(row: ProcessRow, state: WatchState | None, view: MemoryView) -> dict[str, Any]:
