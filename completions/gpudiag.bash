@@ -11,6 +11,7 @@ _gpudiag() {
     done
     case "$prev" in
         --alert-free-below) return ;;
+        --alert-oom-within) return ;;
         --bind) return ;;
         --color) COMPREPLY=($(compgen -W "auto always never" -- "$cur")); return ;;
         --compat) return ;;
@@ -35,14 +36,16 @@ _gpudiag() {
         --only) return ;;
         --order) return ;;
         --output) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --plot) return ;;
         --port) return ;;
+        --postmortem) return ;;
         --proc-root) return ;;
         --prometheus) return ;;
         --python) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --query) return ;;
         --query-compute-apps) return ;;
         --query-gpu) return ;;
-        --replay) COMPREPLY=($(compgen -W "a100-ecc-errors a100-mig a100-mig-no-instances a100x2-pcie-one-at-x8 container-pids driver-mismatch driver535-torch-cu128 geforce-no-ecc-power gpu-lost gtx1050-desktop h100-driver580-busy h100-driver580-idle h100-pcie-gen2-trained-down h100x8-healthy h100x8-nvswitch h100x8-training-64procs hidepid-processes misconfigured-node mixed-gpus-workstation no-driver no-nvml-library no-permission old-driver-v1-processes p100-torch-cu128 rtx5090-torch-cu124 v100-pcie-gen3-x16 v100x4-tutorial zero-gpus" -- "$cur") $(compgen -f -- "$cur")); return ;;
+        --replay) COMPREPLY=($(compgen -W "a100-ecc-errors a100-mig a100-mig-no-instances a100x2-pcie-one-at-x8 container-pids driver-mismatch driver535-torch-cu128 geforce-no-ecc-power gpu-lost gtx1050-desktop h100-driver580-busy h100-driver580-idle h100-fragmented h100-leak-per-step h100-pcie-gen2-trained-down h100x8-healthy h100x8-nvswitch h100x8-ranks-imbalance h100x8-training-64procs hidepid-processes misconfigured-node mixed-gpus-workstation no-driver no-nvml-library no-permission old-driver-v1-processes p100-torch-cu128 rtx5090-torch-cu124 v100-pcie-gen3-x16 v100x4-tutorial zero-gpus" -- "$cur") $(compgen -f -- "$cur")); return ;;
         --require-capability) return ;;
         --require-cuda) return ;;
         --require-driver) return ;;
@@ -55,6 +58,7 @@ _gpudiag() {
         --temp-margin) return ;;
         --textfile) return ;;
         --timeout) return ;;
+        --torch-snapshot) return ;;
         --until-free) return ;;
         --value) return ;;
         -d) return ;;
@@ -68,7 +72,7 @@ _gpudiag() {
         examples) COMPREPLY=($(compgen -W " --help" -- "$cur")) ;;
         exporter) COMPREPLY=($(compgen -W "--port --bind --compat --max-process-series --kubelet-socket --no-kubelet --proc-root --hostname --once --help" -- "$cur")) ;;
         list) COMPREPLY=($(compgen -W "--json --id -i --no-processes --details -q --query --query-gpu --query-compute-apps --format --watch -w --interval --count --help" -- "$cur")) ;;
-        memory) COMPREPLY=($(compgen -W "--watch -w --interval --count --id -i --json --log --until-free --timeout --alert-free-below --prometheus --bind --textfile --help" -- "$cur")) ;;
+        memory) COMPREPLY=($(compgen -W "--watch -w --interval --count --id -i --json --log --until-free --timeout --alert-free-below --alert-oom-within --postmortem --torch-snapshot --plot --output -o --prometheus --bind --textfile --help" -- "$cur")) ;;
         report) COMPREPLY=($(compgen -W "--expect --json --junit --brief --help" -- "$cur")) ;;
         snapshot) COMPREPLY=($(compgen -W "--output -o --description -d --no-torch --help" -- "$cur")) ;;
         visible) COMPREPLY=($(compgen -W "--value --unset --order --select --probe --json --help" -- "$cur")) ;;

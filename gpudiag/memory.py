@@ -33,10 +33,68 @@ class Breakdown(msgspec.Struct, frozen=True):
     alloc_retries: int
     ooms: int
     torch_index: int  # the device as the program calls it: cuda:N
+    # From trackers that publish the fragmentation figures (None: not known).
+    inactive_split_bytes: int | None = None  # free but inside segments that hold tensors
+    active_bytes: int | None = None
+    segments: int | None = None
+    largest_free_block_bytes: int | None = None  # the last segment walk's
+    expandable_segments: bool | None = None
 
     @property
     def reserved_bytes(self) -> int:
         return self.allocated_bytes + self.cached_free_bytes
+
+    @property
+    def releasable_bytes(self) -> int | None:
+        """What empty_cache() can give back: free blocks that are whole segments (not split ones)."""
+        if self.inactive_split_bytes is None:
+            return None
+        used = max(self.active_bytes or 0, self.allocated_bytes)
+        return max(0, self.reserved_bytes - used - self.inactive_split_bytes)
+
+    @property
+    def fragmentation_percent(self) -> float | None:
+        """The share of reserved memory that is free yet split inside segments in use."""
+        if self.inactive_split_bytes is None or not self.reserved_bytes:
+            return None
+        return 100.0 * self.inactive_split_bytes / self.reserved_bytes
+
+
+class Rank(msgspec.Struct, frozen=True):
+    """A tracked process's place in a distributed job (RANK / LOCAL_RANK / WORLD_SIZE)."""
+
+    rank: int | None
+    local_rank: int | None
+    world_size: int | None
+    job: str | None
+
+
+class StepStats(msgspec.Struct, frozen=True):
+    """Memory per training step on one device, from gpudiag.track.step()'s records."""
+
+    count: int  # steps so far
+    rate_per_s: float | None
+    peak_bytes: int | None  # the latest record's peak allocated
+    peaks_per_step: bool  # the peak is the last steps' own (per_step_peaks), not the run's
+    allocated_bytes: int | None  # at the latest record's step end
+    growth_bytes_per_step: float | None  # sustained growth of allocated at step end (a leak); None if flat
+    first_step: int | None = None  # the records the growth is measured over
+    last_step: int | None = None
+
+
+class Forecast(msgspec.Struct, frozen=True):
+    """When a GPU (or a process's reach on it) fills up at the current sustained growth."""
+
+    gpu_index: int
+    pid: int | None  # None: the whole GPU
+    full_in_s: float
+    growth_bytes_per_s: float
+    level_bytes: int  # now
+    limit_bytes: int  # full
+    window_s: float  # the history the growth is measured over
+    basis: str  # "samples" (NVML used between samples) or "steps" (allocated at step end)
+    growth_bytes_per_step: float | None = None
+    steps_to_full: float | None = None
 
 
 class ProcessRow(msgspec.Struct, frozen=True):
@@ -46,6 +104,9 @@ class ProcessRow(msgspec.Struct, frozen=True):
     breakdown: Breakdown | None
     status: str = ""  # "new" on the first sample a process is seen after the first (watch)
     mig: MigDevice | None = None  # the MIG instance it runs in
+    rank: Rank | None = None  # tracked processes in a distributed job
+    steps: StepStats | None = None  # tracked processes that call gpudiag.track.step()
+    oom_reports: tuple[str, ...] = ()  # post-mortems the tracker wrote
 
     @property
     def key(self) -> tuple[int, int]:
@@ -87,6 +148,7 @@ class MemoryView(msgspec.Struct, frozen=True):
     exited: tuple[Exit, ...] = ()  # seen last sample, gone now (watch)
     lost: tuple[int, ...] = ()  # GPUs lost since the last sample (watch)
     unmatched: tuple[Unmatched, ...] = ()  # tracked processes NVML does not list on their GPU
+    forecasts: tuple[Forecast, ...] = ()  # GPUs and processes forecast to fill up (soonest first)
 
     @property
     def processes_used_bytes(self) -> int:
@@ -154,6 +216,11 @@ def breakdown(nvml_used: int | None, device: TrackedDevice) -> Breakdown:
         alloc_retries=device.alloc_retries,
         ooms=device.ooms,
         torch_index=device.torch_index,
+        inactive_split_bytes=device.inactive_split_bytes,
+        active_bytes=device.active_bytes,
+        segments=device.segments,
+        largest_free_block_bytes=device.largest_free_block_bytes,
+        expandable_segments=device.expandable_segments,
     )
 
 
@@ -178,9 +245,13 @@ def build(machine: Machine, tracked: dict[int, TrackedProcess], ids: set[int] | 
             share = (
                 100.0 * used / capacity.total_bytes if used is not None and capacity and capacity.total_bytes else None
             )
-            device = tracked_device(gpu, mig, tracked.get(proc.pid))
-            proc_rows.append(ProcessRow(gpu.index, proc, share, breakdown(used, device) if device else None, mig=mig))
-    return MemoryView(
+            entry = tracked.get(proc.pid)
+            device = tracked_device(gpu, mig, entry)
+            row = ProcessRow(gpu.index, proc, share, breakdown(used, device) if device else None, mig=mig)
+            if entry is not None and device is not None:
+                row = _training(row, entry, device.torch_index)
+            proc_rows.append(row)
+    view = MemoryView(
         machine,
         tuple(gpu_rows),
         tuple(proc_rows),
@@ -188,6 +259,24 @@ def build(machine: Machine, tracked: dict[int, TrackedProcess], ids: set[int] | 
         total,
         unmatched=_unmatched(gpu_rows, proc_rows, tracked),
     )
+    if any(r.steps is not None for r in proc_rows):
+        from gpudiag.memory_forecast import step_forecasts
+
+        view = msgspec.structs.replace(view, forecasts=step_forecasts(view))
+    return view
+
+
+def _training(row: ProcessRow, entry: TrackedProcess, torch_index: int) -> ProcessRow:
+    """The row with what the tracker knows of the training: rank, steps, post-mortems."""
+    rank = None
+    if entry.rank is not None or entry.world_size is not None:
+        rank = Rank(entry.rank, entry.local_rank, entry.world_size, entry.job)
+    steps = None
+    if entry.steps is not None:
+        from gpudiag.memory_forecast import step_stats
+
+        steps = step_stats(entry.steps, torch_index, entry.updated_at)
+    return msgspec.structs.replace(row, rank=rank, steps=steps, oom_reports=entry.oom_reports)
 
 
 def _unmatched(
@@ -211,14 +300,20 @@ def empty_cache_line(row: ProcessRow) -> str:
     from gpudiag.units import human_bytes
 
     b = row.breakdown
-    if b is None:
-        return ""
+    if b is None or (b.reserved_bytes == 0 and b.inactive_split_bytes is not None):
+        return ""  # (a newer tracker's) device with nothing reserved: a context, said by memory_ranks
     kept = f"; {human_bytes(b.allocated_bytes)} is tensors"
     if b.other_bytes is not None:
         kept += f", {human_bytes(b.other_bytes)} context and libraries"
+    returned = human_bytes(b.cached_free_bytes)
+    if b.releasable_bytes is not None and b.inactive_split_bytes:
+        returned = (
+            f"{human_bytes(b.releasable_bytes)} ({human_bytes(b.inactive_split_bytes)} more is free but split "
+            "inside segments in use)"
+        )
     return (
         f"PID {row.process.pid} on GPU {row.gpu_index} (cuda:{b.torch_index}): empty_cache() would return "
-        f"{human_bytes(b.cached_free_bytes)}{kept}"
+        f"{returned}{kept}"
     )
 
 
@@ -250,6 +345,7 @@ def peaks_line(row: ProcessRow) -> str:
 # --- watching ------------------------------------------------------------------------
 
 HISTORY = 60  # samples kept for sparklines
+FORECAST_WINDOW = 120  # samples a forecast looks back over (2 minutes at the default interval)
 MARK_SAMPLES = 5  # a new process keeps its mark, an exit its line, for this many samples
 EVENTS = 8  # events kept for the live view
 
@@ -265,6 +361,9 @@ class WatchState(msgspec.Struct):
     first_seen: dict[tuple[int, int], int] = msgspec.field(default_factory=dict)  # sample number
     lost: set[int] = msgspec.field(default_factory=set)
     events: deque[tuple[float, str]] = msgspec.field(default_factory=lambda: deque(maxlen=EVENTS))
+    used_series: dict[int, deque[tuple[float, int]]] = msgspec.field(default_factory=dict)  # (time, used) per GPU
+    process_series: dict[tuple[int, int], deque[tuple[float, int]]] = msgspec.field(default_factory=dict)
+    ooms: dict[tuple[int, int], int] = msgspec.field(default_factory=dict)  # (pid, cuda index) -> OOM count
     samples: int = 0
     last_at: float = 0.0  # wall time of the last sample
 
@@ -293,6 +392,7 @@ class WatchState(msgspec.Struct):
                 self.util_history.setdefault(gpu.index, deque(maxlen=HISTORY)).append(float(util.gpu_percent))
             if mem is not None:
                 self.peak_used[gpu.index] = max(self.peak_used.get(gpu.index, 0), mem.used_bytes)
+                self.used_series.setdefault(gpu.index, deque(maxlen=FORECAST_WINDOW)).append((at, mem.used_bytes))
         now: dict[tuple[int, int], str] = {}
         rows = []
         for prow in view.processes:
@@ -301,6 +401,8 @@ class WatchState(msgspec.Struct):
             used = prow.process.used_memory_bytes.value
             if used is not None:
                 self.peak_process[key] = max(self.peak_process.get(key, 0), used)
+                self.process_series.setdefault(key, deque(maxlen=FORECAST_WINDOW)).append((at, used))
+            self._note_ooms(prow, at)
             is_new = key not in self.seen
             if is_new:
                 self.first_seen[key] = self.samples
@@ -318,8 +420,48 @@ class WatchState(msgspec.Struct):
             self.events.append((at, f"- PID {key[1]} on GPU {key[0]} exited {command}".rstrip()))
             self.first_seen.pop(key, None)
             self.peak_process.pop(key, None)
+            self.process_series.pop(key, None)
         self.seen = now
-        return msgspec.structs.replace(view, processes=tuple(rows), exited=tuple(exited), lost=tuple(newly_lost))
+        view = msgspec.structs.replace(view, processes=tuple(rows), exited=tuple(exited), lost=tuple(newly_lost))
+        return msgspec.structs.replace(view, forecasts=self._forecasts(view))
+
+    def _note_ooms(self, row: ProcessRow, at: float) -> None:
+        """An OOM count that rose since the last sample is an event (with the tracker's post-mortem)."""
+        b = row.breakdown
+        if b is None:
+            return
+        key = (row.process.pid, b.torch_index)
+        before = self.ooms.get(key)
+        self.ooms[key] = b.ooms
+        if before is not None and b.ooms > before:
+            where = f" post-mortem: {row.oom_reports[-1]}" if row.oom_reports else ""
+            self.events.append((at, f"! PID {row.process.pid} ran out of memory on GPU {row.gpu_index}{where}"))
+
+    def _forecasts(self, view: MemoryView) -> tuple[Forecast, ...]:
+        from gpudiag.memory_forecast import MIN_SAMPLES, merge, series_forecast
+
+        if self.samples < MIN_SAMPLES:
+            return view.forecasts
+        found = []
+        free: dict[int, int] = {}
+        for row in view.gpus:
+            mem = row.gpu.memory.value
+            if row.gpu.state is not GpuState.OK or mem is None:
+                continue
+            free[row.gpu.index] = mem.free_bytes
+            f = series_forecast(list(self.used_series.get(row.gpu.index, ())), mem.total_bytes, row.gpu.index, None)
+            if f is not None:
+                found.append(f)
+        stepped = {(f.gpu_index, f.pid) for f in view.forecasts}
+        for prow in view.processes:
+            used = prow.process.used_memory_bytes.value
+            if prow.key in stepped or used is None or prow.gpu_index not in free:
+                continue
+            series = list(self.process_series.get(prow.key, ()))
+            f = series_forecast(series, used + free[prow.gpu_index], prow.gpu_index, prow.process.pid)
+            if f is not None:
+                found.append(f)
+        return merge(view.forecasts, found)
 
     def recently_new(self, row: ProcessRow) -> bool:
         """Whether the live view still marks this process as new."""
@@ -369,12 +511,26 @@ def insights(view: MemoryView, state: WatchState | None = None) -> list[str]:
         top = rows[0].process.used_memory_bytes.get(0)
         rest = sorted(r.process.used_memory_bytes.get(0) for r in rows[1:])
         typical = rest[len(rest) // 2]
-        if top > IMBALANCE_RATIO * typical and top - typical >= IMBALANCE_MIN_BYTES:
+        # Replicas on the other GPUs: a context's worth there is a rank that touched cuda:0 (memory_ranks).
+        replicas = typical > 1024**3
+        if top > IMBALANCE_RATIO * typical and top - typical >= IMBALANCE_MIN_BYTES and replicas:
             lines.append(
                 f"PID {pid} holds {human_bytes(top)} on GPU {rows[0].gpu_index} but about {human_bytes(typical)} on "
                 f"its other {len(rest)} GPU(s), as under DataParallel, which keeps the module and gathers outputs on "
                 "device_ids[0] (output_device); DistributedDataParallel spreads it evenly"
             )
+    if any(r.rank is not None for r in view.processes) or len(by_pid) < len(view.processes):
+        from gpudiag import memory_ranks
+
+        lines += memory_ranks.insights(view)
+    if any(r.breakdown is not None and r.breakdown.inactive_split_bytes is not None for r in view.processes):
+        from gpudiag import memory_fragmentation
+
+        lines += memory_fragmentation.lines(view)
+    if view.forecasts:
+        from gpudiag.memory_forecast import forecast_line
+
+        lines += [forecast_line(f, view) for f in view.forecasts[:3]]
     if state is not None:
         for gpu_row in view.gpus:
             index, used_percent = gpu_row.gpu.index, gpu_row.used_percent

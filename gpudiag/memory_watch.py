@@ -7,6 +7,7 @@ Sinks: the live rich view on a terminal, a text block per sample into a pipe or 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -23,6 +24,7 @@ from gpudiag.model import Machine
 from gpudiag.watch import Outcome, WatchOptions, run
 
 if TYPE_CHECKING:
+    from gpudiag.replay.recording import Recording
     from gpudiag.track import TrackedProcess
 
 TRACK_DIR_ENV = "GPUDIAG_TRACK_DIR"  # gpudiag.track.DIR_ENV, spelled here so a replay need not import the tracker
@@ -45,6 +47,46 @@ def tracked_entries(replayed: bool) -> dict[int, TrackedProcess]:
     return track.read_entries(live=not replayed)
 
 
+def recording_for(replay: str | None) -> Recording | None:
+    """The training run recorded beside a replayed example, if it has one."""
+    if replay is None:
+        return None
+    from gpudiag.replay.recording import Recording, path_for
+
+    path = path_for(replay)
+    return Recording(path) if path is not None else None
+
+
+def one_sample(
+    machine: Machine, wanted: set[int] | None, replayed: bool, recording: Recording | None = None
+) -> MemoryView:
+    """One view of the machine with the tracker's entries (a recording's, on a recorded replay)."""
+    if recording is not None:
+        return memory.build(recording.apply(machine), recording.entries(), wanted)
+    return memory.build(machine, tracked_entries(replayed), wanted)
+
+
+SEGMENTS_EVERY_S = 30.0  # how old a tracked process's largest-free-block figure may get in a live watch
+
+
+def ask_for_segments(tracked: dict[int, TrackedProcess], now: float) -> None:
+    """Ask tracked processes whose segment walk is missing or old for a new one: their counters say
+    how much is split, only the walk gives the largest free block (the tracker honours one request
+    in 5 s)."""
+    wanted = [
+        pid
+        for pid, entry in tracked.items()
+        if any(
+            d.inactive_split_bytes and (d.segments_at is None or now - d.segments_at > SEGMENTS_EVERY_S)
+            for d in entry.devices
+        )
+    ]
+    if wanted:
+        from gpudiag import track
+
+        track.request_segments(wanted)
+
+
 def follow(
     read: Callable[[], Machine],
     first: Machine,
@@ -54,21 +96,33 @@ def follow(
     console: Any,
     sinks: SinkOptions,
     clock: Any,
+    recording: Recording | None = None,
 ) -> Outcome:
     """Sample ``read`` (``first`` is the first sample) until a stop condition, into the sinks.
 
     ``clock`` has ``now`` (monotonic), ``sleep`` and ``wall``. A signal (Ctrl-C, SIGTERM, SIGHUP)
     goes through, after the sinks are closed: the terminal restored, the log complete to its last line.
+    A recorded replay takes one frame per sample and the recording's time.
     """
     pending = [first]
+    stamps: list[float] = []
 
     def sample() -> MemoryView:
         machine = pending.pop() if pending else read()
-        return memory.build(machine, tracked_entries(replayed), wanted)
+        if recording is None:
+            tracked = tracked_entries(replayed)
+            if not replayed:
+                ask_for_segments(tracked, clock.wall())
+            return memory.build(machine, tracked, wanted)
+        if stamps:
+            recording.advance()
+        stamps.append(recording.wall())
+        return one_sample(machine, wanted, replayed, recording)
 
+    wall = (lambda: stamps[-1]) if recording is not None else clock.wall
     outputs = Sinks(console, sinks)
     try:
-        return run(sample, outputs.show, options, clock.now, clock.sleep, clock.wall)
+        return run(sample, outputs.show, options, clock.now, clock.sleep, wall)
     finally:
         outputs.close()
 
@@ -85,6 +139,7 @@ class Sinks:
         self._live: Any = None
         self._log: AppendLog | None = None
         self._csv = False
+        self._csv_width: int | None = None  # columns of an older log's header, when appending to one
         self._metrics: Any = None
         try:
             if options.log is not None:
@@ -113,6 +168,12 @@ class Sinks:
         self._log = AppendLog(log)  # one sample a record: a full disk leaves the last whole sample
         self._csv = log.suffix.lower() == ".csv"
 
+        if self._csv and not self._log.empty:  # a log begun by an older gpudiag keeps its columns
+            with contextlib.suppress(OSError, UnicodeDecodeError), log.open(encoding="utf-8") as f:
+                first = f.readline().strip().split(",")
+                if tuple(first) == self._view.CSV_HEADER_V1:
+                    self._csv_width = len(first)
+
     def _log_record(self, view: MemoryView, state: WatchState) -> str:
         """One sample's lines for the log (the CSV header first into an empty file)."""
         if not self._csv:
@@ -124,7 +185,7 @@ class Sinks:
         writer = csv.writer(text)
         if self._log is not None and self._log.empty:
             writer.writerow(self._view.CSV_HEADER)
-        writer.writerows(self._view.csv_rows(view, state.last_at))
+        writer.writerows(row[: self._csv_width] for row in self._view.csv_rows(view, state.last_at))
         return text.getvalue()
 
     def show(self, view: MemoryView, state: WatchState, tick: float) -> None:

@@ -66,3 +66,15 @@ def human_bytes(n_bytes: float) -> str:
     import humanize
 
     return str(humanize.naturalsize(n_bytes, binary=True, format="%.1f"))
+
+
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(s|m|min|h)?\s*$")
+_DURATION_UNITS = {None: 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from ``90``, ``90s``, ``10m``, ``1.5h`` (a bare number is seconds, as ``--timeout`` takes)."""
+    match = _DURATION.match(text)
+    if not match or float(match.group(1)) <= 0:
+        raise UsageError(f"invalid duration {shorten(text)!r}: use a positive number of seconds or e.g. 90s, 10m, 1h")
+    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import msgspec
 
 from gpudiag.exitcodes import ExitCode
-from gpudiag.memory import MemoryView, WatchState, max_free, min_free
+from gpudiag.memory import Forecast, MemoryView, WatchState, max_free, min_free
 from gpudiag.units import human_bytes
 
 
@@ -17,6 +17,7 @@ class WatchOptions(msgspec.Struct, frozen=True):
     until_free: int | None = None
     timeout: float | None = None
     alert_free_below: int | None = None
+    alert_oom_within: float | None = None  # seconds: exit 1 when a GPU or process is forecast full within
 
 
 class Outcome(msgspec.Struct, frozen=True):
@@ -25,7 +26,17 @@ class Outcome(msgspec.Struct, frozen=True):
     samples: int
 
 
-def decide(view: MemoryView, options: WatchOptions, samples: int, elapsed: float) -> Outcome | None:
+ALERT_CONFIRM = 3  # samples in a row a forecast must hold before --alert-oom-within fires
+
+
+def oom_forecast(view: MemoryView, within: float) -> Forecast | None:
+    """The soonest forecast that is due within ``within`` seconds."""
+    return next((f for f in view.forecasts if f.full_in_s <= within), None)
+
+
+def decide(
+    view: MemoryView, options: WatchOptions, samples: int, elapsed: float, forecast_streak: int = 0
+) -> Outcome | None:
     """Whether this sample ends the watch, and how; None to go on."""
     if options.until_free is not None:
         best = max_free(view)
@@ -46,6 +57,14 @@ def decide(view: MemoryView, options: WatchOptions, samples: int, elapsed: float
                 f"alert: GPU {low[0]} has {human_bytes(low[1])} free, below {human_bytes(options.alert_free_below)}",
                 samples,
             )
+    if options.alert_oom_within is not None and forecast_streak >= ALERT_CONFIRM:
+        due = oom_forecast(view, options.alert_oom_within)
+        if due is not None:
+            from gpudiag.memory_forecast import forecast_line
+            from gpudiag.trend import duration_text
+
+            within = duration_text(options.alert_oom_within)
+            return Outcome(ExitCode.FAILED, f"alert: {forecast_line(due, view)} (within {within})", samples)
     if options.count is not None and samples >= options.count:
         if view.lost_gpus:
             lost = ", ".join(str(i) for i in view.lost_gpus)
@@ -74,10 +93,13 @@ def run(
     start = now()
     next_tick = start
     deadline = start + options.timeout if options.until_free is not None and options.timeout is not None else None
+    streak = 0  # samples in a row with an OOM forecast due within --alert-oom-within
     while True:
         view = state.update(sample(), wall())
         show(view, state, now())
-        outcome = decide(view, options, state.samples, now() - start)
+        within = options.alert_oom_within
+        streak = streak + 1 if within is not None and oom_forecast(view, within) is not None else 0
+        outcome = decide(view, options, state.samples, now() - start, streak)
         if outcome is not None:
             return outcome
         next_tick += options.interval

@@ -335,6 +335,9 @@ _NULL_MEANS_NOT_APPLICABLE = {
     "peak_used_bytes",
     "mig_uuid",
     "slurm_node",  # not run by Slurm
+    "rank",  # not in a distributed job (or not tracked)
+    "steps",  # the program does not mark its steps (or is not tracked)
+    "forecast",  # not filling up
 }
 
 

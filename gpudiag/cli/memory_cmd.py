@@ -9,7 +9,8 @@ import msgspec
 import typer
 
 from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, require_nvml, seconds, settings, size
-from gpudiag.errors import UsageError
+from gpudiag.errors import GpudiagError, UsageError
+from gpudiag.exitcodes import ExitCode
 
 
 class Clock(msgspec.Struct):
@@ -26,6 +27,56 @@ CLOCK = Clock()
 # nvtop counts its delay in tenths of a second and nvitop refuses less than 0.25 s; NVML itself
 # refreshes utilization every 1/6 s to 1 s. Faster sampling only burns the CPU it measures.
 MIN_INTERVAL_S = 0.1
+
+
+def _duration(value: str | None, option: str) -> float | None:
+    from gpudiag.units import parse_duration
+
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except UsageError as exc:
+        raise UsageError(f"{option}: {exc.message}") from None
+
+
+def _offline(
+    ctx: typer.Context, postmortem: Path | None, torch_snapshot: Path | None, plot: Path | None, output: Path | None
+) -> None:
+    """`--postmortem` and `--plot` read files, not the machine."""
+    if (postmortem is None) == (plot is None):
+        raise UsageError(
+            "--postmortem FILE or --plot LOG (one of them; --torch-snapshot goes with the first, "
+            "--output with the second)"
+        )
+    if postmortem is not None:
+        if output is not None:
+            raise UsageError("--output goes with --plot")
+        from gpudiag import memory_postmortem
+        from gpudiag.render import postmortem_view
+
+        doc = memory_postmortem.load(postmortem)
+        make_console(settings(ctx)).print(postmortem_view.render(doc, postmortem))
+        if torch_snapshot is not None:
+            if not memory_postmortem.write_torch_snapshot(doc, torch_snapshot):
+                raise GpudiagError(
+                    f"{postmortem} has no PyTorch snapshot: the program did not call "
+                    "torch.cuda.memory._record_memory_history() before the OOM",
+                    ExitCode.FAILED,
+                )
+            typer.echo(f"gpudiag: wrote {torch_snapshot} (open it at https://pytorch.org/memory_viz)", err=True)
+        return
+    assert plot is not None
+    if torch_snapshot is not None:
+        raise UsageError("--torch-snapshot goes with --postmortem")
+    from gpudiag import memory_log
+
+    target = output or plot.with_suffix(".svg")
+    series = memory_log.read(plot)
+    from gpudiag.render import memory_plot
+
+    memory_plot.write(series, target)
+    typer.echo(f"gpudiag: wrote {target}", err=True)
 
 
 @handle_errors
@@ -51,6 +102,38 @@ def command(
     alert_free_below: Annotated[
         str | None, typer.Option("--alert-free-below", help="Exit 1 as soon as a GPU's free memory is below SIZE.")
     ] = None,
+    alert_oom_within: Annotated[
+        str | None,
+        typer.Option(
+            "--alert-oom-within",
+            help="Exit 1 when a GPU or process is forecast to run out of memory within DURATION (e.g. 10m).",
+        ),
+    ] = None,
+    postmortem: Annotated[
+        Path | None,
+        typer.Option("--postmortem", help="Explain an OOM post-mortem written by gpudiag.track.", dir_okay=False),
+    ] = None,
+    torch_snapshot: Annotated[
+        Path | None,
+        typer.Option(
+            "--torch-snapshot",
+            help="With --postmortem: write PyTorch's memory snapshot from it as a pickle (pytorch.org/memory_viz).",
+            dir_okay=False,
+        ),
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", help="Draw a --log file (.csv or .jsonl) as a picture of the run.", dir_okay=False),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="With --plot: the picture's file (.svg, .html, .png; default LOG.svg).",
+            dir_okay=False,
+        ),
+    ] = None,
     prometheus: Annotated[
         int | None, typer.Option("--prometheus", help="Watch, serving the figures as Prometheus metrics on PORT.")
     ] = None,
@@ -65,8 +148,11 @@ def command(
     ] = None,
 ) -> None:
     """Per-GPU and per-process memory; `--watch` follows it live during training."""
+    if postmortem is not None or plot is not None or torch_snapshot is not None or output is not None:
+        _offline(ctx, postmortem, torch_snapshot, plot, output)
+        return
     from gpudiag import memory
-    from gpudiag.memory_watch import SinkOptions, follow, tracked_entries
+    from gpudiag.memory_watch import SinkOptions, follow, one_sample, recording_for
     from gpudiag.probe.collect import open_source
     from gpudiag.render import memory_view
     from gpudiag.selection import select_gpus
@@ -93,8 +179,11 @@ def command(
         until_free=size(until_free, "--until-free"),
         timeout=timeout,
         alert_free_below=size(alert_free_below, "--alert-free-below"),
+        alert_oom_within=_duration(alert_oom_within, "--alert-oom-within"),
     )
-    looping = watch or any(v is not None for v in (count, until_free, alert_free_below, log, prometheus))
+    looping = watch or any(
+        v is not None for v in (count, until_free, alert_free_below, alert_oom_within, log, prometheus)
+    )
     if textfile is not None and looping:
         raise UsageError("--textfile writes one sample (for cron, Prolog, Epilog); serve a watch with --prometheus")
 
@@ -103,11 +192,13 @@ def command(
         require_nvml(first.nvml)
         wanted = {g.index for g in select_gpus(first.gpus, ids)} if ids is not None else None
         replayed = s.replay is not None
+        recording = recording_for(s.replay)
         if looping:
             sinks = SinkOptions(json_lines=json_output, log=log, prometheus=prometheus, bind=bind)
-            outcome = follow(source.read, first, wanted, replayed, options, make_console(s), sinks, CLOCK)
+            console = make_console(s)
+            outcome = follow(source.read, first, wanted, replayed, options, console, sinks, CLOCK, recording)
         else:
-            view = memory.build(first, tracked_entries(replayed), wanted)
+            view = one_sample(first, wanted, replayed, recording)
     if looping:
         if outcome.message:
             typer.echo(f"gpudiag: {outcome.message}", err=True)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpudiag.fleet.attribution import NOBODY, Owner
 from gpudiag.fleet.exposition import RowMetric
-from gpudiag.memory import MemoryView, ProcessRow
+from gpudiag.memory import Forecast, MemoryView, ProcessRow
 from gpudiag.model import Gpu, GpuState, Reading
 
 if TYPE_CHECKING:
@@ -202,6 +202,7 @@ def _process_families(
     uuids: Mapping[int, str],
     owners: Mapping[tuple[int, int], Owner],
     cap: int,
+    view_forecasts: Sequence[Forecast] = (),
 ) -> None:
     memory = out.gauge("gpudiag_process_gpu_memory_bytes", "GPU memory used by a process (NVML)", PROCESS)
     allocated = out.gauge(
@@ -218,12 +219,31 @@ def _process_families(
     )
     ooms = out.counter("gpudiag_process_torch_ooms", "PyTorch out-of-memory errors", PROCESS)
     retries = out.counter("gpudiag_process_torch_alloc_retries", "PyTorch allocator retries (cache flushes)", PROCESS)
+    split = out.gauge(
+        "gpudiag_process_torch_inactive_split_bytes",
+        "Free but split inside segments in use: fragmentation empty_cache() cannot return",
+        PROCESS,
+    )
+    largest = out.gauge(
+        "gpudiag_process_torch_largest_free_block_bytes",
+        "Largest free block of the allocator's last segment walk",
+        PROCESS,
+    )
+    growth = out.gauge(
+        "gpudiag_process_memory_growth_per_step_bytes",
+        "Sustained growth of allocated memory per training step",
+        PROCESS,
+    )
+    full_in = out.gauge(
+        "gpudiag_process_memory_full_in_seconds", "Forecast seconds until the process runs out of memory", PROCESS
+    )
     dropped = out.gauge(
         "gpudiag_process_series_dropped",
         "Processes left out of the per-process series by the cardinality cap (smallest first)",
         [],
     )
 
+    forecasts = {(f.gpu_index, f.pid): f.full_in_s for f in view_forecasts if f.pid is not None}
     # The cap keeps the biggest users: they are the ones a dashboard needs.
     ranked = sorted(rows, key=lambda r: (-r.process.used_memory_bytes.get(0), r.gpu_index, r.process.pid))
     kept = ranked[:cap]
@@ -254,6 +274,15 @@ def _process_families(
                 other.add_metric(labels, b.other_bytes)
             ooms.add_metric(labels, b.ooms)
             retries.add_metric(labels, b.alloc_retries)
+            if b.inactive_split_bytes is not None:
+                split.add_metric(labels, b.inactive_split_bytes)
+            if b.largest_free_block_bytes is not None:
+                largest.add_metric(labels, b.largest_free_block_bytes)
+        if row.steps is not None and row.steps.growth_bytes_per_step is not None:
+            growth.add_metric(labels, row.steps.growth_bytes_per_step)
+        forecast = forecasts.get(row.key)
+        if forecast is not None:
+            full_in.add_metric(labels, forecast)
 
 
 def check_family(results: Iterable[CheckResult], uuids: Mapping[int, str]) -> Any:
@@ -288,7 +317,20 @@ def families(
     driver = view.machine.nvml.driver_version.get("") if view is not None else ""
     uuids = {g.index: g.uuid.value for g in gpus if g.uuid.value is not None}
     _gpu_families(out, gpus, driver, peaks)
-    _process_families(out, view.processes if view is not None else (), uuids, owners or {}, max_process_series)
+    _process_families(
+        out,
+        view.processes if view is not None else (),
+        uuids,
+        owners or {},
+        max_process_series,
+        view.forecasts if view is not None else (),
+    )
+    gpu_full_in = out.gauge(
+        "gpudiag_gpu_memory_full_in_seconds", "Forecast seconds until the GPU's memory is full (memory --watch)", GPU
+    )
+    for f in view.forecasts if view is not None else ():
+        if f.pid is None:
+            gpu_full_in.add_metric([str(f.gpu_index), uuids.get(f.gpu_index, "")], f.full_in_s)
     if checks is not None:
         out.made.append(check_family(checks, uuids))
     return out.made

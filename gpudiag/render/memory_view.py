@@ -14,6 +14,7 @@ from rich.text import Text
 
 from gpudiag.memory import (
     Breakdown,
+    Forecast,
     GpuRow,
     MemoryView,
     ProcessRow,
@@ -26,6 +27,7 @@ from gpudiag.memory import (
     untracked_compute,
 )
 from gpudiag.model import GpuState, HostState, Memory, MigDevice, Reading
+from gpudiag.render import training_view
 from gpudiag.render.format import NA, mib_text, missing_note, percent_style, text
 from gpudiag.serialize import to_data
 
@@ -154,7 +156,7 @@ def gpu_table(view: MemoryView, state: WatchState | None = None) -> Grid:
     ]
     if watching:
         columns += [Column("Peak used", drop=6), Column("Memory history", "left", drop=5)]
-        columns += [Column("Util history", "left", drop=7)]
+        columns += [Column("Util history", "left", drop=7), Column("Full in", drop=4)]
     grid = Grid(columns)
     width = len(columns)
     for row in view.gpus:
@@ -181,6 +183,7 @@ def gpu_table(view: MemoryView, state: WatchState | None = None) -> Grid:
                 mib_text(peak) if peak is not None else NA,
                 sparkline(state.history.get(gpu.index, ()), 16),
                 sparkline(state.util_history.get(gpu.index, ()), 16),
+                _full_in(view, gpu.index),
             ]
         grid.add_row(*cells)
         for mig in gpu.mig_devices:
@@ -196,6 +199,16 @@ def gpu_table(view: MemoryView, state: WatchState | None = None) -> Grid:
                 *[""] * (width - 5),
             )
     return grid
+
+
+def _full_in(view: MemoryView, index: int) -> Text:
+    """The GPU's forecast time to full, if its memory keeps growing."""
+    f = next((f for f in view.forecasts if f.pid is None and f.gpu_index == index), None)
+    if f is None:
+        return Text("")
+    from gpudiag.trend import duration_text
+
+    return Text(f"~{duration_text(f.full_in_s)}", style="red")
 
 
 def _util_style(percent: int) -> str:
@@ -283,6 +296,11 @@ def _notes(view: MemoryView, state: WatchState | None) -> list[Text]:
         b = prow.breakdown
         if b is not None and (b.ooms or b.alloc_retries):
             notes.append(Text(peaks_line(prow), style="yellow"))
+    for path in dict.fromkeys(p for r in view.processes for p in r.oom_reports[-1:]):
+        pid = next(r.process.pid for r in view.processes if path in r.oom_reports)
+        notes.append(
+            Text(f"PID {pid} ran out of memory: post-mortem `gpudiag memory --postmortem {path}`", style="red")
+        )
     notes += [Text(unmatched_line(u), style="cyan") for u in view.unmatched]
     foreign = foreign_count(view)
     if foreign:
@@ -325,6 +343,7 @@ def render(view: MemoryView, state: WatchState | None = None, height: int | None
             Text(f"sample {state.samples} at {stamp}; peaks since the watch began; Ctrl-C to stop", style="dim")
         )
     gpus = gpu_table(view, state)
+    training = training_view.table(view)
     notes = _notes(view, state)
     events = [
         Text(f"{time.strftime('%H:%M:%S', time.localtime(at))}  {what}", style="dim")
@@ -345,9 +364,10 @@ def render(view: MemoryView, state: WatchState | None = None, height: int | None
             line.no_wrap, line.overflow = True, "ellipsis"
         used = len(head) + 2 + len(gpus.rows) + 1 + 2  # GPU grid, totals, blank, "Processes"
         used += 2 + 1 + len(tail) + 1  # process header, "… more", tail, the cursor's line
+        used += (len(training[-1].rows) + 4) if training else 0  # blank, title, header, rule, rows
         max_rows = max(height - used, 3)
     parts = [*head, *([gpus] if view.gpus else []), _totals(view), Text(""), Text("Processes", style="bold")]
-    return Group(*parts, *process_table(view, state, max_rows), *tail)
+    return Group(*parts, *process_table(view, state, max_rows), *training, *tail)
 
 
 # --- JSON and CSV --------------------------------------------------------------------
@@ -373,7 +393,7 @@ def _memory_json(memory: Reading[Memory]) -> dict[str, Any]:
     }
 
 
-def _gpu_json(row: GpuRow, state: WatchState | None) -> dict[str, Any]:
+def _gpu_json(row: GpuRow, state: WatchState | None, forecasts: tuple[Forecast, ...] = ()) -> dict[str, Any]:
     g = row.gpu
     m = g.memory.value
     out: dict[str, Any] = {
@@ -400,6 +420,8 @@ def _gpu_json(row: GpuRow, state: WatchState | None) -> dict[str, Any]:
     }
     if state is not None:
         out["peak_used_bytes"] = state.peak_used.get(g.index)
+        forecast = next((f for f in forecasts if f.pid is None and f.gpu_index == g.index), None)
+        out["forecast"] = training_view.forecast_json(forecast)
     return out
 
 
@@ -414,10 +436,28 @@ def _torch_json(b: Breakdown) -> dict[str, Any]:
         "peak_reserved_bytes": b.peak_reserved_bytes,
         "alloc_retries": b.alloc_retries,
         "ooms": b.ooms,
+        "active_bytes": _published(b.active_bytes),
+        "inactive_split_bytes": _published(b.inactive_split_bytes),
+        "releasable_bytes": _published(b.releasable_bytes),
+        "fragmentation_percent": _published(
+            round(b.fragmentation_percent, 2) if b.fragmentation_percent is not None else None
+        ),
+        "segments": _published(b.segments),
+        "largest_free_block_bytes": _published(b.largest_free_block_bytes, SEGMENTS_NOT_WALKED),
+        "expandable_segments": _published(b.expandable_segments, SEGMENTS_NOT_WALKED),
     }
 
 
-def _process_json(row: ProcessRow, state: WatchState | None) -> dict[str, Any]:
+NOT_PUBLISHED = "the tracker did not publish it (an older gpudiag.track, or an allocator without this counter)"
+SEGMENTS_NOT_WALKED = "the tracker has not walked the allocator's segments yet (a watch asks it to)"
+
+
+def _published(value: Any, why: str = NOT_PUBLISHED) -> Any:
+    """A tracker figure, or the marker every gpudiag schema writes for a missing reading (null is "does not apply")."""
+    return value if value is not None else {"unavailable": "not_found", "detail": why}
+
+
+def _process_json(row: ProcessRow, state: WatchState | None, view: MemoryView) -> dict[str, Any]:
     p, b = row.process, row.breakdown
     out: dict[str, Any] = {
         "gpu_index": row.gpu_index,
@@ -432,6 +472,10 @@ def _process_json(row: ProcessRow, state: WatchState | None) -> dict[str, Any]:
         "share_percent": _derived(row.share_percent, p.used_memory_bytes),
         "new": row.status == "new",
         "torch": _torch_json(b) if b is not None else None,
+        "rank": training_view.rank_json(row.rank),
+        "steps": training_view.steps_json(row.steps),
+        "oom_reports": list(row.oom_reports),
+        "forecast": training_view.forecast_json(training_view.forecast_for(view, row)),
     }
     if state is not None:
         out["peak_used_bytes"] = state.peak_process.get(row.key)
@@ -448,8 +492,8 @@ def to_json(
         "source": view.machine.source,
         "host": view.machine.host.hostname,
         "slurm_node": slurm_node,
-        "gpus": [_gpu_json(r, state) for r in view.gpus],
-        "processes": [_process_json(r, state) for r in view.processes],
+        "gpus": [_gpu_json(r, state, view.forecasts) for r in view.gpus],
+        "processes": [_process_json(r, state, view) for r in view.processes],
         "exited": [{"gpu_index": e.gpu_index, "pid": e.pid, "command": e.command or None} for e in view.exited],
         "total_used_bytes": view.total_used_bytes,
         "total_bytes": view.total_bytes,
@@ -459,6 +503,7 @@ def to_json(
         {"pid": u.pid, "command": u.command, "gpu_index": u.gpu_index, "torch": _torch_json(u.breakdown)}
         for u in view.unmatched
     ]
+    out["insights"] = insights(view, state)
     if state is not None:
         out["sample"] = state.samples
         out["lost_gpus"] = list(view.lost)
@@ -476,7 +521,11 @@ CSV_HEADER = (
     "state",
     "torch_allocated_bytes",
     "torch_reserved_bytes",
+    "torch_ooms",
+    "torch_alloc_retries",
+    "full_in_s",
 )
+CSV_HEADER_V1 = CSV_HEADER[:10]  # logs begun before the last three columns keep their header
 
 
 def csv_rows(view: MemoryView, timestamp: float) -> list[tuple[Any, ...]]:
@@ -499,6 +548,11 @@ def csv_rows(view: MemoryView, timestamp: float) -> list[tuple[Any, ...]]:
                 r.gpu.state.value,
                 sum(b.allocated_bytes for b in tracked) if tracked else "",
                 sum(b.reserved_bytes for b in tracked) if tracked else "",
+                sum(b.ooms for b in tracked) if tracked else "",
+                sum(b.alloc_retries for b in tracked) if tracked else "",
+                next(
+                    (f"{f.full_in_s:.0f}" for f in view.forecasts if f.pid is None and f.gpu_index == r.gpu.index), ""
+                ),
             )
         )
     return rows
