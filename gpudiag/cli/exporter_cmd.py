@@ -111,6 +111,7 @@ def command(
             max_process_series=max_process_series,
             tracked=tracked,
             attributor=attributor,
+            log=None if once else _say,  # a check's change of verdict or finding, once (kubectl logs)
         )
         try:
             if once:
@@ -120,6 +121,10 @@ def command(
         finally:
             if attributor.kubelet is not None:
                 attributor.kubelet.close()
+
+
+def _say(line: str) -> None:
+    typer.echo(line, err=True)
 
 
 def _serve(exporter: Any, bind: str, port: int, compat: str) -> None:
@@ -133,7 +138,10 @@ def _serve(exporter: Any, bind: str, port: int, compat: str) -> None:
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        typer.echo(f"gpudiag: exporter ({compat}) serving http://{bind}:{server.port}/metrics and /healthz", err=True)
+        typer.echo(
+            f"gpudiag: exporter ({compat}) serving http://{bind}:{server.port}/metrics, /healthz, /livez, /readyz",
+            err=True,
+        )
         stop.wait()
     finally:
         server.shutdown()
