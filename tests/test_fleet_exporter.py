@@ -51,18 +51,28 @@ DASHBOARD_NEEDS_DCGM = ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",)
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-def scrape(exporter: Exporter) -> Samples:
-    from prometheus_client import CollectorRegistry, generate_latest
+def parse(text: str) -> Samples:
+    """The samples of a scrape's text, under the names the text gives them (prometheus-client's
+    parser renames a bare counter's samples ``X`` to ``X_total``; Prometheus does not)."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(exporter)
-    text = generate_latest(registry).decode()
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
+    written = {line.split("{", 1)[0].split(" ", 1)[0] for line in text.splitlines() if not line.startswith("#")}
+    samples: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            name = s.name if s.name in written else s.name.removesuffix("_total")
+            samples[(name, frozenset(s.labels.items()))] = s.value
+    return samples
+
+
+def types_of(text: str) -> dict[str, str]:
+    """Each family's ``# TYPE`` as the text says it."""
+    return {line.split()[2]: line.split()[3] for line in text.splitlines() if line.startswith("# TYPE ")}
+
+
+def scrape(exporter: Exporter) -> Samples:
+    """One scrape as /metrics serves it to Prometheus."""
+    return parse(exporter.render_text().decode())
 
 
 def pick(samples: Samples, metric: str, **labels: str) -> list[float]:
@@ -98,19 +108,45 @@ def test_native_family_on_the_busy_h100_node(source: MachineSource) -> None:
     assert len(processes) == 64
     assert {p["process"] for p in processes} == {"python"} and {p["user"] for p in processes} == {"train"}
     assert pick(samples, "gpudiag_process_gpu_memory_bytes", pid="50000") == [9437184000]
-    # Health from the NVML-only checks, passing: no reason text, so a passing series never changes.
-    assert pick(samples, "gpudiag_check_status", check="health.ecc", reason="", **gpu0) == [0]
+    # Health from the NVML-only checks, passing: one series per check and GPU, no reason.
+    assert pick(samples, "gpudiag_check_status", check="health.ecc", **gpu0) == [0]
+    assert {frozenset(ls) for ls in labels_of(samples, "gpudiag_check_status")} == {frozenset({"check", "gpu", "uuid"})}
+    assert labels_of(samples, "gpudiag_check_reason_info") == []
     checks = {labels["check"] for labels in labels_of(samples, "gpudiag_check_status")}
     assert "compat.torch" not in checks and "health.processes" not in checks
 
 
-def test_check_status_carries_the_findings_reason(machine: Any) -> None:
+def test_check_status_stays_one_series_while_its_finding_changes() -> None:
+    base = load("a100-ecc-errors")[0]
     with open_source("a100-ecc-errors") as s:
-        samples = scrape(Exporter(s))
-    failing = [labels for labels in labels_of(samples, "gpudiag_check_status") if labels["check"] == "health.ecc"]
-    assert len(failing) == 1
-    assert "uncorrected ECC error" in failing[0]["reason"]
-    assert pick(samples, "gpudiag_check_status", check="health.ecc") == [2]
+        exporter = Exporter(s)
+        first = scrape(exporter)
+        gpu0 = base.gpus[0]
+        counts = gpu0.ecc_errors
+        worse = msgspec.structs.replace(counts, volatile_uncorrected=counts.volatile_uncorrected.map(lambda n: n + 5))
+        s.lib.set_machine(
+            msgspec.structs.replace(base, gpus=(msgspec.structs.replace(gpu0, ecc_errors=worse), *base.gpus[1:]))
+        )
+        second = scrape(exporter)
+    status = [ls for ls in labels_of(first, "gpudiag_check_status") if ls["check"] == "health.ecc"]
+    assert status == [ls for ls in labels_of(second, "gpudiag_check_status") if ls["check"] == "health.ecc"]
+    assert pick(first, "gpudiag_check_status", check="health.ecc") == [2]
+    assert pick(second, "gpudiag_check_status", check="health.ecc") == [2]
+    (before,) = [ls["reason"] for ls in labels_of(first, "gpudiag_check_reason_info") if ls["check"] == "health.ecc"]
+    (after,) = [ls["reason"] for ls in labels_of(second, "gpudiag_check_reason_info") if ls["check"] == "health.ecc"]
+    assert "uncorrected ECC error" in before and before != after  # the text moved; the status series did not
+
+
+def test_check_changes_are_said_once_in_the_log() -> None:
+    said: list[str] = []
+    with open_source("a100-ecc-errors") as s:
+        exporter = Exporter(s, log=said.append)
+        scrape(exporter)
+        first = list(said)
+        scrape(exporter)
+    assert first and all(line.startswith("gpudiag: check ") for line in first)
+    assert any("health.ecc GPU 0: FAIL: " in line and "uncorrected ECC" in line for line in first)
+    assert said == first  # nothing changed: nothing more said
 
 
 def test_na_readings_yield_no_sample_never_a_number() -> None:
@@ -163,6 +199,24 @@ def test_survives_a_lost_gpu_and_sees_it_come_back(source: MachineSource) -> Non
     assert len(pick(samples, "gpudiag_gpu_memory_used_bytes")) == 8
 
 
+@pytest.mark.parametrize(("compat", "uuid_label", "series"), [("native", "uuid", "gpudiag_gpu_memory_used_bytes"),
+                                                            ("dcgm", "UUID", "DCGM_FI_DEV_FB_USED")])  # fmt: skip
+def test_a_gpu_lost_mid_run_is_said_lost_under_the_identity_it_had(
+    source: MachineSource, compat: str, uuid_label: str, series: str
+) -> None:
+    exporter = Exporter(source, compat=compat, hostname="node-a")
+    before = scrape(exporter)
+    base = load(EXAMPLE)[0]
+    source.lib.set_machine(lose(base, 3))  # NVML now answers "GPU is lost" to everything about GPU 3
+    after = scrape(exporter)
+    (was,) = [ls for ls in labels_of(before, "gpudiag_gpu_lost") if ls["gpu"] == "3"]
+    (now,) = [ls for ls in labels_of(after, "gpudiag_gpu_lost") if ls["gpu"] == "3"]
+    assert now == was and now[uuid_label] == base.gpus[3].uuid.value  # the same series, which GPU it was
+    assert pick(before, "gpudiag_gpu_lost", gpu="3") == [0] and pick(after, "gpudiag_gpu_lost", gpu="3") == [1]
+    assert pick(after, series, gpu="3") == [] and len(pick(after, series)) == 7
+    assert len(pick(after, "gpudiag_gpu_lost")) == 8
+
+
 def test_survives_nvml_restarting_under_it(source: MachineSource) -> None:
     exporter = Exporter(source)
     scrape(exporter)
@@ -204,7 +258,7 @@ def test_a_vanished_pid_is_a_process_without_details(source: MachineSource) -> N
 def test_dcgm_family_names_units_and_labels(source: MachineSource) -> None:
     machine = source.read()
     samples = scrape(Exporter(source, compat="dcgm", hostname="node-a"))
-    names = {n for n, _ in samples} - {"gpudiag_nvml_up"}
+    names = {n for n, _ in samples} - {"gpudiag_nvml_up", "gpudiag_gpu_lost"}
     assert names <= DCGM_DEFAULT_COUNTERS
     assert set(DASHBOARD) <= names
     assert not names & set(DASHBOARD_NEEDS_DCGM)
@@ -214,7 +268,7 @@ def test_dcgm_family_names_units_and_labels(source: MachineSource) -> None:
         "gpu": "0",
         "UUID": gpu.uuid.value,
         "pci_bus_id": "00000000:18:00.0",
-        "device": "nvidia0",
+        "device": "nvidia0",  # dcgm-exporter's "nvidia" + GPU id, not the minor number
         "modelName": "NVIDIA H100 80GB HBM3",
         "Hostname": "node-a",
         "hostname": "node-a",
@@ -227,6 +281,26 @@ def test_dcgm_family_names_units_and_labels(source: MachineSource) -> None:
     assert pick(samples, "DCGM_FI_DEV_SM_CLOCK", gpu="0") == [1980]  # MHz
     assert pick(samples, "DCGM_FI_DEV_GPU_UTIL", gpu="0") == [90]  # percent
     assert pick(samples, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", gpu="0") == [48211930512]  # mJ
+
+
+# The Prometheus types dcgm-exporter's etc/default-counters.csv gives the fields gpudiag exports.
+DCGM_COUNTERS = {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+                 "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"}  # fmt: skip
+NATIVE_COUNTERS = {"gpudiag_gpu_energy_joules_total", "gpudiag_gpu_ecc_errors_total", "gpudiag_gpu_remapped_rows_total",
+                   "gpudiag_gpu_pcie_replays_total", "gpudiag_process_torch_ooms_total",
+                   "gpudiag_process_torch_alloc_retries_total"}  # fmt: skip
+
+
+@pytest.mark.parametrize(("compat", "counters"), [("native", NATIVE_COUNTERS), ("dcgm", DCGM_COUNTERS)])
+def test_counters_are_typed_counters_on_the_served_text(source: MachineSource, compat: str, counters: set[str]) -> None:
+    """On the text itself: ``rate()`` takes untyped series too, so a working query proves nothing."""
+    text = Exporter(source, compat=compat).render_text().decode()
+    types = types_of(text)
+    assert {name for name, typ in types.items() if typ == "counter"} == counters
+    assert set(types.values()) <= {"counter", "gauge"}
+    sample_names = {line.split("{", 1)[0].split(" ", 1)[0] for line in text.splitlines() if not line.startswith("#")}
+    assert sample_names <= set(types)  # every sample sits under its own # TYPE line: nothing untyped
+    assert {"gpudiag_gpu_energy_joules_total", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"} & sample_names
 
 
 def test_dcgm_family_mig_instances_and_pod_labels() -> None:
@@ -383,7 +457,7 @@ def test_exporter_never_imports_torch() -> None:
     assert "gpudiag_gpu_info" in out.stdout
 
 
-@pytest.mark.parametrize("compat", ["native", "dcgm"])
+@pytest.mark.parametrize("compat", ["native"])  # DCGM's bare counters: prometheus-client cannot say them
 def test_fast_text_exposition_says_what_prometheus_client_says(compat: str) -> None:
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families
@@ -415,6 +489,105 @@ def test_openmetrics_scrapes_go_to_prometheus_client(source: MachineSource) -> N
             assert response.read().decode().endswith("# EOF\n")
     finally:
         server.shutdown()
+
+
+# What Prometheus 2.x sends by default (scrape_protocols unset): OpenMetrics preferred, text accepted.
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+    "text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
+
+
+def fetch(url: str, headers: dict[str, str]) -> tuple[dict[str, str], bytes]:
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5) as response:
+        return dict(response.headers), response.read()
+
+
+@pytest.mark.parametrize("compat", ["native", "dcgm"])
+def test_prometheus_gets_the_text_format_gzipped_when_it_asks(source: MachineSource, compat: str) -> None:
+    import gzip
+
+    server = Server(Exporter(source, compat=compat), "127.0.0.1", 0)
+    try:
+        url = f"http://127.0.0.1:{server.port}/metrics"
+        headers, body = fetch(url, {"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"})
+        assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+        assert headers["Content-Encoding"] == "gzip" and int(headers["Content-Length"]) == len(body)
+        text = gzip.decompress(body).decode()
+        plain_headers, plain = fetch(url, {"Accept": PROMETHEUS_ACCEPT})
+        assert "Content-Encoding" not in plain_headers
+        assert types_of(text) == types_of(plain.decode()) and "counter" in types_of(text).values()
+        assert len(body) * 5 < len(plain)  # compressed, not merely wrapped
+    finally:
+        server.shutdown()
+
+
+def test_name_filters_are_served_by_the_fast_renderer_in_both_families(source: MachineSource) -> None:
+    for compat, name in (
+        ("native", "gpudiag_gpu_energy_joules_total"),
+        ("dcgm", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"),
+    ):
+        server = Server(Exporter(source, compat=compat), "127.0.0.1", 0)
+        try:
+            _, body = fetch(f"http://127.0.0.1:{server.port}/metrics?name[]={name}&name[]=gpudiag_nvml_up", {})
+        finally:
+            server.shutdown()
+        assert types_of(body.decode()) == {name: "counter", "gpudiag_nvml_up": "gauge"}
+
+
+def test_the_dcgm_family_is_never_openmetrics(source: MachineSource) -> None:
+    server = Server(Exporter(source, compat="dcgm"), "127.0.0.1", 0)
+    try:
+        headers, body = fetch(f"http://127.0.0.1:{server.port}/metrics", {"Accept": "application/openmetrics-text"})
+    finally:
+        server.shutdown()
+    assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    assert types_of(body.decode())["DCGM_FI_DEV_PCIE_REPLAY_COUNTER"] == "counter"
+
+
+def test_livez_fails_while_a_scrape_hangs_and_readyz_never_does(source: MachineSource) -> None:
+    import threading
+
+    from gpudiag.fleet.exporter import HUNG_AFTER_S
+
+    now = [0.0]
+    hang = threading.Event()
+    hung = threading.Event()
+
+    def stuck() -> dict[int, Any]:  # called inside the scrape, as a hung NVML call would be
+        if now[0] > 0:
+            hung.set()
+            hang.wait(10)
+        return {}
+
+    exporter = Exporter(source, tracked=stuck, clock=lambda: now[0])
+    server = Server(exporter, "127.0.0.1", 0)
+    base = f"http://127.0.0.1:{server.port}"
+    try:
+        assert get(f"{base}/livez") == (200, "ok\n") and get(f"{base}/readyz") == (200, "ok\n")
+        now[0] = 1.0
+        scraping = threading.Thread(target=get, args=(f"{base}/metrics",))
+        scraping.start()
+        assert hung.wait(10)
+        assert get(f"{base}/livez")[0] == 200  # a scrape in progress is not yet a hung one
+        now[0] += HUNG_AFTER_S + 1
+        status, body = get(f"{base}/livez")
+        assert status == 503 and "a scrape has been running for 61 s" in body
+        assert get(f"{base}/readyz") == (200, "ok\n")  # still a target: a hung GPU is news, not a reason to hide
+        hang.set()
+        scraping.join(10)
+        assert get(f"{base}/livez") == (200, "ok\n")
+    finally:
+        hang.set()
+        server.shutdown()
+    with open_source("no-driver") as s:  # NVML down: /healthz says so; the exporter is alive and ready
+        server = Server(Exporter(s), "127.0.0.1", 0)
+        try:
+            base = f"http://127.0.0.1:{server.port}"
+            assert get(f"{base}/healthz")[0] == 503
+            assert get(f"{base}/livez")[0] == get(f"{base}/readyz")[0] == 200
+        finally:
+            server.shutdown()
 
 
 def test_host_lookups_are_cached_while_the_pid_stays(source: MachineSource) -> None:

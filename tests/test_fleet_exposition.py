@@ -42,3 +42,31 @@ def test_samples_can_be_replaced_and_wrong_samples_are_refused() -> None:
         fast.add_sample("y", {"gpu": "0", "extra": "1"}, 1.0)
     with pytest.raises(ValueError, match="takes only y"):
         fast.add_sample("y_total", {"gpu": "0"}, 1.0)
+
+
+def test_a_bare_counter_is_typed_under_its_own_name_as_dcgm_exporter_writes_it() -> None:
+    from gpudiag.fleet.exposition import BareMetric
+
+    energy = BareMetric("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy (in mJ).", "counter")
+    energy.add_sample("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", {"gpu": "0"}, 5.0)
+    assert TextRenderer().render([energy]).decode() == (
+        "# HELP DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION Total energy (in mJ).\n"
+        "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n"
+        'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu="0"} 5.0\n'
+    )
+    # What prometheus-client's renderer makes of it: a TYPE line for another name, the samples untyped.
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector([energy]))  # type: ignore[arg-type]
+    assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_total counter" in generate_latest(registry).decode()
+
+
+def test_name_filters_keep_the_families_named_by_family_or_sample_name() -> None:
+    errors = RowMetric("x_errors", "doc", "counter", ["gpu"])
+    errors.rows.append((("0",), 1.0))
+    temp = RowMetric("x_temp", "doc", "gauge", ["gpu"])
+    temp.rows.append((("0",), 40.0))
+    renderer = TextRenderer()
+    assert b"x_temp" not in renderer.render([errors, temp], frozenset({"x_errors_total"}))
+    assert b"x_errors" not in renderer.render([errors, temp], frozenset({"x_temp"}))
+    assert renderer.render([errors, temp], frozenset({"x_errors"})).count(b"# TYPE") == 1
+    assert renderer.render([errors, temp], frozenset()) == b""

@@ -65,7 +65,12 @@ def test_check_textfile_has_every_verdict_and_the_exit_code(cli: Cli, tmp_path: 
     got = samples(tmp_path / "gpudiag_check.prom")
     assert got[("gpudiag_check_exit_code", frozenset())] == 1
     ecc = [dict(ls) for (name, ls), v in got.items() if name == "gpudiag_check_status" and v == 2]
-    assert any(e["check"] == "health.ecc" and e["gpu"] == "0" and e["reason"] for e in ecc)
+    assert {"check": "health.ecc", "gpu": "0", "uuid": "GPU-dead0bad-0000-4000-8000-00000000a100"} in ecc
+    why = [dict(ls) for (name, ls), v in got.items() if name == "gpudiag_check_reason_info" and v == 1]
+    (ecc_why,) = [w for w in why if w["check"] == "health.ecc" and w["gpu"] == "0"]
+    assert "uncorrected ECC" in ecc_why["reason"]
+    failing = {dict(ls)["check"] for (name, ls), v in got.items() if name == "gpudiag_check_status" and v >= 1}
+    assert {w["check"] for w in why} == failing  # a reason for each warning and failure, none for a pass
 
 
 @pytest.mark.parametrize(
@@ -101,3 +106,56 @@ def test_npd_unknown_when_a_check_could_not_run_and_the_line_is_cut_at_80() -> N
 def test_npd_and_another_output_contradict(cli: Cli, other: list[str]) -> None:
     code, _, err = cli.replay("h100x8-healthy", "check", "--npd", *other)
     assert code == ExitCode.USAGE and "--npd" in err
+
+
+def fake_pci(root: Path, functions: dict[str, tuple[str, str]]) -> Path:
+    """A /sys/bus/pci/devices tree: address -> (vendor, class)."""
+    for address, (vendor, device_class) in functions.items():
+        (root / address).mkdir(parents=True)
+        (root / address / "vendor").write_text(vendor + "\n")
+        (root / address / "class").write_text(device_class + "\n")
+    return root
+
+
+def test_nvidia_gpus_are_counted_on_the_pci_bus(tmp_path: Path) -> None:
+    from gpudiag.fleet import pci
+
+    assert pci.nvidia_gpus(tmp_path / "absent") is None  # no sysfs: nobody knows
+    cpu_node = fake_pci(
+        tmp_path / "cpu", {"0000:00:00.0": ("0x8086", "0x060000"), "0000:02:00.1": ("0x10de", "0x040300")}
+    )
+    assert pci.nvidia_gpus(cpu_node) == 0  # an NVIDIA HDMI audio function is not a GPU
+    gpu_node = fake_pci(
+        tmp_path / "gpu", {"0000:18:00.0": ("0x10de", "0x030200"), "0000:3b:00.0": ("0x10de", "0x030000")}
+    )
+    assert pci.nvidia_gpus(gpu_node) == 2
+
+
+def test_npd_says_unknown_on_a_node_without_gpus_and_a_problem_on_one_without_a_driver() -> None:
+    from gpudiag.replay.fixtures import load
+
+    no_driver = load("no-driver")[0]
+    healthy = load("h100x8-healthy")[0]
+    assert textfile.gpu_absent(no_driver, 0) is True  # nothing on the bus either: a CPU-only node
+    assert textfile.gpu_absent(no_driver, 2) is False  # GPUs on the bus, no driver: a problem
+    assert textfile.gpu_absent(no_driver, None) is False  # cannot tell: the checks' verdict stands
+    assert textfile.gpu_absent(healthy, 0) is False  # NVML sees GPUs: they are there
+    failed = [CheckResult("nvml.init", "Driver and NVML", Status.FAIL, "driver not loaded")]
+    assert textfile.npd_verdict(failed, strict=False, notes=[], no_gpu=True) == (textfile.NO_GPU, 2)
+    assert textfile.npd_verdict(failed, strict=False, notes=[])[1] == 1
+
+
+def test_npd_on_this_machine_is_unknown_without_gpus_on_the_bus(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The live path: with no NVIDIA GPU on the (fake) PCI bus and none that NVML sees, NPD hears
+    "unknown"; where NVML does see GPUs (a GPU machine), the checks' verdict stands."""
+    from gpudiag.fleet import pci
+    from tests.conftest import gpu_unavailable_reason
+
+    monkeypatch.setattr(pci, "PCI_DEVICES", fake_pci(tmp_path, {"0000:00:00.0": ("0x8086", "0x060000")}))
+    code, out, _ = cli(*NPD_CHECKS, "--npd")
+    if gpu_unavailable_reason():
+        assert (code, out) == (2, textfile.NO_GPU + "\n")
+    else:
+        assert code in (0, 1) and out != textfile.NO_GPU + "\n"

@@ -1,5 +1,9 @@
 """The real parts: Prometheus scraping `gpudiag exporter` (both families, attribution from a fake
-kubelet), node_exporter reading `--textfile` output, and `promtool check metrics`.
+kubelet, gzip), node_exporter reading `--textfile` output, and `promtool check metrics`.
+
+Two more exporters run inside the test process on replayed machines the tests change under them
+(a GPU lost mid-run, a finding whose text changes), so that what Prometheus stores is checked
+across the change, not only in one scrape.
 
 Marked ``prometheus``; skipped when Debian's ``prometheus`` / ``prometheus-node-exporter``
 binaries are absent (`.ci/run` installs them). Every daemon started here is stopped, also when a
@@ -31,6 +35,7 @@ PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
 MIG_3G = "MIG-8b5c2a1e-3f4d-5e6f-9a0b-1c2d3e4f5a6b"
+EXAMPLE_8 = "h100x8-training-64procs"
 H100_GPU0 = "GPU-8e1f2a6c-4b7d-4c1e-9a3f-1d0c5e7b3000"
 
 
@@ -68,6 +73,14 @@ def wait_http(url: str, proc: subprocess.Popen[Any], seconds: float = 30) -> Non
 class Stack:
     prometheus: str  # base URL
     textfile_dir: Path
+    exporters: dict[str, str]  # job -> the /metrics URL Prometheus scrapes
+    live: dict[str, Any]  # job -> the MachineSource of an in-process exporter (its machine can change)
+
+    def metadata(self, metric: str) -> list[dict[str, Any]]:
+        """What Prometheus learnt of a metric from the scraped # TYPE and # HELP lines."""
+        url = f"{self.prometheus}/api/v1/metadata?{urllib.parse.urlencode({'metric': metric})}"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return list(json.load(response)["data"].get(metric, []))
 
     def query(self, promql: str) -> list[dict[str, Any]]:
         url = f"{self.prometheus}/api/v1/query?query={urllib.parse.quote(promql)}"
@@ -96,9 +109,13 @@ def stack() -> Iterator[Stack]:
     if not (PROMETHEUS and NODE_EXPORTER):
         pytest.skip("prometheus and prometheus-node-exporter are not installed (apt-get install them)")
     pytest.importorskip("grpc")
+    from gpudiag.fleet.exporter import Exporter, Server
+    from gpudiag.probe.collect import open_source
     from tests.test_fleet_attribution import FakeKubelet
 
     procs: list[subprocess.Popen[Any]] = []
+    servers: list[Any] = []
+    sources: list[Any] = []
     kubelet = None
     with tempfile.TemporaryDirectory(prefix="gpx") as tmp:
         root = Path(tmp)
@@ -139,8 +156,19 @@ def stack() -> Iterator[Stack]:
                     stderr=subprocess.DEVNULL,
                 )
             )
+            live: dict[str, Any] = {}
+            for job, example, compat in (("live-native", "a100-ecc-errors", "native"),
+                                         ("live-dcgm", EXAMPLE_8, "dcgm")):  # fmt: skip
+                sources.append(open_source(example))
+                live[job] = sources[-1]
+                servers.append(Server(Exporter(sources[-1], compat=compat, hostname="gpu-node-8"), "127.0.0.1", 0))
             prom_port = free_port()
-            jobs = {"gpudiag": native, "dcgm": dcgm, "node": node}
+            jobs = {
+                "gpudiag": native,
+                "dcgm": dcgm,
+                "node": node,
+                **{j: srv.port for j, srv in zip(live, servers, strict=True)},
+            }
             config = {
                 "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
                 "scrape_configs": [
@@ -165,7 +193,8 @@ def stack() -> Iterator[Stack]:
             for port, proc in zip((native, dcgm, node, prom_port), procs, strict=True):
                 path = "/-/ready" if port == prom_port else "/metrics"
                 wait_http(f"http://127.0.0.1:{port}{path}", proc)
-            stack = Stack(f"http://127.0.0.1:{prom_port}", textfiles)
+            urls = {job: f"http://127.0.0.1:{port}/metrics" for job, port in jobs.items()}
+            stack = Stack(f"http://127.0.0.1:{prom_port}", textfiles, urls, live)
             up = stack.until("up == 1", len(jobs))
             assert len(up) == len(jobs), up
             yield stack
@@ -179,6 +208,10 @@ def stack() -> Iterator[Stack]:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+            for server in servers:
+                server.shutdown()
+            for source in sources:
+                source.close()
             if kubelet is not None:
                 kubelet.stop()
 
@@ -196,27 +229,31 @@ def test_prometheus_scrapes_the_native_family_with_pod_attribution(stack: Stack)
 
 
 def test_prometheus_scrapes_the_dcgm_family_as_the_dashboard_queries_it(stack: Stack) -> None:
-    # The dashboard's own queries and template variables (grafana/dcgm-exporter-dashboard.json).
-    temps = stack.until('DCGM_FI_DEV_GPU_TEMP{instance=~".*", gpu=~".*"}', 8)
+    # The dashboard's own queries and template variables (grafana/dcgm-exporter-dashboard.json), with
+    # its $instance variable set to the subprocess exporter (the in-process ones are other instances).
+    instance = urllib.parse.urlparse(stack.exporters["dcgm"]).netloc
+    temps = stack.until(f'DCGM_FI_DEV_GPU_TEMP{{instance=~"{instance}", gpu=~".*"}}', 8)
     assert len(temps) == 8
     assert {t["metric"]["gpu"] for t in temps} == {str(i) for i in range(8)}
-    (power,) = stack.until('sum(DCGM_FI_DEV_POWER_USAGE{instance=~".*", gpu=~".*"})', 1)
+    (power,) = stack.until(f'sum(DCGM_FI_DEV_POWER_USAGE{{instance=~"{instance}", gpu=~".*"}})', 1)
     assert float(power["value"][1]) > 0
-    (clock,) = stack.until('DCGM_FI_DEV_SM_CLOCK{gpu="0"} * 1000000', 1)
+    (clock,) = stack.until(f'DCGM_FI_DEV_SM_CLOCK{{instance="{instance}", gpu="0"}} * 1000000', 1)
     assert float(clock["value"][1]) == 1.98e9
-    (used,) = stack.until('DCGM_FI_DEV_FB_USED{gpu="0"}', 1)
+    (used,) = stack.until(f'DCGM_FI_DEV_FB_USED{{instance="{instance}", gpu="0"}}', 1)
     labels = used["metric"]
     assert labels["modelName"] == "NVIDIA H100 80GB HBM3" and labels["UUID"] == H100_GPU0
     assert labels["Hostname"] == labels["hostname"] == "gpu-node-7" and labels["device"] == "nvidia0"
     assert (labels["pod"], labels["namespace"], labels["container"]) == ("llm-0", "ml", "trainer")
     # Grafana's label_values(DCGM_FI_DEV_GPU_TEMP, gpu) and (..., instance): the dashboard's variables.
     assert stack.label_values("gpu", "DCGM_FI_DEV_GPU_TEMP") == [str(i) for i in range(8)]
-    assert len(stack.label_values("instance", "DCGM_FI_DEV_GPU_TEMP")) == 1
+    assert instance in stack.label_values("instance", "DCGM_FI_DEV_GPU_TEMP")
 
 
 def test_node_exporter_reads_the_textfile_output(stack: Stack) -> None:
     (failed,) = stack.until('gpudiag_check_status{job="node", check="health.ecc"} == 2', 1)
-    assert "uncorrected ECC" in failed["metric"]["reason"]
+    assert set(failed["metric"]) == {"__name__", "job", "instance", "check", "gpu", "uuid"}
+    (why,) = stack.until('gpudiag_check_reason_info{job="node", check="health.ecc"}', 1)
+    assert "uncorrected ECC" in why["metric"]["reason"]
     assert stack.until('gpudiag_check_exit_code{job="node"} == 1', 1)
     assert len(stack.until('gpudiag_process_gpu_memory_bytes{job="node"}', 64)) == 64
     # node_exporter says whether it could parse the files at all.
@@ -246,8 +283,106 @@ def test_promtool_accepts_both_families(example: str) -> None:
         check=True,
     ).stdout
     code, lines = promtool_lines(dcgm)
-    # Only the lint notes that dcgm-exporter's own names and labels draw (modelName, *_COUNTER):
-    # kept on purpose, since the dashboards query exactly these.
-    dcgm_own = ("label names should be written in 'snake_case' not 'camelCase'", "should not include type 'counter'")
+    # Only the lint notes that dcgm-exporter's own names and labels draw (modelName, *_COUNTER, its
+    # counters without _total): kept on purpose, since the dashboards and rules query exactly these.
+    dcgm_own = (
+        "label names should be written in 'snake_case' not 'camelCase'",
+        "should not include type 'counter'",
+        'counter metrics should have "_total" suffix',
+    )
     assert all(line.endswith(dcgm_own) for line in lines), lines
     assert code in (0, 3)  # 3: lint notes only, no parse error
+
+
+PROMETHEUS_ACCEPT = (  # what this Prometheus sends (2.x, scrape_protocols unset)
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+    "text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
+
+
+def scraped(url: str) -> tuple[dict[str, str], str]:
+    """A scrape as Prometheus makes it: its Accept header, gzip accepted."""
+    import gzip
+
+    request = urllib.request.Request(url, headers={"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        headers, body = dict(response.headers), response.read()
+    assert headers.get("Content-Encoding") == "gzip", headers
+    return headers, gzip.decompress(body).decode()
+
+
+@pytest.mark.parametrize(
+    ("job", "counter"),
+    [("gpudiag", "gpudiag_gpu_ecc_errors_total"), ("dcgm", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")],
+)
+def test_counters_are_typed_on_the_scraped_text_and_prometheus_takes_them_as_counters(
+    stack: Stack, job: str, counter: str
+) -> None:
+    headers, text = scraped(stack.exporters[job])
+    assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    assert f"# TYPE {counter} counter\n" in text
+    typed = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+    assert {line.split("{")[0].split(" ")[0] for line in text.splitlines() if not line.startswith("#")} <= typed
+    # Prometheus itself: the type it recorded from the gzipped scrapes, and the samples under the same name.
+    deadline = time.monotonic() + 30
+    while not (metadata := stack.metadata(counter)) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert {m["type"] for m in metadata} == {"counter"}, metadata
+    assert stack.until(f'rate({counter}{{job="{job}"}}[1m]) >= 0', 1)
+
+
+def test_a_gpu_lost_mid_run_shows_as_lost_in_both_families(stack: Stack) -> None:
+    from gpudiag.replay.fixtures import load
+    from tests.test_fleet_exporter import lose
+
+    native, dcgm = stack.live["live-native"], stack.live["live-dcgm"]
+    a100, h100 = load("a100-ecc-errors")[0], load(EXAMPLE_8)[0]
+    assert stack.until('gpudiag_gpu_lost{job="live-native", gpu="0"} == 0', 1)
+    assert len(stack.until('DCGM_FI_DEV_GPU_TEMP{job="live-dcgm"}', 8)) == 8
+    native.lib.set_machine(lose(a100, 0))
+    dcgm.lib.set_machine(lose(h100, 3))
+    try:
+        (lost,) = stack.until('gpudiag_gpu_lost{job="live-native", gpu="0"} == 1', 1)
+        assert lost["metric"]["uuid"] == a100.gpus[0].uuid.value  # the GPU it was, not an empty label
+        (lost,) = stack.until('gpudiag_gpu_lost{job="live-dcgm", gpu="3"} == 1', 1)
+        assert lost["metric"]["UUID"] == h100.gpus[3].uuid.value and lost["metric"]["Hostname"] == "gpu-node-8"
+        assert stack.until('gpudiag_check_status{job="live-native", check="nvml.gpu_lost", gpu="0"} == 2', 1)
+        # The lost GPU's readings stop rather than stay at their last value.
+        deadline = time.monotonic() + 30
+        while len(stack.query('DCGM_FI_DEV_GPU_TEMP{job="live-dcgm"}')) != 7 and time.monotonic() < deadline:
+            time.sleep(0.25)
+        assert len(stack.query('DCGM_FI_DEV_GPU_TEMP{job="live-dcgm"}')) == 7
+    finally:
+        native.lib.set_machine(a100)
+        dcgm.lib.set_machine(h100)
+
+
+def test_check_status_stays_one_series_while_the_finding_changes(stack: Stack) -> None:
+    import msgspec
+
+    from gpudiag.replay.fixtures import load
+
+    source = stack.live["live-native"]
+    base = load("a100-ecc-errors")[0]
+    assert stack.until('gpudiag_check_reason_info{job="live-native", check="health.ecc"}', 1)
+    gpu = base.gpus[0]
+    for more in (5, 9):  # two more findings, each with its own text
+        errors = msgspec.structs.replace(
+            gpu.ecc_errors, volatile_uncorrected=gpu.ecc_errors.volatile_uncorrected.map(lambda n, m=more: n + m)
+        )
+        source.lib.set_machine(msgspec.structs.replace(base, gpus=(msgspec.structs.replace(gpu, ecc_errors=errors),)))
+        want = f"{gpu.ecc_errors.volatile_uncorrected.get(0) + more} uncorrected"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            found = stack.query('gpudiag_check_reason_info{job="live-native", check="health.ecc"}')
+            if found and want in found[0]["metric"]["reason"]:
+                break
+            time.sleep(0.25)
+        else:
+            raise AssertionError(f"no reason with {want!r}: {found}")
+    source.lib.set_machine(base)
+    window = '{job="live-native", check="health.ecc"}[10m]'
+    (status,) = stack.query(f"count_over_time(gpudiag_check_status{window})")
+    assert set(status["metric"]) == {"job", "instance", "check", "gpu", "uuid"}  # one series all along
+    assert len(stack.query(f"count_over_time(gpudiag_check_reason_info{window})")) >= 3  # the text did change
+    assert stack.query(f"max_over_time(gpudiag_check_status{window}) == 2")

@@ -271,9 +271,12 @@ def command(
 
         write_check(textfile, results, facts.machine, int(code))
     if npd:
-        from gpudiag.fleet.textfile import npd_verdict
+        from gpudiag.fleet import pci
+        from gpudiag.fleet.textfile import gpu_absent, npd_verdict
 
-        line, npd_code = npd_verdict(results, strict, notes)
+        # A replayed machine's PCI bus is not this host's: only a live run asks it.
+        no_gpu = s.replay is None and gpu_absent(facts.machine, pci.nvidia_gpus())
+        line, npd_code = npd_verdict(results, strict, notes, no_gpu)
         typer.echo(line)
         raise typer.Exit(npd_code)
     if scheduled_mode is not None:

@@ -110,6 +110,7 @@ def command(
             max_process_series=max_process_series,
             tracked=tracked,
             attributor=attributor,
+            log=None if once else _say,  # a check's change of verdict or finding, once (kubectl logs)
         )
         try:
             if once:
@@ -121,6 +122,10 @@ def command(
                 attributor.kubelet.close()
 
 
+def _say(line: str) -> None:
+    typer.echo(line, err=True)
+
+
 def _serve(exporter: Any, bind: str, port: int, compat: str) -> None:
     from gpudiag.fleet.exporter import Server
 
@@ -130,7 +135,10 @@ def _serve(exporter: Any, bind: str, port: int, compat: str) -> None:
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise GpudiagError(f"cannot serve metrics on {bind}:{port}: {detail}", ExitCode.USAGE) from None
     try:
-        typer.echo(f"gpudiag: exporter ({compat}) serving http://{bind}:{server.port}/metrics and /healthz", err=True)
+        typer.echo(
+            f"gpudiag: exporter ({compat}) serving http://{bind}:{server.port}/metrics, /healthz, /livez, /readyz",
+            err=True,
+        )
         threading.Event().wait()  # until a signal (gpudiag.edge): SIGTERM from systemd or the kubelet, 143
     finally:
         server.shutdown()

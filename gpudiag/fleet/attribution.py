@@ -4,7 +4,9 @@ Two sources, joined per process (not per device, so time-sliced and MIG-shared G
 attribute each process to its own owner):
 
 * the kubelet's pod-resources API (:mod:`gpudiag.fleet.kubelet`): which container holds
-  which GPU or MIG device, by the device ids the NVIDIA device plugin hands out;
+  which GPU or MIG device, by the ids device plugins hand out (UUIDs from NVIDIA's plugin;
+  ``nvidia<minor>``, ``nvidia<minor>/gi<id>`` from GKE's; plain NVML indices) or by the device
+  names of NVIDIA's DRA driver (``gpu-<minor>``) in a container's dynamic resources;
 * the process's own ``/proc/<pid>/cgroup`` (containerd, CRI-O, Docker, Slurm) and, where
   readable, its environment (``SLURM_JOB_ID``, ``HOSTNAME``, which Kubernetes sets to the pod
   name) and service-account namespace file.
@@ -20,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpudiag.model import Gpu, MigDevice
+
 # Pod UIDs appear with dashes (cgroupfs driver) or underscores (systemd driver).
 _POD = re.compile(
     r"(?:^|[/-])pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})(?:\.slice)?(?:/|$)"
@@ -31,6 +35,11 @@ _RUNTIMES = (
     ("cgroupfs", re.compile(r"/kubepods/(?:[a-z]+/)?pod[0-9a-f-]+/([0-9a-f]{64})")),
 )
 _SLURM_JOB = re.compile(r"/job_(\d+)(?:/|$)")
+# A device id that names a GPU or MIG device by UUID (GPU-…, MIG-…, MIG-GPU-…/gi/ci), lower case.
+_UUID_KEY = re.compile(r"^(?:mig-)?(?:gpu-)?[0-9a-f]{8}-[0-9a-f]{4}-")
+# NVIDIA's DRA driver names a GPU gpu-<minor> and a MIG device gpu-<minor>-mig-<profile>-<id>-<start>.
+NVIDIA_DRA_DRIVER = "gpu.nvidia.com"
+_NVIDIA_DRA_DEVICE = re.compile(r"^gpu-(\d+)(?:-mig-.+)?$")
 _SA_NAMESPACE = "var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
@@ -81,18 +90,33 @@ class Allocation:
     namespace: str
     pod: str
     container: str
-    resource: str  # e.g. nvidia.com/gpu, nvidia.com/mig-1g.10gb
-    device_ids: tuple[str, ...]
+    resource: str  # e.g. nvidia.com/gpu, nvidia.com/mig-1g.10gb; a DRA driver's name (gpu.nvidia.com)
+    device_ids: tuple[str, ...]  # a DRA claim's device names
+    dra: bool = False  # from the container's dynamic resources (a DRA claim), not a device plugin
 
 
 def device_key(device_id: str) -> str:
     """The GPU or MIG device an id names, in one spelling.
 
     The NVIDIA device plugin hands out ``GPU-<uuid>`` or ``MIG-<uuid>``, with ``::N`` appended
-    for time-slicing replicas, and older plugins ``MIG-GPU-<uuid>/<gi>/<ci>`` for MIG devices.
+    for time-slicing replicas, and older plugins ``MIG-GPU-<uuid>/<gi>/<ci>`` for MIG devices;
+    GKE's plugin ``nvidia<minor>``, ``nvidia<minor>/gi<id>`` and ``/vgpu<N>`` for time-sharing.
     """
     key = device_id.strip().split("::", 1)[0].lower()
-    return key
+    head, sep, tail = key.rpartition("/vgpu")
+    return head if sep and tail.isdigit() else key
+
+
+def dra_device_key(driver: str, device: str) -> str | None:
+    """The key of a device a DRA claim names, or None for a driver whose names gpudiag cannot read.
+
+    NVIDIA's DRA driver names devices after the GPU's minor number; a MIG device's name says its
+    parent GPU (and its profile and placement, which NVML's MIG facts here do not), so it is
+    attributed to that GPU, and a process's own pod name picks among several claimants.
+    """
+    if driver != NVIDIA_DRA_DRIVER or not (m := _NVIDIA_DRA_DEVICE.match(device.strip().lower())):
+        return None
+    return f"{NVIDIA_DRA_DRIVER}/gpu-{int(m.group(1))}"
 
 
 def mig_legacy_key(parent_uuid: str, gpu_instance: int | None, compute_instance: int | None) -> str:
@@ -100,12 +124,55 @@ def mig_legacy_key(parent_uuid: str, gpu_instance: int | None, compute_instance:
     return f"mig-{parent_uuid.lower()}/{gpu_instance}/{compute_instance}"
 
 
+def gpu_keys(gpu: Gpu) -> tuple[str, ...]:
+    """Every key a whole GPU may be allocated under, UUID first."""
+    keys = []
+    if uuid := gpu.uuid.get(""):
+        keys.append(device_key(uuid))
+    if (minor := gpu.minor_number.value) is not None:
+        keys.append(f"nvidia{minor}")
+    keys.append(str(gpu.index))
+    if minor is not None:
+        keys.append(f"{NVIDIA_DRA_DRIVER}/gpu-{minor}")
+    return tuple(keys)
+
+
+def mig_keys(gpu: Gpu, mig: MigDevice, compute_instance: int | None = None) -> tuple[str, ...]:
+    """Every key a MIG device may be allocated under, UUID first (its parent GPU's not included)."""
+    keys = []
+    if uuid := mig.uuid.get(""):
+        keys.append(device_key(uuid))
+    gi = mig.gpu_instance_id.value
+    ci = mig.compute_instance_id.value if compute_instance is None else compute_instance
+    if (parent := gpu.uuid.get("")) and gi is not None:
+        keys.append(mig_legacy_key(parent, gi, ci))
+    if (minor := gpu.minor_number.value) is not None and gi is not None:
+        keys.append(f"nvidia{minor}/gi{gi}")
+    keys.append(f"{gpu.index}:{mig.index}")
+    return tuple(keys)
+
+
 def index_allocations(allocations: Iterable[Allocation]) -> dict[str, tuple[Allocation, ...]]:
-    """Containers by device key; several for a time-sliced or shared device."""
+    """Containers by device key; several for a time-sliced or shared device.
+
+    A UUID is a UUID whatever the resource; an index or a device-node name is read as an NVIDIA
+    GPU's only from a resource of the ``nvidia.com/`` domain (another plugin's device ``0`` is
+    not GPU 0), and a DRA device name only from NVIDIA's DRA driver.
+    """
     out: dict[str, list[Allocation]] = {}
     for alloc in allocations:
+        nvidia = alloc.resource.startswith("nvidia.com/")
         for device_id in alloc.device_ids:
-            holders = out.setdefault(device_key(device_id), [])
+            if alloc.dra:
+                found = dra_device_key(alloc.resource, device_id)
+                if found is None:
+                    continue
+                key = found
+            else:
+                key = device_key(device_id)
+                if not (nvidia or _UUID_KEY.match(key)):
+                    continue
+            holders = out.setdefault(key, [])
             if alloc not in holders:
                 holders.append(alloc)
     return {key: tuple(holders) for key, holders in out.items()}

@@ -3,7 +3,14 @@ formatted once and reused while the series lives.
 
 prometheus-client's ``generate_latest`` validates and escapes every label of every sample on
 every scrape: for a busy 8-GPU node that is most of the scrape's CPU. The families are the same
-prometheus-client objects either way; OpenMetrics requests still go to prometheus-client.
+prometheus-client objects either way; OpenMetrics requests for the native family still go to
+prometheus-client.
+
+A counter's samples are named ``<name>_total``, except a :class:`BareMetric`'s: dcgm-exporter
+types some fields as counters under names without the suffix, and the text format 0.0.4 allows
+that (``# TYPE X counter`` over samples named ``X``), whereas OpenMetrics and prometheus-client's
+own renderer do not (they would type ``X_total``, leaving the ``X`` samples untyped). Such
+families are only ever rendered here.
 """
 
 from __future__ import annotations
@@ -62,6 +69,21 @@ class RowMetric(Metric):
         self.rows.append((tuple(labels[n] for n in self.label_names), value))
 
 
+class BareMetric(Metric):
+    """A family whose samples carry its own name, a counter's too (dcgm-exporter's convention)."""
+
+    @property
+    def sample_name(self) -> str:
+        return str(self.name)
+
+
+def exposed_name(family: Any) -> str:
+    """The name a family's ``# TYPE`` line carries in the text format 0.0.4: its samples' name."""
+    if isinstance(family, (RowMetric, BareMetric)):
+        return str(family.sample_name)
+    return str(family.name + "_total" if family.type == "counter" else family.name)
+
+
 class TextRenderer:
     """Renders metric families; remembers each series' ``name{labels}`` prefix."""
 
@@ -103,10 +125,14 @@ class TextRenderer:
             prefix = self._prefixes[key] = self._prefix_text(name, labels.items())
         return prefix
 
-    def render(self, families: Iterable[Any]) -> bytes:
+    def render(self, families: Iterable[Any], names: frozenset[str] | None = None) -> bytes:
+        """The families as text; with ``names`` (a scrape's ``name[]`` parameters), only the
+        families whose name, or whose samples' name, is one of them."""
         out: list[str] = []
         for family in families:
-            name = family.name + "_total" if family.type == "counter" else family.name
+            name = exposed_name(family)
+            if names is not None and name not in names and family.name not in names:
+                continue
             out.append(f"# HELP {name} {_escape_help(family.documentation)}\n")
             out.append(f"# TYPE {name} {_TYPES.get(family.type, 'untyped')}\n")
             if isinstance(family, RowMetric):

@@ -1,8 +1,14 @@
 """The kubelet's pod-resources API (``v1.PodResourcesLister/List``): which container holds which device.
 
+A container's devices come from device plugins (``devices``) and from DRA claims
+(``dynamic_resources``: the claim's driver, pool and device name; the kubelet fills it when its
+``KubeletPodResourcesDynamicResources`` feature gate is on, the default since Kubernetes 1.34).
+
 grpcio and protobuf are an optional extra (``gpudiag[kubernetes]``), imported only when a
 kubelet socket is used. The client keeps one channel and caches the answer for a few
-seconds: pods come and go on a scale of seconds, scrapes come every few.
+seconds: pods come and go on a scale of seconds, scrapes come every few. When the kubelet does
+not answer, the client answers with no allocations (and says why in ``last_error``): an owner
+it can no longer confirm is no owner, never the one from before the outage.
 """
 
 from __future__ import annotations
@@ -38,7 +44,8 @@ def _modules() -> tuple[Any, Any, Any]:
 
 
 def allocations_from(response: Any) -> list[Allocation]:
-    """Containers holding devices, from a ``ListPodResourcesResponse``."""
+    """Containers holding devices, from a ``ListPodResourcesResponse``: device-plugin devices and
+    DRA claims (one allocation per claim and driver, its device names as ids)."""
     out = []
     for pod in response.pod_resources:
         for container in pod.containers:
@@ -53,6 +60,13 @@ def allocations_from(response: Any) -> list[Allocation]:
                             device_ids=tuple(devices.device_ids),
                         )
                     )
+            for claim in container.dynamic_resources:
+                by_driver: dict[str, list[str]] = {}
+                for resource in claim.claim_resources:
+                    if resource.device_name:
+                        by_driver.setdefault(resource.driver_name, []).append(resource.device_name)
+                for driver, names in by_driver.items():
+                    out.append(Allocation(pod.namespace, pod.name, container.name, driver, tuple(names), dra=True))
     return out
 
 
@@ -81,7 +95,7 @@ class KubeletClient:
         self._stub = self._pb2_grpc.PodResourcesListerStub(self._channel)
 
     def allocations(self) -> list[Allocation]:
-        """The current allocations; the last good answer (or none) while the kubelet is unreachable."""
+        """The current allocations; none while the kubelet does not answer (``last_error`` says why)."""
         now = self._clock()
         if self._fetched_at is not None and now - self._fetched_at < self._cache_s:
             return self._cached
@@ -94,6 +108,7 @@ class KubeletClient:
             code = exc.code() if hasattr(exc, "code") else None
             self.last_error = f"kubelet pod-resources API at {self.socket}: {getattr(code, 'name', code)}"
             self.close()  # a restarted kubelet makes a new socket: dial again next time
+            self._cached = []  # stale owners would be wrong owners: drop them, gpudiag_kubelet_up says so
             return self._cached
         self.last_error = ""
         self._cached = allocations_from(response)

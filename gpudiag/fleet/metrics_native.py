@@ -4,6 +4,10 @@
 Shared by ``gpudiag exporter``, ``memory --prometheus`` and ``--textfile``. A reading that is N/A
 on a GPU yields no sample, never a made-up number. Per-GPU series carry ``gpu`` (NVML index) and
 ``uuid``; names, bus ids and the driver live once in ``gpudiag_gpu_info``.
+
+A check's verdict is ``gpudiag_check_status{check,gpu,uuid}``, one series per check and GPU
+whatever the finding says; the finding's text is ``gpudiag_check_reason_info{...,reason}``, so a
+changing message (an error count going up) never starts a new status series.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ if TYPE_CHECKING:
 
 GPU = ["gpu", "uuid"]
 PROCESS = ["gpu", "uuid", "pid", "process", "user", "gpu_instance", "pod", "namespace", "container", "slurm_job"]
-CHECK = ["check", "gpu", "uuid", "reason"]
+CHECK = ["check", "gpu", "uuid"]
 DEFAULT_MAX_PROCESS_SERIES = 256
 
 # The clock event reasons that slow a busy GPU down (throttling); idle, application-clock, sync-boost
@@ -83,9 +87,11 @@ def gpu_target(target: str) -> int | None:
     return int(index) if head == "GPU" and index.isdigit() else None
 
 
-def _gpu_families(out: _Families, gpus: Sequence[Gpu], driver: str, peaks: Mapping[int, int] | None) -> None:
+def _gpu_families(
+    out: _Families, gpus: Sequence[Gpu], driver: str, peaks: Mapping[int, int] | None, uuids: Mapping[int, str]
+) -> None:
     info = out.gauge("gpudiag_gpu_info", "GPU identity (value 1)", [*GPU, "name", "pci_bus_id", "driver_version"])
-    lost = out.gauge("gpudiag_gpu_lost", "1 when the GPU is lost (fallen off the bus) or cannot be opened", ["gpu"])
+    lost = out.gauge("gpudiag_gpu_lost", "1 when the GPU is lost (fallen off the bus) or cannot be opened", GPU)
     total = out.gauge("gpudiag_gpu_memory_total_bytes", "GPU memory size", GPU)
     used = out.gauge("gpudiag_gpu_memory_used_bytes", "GPU memory in use (NVML)", GPU)
     free = out.gauge("gpudiag_gpu_memory_free_bytes", "GPU memory free", GPU)
@@ -128,7 +134,7 @@ def _gpu_families(out: _Families, gpus: Sequence[Gpu], driver: str, peaks: Mappi
 
     for g in gpus:
         index = str(g.index)
-        lost.add_metric([index], 0 if g.state is GpuState.OK else 1)
+        lost.add_metric([index, uuids.get(g.index, "")], 0 if g.state is GpuState.OK else 1)
         if peak is not None and peaks is not None and g.index in peaks:
             peak.add_metric([index], peaks[g.index])
         if g.state is not GpuState.OK:
@@ -285,22 +291,28 @@ def _process_families(
             full_in.add_metric(labels, forecast)
 
 
-def check_family(results: Iterable[CheckResult], uuids: Mapping[int, str]) -> Any:
-    """``gpudiag_check_status``: 0 pass, 1 warn, 2 fail; the reason is the finding (empty on a pass,
-    so a passing check's series does not change with every reading). A skipped check has no sample."""
+def check_families(results: Iterable[CheckResult], uuids: Mapping[int, str]) -> list[Any]:
+    """``gpudiag_check_status`` (0 pass, 1 warn, 2 fail; a skipped check has no sample) and, for each
+    warning or failure, ``gpudiag_check_reason_info`` (value 1) with the finding as ``reason``."""
     out = _Families([])
     status = out.gauge(
         "gpudiag_check_status", "gpudiag check verdict: 0 pass, 1 warn, 2 fail (skipped: no sample)", CHECK
+    )
+    reason = out.gauge(
+        "gpudiag_check_reason_info",
+        "Why a check warns or fails (value 1): join on check, gpu, uuid with gpudiag_check_status",
+        [*CHECK, "reason"],
     )
     for r in results:
         value = STATUS_VALUE.get(r.status.value)
         if value is None:
             continue
         index = gpu_target(r.target)
-        gpu = "" if index is None else str(index)
-        reason = "" if value == 0 else r.finding
-        status.add_metric([r.id, gpu, uuids.get(index, "") if index is not None else "", reason], value)
-    return status.metric
+        labels = ["" if index is None else str(index), uuids.get(index, "") if index is not None else ""]
+        status.add_metric([r.id, *labels], value)
+        if value:
+            reason.add_metric([r.id, *labels, r.finding], 1)
+    return out.made
 
 
 def families(
@@ -310,13 +322,18 @@ def families(
     checks: Iterable[CheckResult] | None = None,
     owners: Mapping[tuple[int, int], Owner] | None = None,
     max_process_series: int = DEFAULT_MAX_PROCESS_SERIES,
+    known: Mapping[int, Gpu] | None = None,
 ) -> list[Any]:
-    """Every native family for one sample (no samples before the first)."""
+    """Every native family for one sample (no samples before the first). ``known``: each GPU as
+    last seen working, by index, so that one lost now keeps its ``uuid`` label."""
     out = _Families([])
     gpus = tuple(r.gpu for r in view.gpus) if view is not None else ()
     driver = view.machine.nvml.driver_version.get("") if view is not None else ""
     uuids = {g.index: g.uuid.value for g in gpus if g.uuid.value is not None}
-    _gpu_families(out, gpus, driver, peaks)
+    for index, gpu in (known or {}).items():
+        if index not in uuids and gpu.uuid.value is not None:
+            uuids[index] = gpu.uuid.value
+    _gpu_families(out, gpus, driver, peaks, uuids)
     _process_families(
         out,
         view.processes if view is not None else (),
@@ -332,5 +349,5 @@ def families(
         if f.pid is None:
             gpu_full_in.add_metric([str(f.gpu_index), uuids.get(f.gpu_index, "")], f.full_in_s)
     if checks is not None:
-        out.made.append(check_family(checks, uuids))
+        out.made.extend(check_families(checks, uuids))
     return out.made

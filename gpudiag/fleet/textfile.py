@@ -17,7 +17,7 @@ from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.files import write_atomic
 from gpudiag.memory import MemoryView
-from gpudiag.model import Machine
+from gpudiag.model import Machine, NvmlStatus
 
 MEMORY_FILE = "gpudiag_memory.prom"
 CHECK_FILE = "gpudiag_check.prom"
@@ -78,23 +78,32 @@ def write_check(directory: Path, results: Sequence[CheckResult], machine: Machin
 def check_families(results: Sequence[CheckResult], uuids: dict[int, str], code: int) -> list[Any]:
     from prometheus_client.core import GaugeMetricFamily
 
-    from gpudiag.fleet.metrics_native import check_family
+    from gpudiag.fleet.metrics_native import check_families as verdicts
 
     exit_code = GaugeMetricFamily("gpudiag_check_exit_code", "Exit code of the last `gpudiag check` (0 ready)")
     exit_code.add_metric([], code)
     return [
-        check_family(results, uuids),
+        *verdicts(results, uuids),
         exit_code,
         stamp("gpudiag_check_timestamp_seconds", "When `gpudiag check` last wrote this file"),
     ]
 
 
-def npd_verdict(results: Sequence[CheckResult], strict: bool, notes: Sequence[str]) -> tuple[str, int]:
+NO_GPU = "unknown: no NVIDIA GPU on this node"
+
+
+def npd_verdict(
+    results: Sequence[CheckResult], strict: bool, notes: Sequence[str], no_gpu: bool = False
+) -> tuple[str, int]:
     """node-problem-detector's custom-plugin answer: (one line of at most 80 characters, exit code).
 
     Exit 0 OK, 1 a problem (a failed check, or a warning with --strict), 2 unknown (a check
-    could not run and nothing failed, or every check was skipped).
+    could not run and nothing failed, every check was skipped, or ``no_gpu``: the node has no
+    NVIDIA GPU, so there is nothing to judge). The line names checks and GPUs, never counts or
+    readings: NPD updates the condition's message when it changes, which should be when the problem does.
     """
+    if no_gpu:
+        return NO_GPU, 2
     bad = [r for r in results if r.status is Status.FAIL or (strict and r.status is Status.WARN)]
     if bad:
         names: dict[str, list[str]] = {}
@@ -114,3 +123,9 @@ def npd_verdict(results: Sequence[CheckResult], strict: bool, notes: Sequence[st
 def _fit(line: str) -> str:
     line = " ".join(line.split())
     return line if len(line) <= NPD_WIDTH else line[: NPD_WIDTH - 3] + "..."
+
+
+def gpu_absent(machine: Machine, pci_gpus: int | None) -> bool:
+    """Whether this node has no NVIDIA GPU: NVML sees none (or cannot start) and neither does the
+    PCI bus. A node whose GPUs NVML cannot reach (no driver, a lost GPU) is not such a node."""
+    return (machine.nvml.status is not NvmlStatus.OK or not machine.gpus) and pci_gpus == 0

@@ -1,0 +1,210 @@
+"""The Dockerfile, kept honest without a registry (none is reachable here, so no image is built):
+its pins and defaults are read from it, and its install steps are run for real.
+
+``test_the_install_steps_give_a_working_exporter_and_npd_plugin`` runs every RUN of the wheel,
+npd and exporter stages (the apt-get one excepted: system packages) as written, with the image's
+paths mapped into a temporary directory, each stage from a fresh virtual environment, then the
+images' commands. What it cannot prove: that the base images still exist under their tags, and
+that the image's Python (the same minor version as the one running this test) behaves the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import venv
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKERFILE = ROOT / "Dockerfile"
+REQUIREMENTS = ROOT / "deploy" / "docker" / "requirements.txt"
+BUILD_REQUIREMENTS = ROOT / "deploy" / "docker" / "build-requirements.txt"
+
+
+def instructions(text: str) -> list[tuple[str, str, str]]:
+    """(stage, KEYWORD, arguments) for every instruction, continuation lines joined."""
+    out: list[tuple[str, str, str]] = []
+    stage = ""
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1].strip() + " "
+            continue
+        line, pending = pending + line, ""
+        keyword, _, rest = line.partition(" ")
+        if keyword.upper() == "FROM":
+            stage = rest.split(" AS ")[-1].strip() if " AS " in rest else rest
+        out.append((stage, keyword.upper(), rest.strip()))
+    return out
+
+
+def stage(name: str) -> list[tuple[str, str]]:
+    return [(kw, rest) for st, kw, rest in instructions(DOCKERFILE.read_text()) if st == name]
+
+
+def pins(path: Path) -> dict[str, str]:
+    found = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            requirement = Requirement(line)
+            (spec,) = requirement.specifier
+            assert spec.operator == "==", line  # exact pins only
+            found[requirement.name.lower().replace("_", "-")] = spec.version
+    return found
+
+
+def test_bases_are_pinned_and_the_default_target_is_the_non_root_exporter() -> None:
+    from gpudiag.cli.exporter_cmd import DEFAULT_PORT
+
+    all_instructions = instructions(DOCKERFILE.read_text())
+    images = [rest.split("=", 1)[1] for st, kw, rest in all_instructions if kw == "ARG" and "IMAGE=" in rest]
+    assert images and all(":" in image and not image.endswith(":latest") for image in images)
+    assert all(any(c.isdigit() for c in image.rsplit(":", 1)[1]) for image in images)  # a version, not a moving tag
+    assert all_instructions[-1][0] == "exporter"  # the last stage: what a plain `docker build` makes
+    exporter = dict(stage("exporter"))
+    assert exporter["USER"] == "65532:65532"
+    assert json.loads(exporter["ENTRYPOINT"]) == ["/opt/gpudiag/bin/gpudiag"]
+    command = json.loads(exporter["CMD"])
+    assert command[0] == "exporter" and f"--port={DEFAULT_PORT}" in command and "--bind=0.0.0.0" in command
+    assert exporter["EXPOSE"] == str(DEFAULT_PORT)
+    assert dict(stage("npd"))["USER"] == "65532:65532"
+
+
+def test_the_pinned_runtime_satisfies_the_package_and_its_kubernetes_extra() -> None:
+    """Every dependency of gpudiag[kubernetes] is pinned, at a version the package accepts."""
+    from importlib.metadata import requires
+
+    pinned = pins(REQUIREMENTS)
+    wanted = [Requirement(line) for line in requires("gpudiag") or []]
+    runtime = [r for r in wanted if r.marker is None or r.marker.evaluate({"extra": "kubernetes"})]
+    assert {r.name for r in runtime} >= {"typer", "grpcio", "protobuf"}
+    for requirement in runtime:
+        name = requirement.name.lower().replace("_", "-")
+        assert name in pinned, f"{name} is not pinned in {REQUIREMENTS.name}"
+        assert requirement.specifier.contains(pinned[name]), (name, pinned[name], str(requirement.specifier))
+    assert "hatchling" in pins(BUILD_REQUIREMENTS)
+
+
+def mapped(command: str, paths: dict[str, Path]) -> str:
+    """The command with the image's paths replaced by this test's (longest first)."""
+    for image_path in sorted(paths, key=len, reverse=True):
+        command = command.replace(image_path, str(paths[image_path]))
+    return command
+
+
+def run_stage(name: str, paths: dict[str, Path], cwd: Path, env: dict[str, str]) -> list[str]:
+    """Run a stage's RUN instructions; returns the ones not run (apt-get), checked by the caller."""
+    skipped = []
+    for keyword, rest in stage(name):
+        if keyword != "RUN":
+            continue
+        if rest.startswith("apt-get "):
+            skipped.append(rest)
+            continue
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", mapped(rest, paths)],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert done.returncode == 0, f"{name}: RUN {rest}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return skipped
+
+
+@pytest.mark.slow
+def test_the_install_steps_give_a_working_exporter_and_npd_plugin(tmp_path: Path) -> None:
+    # The image's system Python: a fresh virtual environment whose bin/ comes first on PATH.
+    system = tmp_path / "system-python"
+    venv.create(system, with_pip=True)
+    env = {**os.environ, "PATH": f"{system / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("PYTHONPATH", None)
+    env.pop("VIRTUAL_ENV", None)
+
+    # Stage "wheel": WORKDIR /src with what the Dockerfile copies there.
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "gpudiag", src / "gpudiag", ignore=shutil.ignore_patterns("__pycache__"))
+    wheels = tmp_path / "wheels"
+    assert (
+        run_stage("wheel", {"/tmp/build-requirements.txt": BUILD_REQUIREMENTS, "/tmp/wheels": wheels}, src, env) == []
+    )
+    (wheel,) = wheels.glob("gpudiag-*.whl")
+
+    for name in ("npd", "exporter"):
+        root = tmp_path / name
+        (root / "bin").mkdir(parents=True)
+        shutil.copytree(wheels, root / "wheels")  # COPY --from=wheel
+        shutil.copy(REQUIREMENTS, root / "requirements.txt")
+        paths = {
+            "/tmp/requirements.txt": root / "requirements.txt",
+            "/tmp/wheels": root / "wheels",
+            "/opt/gpudiag": root / "opt-gpudiag",
+            "/usr/local/bin/gpudiag": root / "bin" / "gpudiag",
+        }
+        skipped = run_stage(name, paths, tmp_path, env)
+        if name == "npd":
+            (apt,) = skipped
+            assert shlex.split(apt.split("&&")[1])[-2:] == ["python3", "python3-venv"]
+        else:
+            assert skipped == []
+        assert not (root / "wheels").exists()  # the stage cleans up after itself
+        gpudiag = root / "opt-gpudiag" / "bin" / "gpudiag"
+        frozen = subprocess.run(
+            [str(root / "opt-gpudiag" / "bin" / "python"), "-m", "pip", "freeze"], capture_output=True, text=True
+        ).stdout
+        assert f"gpudiag @ file://{root / 'wheels' / wheel.name}" in frozen or "gpudiag==" in frozen
+        assert {line.split("==")[0].lower().replace("_", "-") for line in frozen.splitlines() if "==" in line} >= set(
+            pins(REQUIREMENTS)
+        )
+        clean_env = {k: v for k, v in env.items() if k != "GPUDIAG_REPLAY"}
+        if name == "exporter":
+            # The image's default command (ENTRYPOINT + CMD), asked for its help, then for one scrape.
+            exporter = dict(stage("exporter"))
+            command = [str(gpudiag), *json.loads(exporter["CMD"])]
+            helped = subprocess.run([*command, "--help"], capture_output=True, text=True, env=clean_env, timeout=120)
+            assert helped.returncode == 0 and "--compat" in helped.stdout, helped.stderr
+            once = subprocess.run(
+                [str(gpudiag), "--replay", "h100x8-healthy", "exporter", "--once"],
+                capture_output=True,
+                text=True,
+                env=clean_env,
+                timeout=120,
+            )
+            assert once.returncode == 0 and "gpudiag_gpu_info" in once.stdout, once.stderr
+            grpc = subprocess.run(
+                [
+                    str(root / "opt-gpudiag" / "bin" / "python"),
+                    "-c",
+                    "from gpudiag.fleet import kubelet; kubelet._modules()",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert grpc.returncode == 0, grpc.stderr  # the kubernetes extra: pod labels from the kubelet
+        else:
+            # The path the NPD plugin config names, as a link into the virtual environment.
+            plugin = root / "bin" / "gpudiag"
+            assert plugin.is_symlink() and plugin.resolve() == gpudiag.resolve()
+            npd = subprocess.run(
+                [str(plugin), "--replay", "a100-ecc-errors", "check", "--npd", "--quick", "--no-torch"],
+                capture_output=True,
+                text=True,
+                env=clean_env,
+                timeout=120,
+            )
+            assert npd.returncode == 1 and npd.stdout.startswith("failed: "), npd.stderr
