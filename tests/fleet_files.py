@@ -20,9 +20,9 @@ def _output(machine: str, *args: str) -> str:
     return result.stdout
 
 
-def check(machine: str, node: str) -> dict[str, Any]:
-    """`gpudiag check --json --no-torch` of an example machine, as Slurm node ``node`` would send it."""
-    data: dict[str, Any] = json.loads(_output(machine, "check", "--json", "--no-torch"))
+def check(machine: str, node: str, *options: str) -> dict[str, Any]:
+    """`gpudiag check --json --no-torch [OPTIONS]` of an example machine, as Slurm node ``node`` would send it."""
+    data: dict[str, Any] = json.loads(_output(machine, "check", "--json", "--no-torch", *options))
     data["slurm_node"] = node
     return data
 
