@@ -48,8 +48,9 @@ DESCRIPTIONS = {
     ExitCode.NVML_NO_PERMISSION: "NVML: no permission to open /dev/nvidia*",
     ExitCode.CHECK_INCOMPLETE: "`check` could not run a requested check (e.g. the functional test's child could not "
     "start) and nothing failed; the rest is reported",
-    ExitCode.REPORT_UNREADABLE: "`report`: a node's file is empty, truncated, malformed or of another schema, and "
-    "no node failed or is missing (`report` exits 1 when one did)",
+    ExitCode.REPORT_UNREADABLE: "`report`: a node's file is not exactly one valid gpudiag output (empty, truncated, "
+    "two runs in one file, stderr mixed in, another schema, an invalid node name, not a regular file), and no node "
+    "is not ready or missing (`report` exits 1 when one is)",
     ExitCode.NVML_DRIVER_NOT_LOADED: "NVML: NVIDIA driver not loaded",
     ExitCode.NVML_LIBRARY_NOT_FOUND: "NVML: libnvidia-ml.so.1 not found (no driver installed)",
     ExitCode.GPU_LOST: "a GPU is lost (fallen off the bus): `list`, `memory` and `visible` still print everything, "

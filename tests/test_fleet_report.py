@@ -275,7 +275,7 @@ def test_json_output(cli: Cli, tmp_path: Path) -> None:
         "example": "GPU 0: 2 uncorrected ECC error(s) since the driver loaded",
         "scope": "node",
     }
-    assert data["unreadable"] == [
+    assert data["unreadable_by_cause"] == [
         {
             "cause": "truncated JSON",
             "count": 1,

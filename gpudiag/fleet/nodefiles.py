@@ -315,8 +315,12 @@ _CHECK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 _valid_ids: set[str] = set()  # ids already matched: a fleet has few distinct ones
 
 
+class _Host(msgspec.Struct):
+    hostname: str | None = None
+
+
 class _Named(msgspec.Struct, kw_only=True):
-    host: str | dict[str, Any] | None = None  # a snapshot's is {"hostname": ...}
+    host: str | _Host | None = None  # a snapshot's is {"hostname": ...}
     slurm_node: str | None = None
 
 
@@ -444,7 +448,7 @@ def _name(data: _Named | None) -> tuple[str | None, str]:
         return None, ""
     if data.slurm_node:
         return data.slurm_node, "slurm_node"
-    host = data.host.get("hostname") if isinstance(data.host, dict) else data.host
+    host = data.host.hostname if isinstance(data.host, _Host) else data.host
     return (host, "host") if isinstance(host, str) and host else (None, "")
 
 
@@ -486,13 +490,15 @@ def _shared(kind: str, value: Any, key: Any = None) -> Any:
 def _check(doc: _CheckFile, path: str, keep_checks: bool) -> NodeFile:
     host = _node_name(doc, path)
     checks = _CHECKS.decode(doc.checks)
-    for c in checks:
-        if c.id not in _valid_ids:
-            if not _CHECK_ID.fullmatch(c.id):
+    ids = {c.id for c in checks}
+    if not ids <= _valid_ids:
+        for cid in ids - _valid_ids:
+            if not _CHECK_ID.fullmatch(cid):
                 raise _InvalidContentError(
-                    Cause.MALFORMED, f"malformed gpudiag.check/1 output: {c.id[:60]!r} is not a check id"
+                    Cause.MALFORMED, f"malformed gpudiag.check/1 output: {cid[:60]!r} is not a check id"
                 )
-            _valid_ids.add(c.id)
+        if len(_valid_ids) < 10_000:  # bounded, whatever the files hold
+            _valid_ids.update(ids)
     failing = ("FAIL", "WARN") if doc.strict else ("FAIL",)
     failed = [c for c in checks if c.status in failing]
     given = "NOT READY" if failed else "UNKNOWN" if doc.could_not_run else "READY"

@@ -264,7 +264,7 @@ def _head(report: Report) -> dict[str, Any]:
             }
             for g in report.failures
         ],
-        "unreadable": [
+        "unreadable_by_cause": [
             {
                 "cause": p.cause.value,
                 "count": len(p.hosts),
