@@ -671,3 +671,28 @@ def test_a_hostlist_cut_to_a_width_is_a_prefix_of_the_hosts() -> None:
     assert shown == names[: len(shown)] and len(shown) + left == len(names)
     assert hostlists.collect_within(names[:3], 64) == ("gpu[00001-00003]", 0)
     assert hostlists.collect_within([], 10) == ("", 0)
+
+
+def test_junit_follows_a_link_and_writes_a_fifo_in_place(cli: Cli, tmp_path: Path) -> None:
+    """Renaming over a link would cut it; renaming over a FIFO or /dev/stdout would replace it."""
+    import threading
+
+    directory = fleet(tmp_path, {"gpu1": HEALTHY})
+    real = tmp_path / "reports" / "latest.xml"
+    real.parent.mkdir()
+    real.write_text("old")
+    real.chmod(0o640)
+    link = tmp_path / "report.xml"
+    link.symlink_to(real)
+    cli("report", str(directory), "--junit", str(link))
+    assert link.is_symlink() and real.stat().st_mode & 0o777 == 0o640
+    assert ET.parse(real).getroot().tag == "testsuites"
+
+    fifo = tmp_path / "pipe.xml"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    cli("report", str(directory), "--junit", str(fifo))
+    reader.join(30)
+    assert fifo.is_fifo() and ET.fromstring(received[0]).tag == "testsuites"

@@ -68,23 +68,37 @@ def command(
 
 def write_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     """Write ``path`` through a temporary file beside it, renamed over it when complete: a reader
-    (a CI dashboard) sees the old file or the whole new one, never half of it.
+    (a CI dashboard) sees the old file or the whole new one, never half of it. A link is followed (the
+    file it names is replaced, the link kept); what is not a regular file (``/dev/stdout``, a FIFO)
+    is written to directly: renaming over it would replace the device or pipe.
 
     (Local to `report` until the project's shared atomic-write helper lands.)
     """
+    import stat
     import tempfile
 
     tmp = ""
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            mode: int | None = os.stat(path).st_mode
+        except FileNotFoundError:
+            mode = None
+        if mode is not None and not stat.S_ISREG(mode):
+            with open(path, "wb") as out:
+                write(out)
+            return
+        target = os.path.realpath(path)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=f".{os.path.basename(target)}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as out:
             write(out)
             out.flush()
             os.fsync(out.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # as open() would have made it, not mkstemp's 0600
-        os.replace(tmp, path)
+        if mode is None:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask  # as open() would have made it, not mkstemp's 0600
+        os.chmod(tmp, stat.S_IMODE(mode))
+        os.replace(tmp, target)
     except OSError as exc:
         if tmp:
             with contextlib.suppress(OSError):
