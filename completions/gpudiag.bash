@@ -73,7 +73,7 @@ _gpudiag() {
         exporter) COMPREPLY=($(compgen -W "--port --bind --compat --max-process-series --kubelet-socket --no-kubelet --proc-root --hostname --once --help" -- "$cur")) ;;
         list) COMPREPLY=($(compgen -W "--json --id -i --no-processes --details -q --query --query-gpu --query-compute-apps --format --watch -w --interval --count --help" -- "$cur")) ;;
         memory) COMPREPLY=($(compgen -W "--watch -w --interval --count --id -i --json --log --until-free --timeout --alert-free-below --alert-oom-within --postmortem --torch-snapshot --plot --output -o --prometheus --bind --textfile --help" -- "$cur")) ;;
-        report) COMPREPLY=($(compgen -W "--expect --json --junit --brief --help" -- "$cur")) ;;
+        report) COMPREPLY=($(compgen -W "--expect --json --junit --nodes --brief --help" -- "$cur")) ;;
         snapshot) COMPREPLY=($(compgen -W "--output -o --description -d --no-torch --help" -- "$cur")) ;;
         visible) COMPREPLY=($(compgen -W "--value --unset --order --select --probe --json --help" -- "$cur")) ;;
         "") COMPREPLY=($(compgen -W "bench-transfer check drain examples exporter list memory report snapshot visible --replay --color --debug --version --help" -- "$cur")) ;;

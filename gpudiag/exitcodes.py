@@ -57,8 +57,9 @@ DESCRIPTIONS = {
     ExitCode.NVML_NO_PERMISSION: "NVML: no permission to open /dev/nvidia*",
     ExitCode.CHECK_INCOMPLETE: "`check` could not run a requested check (e.g. the functional test's child could not "
     "start) and nothing failed; the rest is reported",
-    ExitCode.REPORT_UNREADABLE: "`report`: a node's file is empty, truncated, malformed or of another schema, and "
-    "no node failed or is missing (`report` exits 1 when one did)",
+    ExitCode.REPORT_UNREADABLE: "`report`: a node's file is not exactly one valid gpudiag output (empty, truncated, "
+    "two runs in one file, stderr mixed in, another schema, an invalid node name, not a regular file), and no node "
+    "is not ready or missing (`report` exits 1 when one is)",
     ExitCode.NOTHING_CHECKED: "`check`: every selected check was skipped (e.g. `--only func` where CUDA cannot run, "
     "`--only compat.torch --no-torch`): nothing was verified, so the verdict is UNKNOWN, never READY (5 when a "
     "requested check could not run as well)",

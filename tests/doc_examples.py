@@ -74,7 +74,12 @@ def run(example: Example) -> str:
     while _ASSIGNMENT.match(words[0]):
         name, _, value = words.pop(0).partition("=")
         env[name] = value
-    result = CliRunner().invoke(app, words[1:], env=env)
+    here = os.getcwd()
+    os.chdir(ROOT)  # paths in examples (examples/fleet/nodes/) are relative to the repository
+    try:
+        result = CliRunner().invoke(app, words[1:], env=env)
+    finally:
+        os.chdir(here)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise RuntimeError(f"{example.name}: `{example.command}` raised {result.exception!r}")
     text = result.stdout + result.stderr
