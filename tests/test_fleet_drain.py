@@ -95,7 +95,7 @@ def test_the_plan() -> None:
         "ours-same": (Verb.KEEP, f"already drained: {wanted}"),
         "ours-old": (Verb.DRAIN, wanted),  # any gpudiag reason is gpudiag's to update
         "job-only": (Verb.KEEP, "left in service: job-scope failures only (env.visible_devices)"),
-        "strict": (Verb.DRAIN, "gpudiag: not ready: NOT READY"),
+        "strict": (Verb.DRAIN, "gpudiag: not ready: verdict NOT READY, no failed check listed"),
         "unknown": (Verb.SKIP, "not drained: Slurm does not know this node"),
         "gpu[1-3]": (Verb.SKIP, "not one Slurm node name: never passed to scontrol"),
         "a,b": (Verb.SKIP, "not one Slurm node name: never passed to scontrol"),
@@ -323,3 +323,16 @@ def test_a_file_that_is_not_a_report_is_a_usage_error(cli: Cli, tmp_path: Path) 
     code, _, err = cli("drain", str(bad))
     assert code == ExitCode.USAGE and "not a `gpudiag report --json` output" in err
     assert cli("drain", str(tmp_path / "missing.json"))[0] == ExitCode.USAGE
+
+
+@pytest.mark.slow
+def test_the_drain_benchmark_runs() -> None:
+    """benchmarks/bench_drain.py on a small fleet: its figures are reported, not asserted."""
+    import sys
+
+    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_drain.py"
+    done = subprocess.run(
+        [sys.executable, str(bench), "--nodes", "60", "--runs", "1"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode in (0, 1), done.stderr  # 1: the target missed
+    assert "gpudiag drain REPORT: median" in done.stdout and "2 lines" in done.stdout.split("REPORT:")[1].split("\n")[0]

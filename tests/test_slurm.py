@@ -231,6 +231,8 @@ def test_the_prolog_cancels_a_job_whose_environment_fails_and_keeps_the_node(clu
         assert comment.endswith("; fix job")
         assert cluster.show() == ("IDLE", "")  # the node was not drained for the job's fault
         assert not (cluster.root / "log" / "env-job.out").exists()  # the job never ran
+        done = cluster.run("srun", "-N1", "echo", "job ran")  # interactive: Slurm's own words for a cancel
+        assert done.returncode != 0 and "job ran" not in done.stdout and cluster.show() == ("IDLE", "")
     finally:
         cluster.settings("gpudiag-prolog", GPUDIAG=gpudiag, GPUDIAG_REPLAY=HEALTHY)
     done = cluster.run("srun", "-N1", "echo", "next job ran")

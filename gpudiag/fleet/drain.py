@@ -118,8 +118,8 @@ def _not_ready(t: Target, current: dict[str, Current] | None) -> Step:
         checks = ",".join(dict.fromkeys(f.check for f in t.failures))
         return Step(t.node, Verb.KEEP, f"left in service: job-scope failures only ({checks})")
     # Not ready without a failure listed (a --strict warning, a verdict without checks): drain anyway.
-    generic = f"{faults.PREFIX} not ready: {faults.escape(t.problem)}"[: faults.MAX_REASON]
-    wanted = faults.reason(failed) if failed else generic
+    generic = f"{faults.PREFIX} not ready: verdict {faults.escape(t.problem or '?')}, no failed check listed"
+    wanted = faults.reason(failed) if failed else generic[: faults.MAX_REASON]
     if current is None:
         return Step(t.node, Verb.DRAIN, wanted)
     now = current.get(t.node)
