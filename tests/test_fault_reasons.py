@@ -72,6 +72,16 @@ def test_text_from_outside_is_escaped() -> None:
     assert text.isprintable() and "\\n" in text and "\\x1b" in text and "\\u2028" in text
 
 
+def test_a_functional_failure_names_its_kind_without_figures() -> None:
+    def fact(finding: str) -> str:
+        return faults.steady_fact("func.gpu", "reset", finding)
+
+    assert fact("memory pattern read back wrong") == "memory pattern read back wrong"
+    assert fact("wrong matmul results: relative error 0.31 > 0.0001 (or NaN/Inf)") == "wrong matmul results"
+    assert fact("the test process gave no answer within 8 s (hung?)") == "functional test failed"
+    assert faults.steady_fact("bench-transfer", "", "H2D 3.1 GB/s, expected 20") == "transfer benchmark failed"
+
+
 def test_first_clause() -> None:
     assert faults.first_clause("GPU is lost (fallen off the bus, XID 79): reset the GPU") == (
         "GPU is lost (fallen off the bus, XID 79)"

@@ -159,10 +159,18 @@ def body(faults: Iterable[Fault], limit: int = MAX_BODY) -> str:
     return f"{head}: {fact}{tail}"[:limit]
 
 
+# Volatile checks whose findings are of several kinds: a first clause without figures names the kind
+# ("memory pattern read back wrong", "wrong matmul results"); one with figures gives way to the phrase.
+_KINDS = frozenset({"func.gpu", "bench-transfer"})
+
+
 def steady_fact(check: str, action: str, finding: str) -> str:
     """What is wrong, without figures that change between runs over the same fault."""
     fact = _STEADY_FACTS.get((check, action)) or _STEADY_FACTS.get((check, ""))
-    return fact if fact is not None else first_clause(finding)
+    if fact is None:
+        return first_clause(finding)
+    clause = first_clause(finding)
+    return clause if check in _KINDS and not any(c.isdigit() for c in clause) else fact
 
 
 _SHORTEST_CLAUSE = 12
