@@ -2,7 +2,7 @@
 complete -c gpudiag -f
 complete -c gpudiag -n 'not __fish_seen_subcommand_from bench-transfer check drain examples exporter list memory report snapshot visible' -a bench-transfer -d 'Measure copy bandwidth (H2D, D2H pageable/pinned, D2D, peer) and judge it against the PCIe/memory limit.'
 complete -c gpudiag -n 'not __fish_seen_subcommand_from bench-transfer check drain examples exporter list memory report snapshot visible' -a check -d 'Pre-job health and CUDA/driver/PyTorch compatibility checks, with exit codes for CI and schedulers.'
-complete -c gpudiag -n 'not __fish_seen_subcommand_from bench-transfer check drain examples exporter list memory report snapshot visible' -a drain -d 'Print (or, with --execute, run) `scontrol update NodeName=… State=DRAIN Reason="gpudiag: …"` per failed node.'
+complete -c gpudiag -n 'not __fish_seen_subcommand_from bench-transfer check drain examples exporter list memory report snapshot visible' -a drain -d 'Print (or, with --execute, run) `scontrol update NodeName=… State=DRAIN Reason=…` per node a check failed.'
 complete -c gpudiag -n 'not __fish_seen_subcommand_from bench-transfer check drain examples exporter list memory report snapshot visible' -a examples -d 'List the example machines that `--replay NAME` can read (try any command without a GPU).'
 complete -c gpudiag -n 'not __fish_seen_subcommand_from bench-transfer check drain examples exporter list memory report snapshot visible' -a exporter -d 'Prometheus exporter per node: GPU, health and per-process metrics with pod/job attribution.'
 complete -c gpudiag -n 'not __fish_seen_subcommand_from bench-transfer check drain examples exporter list memory report snapshot visible' -a list -d 'Show the GPUs, their state and the processes on them (like nvidia-smi).'
@@ -46,7 +46,7 @@ complete -c gpudiag -n '__fish_seen_subcommand_from check' -l npd -d 'node-probl
 complete -c gpudiag -n '__fish_seen_subcommand_from check' -l mode -r -d 'prolog | health-check: for Slurm\'s Prolog / HealthCheckProgram (NHC): exit status and one line on stderr only, no torch unless --python, a hard deadline.'
 complete -c gpudiag -n '__fish_seen_subcommand_from check' -l deadline -r -d 'With --mode: give up after this many seconds (prolog 20, health-check 4).'
 complete -c gpudiag -n '__fish_seen_subcommand_from drain' -l execute -d 'Run the scontrol commands (default: only print them).'
-complete -c gpudiag -n '__fish_seen_subcommand_from drain' -l resume -d 'Also undrain ready nodes that gpudiag drained (never others\').'
+complete -c gpudiag -n '__fish_seen_subcommand_from drain' -l resume -d 'Also undrain nodes gpudiag drained that are ready in files newer than the drain.'
 complete -c gpudiag -n '__fish_seen_subcommand_from exporter' -l port -r -d 'TCP port for /metrics and /healthz.'
 complete -c gpudiag -n '__fish_seen_subcommand_from exporter' -l bind -r -d 'Address to listen on (0.0.0.0 or the pod IP to be scraped from outside).'
 complete -c gpudiag -n '__fish_seen_subcommand_from exporter' -l compat -r -d 'Metric names: native (gpudiag_*) or dcgm (dcgm-exporter\'s DCGM_FI_DEV_* and labels).'

@@ -379,7 +379,8 @@ def test_a_node_name_with_syntax_in_it_makes_the_file_unreadable(cli: Cli, tmp_p
     bad = next(n for n in fleet_report.nodes if n.host == "gpu007")  # attributed to its file's name
     assert bad.state is State.UNREADABLE and bad.unread[0][1] is nodefiles.Cause.BAD_NAME
     assert f"invalid node name {name!r} in slurm_node" in bad.problems[0]
-    assert [t.node for t in drain.from_report(fleet_report)] == ["gpu008"]  # never a target, never expanded
+    steps = drain.plan(drain.from_report(fleet_report), {}, resume=False)  # never drained, never expanded
+    assert [(s.node, s.verb) for s in steps] == [("gpu007", drain.Verb.SKIP)]
     code, out, err = cli("report", str(directory), "--nodes")
     assert code == ExitCode.REPORT_UNREADABLE, out + err
     assert not CONTROL.search(out)

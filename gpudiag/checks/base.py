@@ -33,9 +33,22 @@ RECOVERY_ACTIONS = {
     6: ("bus reset required", "drain the node and reset the PCIe bus"),
     7: ("system reboot required", "drain the node and reboot it"),
 }
+# What the operator does for each: a GPU or bus reset, or a reboot (IMEX recovery and unknown
+# actions too: the node-wide step that clears the most).
+RECOVERY_OPERATOR_ACTIONS = {
+    1: Action.RESET,
+    2: Action.REBOOT,
+    3: Action.RESET,
+    4: Action.RESET,
+    5: Action.REBOOT,
+    6: Action.RESET,
+    7: Action.REBOOT,
+}
 
 Rule = Callable[[Facts, Options], list[CheckResult]]
-Judge = Callable[[Gpu], tuple[Status, str, str]]
+# A judge gives (status, finding, fix) for one GPU, and may add the action when the finding
+# decides it more precisely than the check's declaration (pending retirement: reset; too many: RMA).
+Judge = Callable[[Gpu], tuple[Status, str, str] | tuple[Status, str, str, Action]]
 
 
 NeedsTorch = Callable[[Options], bool]
@@ -113,7 +126,12 @@ def per_gpu(check_id: str, area: str, facts: Facts, judge: Judge) -> list[CheckR
     gpus = usable_gpus(facts)
     if not gpus:
         return [result(check_id, area, Status.SKIP, "no usable GPU")]
-    return [result(check_id, area, *judge(gpu), gpu.label) for gpu in gpus]
+    out = []
+    for gpu in gpus:
+        judged = judge(gpu)
+        action = judged[3] if len(judged) == 4 else None
+        out.append(result(check_id, area, judged[0], judged[1], judged[2], gpu.label, action))
+    return out
 
 
 def skip_reason(reading_reason: Reason | None, detail: str) -> str:

@@ -189,12 +189,15 @@ def command(
         raise UsageError("--npd and --mode are two different outputs; pick one")
     scheduled_mode = None
     asked_quick, asked_no_torch = quick, no_torch
+    health_check = False  # --mode health-check: outside any job, the node's own checks only
     if mode is not None:
         from gpudiag.fleet import scheduled
 
         if json_output or junit is not None:
             raise UsageError("--mode gives an exit status and one line on stderr; leave out --json and --junit")
-        scheduled_mode = scheduled.arm(*scheduled.parse(mode, deadline))
+        chosen, limit = scheduled.parse(mode, deadline)
+        health_check = chosen is scheduled.Mode.HEALTH_CHECK
+        scheduled_mode = scheduled.arm(chosen, limit)
         ctx.call_on_close(scheduled_mode.cancel)  # also when the command raises (and in tests' own process)
         quick, no_torch = quick or python is None, no_torch or python is None
     elif deadline is not None:
@@ -220,6 +223,16 @@ def command(
         python,
     )
     only_ids, skip_ids = _ids(only, "--only"), _ids(skip, "--skip")
+    if health_check:
+        given = {
+            "--min-free": min_free,
+            "--require-driver": require_driver,
+            "--require-cuda": require_cuda,
+            "--require-capability": require_capability,
+            "--require-gpu": require_gpu,
+            "--require-torch": require_torch,
+        }
+        skip_ids += scheduled.node_checks_only(only_ids, [name for name, value in given.items() if value is not None])
     selected = [c for c in check_rules.CHECKS if check_rules.selected(c.id, only_ids, skip_ids)]
     if not selected:  # a run that checks nothing must not say READY
         skipping = f"--skip {','.join(skip_ids)}"

@@ -149,6 +149,8 @@ def to_json(
         "source": facts.machine.source,
         "host": facts.machine.host.hostname,
         "slurm_node": slurm_node,
+        # When the node was read (unix time; null on a replay): `drain --resume` wants evidence newer than a drain.
+        "collected_at": None if facts.machine.source.startswith("replay:") else facts.machine.collected_at,
         "verdict": verdict(results, strict, notes),
         "exit_code": exit_code,
         "strict": strict,
