@@ -13,8 +13,9 @@
 #                   unless someone else (an admin, NHC, Slurm) set a reason, which is never
 #                   overwritten; exit 1, so Slurm drains the node too and requeues the job, held
 #                   (unless SchedulerParameters=nohold_on_prolog_fail).
-#   JOB NOT READY   only job-scope checks failed (the GPUs the job was given, --min-free, the
-#                   --require-... options in GPUDIAG_ARGS): the node is fine. The job is cancelled
+#   JOB NOT READY   only job-scope checks failed (the GPUs the job was given, --min-free): the
+#                   node is fine. (A --require-... option in GPUDIAG_ARGS is the site's: a node
+#                   that does not meet it is NOT READY and drained.) The job is cancelled
 #                   (scancel) with the reason in its AdminComment (`scontrol show job`) and in
 #                   syslog, and the script exits 0: a non-zero exit would drain the node.
 #   UNKNOWN         gpudiag could not run, or gave no verdict before its deadline: drain as for

@@ -293,6 +293,6 @@ def test_check_gpudiag_dies_with_the_failing_check(tmp_path: Path) -> None:
         "check_gpudiag:  gpudiag UNKNOWN: could not run: the torch probe could not start: x (exit 5)",
     )
     bindir, _ = fake_bin(tmp_path / "usage", replaying("h100x8-healthy"))
-    rc, message = run_check_gpudiag(bindir, "--require-driver", "550")
-    assert rc == 1 and message.startswith("check_gpudiag:  gpudiag --require-driver is judged by a job-scope check")
+    rc, message = run_check_gpudiag(bindir, "--min-free", "1GiB")
+    assert rc == 1 and message.startswith("check_gpudiag:  gpudiag --min-free is judged by a job-scope check")
     assert message.endswith("(exit 2)") and "'" not in message

@@ -67,14 +67,23 @@ def test_a_health_check_judges_the_node_only(cli: Cli, tmp_path: Path) -> None:
     code, _, err = cli("--replay", machine, "check", "--mode", "health-check")
     assert code == 0 and err.startswith("gpudiag: READY"), err
     for args, message in (
-        (["--require-driver", "550"], "--require-driver is judged by a job-scope check, which never fails a node"),
         (["--min-free", "1GiB"], "--min-free is judged by a job-scope check"),
         (["--only", "env"], "--only env: job-scope checks"),
-        (["--only", "req.gpu"], "--only req.gpu: job-scope checks"),
+        (["--only", "compat"], "--only compat: job-scope checks"),
     ):
         code, _, err = cli("--replay", machine, "check", "--mode", "health-check", *args)
         assert code == ExitCode.USAGE and message in err, err
     assert cli.replay("h100x8-healthy", "check", "--mode", "health-check", "--only", "health")[0] == 0
+
+
+@pytest.mark.parametrize("mode", ["prolog", "health-check"])
+def test_in_a_scheduler_hook_a_requirement_is_the_sites_and_judges_the_node(cli: Cli, mode: str) -> None:
+    """Only an admin gives the Prolog or the health check options: a node that cannot meet the site's
+    requirement is drained, not left to fail every job sent to it (a black hole)."""
+    code, _, err = cli.replay("h100x8-healthy", "check", "--mode", mode, "--require-driver", "999")
+    assert code == ExitCode.FAILED and err.startswith("gpudiag: NOT READY: req.driver"), err
+    code, _, err = cli.replay("h100x8-healthy", "check", "--mode", mode, "--require-gpu", "H100")
+    assert code == 0, err
 
 
 def test_strict_counts_warnings(cli: Cli) -> None:

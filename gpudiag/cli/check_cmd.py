@@ -224,15 +224,8 @@ def command(
     )
     only_ids, skip_ids = _ids(only, "--only"), _ids(skip, "--skip")
     if health_check:
-        given = {
-            "--min-free": min_free,
-            "--require-driver": require_driver,
-            "--require-cuda": require_cuda,
-            "--require-capability": require_capability,
-            "--require-gpu": require_gpu,
-            "--require-torch": require_torch,
-        }
-        skip_ids += scheduled.node_checks_only(only_ids, [name for name, value in given.items() if value is not None])
+        job_options = ["--min-free"] if min_free is not None else []  # the requirements are the site's here
+        skip_ids += scheduled.node_checks_only(only_ids, job_options)
     selected = [c for c in check_rules.CHECKS if check_rules.selected(c.id, only_ids, skip_ids)]
     if not selected:  # a run that checks nothing must not say READY
         skipping = f"--skip {','.join(skip_ids)}"

@@ -7,9 +7,12 @@ Prolog delays the job, so prolog gives up after 20 s. `--deadline` changes eithe
 
 Scope decides what a failure means. A node-scope failure (hardware, driver, the node's
 configuration) is ``gpudiag: NOT READY: <reason>``: drain the node. A job-scope one (the job's
-environment, its torch, its requirements) is ``gpudiag: JOB NOT READY: <reason>``: fail that job
-and leave the node in service. A health check runs outside any job, so it judges node-scope
-checks only, and refuses the options that only job-scope checks read.
+environment, its torch) is ``gpudiag: JOB NOT READY: <reason>``: fail that job and leave the node
+in service. Here the requirements (``--require-…``) are the site's, not a job's: a user cannot
+give the Prolog or the health check options, so a node that does not meet what the admin
+requires judges the node (:func:`scope`) and is drained, rather than failing every job sent to
+it. A health check runs outside any job, so it judges node-scope checks only, and refuses the
+options that only job-scope checks read.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from gpudiag.exitcodes import ExitCode
 from gpudiag.fleet import faults
 
 if TYPE_CHECKING:
-    from gpudiag.checks import CheckResult, Facts
+    from gpudiag.checks import CheckResult, Facts, Scope
+    from gpudiag.checks.base import Check
 
 MAX_LINE = 250
 
@@ -54,6 +58,15 @@ def parse(mode: str, deadline: float | None) -> tuple[Mode, float]:
     return chosen, seconds
 
 
+def scope(check: Check) -> Scope:
+    """A check's scope in a scheduler's hook: as declared, but a requirement is the site's policy
+    (only an admin gives the Prolog or the health check options), so it judges the node."""
+    from gpudiag.checks import Scope
+    from gpudiag.checks.base import REQUIRE
+
+    return Scope.NODE if check.area == REQUIRE else check.scope
+
+
 def node_checks_only(only: tuple[str, ...], job_options: Sequence[str]) -> tuple[str, ...]:
     """For a health check: the job-scope check ids to skip. Asking for a job-scope check (an option
     only it reads, or `--only` naming nothing else) is a usage error, not a check silently not run."""
@@ -65,12 +78,12 @@ def node_checks_only(only: tuple[str, ...], job_options: Sequence[str]) -> tuple
             f"{job_options[0]} is judged by a job-scope check, which never fails a node; --mode health-check "
             "runs outside any job: give it to the Prolog (--mode prolog fails the job) or to the job itself"
         )
-    job = tuple(c.id for c in CHECKS if c.scope is Scope.JOB)
+    job = tuple(c.id for c in CHECKS if scope(c) is Scope.JOB)
     for pattern in only:
         named = [c for c in CHECKS if matches(c.id, pattern)]
-        if named and all(c.scope is Scope.JOB for c in named):
+        if named and all(scope(c) is Scope.JOB for c in named):
             raise UsageError(
-                f"--only {pattern}: job-scope checks (the job's environment, torch or requirements); "
+                f"--only {pattern}: job-scope checks (the job's environment or torch); "
                 "--mode health-check runs the node's checks only"
             )
     return job
@@ -98,7 +111,7 @@ def failures(facts: Facts, results: Sequence[CheckResult], strict: bool) -> list
     bad = ("FAIL", "WARN") if strict else ("FAIL",)
     uuids = {g.label: g.uuid.value for g in facts.machine.gpus}
     return [
-        faults.Failed(r.id, r.target, r.finding, BY_ID[r.id].scope.value, action(r) or "", uuids.get(r.target) or "")
+        faults.Failed(r.id, r.target, r.finding, scope(BY_ID[r.id]).value, action(r) or "", uuids.get(r.target) or "")
         for r in results
         if r.status.value in bad
     ]
