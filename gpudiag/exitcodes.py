@@ -19,6 +19,7 @@ class ExitCode(enum.IntEnum):
     NVML_NO_PERMISSION = 4
     CHECK_INCOMPLETE = 5  # `check` could not run a requested check; the rest was reported
     REPORT_UNREADABLE = 6  # `report`: a node file could not be read, and every readable node is ready
+    GPU_BUSY = 7  # `check --level 2-4`: other processes use the GPUs; the deep tests did not start
     NVML_DRIVER_NOT_LOADED = 9
     NVML_LIBRARY_NOT_FOUND = 12
     GPU_LOST = 15  # at least one GPU is lost; the others were still shown
@@ -50,6 +51,8 @@ DESCRIPTIONS = {
     "start) and nothing failed; the rest is reported",
     ExitCode.REPORT_UNREADABLE: "`report`: a node's file is empty, truncated, malformed or of another schema, and "
     "no node failed or is missing (`report` exits 1 when one did)",
+    ExitCode.GPU_BUSY: "`check --level 2`-`4`: other processes use the GPUs, so nothing was run (the deep tests would "
+    "take their memory and compute); `--force` runs them anyway",
     ExitCode.NVML_DRIVER_NOT_LOADED: "NVML: NVIDIA driver not loaded",
     ExitCode.NVML_LIBRARY_NOT_FOUND: "NVML: libnvidia-ml.so.1 not found (no driver installed)",
     ExitCode.GPU_LOST: "a GPU is lost (fallen off the bus): `list`, `memory` and `visible` still print everything, "

@@ -7,7 +7,8 @@ A child prints ordinary lines and marked lines; the parent reads them as they co
 - ``RESULT {json}``: the child's final answer (one object; the last one counts);
 - ``STAGE {json}``: how far the torch probe got (``{"stage": name, **facts}``);
 - ``START idx uuid`` / ``LOADED idx uuid`` / ``GPU {json}`` / ``NO_CUDA why``: the functional test;
-- ``EVENT {json}``: the benchmark's events.
+- ``EVENT {json}``: the benchmark's events;
+- ``DIAG {json}``: the deep diagnostics' events (``{"kind": ..., ...}``, see ``diag``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ LOADED = "@@GPUDIAG_LOADED@@"
 GPU = "@@GPUDIAG_GPU@@"
 NO_CUDA = "@@GPUDIAG_NO_CUDA@@"
 EVENT = "@@GPUDIAG_BENCH@@"
+DIAG = "@@GPUDIAG_DIAG@@"
 
 # The torch probe's stages, in order.
 IMPORTING, IMPORTED, LIBRARIES, CUDA_INIT, RUNTIME = "importing", "imported", "libraries", "cuda_init", "runtime"

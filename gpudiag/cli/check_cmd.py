@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from gpudiag.checks.deep.levels import BUDGET_HELP, FORCE_HELP, LEVEL_HELP
 from gpudiag.cli.common import handle_errors, make_console, settings
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
@@ -183,17 +184,23 @@ def command(
         float | None,
         typer.Option("--deadline", help="With --mode: give up after this many seconds (prolog 20, health-check 4)."),
     ] = None,
+    level: Annotated[int, typer.Option("--level", help=LEVEL_HELP)] = 1,
+    budget: Annotated[float | None, typer.Option("--budget", help=BUDGET_HELP)] = None,
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Pre-job health and CUDA/driver/PyTorch compatibility checks, with exit codes for CI and schedulers.
 
     Exit codes: 0 ready (every check passed or was skipped), 1 a check failed (or warned, with
-    --strict), 2 usage error, 5 a requested check could not run and nothing failed.
+    --strict), 2 usage error, 5 a requested check could not run and nothing failed, 7 (--level 2-4)
+    other processes use the GPUs.
     """
     from gpudiag.checks import Status
     from gpudiag.checks import rules as check_rules
+    from gpudiag.checks.deep.levels import usage as level_usage
     from gpudiag.checks.gather import Plan, run
 
     s = settings(ctx)
+    level_usage(level, budget, force, quick, no_torch, mode, bool(s.replay))
     if npd and json_output:
         raise UsageError("--npd and --json are two different outputs; pick one")
     if npd and mode is not None:
@@ -231,7 +238,13 @@ def command(
         python,
     )
     only_ids, skip_ids = _ids(only, "--only"), _ids(skip, "--skip")
-    selected = [c for c in check_rules.CHECKS if check_rules.selected(c.id, only_ids, skip_ids)]
+    selected = [
+        c
+        for c in check_rules.CHECKS
+        if check_rules.at_level(c, level) and check_rules.selected(c.id, only_ids, skip_ids)
+    ]
+    if not selected and (needed := check_rules.deeper(only_ids, level)) is not None:
+        raise UsageError(f"--only {','.join(only_ids)}: level-{needed} checks; add --level {needed}")
     if not selected:  # a run that checks nothing must not say READY
         skipping = f"--skip {','.join(skip_ids)}"
         raise UsageError(
@@ -239,23 +252,30 @@ def command(
             if only_ids
             else f"{skipping} skips every check"
         )
-    functional_wanted = not quick and any(c.needs_gpu for c in selected)
-    torch_wanted = check_rules.needs_torch(selected, options, gpu_work=functional_wanted)
-    checked = run(
-        Plan(
-            replay=s.replay,
-            torch_off="--no-torch: torch not started"
-            if no_torch
-            else ("" if torch_wanted else "not needed by the selected checks"),
-            functional_off="--quick" if quick else ("" if functional_wanted else "not selected"),
-            python=python,
-            timeout=timeout,
-            could_not_run=COULD_NOT_RUN,
-        ),
-        options,
-        only_ids,
-        skip_ids,
+    functional_wanted = not quick and any(c.needs_gpu and c.level == 1 for c in selected)
+    deep = tuple(c.id for c in selected if c.level > 1)
+    torch_wanted = check_rules.needs_torch(selected, options, gpu_work=functional_wanted or bool(deep))
+    plan = Plan(
+        replay=s.replay,
+        torch_off="--no-torch: torch not started"
+        if no_torch
+        else ("" if torch_wanted else "not needed by the selected checks"),
+        functional_off="--quick" if quick else ("" if functional_wanted else "not selected"),
+        python=python,
+        timeout=timeout,
+        could_not_run=COULD_NOT_RUN,
+        level=level,
+        deep=deep,
+        budget=budget,
+        force=force,
     )
+    if deep:  # minutes of GPU tests: say how far they are, on a terminal
+        from gpudiag.render.deep_progress import TerminalProgress
+
+        with TerminalProgress(make_console(s, stderr=True)) as progress:
+            checked = run(plan, options, only_ids, skip_ids, progress)
+    else:
+        checked = run(plan, options, only_ids, skip_ids)
     facts, results, notes = checked.facts, list(checked.results), list(checked.notes)
     if not results:  # e.g. `--only req` without any --require-… option
         raise UsageError(
