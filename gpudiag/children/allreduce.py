@@ -52,7 +52,17 @@ DEFAULTS: dict[str, Any] = {
 
 
 def rank_main(rank: int, s: dict[str, Any]) -> None:
-    diag.watch_parent()
+    """One rank; an error is reported at once and the rank ends without torch's teardown, which
+    would wait for the other ranks in a collective that can no longer complete."""
+    diag.watch_parent()  # the launcher, which waits for it
+    try:
+        _rank(rank, s)
+    except BaseException as exc:
+        diag.event("rank_failed", rank=rank, error=protocol.first_line(exc))
+        protocol.exit_now(1)
+
+
+def _rank(rank: int, s: dict[str, Any]) -> None:
     torch: Any = importlib.import_module("torch")
     dist: Any = importlib.import_module("torch.distributed")
     n = int(s["ranks"])
@@ -68,26 +78,24 @@ def rank_main(rank: int, s: dict[str, Any]) -> None:
         world_size=n,
         timeout=datetime.timedelta(seconds=float(s["timeout"])),
     )
-    try:
-        timed = []
-        for nbytes in s["sizes"]:
-            x = torch.zeros(int(nbytes) // 4, dtype=torch.float32, device=dev)  # zeros: the sum never overflows
-            for _ in range(int(s["warmup"])):
-                dist.all_reduce(x)
-            diag.sync(torch, dev, rank)
-            dist.barrier()
-            t0 = time.perf_counter()
-            for _ in range(int(s["iters"])):
-                dist.all_reduce(x)
-            diag.sync(torch, dev, rank)
-            timed.append([int(nbytes), (time.perf_counter() - t0) / int(s["iters"])])
-            del x
-        check = torch.full((1 << 20,), float(rank + 1), dtype=torch.float32, device=dev)
-        dist.all_reduce(check)
-        correct = bool((check == n * (n + 1) / 2).all())
-        diag.event("rank", rank=rank, sizes=timed, correct=correct)
-    finally:
-        dist.destroy_process_group()
+    timed = []
+    for nbytes in s["sizes"]:
+        x = torch.zeros(int(nbytes) // 4, dtype=torch.float32, device=dev)  # zeros: the sum never overflows
+        for _ in range(int(s["warmup"])):
+            dist.all_reduce(x)
+        diag.sync(torch, dev, rank)
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(int(s["iters"])):
+            dist.all_reduce(x)
+        diag.sync(torch, dev, rank)
+        timed.append([int(nbytes), (time.perf_counter() - t0) / int(s["iters"])])
+        del x
+    check = torch.full((1 << 20,), float(rank + 1), dtype=torch.float32, device=dev)
+    dist.all_reduce(check)
+    correct = bool((check == n * (n + 1) / 2).all())
+    diag.event("rank", rank=rank, sizes=timed, correct=correct)
+    dist.destroy_process_group()
 
 
 # -- the launcher ----------------------------------------------------------------------------
@@ -98,6 +106,8 @@ class Launcher:
         self.s, self.settings = s, argv_settings
         self.procs: list[subprocess.Popen[str]] = []
         self.errors: dict[int, list[str]] = {}
+        self.relays: list[threading.Thread] = []
+        self.said_why: set[int] = set()  # ranks that reported their own error
         self.stopping = False
 
     def start(self) -> None:
@@ -112,13 +122,17 @@ class Launcher:
                 )
             )
         for rank, proc in enumerate(self.procs):
-            threading.Thread(target=self._relay, args=(proc,), daemon=True).start()
+            relay = threading.Thread(target=self._relay, args=(rank, proc), daemon=True)
+            relay.start()
+            self.relays.append(relay)
             threading.Thread(target=self._errors, args=(rank, proc), daemon=True).start()
 
-    def _relay(self, proc: subprocess.Popen[str]) -> None:
+    def _relay(self, rank: int, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             if line.startswith(protocol.DIAG):
+                if '"rank_failed"' in line:
+                    self.said_why.add(rank)
                 with diag._LOCK:
                     sys.stdout.write(line if line.endswith("\n") else line + "\n")
                     sys.stdout.flush()
@@ -137,9 +151,10 @@ class Launcher:
                     continue
                 del pending[rank]
                 if code != 0 and not self.stopping:
-                    proc.wait()
-                    time.sleep(0.2)  # let its stderr arrive
-                    diag.event("rank_failed", rank=rank, error=self._why(rank, code))
+                    self.relays[rank].join(timeout=2)  # its last lines, its own error among them
+                    if rank not in self.said_why:
+                        time.sleep(0.2)  # let its stderr arrive
+                        diag.event("rank_failed", rank=rank, error=self._why(rank, code))
                     self.stop()
             time.sleep(0.05)
 
@@ -148,6 +163,8 @@ class Launcher:
         for proc in self.procs:
             if proc.poll() is None:
                 proc.kill()
+        for proc in self.procs:
+            proc.wait()  # reaped: none outlives the launcher
 
     def _why(self, rank: int, code: int) -> str:
         for line in reversed(self.errors.get(rank, [])):
@@ -161,8 +178,8 @@ def main(argv: list[str]) -> None:
     if len(argv) > 3 and argv[1] == "--rank":
         rank_main(int(argv[2]), {**DEFAULTS, **json.loads(argv[3])})
         return
-    diag.watch_parent()
     s = {**DEFAULTS, **json.loads(argv[1])}
+    diag.watch_parent(s.get("parent"))
     launcher = Launcher(s, argv[1])
     try:
         launcher.start()

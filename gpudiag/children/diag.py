@@ -34,10 +34,14 @@ def event(kind: str, **data: Any) -> None:
         protocol.write(protocol.DIAG, json.dumps({"kind": kind, **data}))
 
 
-def watch_parent(interval: float = 0.5) -> None:
-    """End this process when gpudiag goes away (killed, or ended without reaping us): the GPUs'
-    memory and contexts are freed with it, and a stress test never runs on unattended."""
-    parent = os.getppid()
+def watch_parent(parent: int | None = None, interval: float = 0.5) -> None:
+    """End this process when its parent (``parent``, else the one it has now) goes away (killed, or
+    ended without reaping it): the GPUs' memory and contexts are freed with it, and a stress test
+    never runs on unattended. A parent gone before this child even started counts too."""
+    if parent is None:
+        parent = os.getppid()
+    if os.getppid() != parent:
+        os._exit(PARENT_GONE_EXIT)
 
     def loop() -> None:
         while True:
@@ -104,8 +108,11 @@ def release(torch: Any, dev: Any) -> None:
 
 
 def each_device(devices: list[dict[str, Any]], work: Callable[[dict[str, Any]], None]) -> None:
-    """Run ``work`` for every device at once, a thread each (torch releases the GIL in its kernels)."""
-    threads = [threading.Thread(target=work, args=(d,), daemon=True) for d in devices]
+    """Run ``work`` for every device at once, a thread each (torch releases the GIL in its kernels),
+    named after its device (``gpudiag-device-3``: in stacks, and for tests that fake one bad device)."""
+    threads = [
+        threading.Thread(target=work, args=(d,), name=f"gpudiag-device-{d['index']}", daemon=True) for d in devices
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -114,8 +121,8 @@ def each_device(devices: list[dict[str, Any]], work: Callable[[dict[str, Any]], 
 
 def main(run: Callable[[Any, list[dict[str, Any]], dict[str, Any]], None], argv: list[str]) -> None:
     """A deep child's whole life: settings from argv, torch and the devices, ``run``, one final result."""
-    watch_parent()
     settings = json.loads(argv[1])
+    watch_parent(settings.get("parent"))
     try:
         torch, devices = start(settings)
     except NoCudaError as exc:

@@ -11,6 +11,7 @@ which frees its GPU memory.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -89,9 +90,10 @@ class Events:
         self.results: dict[int, dict[str, Any]] = {}
         self.other: list[dict[str, Any]] = []
         self.last = time.monotonic()  # when the child last said anything
+        self.heard = False  # the child has said something: its start-up is over
 
     def line(self, text: str) -> None:
-        self.last = time.monotonic()
+        self.last, self.heard = time.monotonic(), True
         data = protocol.payload(text, protocol.DIAG)
         if data is None:
             return
@@ -126,8 +128,9 @@ def run_child(
 ) -> tuple[ChildResult, str]:
     """Run a deep child to its end; (its result, ``BUDGET`` / ``STALLED`` / "" for how it ended).
 
-    ``stall``: seconds of silence after which it is hung; ``limit``: seconds it may take in all (a
-    child that reports only at its end); both after ``start_seconds`` for its start-up."""
+    ``stall``: seconds of silence after which it is hung, once it has said anything (its start-up,
+    torch's import and CUDA's, may take ``start_seconds``); ``limit``: seconds it may take in all after
+    its start-up (a child that reports only at its end)."""
     from gpudiag.checks.deep.levels import STALL_SECONDS, START_SECONDS
 
     begun = time.monotonic()
@@ -136,8 +139,13 @@ def run_child(
     events.last = begun
     cause = [""]
 
+    def own_deadline() -> float:
+        if limit is not None:
+            return begun + grace + limit
+        return events.last + silence if events.heard else begun + grace
+
     def deadline() -> tuple[float, str]:
-        own = begun + grace + limit if limit is not None else max(begun + grace, events.last + silence)
+        own = own_deadline()
         if ctx.budget_end <= own:
             cause[0] = BUDGET
             return ctx.budget_end, ctx.budget_note("cut short")
@@ -165,4 +173,5 @@ def describe(result: ChildResult, how: str) -> str:
 
 
 def settings_json(settings: dict[str, Any]) -> str:
-    return json.dumps(settings, separators=(",", ":"))
+    """A child's settings, with this process's id: the child ends itself once gpudiag is gone."""
+    return json.dumps({**settings, "parent": os.getpid()}, separators=(",", ":"))
