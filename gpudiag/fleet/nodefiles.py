@@ -70,6 +70,7 @@ class NodeFile:
     metrics: dict[str, float] = field(default_factory=dict)
     remedy: str = ""  # "GPU reset needed" etc. (see gpudiag.fleet.faults)
     checks: tuple[tuple[str, str], ...] = ()  # (check id, status) of every result, only when asked (JUnit)
+    figure_gpus: dict[str, int] = field(default_factory=dict)  # the GPU a deep figure is from (its slowest)
 
 
 def file_host(path: str) -> str:
@@ -203,6 +204,14 @@ class _CheckGpu(msgspec.Struct):
     retired_pages: int | None = None
     recovery_action: int | None = None
     matmul_tflops: float | None = None
+    # `check --level 2-4` (absent at level 1): what the deep tests measured on this GPU
+    stress_tflops: float | None = None
+    memtest_gbps: float | None = None
+    h2d_gbps: float | None = None
+    d2h_gbps: float | None = None
+    d2d_gbps: float | None = None
+    peer_min_gbps: float | None = None
+    allreduce_busbw_gbps: float | None = None
 
 
 class _CheckFile(_Named, tag_field="schema", tag="gpudiag.check/1"):
@@ -329,9 +338,13 @@ def _check(doc: _CheckFile, path: str, fallback: str) -> NodeFile:
         if key in VERSION_FIELDS and value != "N/A"
     }
     names, metrics, rem = _gpu_figures(doc.gpus)
-    return NodeFile(
+    deep: dict[str, int] = {}
+    if doc.gpus and _has_deep(doc.gpus[0]):  # check --level 2-4
+        deep = _deep_figures(doc.gpus, metrics)
+    node = NodeFile(
         path, _name(doc, fallback), Kind.CHECK, "", doc.verdict, tuple(failures), versions, names, metrics, rem
     )
+    return replace(node, figure_gpus=deep) if deep else node
 
 
 def _failure(c: _CheckItem, gpus: list[_CheckGpu]) -> Failure:
@@ -395,6 +408,38 @@ def _gpu_figures(gpus: list[_CheckGpu]) -> tuple[tuple[str, ...], dict[str, floa
     if slowest is not None:
         sums["matmul_tflops"] = slowest
     return tuple(names), sums, remedy(actions, pending) if actions or pending else ""
+
+
+# Per GPU in `check --json` → the node's figure (the slowest GPU's): the outlier figures of `check --level 2-4`.
+_DEEP_FIGURES = (
+    ("stress_tflops", "stress_tflops"),
+    ("memtest_gbps", "memtest_gbps"),
+    ("h2d_gbps", "h2d_gbps"),
+    ("d2h_gbps", "d2h_gbps"),
+    ("d2d_gbps", "d2d_gbps"),
+    ("peer_min_gbps", "peer_gbps"),
+    ("allreduce_busbw_gbps", "allreduce_busbw_gbps"),
+)
+
+
+def _has_deep(gpu: _CheckGpu) -> bool:
+    return any(getattr(gpu, key) is not None for key, _ in _DEEP_FIGURES)
+
+
+def _deep_figures(gpus: list[_CheckGpu], metrics: dict[str, float]) -> dict[str, int]:
+    """Add the slowest GPU's deep figures to ``metrics``; which GPU each came from."""
+    where: dict[str, int] = {}
+    for key, figure in _DEEP_FIGURES:
+        slowest: _CheckGpu | None = None
+        for g in gpus:
+            value = getattr(g, key)
+            if value is not None and (slowest is None or value < getattr(slowest, key)):
+                slowest = g
+        if slowest is not None:
+            metrics[figure] = float(getattr(slowest, key))
+            if slowest.index is not None:
+                where[figure] = slowest.index
+    return where
 
 
 def _snapshot(doc: _SnapshotFile, path: str, fallback: str) -> NodeFile:

@@ -42,6 +42,7 @@ class Node:
     metrics: dict[str, float] = field(default_factory=dict)
     remedy: str = ""
     checks: tuple[tuple[str, str], ...] = ()  # (check id, worst status), kept for JUnit only
+    figure_gpus: dict[str, int] = field(default_factory=dict)  # the GPU a deep figure is from
 
     @property
     def failed_checks(self) -> list[str]:
@@ -116,6 +117,7 @@ def _merge(host: str, files: list[NodeFile]) -> Node:
             metrics=f.metrics,
             remedy=f.remedy,
             checks=_worst_statuses(list(f.checks)) if f.checks else (),
+            figure_gpus=f.figure_gpus,
         )
     readable = [f for f in files if f.kind is not None]
     failures = tuple(x for f in readable for x in f.failures)
@@ -131,6 +133,7 @@ def _merge(host: str, files: list[NodeFile]) -> Node:
         state = State.READY
     versions: dict[str, str] = {}
     metrics: dict[str, float] = {}
+    figure_gpus: dict[str, int] = {}
     gpus: tuple[str, ...] = ()
     # GPU models: a check or snapshot sees every GPU; bench-transfer only those torch could use.
     for kind in (Kind.BENCH, Kind.MEMORY, Kind.SNAPSHOT, Kind.CHECK):
@@ -138,6 +141,7 @@ def _merge(host: str, files: list[NodeFile]) -> Node:
             if f.kind is kind:
                 versions.update(f.versions)
                 metrics.update(f.metrics)
+                figure_gpus.update(f.figure_gpus)
                 gpus = f.gpus or gpus
     checks = _worst_statuses([c for f in readable for c in f.checks])
     return Node(
@@ -153,6 +157,7 @@ def _merge(host: str, files: list[NodeFile]) -> Node:
         metrics=metrics,
         remedy=", ".join(dict.fromkeys(r for f in readable if (r := f.remedy))),
         checks=checks,
+        figure_gpus=figure_gpus,
     )
 
 
@@ -195,7 +200,12 @@ def build(files: Iterable[NodeFile], expect: str | None = None) -> Report:
         remedy = next((n.remedy for n in members if n.remedy), "")
         failure_groups.append(FailureGroup(cid, tuple(n.host for n in members), findings.most_common(1)[0][0], remedy))
 
-    found, stats = outliers.find({n.host: n.metrics for n in ordered if n.metrics})
+    measured = [n for n in ordered if n.metrics]
+    found, stats = outliers.find(
+        {n.host: n.metrics for n in measured},
+        models={n.host: gpu_summary(n.gpus) for n in measured},  # per-model figures: like against like
+        gpus={n.host: n.figure_gpus for n in measured if n.figure_gpus},
+    )
     return Report(
         nodes=ordered,
         expected=expect,

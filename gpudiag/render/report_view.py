@@ -10,11 +10,10 @@ from rich.text import Text
 
 from gpudiag.fleet import hostlists
 from gpudiag.fleet.faults import REMEDY_CHECKS
-from gpudiag.fleet.outliers import FIGURES, RULE, Outlier
+from gpudiag.fleet.outliers import RULE, Outlier, figure_of
 from gpudiag.fleet.report import SCHEMA, Node, Report, State, exit_code, gpu_summary
 
 _STYLES = {State.READY: "green", State.NOT_READY: "red bold", State.UNREADABLE: "yellow", State.MISSING: "red"}
-_FIGURE = {f.name: f for f in FIGURES}
 
 
 def summary_line(report: Report) -> str:
@@ -30,7 +29,9 @@ def _value(x: float, unit: str) -> str:
 
 def outlier_text(o: Outlier) -> str:
     f = o.figure
-    return f"{f.label} {_value(o.value, f.unit)} (fleet median {_value(o.median, f.unit)})"
+    on = f" on GPU {o.gpu}" if o.gpu is not None else ""
+    among = f" of {o.model} nodes" if o.model else ""
+    return f"{f.label} {_value(o.value, f.unit)}{on} (fleet median{among} {_value(o.median, f.unit)})"
 
 
 def node_line(node: Node, width: int) -> Text:
@@ -122,15 +123,20 @@ def to_json(report: Report) -> dict[str, Any]:
         "outliers": {
             "rule": RULE,
             "fleet": {
-                name: {"median": median, "mad_scaled": mad, "nodes": n, "unit": _FIGURE[name].unit}
+                name: {"median": median, "mad_scaled": mad, "nodes": n, "unit": figure_of(name).unit}
                 for name, (median, mad, n) in report.stats.items()
             },
-            "found": [
-                {"node": o.host, "figure": o.figure.name, "value": o.value, "median": o.median} for o in report.outliers
-            ],
+            "found": [_found_json(o) for o in report.outliers],
         },
         "nodes": [_node_json(n, by_host.get(n.host, [])) for n in report.nodes],
     }
+
+
+def _found_json(o: Outlier) -> dict[str, Any]:
+    found: dict[str, Any] = {"node": o.host, "figure": o.figure.name, "value": o.value, "median": o.median}
+    if o.figure.per_model:  # check --level 2-4's figures: compared among one GPU model, from one GPU
+        found |= {"model": o.model, "gpu": o.gpu}
+    return found
 
 
 def _node_json(n: Node, found: list[Outlier]) -> dict[str, Any]:
