@@ -51,8 +51,8 @@ DESCRIPTIONS = {
     "start) and nothing failed; the rest is reported",
     ExitCode.REPORT_UNREADABLE: "`report`: a node's file is empty, truncated, malformed or of another schema, and "
     "no node failed or is missing (`report` exits 1 when one did)",
-    ExitCode.GPU_BUSY: "`check --level 2`-`4`: other processes use the GPUs, so nothing was run (the deep tests would "
-    "take their memory and compute); `--force` runs them anyway",
+    ExitCode.GPU_BUSY: "`check --level 2`, `3` or `4`: other processes use the GPUs, so nothing was run (the deep "
+    "tests would take their memory and compute); `--force` runs them anyway",
     ExitCode.NVML_DRIVER_NOT_LOADED: "NVML: NVIDIA driver not loaded",
     ExitCode.NVML_LIBRARY_NOT_FOUND: "NVML: libnvidia-ml.so.1 not found (no driver installed)",
     ExitCode.GPU_LOST: "a GPU is lost (fallen off the bus): `list`, `memory` and `visible` still print everything, "

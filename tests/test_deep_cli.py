@@ -100,11 +100,14 @@ def test_level_1_json_and_text_stay_as_they_were(cli: Cli, monkeypatch: pytest.M
     assert code == ExitCode.OK and "Memory test" not in out and "Interconnect" not in out
 
 
-def test_busy_gpus_refuse_the_deep_tests_with_their_own_exit_code(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("only", ["mem.test", "mem.bandwidth", "link.pcie", "link.peer", "link.nccl", "stress.gemm"])
+def test_busy_gpus_refuse_every_deep_test_with_its_own_exit_code(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, only: str
+) -> None:
     child = live(monkeypatch, "h100x8-training-64procs")
-    code, out, err = cli("check", "--level", "2", "--json")
+    code, out, err = cli("check", "--level", "4", "--only", only, "--json")
     assert code == ExitCode.GPU_BUSY == 7 and out == ""
-    assert err.startswith("gpudiag: check --level 2: other processes use GPU 0 (PID ")
+    assert err.startswith("gpudiag: check --level 4: other processes use GPU 0 (PID ")
     assert err.rstrip().endswith("stop them (see `gpudiag list`) or pass --force") and err.count("\n") == 1
     assert child.calls == []  # nothing ran: not even the functional test
 
