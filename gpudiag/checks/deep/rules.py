@@ -203,12 +203,21 @@ def _judge_memtest(deep: DeepFacts, g: MemtestGpu, patterns: int) -> CheckResult
         )
     rate = f", {_num(g.gbps)} GB/s" if g.gbps else ""
     counted = "ECC and remap counters unchanged" if g.before is not None and g.after is not None else "no ECC counters"
+    counted += _unwatched(deep, g.gpu_index)
     passed = (
         f"{_size(g.tested_bytes)} of {_size(g.total_bytes)} ({share:.0%}) written and verified, {patterns} patterns "
         f"× {g.passes} pass(es), no mismatch, {counted}{rate}; untested: "
         f"{_size(max(0, g.total_bytes - g.tested_bytes))} in use or reserved"
     )
     return _merge("mem.test", MEMTEST, target, problems, passed)
+
+
+def _unwatched(deep: DeepFacts, gpu_index: int | None) -> str:
+    """ ", Xids not watched" when NVML could not report this GPU's Xid events."""
+    watch = deep.xid_watch
+    if watch and ("every GPU" in watch or (gpu_index is not None and f"GPU {gpu_index} " in watch)):
+        return ", Xids not watched"
+    return ""
 
 
 def _address_range(first: int | None, last: int | None) -> str:
@@ -264,7 +273,8 @@ def _judge_d2d(g: D2dGpu) -> CheckResult:
         )
     if g.verdict == "healthy":
         floor = _num(g.floor_gbps or 0)
-        return result("mem.bandwidth", MEMTEST, Status.PASS, f"{rate} (healthy ≥ {floor} GB/s)", target=target)
+        passed = f"{rate} (healthy ≥ {floor} GB/s); untested: reads or writes alone"
+        return result("mem.bandwidth", MEMTEST, Status.PASS, passed, target=target)
     return result("mem.bandwidth", MEMTEST, Status.PASS, f"{rate}, data verified (not judged: {g.note})", target=target)
 
 
@@ -411,6 +421,7 @@ def _judge_peers(pairs: list[PeerPair]) -> CheckResult:
         passed += f", latency {_span(latencies, 'µs')}"
     access = {p.access for p in pairs}
     passed += ", peer access " + ("on" if access == {True} else "off" if access == {False} else "on and off")
+    passed += "; untested: both directions at once"
     return _merge("link.peer", INTERCONNECT, target, problems, passed)
 
 
@@ -483,7 +494,7 @@ def allreduce(facts: Facts, options: Options) -> list[CheckResult]:
                 )
             )
         judged = f"{a.path}: healthy ≥ {_num(floor)}" if floor is not None else "not judged: link unknown"
-        passed = f"{figure}, {judged}; sums correct"
+        passed = f"{figure}, {judged}; sums correct; untested: other collectives, other nodes"
     return [_merge("link.nccl", INTERCONNECT, "", problems, passed)]
 
 
@@ -597,7 +608,7 @@ def _judge_stress(deep: DeepFacts, g: StressGpu, gpus: Sequence[StressGpu], name
                 Action.COOLING,
             )
         )
-    return _merge("stress.gemm", STRESS, target, problems, _stress_passed(g, peers))
+    return _merge("stress.gemm", STRESS, target, problems, _stress_passed(g, peers) + _unwatched(deep, g.gpu_index))
 
 
 def _stress_passed(g: StressGpu, peers: tuple[float, int] | None) -> str:

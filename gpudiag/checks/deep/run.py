@@ -100,7 +100,7 @@ def run(
         if wanted & set(ALLREDUCE_IDS) and _time_for(ctx, "the all-reduce", found, "allreduce"):
             found["allreduce"], found["allreduce_why"] = allreduce.run(ctx, _ranks(ctx, torch))
         if wanted & set(STRESS_IDS) and level.stress_seconds and _time_for(ctx, "the stress test", found, "stress"):
-            seconds = min(stress_seconds, max(1.0, ctx.remaining() - START_SECONDS))
+            seconds = min(stress_seconds, max(1.0, ctx.remaining() - START_SECONDS / 4))
             found["stress"], found["stress_why"] = stress.run(ctx, seconds)
     finally:
         ctx.sampler.stop()
