@@ -42,7 +42,7 @@ class Plan(msgspec.Struct, frozen=True):
     timeout: float = 90.0  # for torch to answer (import, libraries, CUDA start-up)
     could_not_run: ExitCode = ExitCode.CHECK_INCOMPLETE  # when gpudiag cannot look at all
     level: int = 1  # check --level: 2-4 add the deep diagnostics
-    deep: tuple[str, ...] = ()  # the selected deep checks' ids ("" skips them all)
+    deep: tuple[str, ...] = ()  # the selected deep checks' ids (none: no deep test runs)
     budget: float | None = None  # seconds the whole run may take (levels 2-4)
     force: bool = False  # run the deep tests even on GPUs that other processes use
 

@@ -21,6 +21,8 @@ from gpudiag.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from gpudiag.checks import Options
+    from gpudiag.cli.common import Settings
+    from gpudiag.render.deep_progress import TerminalProgress
 
 # "check could not run (all or part of it) and nothing failed". The table's CHECK_INCOMPLETE
 # (5) is that code; the lead may rename it (e.g. CHECK_COULD_NOT_RUN) — this is the one use.
@@ -101,6 +103,14 @@ def _options(
         allow_processes=allow_processes,
         torch_expected=python is not None,
     )
+
+
+def _progress(s: "Settings") -> "TerminalProgress":
+    """The deep tests' progress on stderr when it is a terminal (it starts with the first test and
+    ends with the last, whatever happens in between)."""
+    from gpudiag.render.deep_progress import TerminalProgress
+
+    return TerminalProgress(make_console(s, stderr=True))
 
 
 @handle_errors
@@ -255,27 +265,26 @@ def command(
     functional_wanted = not quick and any(c.needs_gpu and c.level == 1 for c in selected)
     deep = tuple(c.id for c in selected if c.level > 1)
     torch_wanted = check_rules.needs_torch(selected, options, gpu_work=functional_wanted or bool(deep))
-    plan = Plan(
-        replay=s.replay,
-        torch_off="--no-torch: torch not started"
-        if no_torch
-        else ("" if torch_wanted else "not needed by the selected checks"),
-        functional_off="--quick" if quick else ("" if functional_wanted else "not selected"),
-        python=python,
-        timeout=timeout,
-        could_not_run=COULD_NOT_RUN,
-        level=level,
-        deep=deep,
-        budget=budget,
-        force=force,
+    checked = run(
+        Plan(
+            replay=s.replay,
+            torch_off="--no-torch: torch not started"
+            if no_torch
+            else ("" if torch_wanted else "not needed by the selected checks"),
+            functional_off="--quick" if quick else ("" if functional_wanted else "not selected"),
+            python=python,
+            timeout=timeout,
+            could_not_run=COULD_NOT_RUN,
+            level=level,
+            deep=deep,
+            budget=budget,
+            force=force,
+        ),
+        options,
+        only_ids,
+        skip_ids,
+        _progress(s) if deep else None,  # minutes of GPU tests: how far they are, on a terminal
     )
-    if deep:  # minutes of GPU tests: say how far they are, on a terminal
-        from gpudiag.render.deep_progress import TerminalProgress
-
-        with TerminalProgress(make_console(s, stderr=True)) as progress:
-            checked = run(plan, options, only_ids, skip_ids, progress)
-    else:
-        checked = run(plan, options, only_ids, skip_ids)
     facts, results, notes = checked.facts, list(checked.results), list(checked.notes)
     if not results:  # e.g. `--only req` without any --require-… option
         raise UsageError(
