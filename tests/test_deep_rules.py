@@ -288,7 +288,22 @@ SAMPLED = GpuSamples(600, 71, 699.0, 690.0, 700.0, 1755, 1900, 1980, {0x4: 580})
 
 def stressed(index: int, tflops: float = 675.0, **changes: object) -> StressGpu:
     base = StressGpu(
-        index, index, True, "", 600.0, 600, tflops, tflops - 10, tflops + 5, tflops, 0, 20, SAMPLED, CLEAN, CLEAN
+        index,
+        index,
+        True,
+        "",
+        600.0,
+        600,
+        tflops,
+        tflops - 10,
+        tflops + 5,
+        tflops,
+        0,
+        20,
+        SAMPLED,
+        CLEAN,
+        CLEAN,
+        "bfloat16",
     )
     return msgspec.structs.replace(base, **changes)  # type: ignore[arg-type]
 
@@ -306,7 +321,7 @@ STRESS_CASES = [
         "stress.gemm",
         PASS,
         lambda: deep(stress=stress()),
-        says="sustained 675 TFLOP/s for 600 s (min 665), max 71 °C, 699 of 700 W, SM 1755–1980 MHz, no HW throttling",
+        says="sustained 675 TFLOP/s bf16 for 600 s (min 665), max 71 °C, 699 of 700 W, SM 1755–1980 MHz",
     ),
     Case("stress.gemm", PASS, lambda: deep(stress=stress()), says="untested: fp64, power swings", name="limits"),
     Case(

@@ -2,7 +2,8 @@
 
 ``python stress.py SETTINGS_JSON``. Standard library, :mod:`protocol` and :mod:`diag` only; torch
 imported when the test runs. Every visible GPU at once, a thread each, for ``seconds``: the same
-``n``×``n`` matrix product again and again (bf16 by default: the tensor cores at full load), timed in
+``n``×``n`` matrix product again and again (``dtype`` "auto": bf16 from compute capability 8.0, fp16
+on 7.x, fp32 below, so that the tensor cores run at full load where there are any), timed in
 windows of about ``window_seconds``; every ``check_every`` windows the product is computed once
 more and compared with the first one (same inputs, same kernel: a GPU that computes wrong under
 heat and load differs).
@@ -30,7 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "device_type": "cuda",
     "seconds": 600.0,
     "n": 8192,
-    "dtype": "bfloat16",
+    "dtype": "auto",
     "window_seconds": 1.0,
     "check_every": 30,  # windows between re-computed products (~30 s)
     "tolerance": 1e-2,  # relative to the product's largest element: bf16 keeps 8 bits of mantissa
@@ -46,12 +47,23 @@ def _difference(torch: Any, product: Any, reference: Any) -> float:
     return float((got - want).abs().max()) / scale
 
 
+def _dtype(torch: Any, dev: Any, wanted: str) -> str:
+    """bf16 where the tensor cores have it (sm_80+), fp16 on Volta and Turing, fp32 before them."""
+    if wanted != "auto":
+        return wanted
+    if dev.type != "cuda":
+        return "float32"
+    major, _ = torch.cuda.get_device_capability(dev)
+    return "bfloat16" if major >= 8 else "float16" if major >= 7 else "float32"
+
+
 def _stress(torch: Any, device: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
     index = device["index"]
     r: dict[str, Any] = {"device": index, "uuid": device["uuid"], "ok": False, "error": ""}
     dev = diag.device(torch, s, index)
     try:
-        n, dtype = int(s["n"]), getattr(torch, s["dtype"])
+        r["dtype"] = _dtype(torch, dev, str(s["dtype"]))
+        n, dtype = int(s["n"]), getattr(torch, r["dtype"])
         generator = torch.Generator(device=dev).manual_seed(1234 + index)
         a = torch.randn(n, n, device=dev, dtype=dtype, generator=generator)
         b = torch.randn(n, n, device=dev, dtype=dtype, generator=generator)

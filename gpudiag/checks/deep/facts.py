@@ -215,11 +215,12 @@ class StressGpu(msgspec.Struct, frozen=True):
     samples: GpuSamples | None = None
     before: MemoryCounters | None = None
     after: MemoryCounters | None = None
+    dtype: str = ""  # what it multiplied: bfloat16 (sm_80+), float16 (sm_7x), float32
 
 
 class Stress(msgspec.Struct, frozen=True):
     seconds: float  # planned
-    dtype: str
+    dtype: str  # asked for: "auto" picks per GPU (StressGpu.dtype)
     n: int
     gpus: tuple[StressGpu, ...]
     cut_short: str = ""  # the run's budget ended the test early

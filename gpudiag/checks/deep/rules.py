@@ -612,7 +612,8 @@ def _judge_stress(deep: DeepFacts, g: StressGpu, gpus: Sequence[StressGpu], name
 
 
 def _stress_passed(g: StressGpu, peers: tuple[float, int] | None) -> str:
-    figure = f"sustained {_num(g.tflops_sustained)} TFLOP/s" if g.tflops_sustained is not None else "no figure"
+    kind = {"bfloat16": " bf16", "float16": " fp16", "float32": " fp32"}.get(g.dtype, "")
+    figure = f"sustained {_num(g.tflops_sustained)} TFLOP/s{kind}" if g.tflops_sustained is not None else "no figure"
     parts = [f"{figure} for {g.seconds:.0f} s" + (f" (min {_num(g.tflops_min)})" if g.tflops_min is not None else "")]
     s = g.samples
     if s is not None:

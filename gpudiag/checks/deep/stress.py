@@ -15,7 +15,7 @@ WARMUP_SHARE = 0.1  # the first tenth of the windows (boost clocks, a cold GPU) 
 
 
 def settings(seconds: float, overrides: dict[str, Any]) -> dict[str, Any]:
-    return {"device_type": "cuda", "seconds": seconds, "n": 8192, "dtype": "bfloat16", **overrides}
+    return {"device_type": "cuda", "seconds": seconds, "n": 8192, "dtype": "auto", **overrides}
 
 
 def figures(rates: list[float]) -> dict[str, Any]:
@@ -73,6 +73,7 @@ def run(ctx: Context, seconds: float) -> tuple[Stress | None, str]:
                 windows=int(data.get("windows", 0)),
                 result_errors=int(data.get("result_errors", 0)),
                 checks=int(data.get("checks", 0)),
+                dtype=str(data.get("dtype", "")),
                 samples=ctx.sampler.summary(STRESS, index),
                 before=before.get(index) if index is not None else None,
                 after=after.get(index) if index is not None else None,
