@@ -13,6 +13,7 @@ _gpudiag() {
         --alert-free-below) return ;;
         --alert-oom-within) return ;;
         --bind) return ;;
+        --budget) return ;;
         --color) COMPREPLY=($(compgen -W "auto always never" -- "$cur")); return ;;
         --compat) return ;;
         --count) return ;;
@@ -28,6 +29,7 @@ _gpudiag() {
         --iters) return ;;
         --junit) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --kubelet-socket) return ;;
+        --level) return ;;
         --log) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --max-process-series) return ;;
         --min-free) return ;;
@@ -67,7 +69,7 @@ _gpudiag() {
     esac
     case "$cmd" in
         bench-transfer) COMPREPLY=($(compgen -W "--sizes --sweep --modes --device --iters --samples --gib --json --csv --help" -- "$cur")) ;;
-        check) COMPREPLY=($(compgen -W "--quick --json --junit --strict --only --skip --expect-gpus --min-free --temp-margin --allow-processes --require-driver --require-cuda --require-capability --require-gpu --require-torch --python --no-torch --timeout --textfile --npd --mode --deadline --help" -- "$cur")) ;;
+        check) COMPREPLY=($(compgen -W "--quick --json --junit --strict --only --skip --expect-gpus --min-free --temp-margin --allow-processes --require-driver --require-cuda --require-capability --require-gpu --require-torch --python --no-torch --timeout --textfile --npd --mode --deadline --level --budget --force --help" -- "$cur")) ;;
         drain) COMPREPLY=($(compgen -W "--execute --resume --help" -- "$cur")) ;;
         examples) COMPREPLY=($(compgen -W " --help" -- "$cur")) ;;
         exporter) COMPREPLY=($(compgen -W "--port --bind --compat --max-process-series --kubelet-socket --no-kubelet --proc-root --hostname --once --help" -- "$cur")) ;;

@@ -22,6 +22,7 @@ class ExitCode(enum.IntEnum):
     CHECK_INCOMPLETE = 5  # `check` could not run a requested check; the rest was reported
     REPORT_UNREADABLE = 6  # `report`: a node file could not be read, and every readable node is ready
     NOTHING_CHECKED = 7  # `check`: every selected check was skipped; nothing was verified
+    GPU_BUSY = 8  # `check --level 2-4`: other processes use the GPUs; the deep tests did not start
     NVML_DRIVER_NOT_LOADED = 9
     NVML_LIBRARY_NOT_FOUND = 12
     GPU_LOST = 15  # at least one GPU is lost; the others were still shown
@@ -63,6 +64,8 @@ DESCRIPTIONS = {
     ExitCode.NOTHING_CHECKED: "`check`: every selected check was skipped (e.g. `--only func` where CUDA cannot run, "
     "`--only compat.torch --no-torch`): nothing was verified, so the verdict is UNKNOWN, never READY (5 when a "
     "requested check could not run as well)",
+    ExitCode.GPU_BUSY: "`check --level 2`, `3` or `4`: other processes use the GPUs, so nothing was run (the deep "
+    "tests would take their memory and compute); `--force` runs them anyway",
     ExitCode.NVML_DRIVER_NOT_LOADED: "NVML: NVIDIA driver not loaded",
     ExitCode.NVML_LIBRARY_NOT_FOUND: "NVML: libnvidia-ml.so.1 not found (no driver installed)",
     ExitCode.GPU_LOST: "a GPU is lost (fallen off the bus): `list`, `memory` and `visible` still print everything, "

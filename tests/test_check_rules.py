@@ -13,6 +13,7 @@ import msgspec
 import pytest
 
 from gpudiag.checks import Action, CheckResult, Facts, FunctionalResult, Options, Scope, Status, rules
+from gpudiag.checks.deep.levels import MAX_LEVEL
 from gpudiag.model import (
     ComputeMode,
     GpuProcess,
@@ -639,6 +640,9 @@ CAN_PRODUCE: dict[str, set[Status]] = {
     "health.inforom": {PASS, FAIL, SKIP},
     "health.free_memory": {PASS, FAIL, SKIP},
     "health.pcie": {PASS, WARN, SKIP},
+    "mem.bandwidth": {PASS, FAIL, SKIP},
+    "link.pcie": {PASS, FAIL, SKIP},
+    "link.peer": {PASS, FAIL, SKIP},
     "nvml.gpu_count": {PASS, FAIL, SKIP},
     "nvml.gpu_lost": {PASS, FAIL, SKIP},
     **{f"req.{r}": {PASS, FAIL} for r in ("driver", "cuda", "capability", "gpu", "torch")},
@@ -651,7 +655,7 @@ def _case_id(case: Case) -> str:
 
 
 def _results(case: Case) -> list[CheckResult]:
-    return rules.run(case.build(), case.options, only=(case.check_id,))
+    return rules.run(case.build(), case.options, only=(case.check_id,), level=MAX_LEVEL)
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
@@ -673,8 +677,10 @@ def test_rule(case: Case) -> None:
 
 
 def test_every_rule_is_covered_for_every_status_it_can_produce() -> None:
+    from tests.test_deep_rules import CASES as DEEP_CASES  # the deep diagnostics' rules (check --level 2-4)
+
     covered: dict[str, set[Status]] = {}
-    for case in CASES:
+    for case in [*CASES, *DEEP_CASES]:
         expected = {case.expected} if isinstance(case.expected, Status) else set(case.expected)
         covered.setdefault(case.check_id, set()).update(expected)
     for check in rules.CHECKS:
@@ -700,7 +706,11 @@ def test_only_and_skip_select_by_id_or_area() -> None:
 def test_ids_are_unique_and_areas_consistent() -> None:
     assert len(set(rules.CHECK_IDS)) == len(rules.CHECK_IDS)
     for check in rules.CHECKS:
-        assert check.id.split(".")[0] in {"nvml", "host", "compat", "env", "config", "health", "req", "func"}
+        assert check.id.split(".")[0] in {"nvml", "host", "compat", "env", "config", "health", "req", "func"} | {
+            "mem",
+            "link",
+            "stress",
+        }
 
 
 @pytest.mark.parametrize(
@@ -727,7 +737,7 @@ def test_every_rule_on_whole_machines(name: str) -> None:
         require_gpu="x",
         require_torch=">=0",
     )
-    results = rules.run(facts(name), everything)
+    results = rules.run(facts(name), everything, level=MAX_LEVEL)
     assert {r.id for r in results} == set(rules.CHECK_IDS)
     for r in results:
         assert r.finding and "\n" not in r.finding

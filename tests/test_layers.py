@@ -19,7 +19,17 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "gpudiag"
 # The replay package: named gpudiag/replay/ (gpudiag/testing/ before the rename); whichever exists.
 REPLAY = next((PACKAGE / name for name in ("replay", "testing") if (PACKAGE / name).is_dir()), None)
-STANDALONE_CHILDREN = ("protocol", "torch_probe", "functional", "visible_probe")
+STANDALONE_CHILDREN = (
+    "protocol",
+    "torch_probe",
+    "functional",
+    "visible_probe",
+    "diag",
+    "patterns",
+    "memtest",
+    "stress",
+    "allreduce",
+)
 
 
 def imports(path: Path) -> set[str]:
@@ -69,7 +79,7 @@ def test_renderers_never_import_probes() -> None:
 
 @pytest.mark.parametrize("child", STANDALONE_CHILDREN)
 def test_a_child_another_interpreter_runs_imports_the_standard_library_only(child: str) -> None:
-    siblings = {"protocol", "functional", "gpudiag.children", *(f"gpudiag.children.{c}" for c in STANDALONE_CHILDREN)}
+    siblings = {*STANDALONE_CHILDREN, "gpudiag.children", *(f"gpudiag.children.{c}" for c in STANDALONE_CHILDREN)}
     outside = {
         m
         for m in imports(PACKAGE / "children" / f"{child}.py")

@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from gpudiag.model import ALL_GROUPS, FactGroup, Machine, Reading, TorchRuntime
 from gpudiag.probe.devices import DeviceFacts
+
+if TYPE_CHECKING:  # loaded only by `check --level 2-4` (a Struct never resolves an annotation it does not decode)
+    from gpudiag.checks.deep.facts import DeepFacts
 
 # What the rules judge: every group but power draw/limit, the NUMA node, the details and the
 # exporter's clocks, energy and PCIe replay counter, which no rule reads.
@@ -113,3 +117,5 @@ class Facts(msgspec.Struct, frozen=True):
     devices: DeviceFacts | None  # None: not recorded (a replay)
     functional: tuple[FunctionalResult, ...] | None = None  # None: not run
     functional_skip_reason: str = ""
+    deep: DeepFacts | None = None  # the deep diagnostics (check --level 2-4); None: not run
+    deep_skip_reason: str = ""

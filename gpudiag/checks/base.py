@@ -15,7 +15,10 @@ CONFIG = "Configuration"
 HEALTH = "Health"
 REQUIRE = "Requirements"
 FUNCTIONAL = "Functional test"
-AREAS = (DRIVER, COMPAT, CONFIG, HEALTH, REQUIRE, FUNCTIONAL)  # in the order they are shown
+MEMTEST = "Memory test"  # the deep diagnostics (check --level 2-4): gpudiag/checks/deep/
+INTERCONNECT = "Interconnect"
+STRESS = "Stress"
+AREAS = (DRIVER, COMPAT, CONFIG, HEALTH, REQUIRE, FUNCTIONAL, MEMTEST, INTERCONNECT, STRESS)  # in the order shown
 
 RETIRED_PAGES_LIMIT = 63  # DCGM: 63 or more retired pages fails
 UNCORRECTABLE_REMAP_LIMIT = 512  # DCGM: uncorrectable row remaps
@@ -75,6 +78,7 @@ class Check(msgspec.Struct, frozen=True):
     needs_torch: NeedsTorch = never  # whether, with these options, it judges torch's runtime view
     needs_gpu: bool = False  # runs work on the GPUs (the functional test): off with --quick
     exporter: bool = False  # NVML facts only and cheap: judged on every exporter scrape
+    level: int = 1  # the lowest `check --level` that runs it (1: every check; 2-4: the deep diagnostics)
 
 
 DECLARED: list[Check] = []  # in declaration order; gpudiag.checks.rules orders them by area
@@ -90,11 +94,12 @@ def check(
     needs_torch: NeedsTorch = never,
     needs_gpu: bool = False,
     exporter: bool = False,
+    level: int = 1,
 ) -> Callable[[Rule], Rule]:
     """Declare the decorated rule as check ``check_id``."""
 
     def declare(rule: Rule) -> Rule:
-        DECLARED.append(Check(check_id, area, title, rule, scope, action, needs_torch, needs_gpu, exporter))
+        DECLARED.append(Check(check_id, area, title, rule, scope, action, needs_torch, needs_gpu, exporter, level))
         return rule
 
     return declare

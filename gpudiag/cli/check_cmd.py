@@ -13,12 +13,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from gpudiag.checks.deep.levels import BUDGET_HELP, FORCE_HELP, LEVEL_HELP
 from gpudiag.cli.common import handle_errors, make_console, seconds, settings, size
 from gpudiag.errors import UsageError
 from gpudiag.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from gpudiag.checks import CheckResult, Options
+    from gpudiag.cli.common import Settings
+    from gpudiag.render.deep_progress import TerminalProgress
 
 # "check could not run (all or part of it) and nothing failed". The table's CHECK_INCOMPLETE
 # (5) is that code; the lead may rename it (e.g. CHECK_COULD_NOT_RUN) — this is the one use.
@@ -88,6 +91,14 @@ def _options(
         allow_processes=allow_processes,
         torch_expected=python is not None,
     )
+
+
+def _progress(s: "Settings") -> "TerminalProgress":
+    """The deep tests' progress on stderr when it is a terminal (it starts with the first test and
+    ends with the last, whatever happens in between)."""
+    from gpudiag.render.deep_progress import TerminalProgress
+
+    return TerminalProgress(make_console(s, stderr=True))
 
 
 @handle_errors
@@ -171,18 +182,23 @@ def command(
         float | None,
         typer.Option("--deadline", help="With --mode: give up after this many seconds (prolog 20, health-check 4)."),
     ] = None,
+    level: Annotated[int, typer.Option("--level", help=LEVEL_HELP)] = 1,
+    budget: Annotated[float | None, typer.Option("--budget", help=BUDGET_HELP)] = None,
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Pre-job health and CUDA/driver/PyTorch compatibility checks, with exit codes for CI and schedulers.
 
     Exit codes: 0 ready (no check failed, at least one was not skipped), 1 a check failed (or warned,
     with --strict), 2 usage error, 5 a requested check could not run and nothing failed, 7 every
-    selected check was skipped (nothing verified).
+    selected check was skipped (nothing verified), 8 (--level 2-4) other processes use the GPUs.
     """
     from gpudiag.checks import Status
     from gpudiag.checks import rules as check_rules
+    from gpudiag.checks.deep.levels import usage as level_usage
     from gpudiag.checks.gather import Plan, run
 
     s = settings(ctx)
+    level_usage(level, budget, force, quick, no_torch, mode, bool(s.replay))
     if npd and json_output:
         raise UsageError("--npd and --json are two different outputs; pick one")
     if npd and mode is not None:
@@ -226,7 +242,13 @@ def command(
     if health_check:
         job_options = ["--min-free"] if min_free is not None else []  # the requirements are the site's here
         skip_ids += scheduled.node_checks_only(only_ids, job_options)
-    selected = [c for c in check_rules.CHECKS if check_rules.selected(c.id, only_ids, skip_ids)]
+    selected = [
+        c
+        for c in check_rules.CHECKS
+        if check_rules.at_level(c, level) and check_rules.selected(c.id, only_ids, skip_ids)
+    ]
+    if not selected and (needed := check_rules.deeper(only_ids, level)) is not None:
+        raise UsageError(f"--only {','.join(only_ids)}: level-{needed} checks; add --level {needed}")
     if not selected:  # a run that checks nothing must not say READY
         skipping = f"--skip {','.join(skip_ids)}"
         raise UsageError(
@@ -237,8 +259,9 @@ def command(
     if all(c.needs_gpu for c in selected) and (quick or no_torch):  # known before anything runs, as `--only req` is
         why = "--quick" if asked_quick else "--no-torch" if asked_no_torch else f"--mode {mode} without --python"
         raise UsageError(f"--only {','.join(only_ids)} selects only the functional test, which {why} leaves out")
-    functional_wanted = not quick and any(c.needs_gpu for c in selected)
-    torch_wanted = check_rules.needs_torch(selected, options, gpu_work=functional_wanted)
+    functional_wanted = not quick and any(c.needs_gpu and c.level == 1 for c in selected)
+    deep = tuple(c.id for c in selected if c.level > 1)
+    torch_wanted = check_rules.needs_torch(selected, options, gpu_work=functional_wanted or bool(deep))
     checked = run(
         Plan(
             replay=s.replay,
@@ -249,10 +272,15 @@ def command(
             python=python,
             timeout=timeout,
             could_not_run=COULD_NOT_RUN,
+            level=level,
+            deep=deep,
+            budget=budget,
+            force=force,
         ),
         options,
         only_ids,
         skip_ids,
+        _progress(s) if deep else None,  # minutes of GPU tests: how far they are, on a terminal
     )
     facts, results, notes = checked.facts, list(checked.results), list(checked.notes)
     if not results:  # e.g. `--only req` without any --require-… option

@@ -51,6 +51,13 @@ _STEADY_FACTS = {
     ("health.free_memory", ""): "less free memory than --min-free",
     ("func.gpu", ""): "functional test failed",
     ("bench-transfer", ""): "transfer benchmark failed",
+    # check --level 2-4: figures measured under load
+    ("mem.test", ""): "memory test failed",
+    ("mem.bandwidth", ""): "memory bandwidth below expected",
+    ("link.pcie", ""): "PCIe copies below expected",
+    ("link.peer", ""): "peer copies below expected",
+    ("link.nccl", ""): "all-reduce below expected",
+    ("stress.gemm", ""): "GEMM stress failed",
 }
 STEADY_FINDINGS = frozenset(
     {
@@ -161,7 +168,7 @@ def body(faults: Iterable[Fault], limit: int = MAX_BODY) -> str:
 
 # Volatile checks whose findings are of several kinds: a first clause without figures names the kind
 # ("memory pattern read back wrong", "wrong matmul results"); one with figures gives way to the phrase.
-_KINDS = frozenset({"func.gpu", "bench-transfer"})
+_KINDS = frozenset({"func.gpu", "bench-transfer", "mem.test", "stress.gemm"})
 
 
 def steady_fact(check: str, action: str, finding: str) -> str:

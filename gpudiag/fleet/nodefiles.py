@@ -23,7 +23,7 @@ import os
 import re
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -108,6 +108,7 @@ class NodeFile:
     checks: tuple[tuple[str, str], ...] = ()  # (check id, status) of every result, only when asked (JUnit)
     cause: Cause | None = None  # set exactly when kind is None
     name_ok: bool = True  # False: no valid node name at all, ``host`` is the file's name as found
+    figure_gpus: dict[str, int] = field(default_factory=dict)  # the GPU a deep figure is from (its slowest)
 
 
 def file_host(path: str) -> str:
@@ -307,6 +308,7 @@ Index = Annotated[int, msgspec.Meta(ge=0, le=2**31)]
 Celsius = Annotated[float, msgspec.Meta(ge=-273, le=1000)]
 Tflops = Annotated[float, msgspec.Meta(ge=0, le=1e7)]
 BytesPerS = Annotated[float, msgspec.Meta(ge=0, le=1e16)]
+Gbps = Annotated[float, msgspec.Meta(ge=0, le=1e7)]  # GB/s
 CheckStatus = Literal["PASS", "WARN", "FAIL", "SKIP"]
 Verdict = Literal["READY", "NOT READY", "UNKNOWN"]
 
@@ -346,6 +348,14 @@ class _CheckGpu(msgspec.Struct):
     retired_pages: Count | None = None
     recovery_action: Index | None = None
     matmul_tflops: Tflops | None = None
+    # `check --level 2-4` (absent at level 1): what the deep tests measured on this GPU
+    stress_tflops: Tflops | None = None
+    memtest_gbps: Gbps | None = None
+    h2d_gbps: Gbps | None = None
+    d2h_gbps: Gbps | None = None
+    d2d_gbps: Gbps | None = None
+    peer_min_gbps: Gbps | None = None
+    allreduce_busbw_gbps: Gbps | None = None
 
 
 class _CheckFile(_Named, tag_field="schema", tag="gpudiag.check/1"):
@@ -517,8 +527,11 @@ def _check(doc: _CheckFile, path: str, keep_checks: bool) -> NodeFile:
         if key in VERSION_FIELDS and value != "N/A"
     }
     names, metrics, rem = _gpu_figures(doc.gpus)
+    deep: dict[str, int] = {}
+    if doc.gpus and _has_deep(doc.gpus[0]):  # check --level 2-4
+        deep = _deep_figures(doc.gpus, metrics)
     kept = _shared("checks", _worst_statuses(checks)) if keep_checks else ()
-    return NodeFile(
+    node = NodeFile(
         path,
         host,
         Kind.CHECK,
@@ -531,6 +544,7 @@ def _check(doc: _CheckFile, path: str, keep_checks: bool) -> NodeFile:
         rem,
         kept,
     )
+    return replace(node, figure_gpus=deep) if deep else node
 
 
 _SEVERITY = {"FAIL": 3, "WARN": 2, "PASS": 1, "SKIP": 0}
@@ -611,6 +625,38 @@ def _gpu_figures(gpus: list[_CheckGpu]) -> tuple[tuple[str, ...], dict[str, floa
         sums["matmul_tflops"] = slowest
     shared_names: tuple[str, ...] = _shared("gpus", tuple(names))
     return shared_names, sums, remedy(actions, pending) if actions or pending else ""
+
+
+# Per GPU in `check --json` → the node's figure (the slowest GPU's): the outlier figures of `check --level 2-4`.
+_DEEP_FIGURES = (
+    ("stress_tflops", "stress_tflops"),
+    ("memtest_gbps", "memtest_gbps"),
+    ("h2d_gbps", "h2d_gbps"),
+    ("d2h_gbps", "d2h_gbps"),
+    ("d2d_gbps", "d2d_gbps"),
+    ("peer_min_gbps", "peer_gbps"),
+    ("allreduce_busbw_gbps", "allreduce_busbw_gbps"),
+)
+
+
+def _has_deep(gpu: _CheckGpu) -> bool:
+    return any(getattr(gpu, key) is not None for key, _ in _DEEP_FIGURES)
+
+
+def _deep_figures(gpus: list[_CheckGpu], metrics: dict[str, float]) -> dict[str, int]:
+    """Add the slowest GPU's deep figures to ``metrics``; which GPU each came from."""
+    where: dict[str, int] = {}
+    for key, figure in _DEEP_FIGURES:
+        slowest: _CheckGpu | None = None
+        for g in gpus:
+            value = getattr(g, key)
+            if value is not None and (slowest is None or value < getattr(slowest, key)):
+                slowest = g
+        if slowest is not None:
+            metrics[figure] = float(getattr(slowest, key))
+            if slowest.index is not None:
+                where[figure] = slowest.index
+    return where
 
 
 def _snapshot(doc: _SnapshotFile, path: str, keep_checks: bool) -> NodeFile:

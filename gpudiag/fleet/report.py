@@ -50,6 +50,7 @@ class Node:
     unread: tuple[tuple[str, Cause, str], ...] = ()  # (file, cause, why) per unreadable file, as in ``problems``
     name_ok: bool = True  # False: no file named a valid node; ``host`` is a file's name, never a target
     worst: str = ""  # with several files that disagree: the file that gave the node its state
+    figure_gpus: dict[str, int] = field(default_factory=dict)  # the GPU a deep figure is from
 
     @property
     def failed_checks(self) -> list[str]:
@@ -172,6 +173,7 @@ def _merge(host: str, files: list[NodeFile]) -> Node:
             metrics=f.metrics,
             remedy=f.remedy,
             checks=f.checks,
+            figure_gpus=f.figure_gpus,
         )
     readable = [f for f in files if f.kind is not None]
     failures = tuple(x for f in readable for x in f.failures)
@@ -184,6 +186,7 @@ def _merge(host: str, files: list[NodeFile]) -> Node:
     worst = next(f.path for f, s in zip(files, states, strict=True) if s is state) if len(set(states)) > 1 else ""
     versions: dict[str, str] = {}
     metrics: dict[str, float] = {}
+    figure_gpus: dict[str, int] = {}
     gpus: tuple[str, ...] = ()
     # GPU models: a check or snapshot sees every GPU; bench-transfer only those torch could use.
     for kind in (Kind.BENCH, Kind.MEMORY, Kind.SNAPSHOT, Kind.CHECK):
@@ -191,6 +194,7 @@ def _merge(host: str, files: list[NodeFile]) -> Node:
             if f.kind is kind:
                 versions.update(f.versions)
                 metrics.update(f.metrics)
+                figure_gpus.update(f.figure_gpus)
                 gpus = f.gpus or gpus
     return Node(
         host=host,
@@ -208,6 +212,7 @@ def _merge(host: str, files: list[NodeFile]) -> Node:
         unread=tuple((f.path, f.cause or Cause.CANNOT_READ, f.problem) for f in bad_files),
         name_ok=all(f.name_ok for f in files),
         worst=worst,
+        figure_gpus=figure_gpus,
     )
 
 
@@ -256,7 +261,12 @@ def build(files: Iterable[NodeFile], expect: str | None = None) -> Report:
             FailureGroup(cid, tuple(n.host for n in members), findings.most_common(1)[0][0], remedy, scope)
         )
 
-    found, stats = outliers.find({n.host: n.metrics for n in ordered if n.metrics})
+    measured = [n for n in ordered if n.metrics]
+    found, stats = outliers.find(
+        {n.host: n.metrics for n in measured},
+        models={n.host: gpu_summary(n.gpus) for n in measured},  # per-model figures: like against like
+        gpus={n.host: n.figure_gpus for n in measured if n.figure_gpus},
+    )
     return Report(
         nodes=ordered,
         expected=expect,

@@ -199,6 +199,10 @@ class NvmlSession:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def watch_xids(self) -> XidWatch:
+        """Start collecting the critical XID events of every usable GPU (``check --level 2-4``)."""
+        return XidWatch(self._lib, [(i, h.gpu) for i, h in enumerate(self._handles) if h.gpu is not None])
+
     # -- helpers ---------------------------------------------------------------------
 
     def _reason(self, exc: Exception, function: str) -> tuple[Reason, str]:
@@ -643,6 +647,55 @@ class NvmlSession:
                 )
             )
         return Reading.of(tuple(result))
+
+
+class XidWatch:
+    """NVML's critical XID events (``nvmlEventTypeXidCriticalError``: the driver's Xid errors, as
+    `dmesg` shows them) on every GPU, from the moment it is made: :meth:`poll` takes what came.
+
+    ``missing`` names the GPUs that could not be watched and why (GeForce boards and old drivers
+    answer NOT_SUPPORTED): events on them are not seen.
+    """
+
+    def __init__(self, lib: Any, handles: list[tuple[int, Any]]) -> None:
+        self._lib = lib
+        self._set: Any = None
+        self.missing: list[str] = []
+        try:
+            self._set = lib.nvmlEventSetCreate()
+        except lib.NVMLError as exc:
+            self.missing = [f"every GPU ({exc})"]
+            return
+        for index, handle in handles:
+            try:
+                lib.nvmlDeviceRegisterEvents(handle, lib.nvmlEventTypeXidCriticalError, self._set)
+            except lib.NVMLError as exc:
+                self.missing.append(f"GPU {index} ({exc})")
+
+    def poll(self) -> list[tuple[int, int]]:
+        """(GPU index, Xid) of every event since the last poll, without waiting."""
+        lib, found = self._lib, list[tuple[int, int]]()
+        if self._set is None:
+            return found
+        for _ in range(1000):  # a storm of events is read in the next poll
+            try:
+                data = lib.nvmlEventSetWait_v2(self._set, 0)
+            except lib.NVMLError_Timeout:
+                break
+            except lib.NVMLError:
+                break
+            try:
+                index = int(lib.nvmlDeviceGetIndex(data.device))
+            except lib.NVMLError:
+                index = -1
+            found.append((index, int(data.eventData)))
+        return found
+
+    def close(self) -> None:
+        if self._set is not None:
+            with contextlib.suppress(self._lib.NVMLError):
+                self._lib.nvmlEventSetFree(self._set)
+            self._set = None
 
 
 def no_process_stats(pid: int) -> tuple[Reading[float], Reading[int], Reading[float]]:

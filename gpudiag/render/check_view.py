@@ -144,7 +144,7 @@ def to_json(
     """``slurm_node``: Slurm's name for this node when run by Slurm (what `gpudiag report` and `drain` use)."""
     notes = notes or []
     counts = summary(results)
-    return {
+    data: dict[str, Any] = {
         "schema": SCHEMA,
         "source": facts.machine.source,
         "host": facts.machine.host.hostname,
@@ -172,6 +172,9 @@ def to_json(
             for r in results
         ],
     }
+    if facts.deep is not None:  # check --level 2-4: what the deep tests measured, in full
+        data["diagnostics"] = diagnostics_json(facts)
+    return data
 
 
 def action(r: CheckResult) -> str | None:
@@ -204,7 +207,52 @@ def gpus_json(facts: Facts) -> list[dict[str, Any]]:
                 "matmul_tflops": tflops.get(g.index),
             }
         )
+    if facts.deep is not None:
+        for entry, gpu in zip(out, facts.machine.gpus, strict=True):
+            entry.update(deep_figures(facts, gpu.index))
     return out
+
+
+def deep_figures(facts: Facts, index: int) -> dict[str, Any]:
+    """A GPU's figures from the deep tests (check --level 2-4), for `gpudiag report` to compare across the
+    fleet: null where a test did not run or measured nothing."""
+    deep = facts.deep
+    assert deep is not None
+    memtest = next((g for g in deep.memtest.gpus if g.gpu_index == index), None) if deep.memtest else None
+    stress = next((g for g in deep.stress.gpus if g.gpu_index == index), None) if deep.stress else None
+    links = deep.links
+    pcie = next((g for g in links.pcie or () if g.gpu_index == index), None) if links else None
+    copies = {c.direction: c.gbps for c in pcie.copies} if pcie else {}
+    d2d = next((g.gbps for g in links.d2d or () if g.gpu_index == index), None) if links else None
+    peers = [p.gbps for p in (links.peers or ()) if p.src_gpu == index and p.gbps is not None] if links else []
+    allreduce = deep.allreduce
+    largest = allreduce.largest if allreduce is not None and not allreduce.error else None
+    return {
+        "memtest_gbps": memtest.gbps if memtest else None,
+        "memtest_mismatches": memtest.mismatches if memtest else None,
+        "stress_tflops": stress.tflops_sustained if stress else None,
+        "h2d_gbps": copies.get("h2d"),
+        "d2h_gbps": copies.get("d2h"),
+        "d2d_gbps": d2d,
+        "peer_min_gbps": min(peers) if peers else None,
+        "allreduce_busbw_gbps": largest.busbw_gbps(allreduce.ranks)
+        if largest is not None and allreduce is not None and index in allreduce.gpu_indices
+        else None,
+    }
+
+
+def diagnostics_json(facts: Facts) -> dict[str, Any]:
+    """Everything the deep tests found: per phase its figures, or why it did not run."""
+    import msgspec
+
+    deep = facts.deep
+    assert deep is not None
+    data: dict[str, Any] = msgspec.to_builtins(deep, str_keys=True)
+    if deep.allreduce is not None:
+        for size, shown in zip(deep.allreduce.sizes, data["allreduce"]["sizes"], strict=True):
+            shown["algbw_gbps"] = size.algbw_gbps
+            shown["busbw_gbps"] = size.busbw_gbps(deep.allreduce.ranks)
+    return data
 
 
 def to_junit(facts: Facts, results: list[CheckResult], strict: bool, notes: list[str] | None = None) -> str:

@@ -17,11 +17,10 @@ from rich.text import Text
 
 from gpudiag.fleet import hostlists
 from gpudiag.fleet.faults import REMEDY_CHECKS
-from gpudiag.fleet.outliers import FIGURES, RULE, Outlier
+from gpudiag.fleet.outliers import RULE, Outlier, figure_of
 from gpudiag.fleet.report import SCHEMA, Node, Report, State, exit_code, gpu_summary
 
 _STYLES = {State.READY: "green", State.NOT_READY: "red bold", State.UNREADABLE: "yellow", State.MISSING: "red"}
-_FIGURE = {f.name: f for f in FIGURES}
 HOSTS_WIDTH = 64  # characters of a hostlist in the grouped view; the rest is counted ("+12 more")
 EXAMPLE_WIDTH = 160  # characters of an example finding or problem
 MAX_GROUPS = 20  # failed checks and unreadable causes shown; the rest is counted
@@ -68,11 +67,6 @@ def summary_line(report: Report) -> str:
 def _value(x: float, unit: str) -> str:
     text = f"{x:.0f}" if x == int(x) or abs(x) >= 100 else f"{x:.1f}"
     return f"{text} {unit}".strip()
-
-
-def outlier_text(o: Outlier) -> str:
-    f = o.figure
-    return f"{f.label} {_value(o.value, f.unit)} (fleet median {_value(o.median, f.unit)})"
 
 
 def node_line(node: Node, width: int) -> Text:
@@ -171,21 +165,23 @@ def render(report: Report, nodes: bool = False) -> Group:
 
 
 def _outlier_rows(found: tuple[Outlier, ...]) -> list[Text]:
-    """One row per figure: how many nodes, which, and the worst of them against the median."""
-    by_figure: dict[str, list[Outlier]] = {}
+    """One row per figure (per GPU model, for the figures compared model by model): how many nodes,
+    which, and the worst of them against the median."""
+    by_figure: dict[tuple[str, str], list[Outlier]] = {}
     for o in found:
-        by_figure.setdefault(o.figure.name, []).append(o)
+        by_figure.setdefault((o.figure.name, o.model or ""), []).append(o)
     width = max(len(group[0].figure.label) for group in by_figure.values())
     rows = []
-    for group in by_figure.values():
+    for (_, model), group in by_figure.items():
         f = group[0].figure
         worst = max(group, key=lambda o: o.value if f.high_is_bad else -o.value)
-        value = _value(worst.value, f.unit)
+        value = _value(worst.value, f.unit) + (f" on GPU {worst.gpu}" if worst.gpu is not None else "")
         text = value if len(group) == 1 else f"worst {value}"
+        among = f" of {safe(model)} nodes" if model else ""
         rows.append(
             Text(
                 f"  {f.label:<{width}}  {len(group):>5}  {_hosts(o.host for o in group)}  "
-                f"{text} (fleet median {_value(worst.median, f.unit)})",
+                f"{text} (fleet median{among} {_value(worst.median, f.unit)})",
                 style="yellow",
             )
         )
@@ -284,14 +280,19 @@ def _head(report: Report) -> dict[str, Any]:
         "outliers": {
             "rule": RULE,
             "fleet": {
-                name: {"median": median, "mad_scaled": mad, "nodes": n, "unit": _FIGURE[name].unit}
+                name: {"median": median, "mad_scaled": mad, "nodes": n, "unit": figure_of(name).unit}
                 for name, (median, mad, n) in report.stats.items()
             },
-            "found": [
-                {"node": o.host, "figure": o.figure.name, "value": o.value, "median": o.median} for o in report.outliers
-            ],
+            "found": [_found_json(o) for o in report.outliers],
         },
     }
+
+
+def _found_json(o: Outlier) -> dict[str, Any]:
+    found: dict[str, Any] = {"node": o.host, "figure": o.figure.name, "value": o.value, "median": o.median}
+    if o.figure.per_model:  # check --level 2-4's figures: compared among one GPU model, from one GPU
+        found |= {"model": o.model, "gpu": o.gpu}
+    return found
 
 
 def _node_json(n: Node, found: list[Outlier]) -> dict[str, Any]:

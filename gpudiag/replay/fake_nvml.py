@@ -148,6 +148,22 @@ class FakeHandle(msgspec.Struct, frozen=True):
     mig_slot: int | None = None
 
 
+class _EventSet:
+    """An NVML event set: the GPUs registered, and the events not yet waited for."""
+
+    def __init__(self) -> None:
+        self.gpus: set[int] = set()
+        self.pending: deque[tuple[int, int]] = deque()
+
+
+class _EventData(msgspec.Struct, frozen=True):
+    """What nvmlEventSetWait_v2 answers (pynvml's c_nvmlEventData_t, with a fake handle)."""
+
+    device: FakeHandle
+    eventType: int  # noqa: N815 - mirrors the NVML struct
+    eventData: int  # noqa: N815
+
+
 def _raise(code: int) -> NoReturn:
     raise pynvml.NVMLError(code)
 
@@ -199,6 +215,7 @@ class FakeNvml(ModuleType):
         # The detail calls (list --details, snapshot) load gpudiag.replay.fake_details on first use,
         # so that a plain `list` replay never imports them.
         self._details_impl: Any = None
+        self._event_sets: list[_EventSet] = []  # XID event sets (check --level 2-4)
         for name in DETAIL_CALLS:
             if name not in modelled:  # a call this class answers itself prefers the details when recorded
                 namespace[name] = self._detail_call(name)
@@ -723,6 +740,38 @@ class FakeNvml(ModuleType):
 
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle: FakeHandle) -> list[Any]:
         return self._query_processes("nvmlDeviceGetGraphicsRunningProcesses_v3", handle)
+
+    # -- events (XIDs) ---------------------------------------------------------------
+
+    def inject_xid(self, gpu: int, xid: int) -> None:
+        """Make GPU ``gpu`` (its position) report critical Xid ``xid`` to every event set watching it."""
+        for watched in self._event_sets:
+            if gpu in watched.gpus:
+                watched.pending.append((gpu, xid))
+
+    def nvmlEventSetCreate(self) -> Any:
+        self._enter("nvmlEventSetCreate")
+        event_set = _EventSet()
+        self._event_sets.append(event_set)
+        return event_set
+
+    def nvmlDeviceRegisterEvents(self, handle: FakeHandle, event_types: int, event_set: Any) -> None:
+        self._enter("nvmlDeviceRegisterEvents")
+        self._full_gpu(handle)
+        if event_types & pynvml.nvmlEventTypeXidCriticalError:
+            event_set.gpus.add(handle.gpu)
+
+    def nvmlEventSetWait_v2(self, event_set: Any, timeout_ms: int) -> Any:
+        self._enter("nvmlEventSetWait_v2")
+        if not event_set.pending:
+            _raise(pynvml.NVML_ERROR_TIMEOUT)  # the fake never blocks: no event came in time
+        gpu, xid = event_set.pending.popleft()
+        return _EventData(FakeHandle(gpu), pynvml.nvmlEventTypeXidCriticalError, xid)
+
+    def nvmlEventSetFree(self, event_set: Any) -> None:
+        self._enter("nvmlEventSetFree")
+        if event_set in self._event_sets:
+            self._event_sets.remove(event_set)
 
     # -- the C entry points ----------------------------------------------------------
 
