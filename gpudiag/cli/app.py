@@ -10,11 +10,13 @@ command), where evaluated ones come from the cached bytecode.
 import importlib
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from gpudiag import __version__
+from gpudiag.cli import terminal_env
 from gpudiag.cli.common import DEBUG_ENV, Settings
 
 
@@ -73,10 +75,18 @@ _VALUE_OPTIONS = ("--replay", "--color")
 _GLOBAL_FLAGS = ("--debug",)
 
 
+class _Group(TyperGroup):
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        # Before typer or rich read them: `--help` and usage errors print through consoles of their own.
+        terminal_env.sanitize(os.environ)
+        return super().main(*args, **kwargs)
+
+
 def build_app(only: str | None = None) -> typer.Typer:
     """The Typer app with every command, or with just ``only`` (start-up cost of one)."""
     app = typer.Typer(
         name="gpudiag",
+        cls=_Group,
         help="GPU diagnostics: what is on each GPU, is the stack ready, where did the memory go.",
         no_args_is_help=True,
         add_completion=False,  # static scripts ship in completions/ (see gpudiag.completions)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gpudiag.cli.common import handle_errors, make_console, settings
+from gpudiag.cli.common import echo, handle_errors, make_console, settings
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
 
@@ -285,10 +285,10 @@ def command(
         from gpudiag.fleet.textfile import npd_verdict
 
         line, npd_code = npd_verdict(results, strict, notes)
-        typer.echo(line)
+        echo(line)
         raise typer.Exit(npd_code)
     if scheduled_mode is not None:
-        typer.echo(scheduled.line(facts, results, notes, int(code), strict), err=True)
+        echo(scheduled.line(facts, results, notes, int(code), strict), err=True)
         raise typer.Exit(int(code))
     if junit is not None:
         try:
@@ -303,5 +303,5 @@ def command(
     else:
         make_console(s).print(check_view.render(facts, results, strict, notes))
     for note in notes:
-        typer.echo(f"gpudiag: could not run: {note}", err=True)
+        echo(f"gpudiag: could not run: {note}", err=True)
     raise typer.Exit(int(code))

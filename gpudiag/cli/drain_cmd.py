@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from gpudiag.cli.common import handle_errors
+from gpudiag.cli.common import echo, handle_errors
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 
@@ -40,13 +40,13 @@ def command(
     except GpudiagError as exc:
         if execute:
             raise
-        typer.echo(f"# {exc.message}; current states and reasons not read", err=True)
+        echo(f"# {exc.message}; current states and reasons not read", err=True)
         scontrol, current = None, {t.node: drain.Current("UNKNOWN", "") for t in targets}
     actions = drain.plan(targets, current, resume)
     if not any(a.verb is not drain.Verb.KEEP for a in actions):
         typer.echo("# nothing to drain or resume", err=True)
     failed = False
     for line, ok in drain.carry_out(actions, scontrol if execute else None):
-        typer.echo(line, err=not ok)
+        echo(line, err=not ok)
         failed = failed or not ok
     raise typer.Exit(int(ExitCode.FAILED if failed else ExitCode.OK))

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gpudiag.cli.common import handle_errors, settings
+from gpudiag.cli.common import echo, handle_errors, settings
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
 
@@ -30,7 +30,7 @@ def _attributor(replay: bool, proc_root: Path | None, kubelet_socket: Path | Non
         try:
             kubelet = KubeletClient(kubelet_socket)
         except KubeletUnavailableError as exc:
-            typer.echo(f"gpudiag: {exc}", err=True)
+            echo(f"gpudiag: {exc}", err=True)
     return Attributor(ProcReader(root) if root is not None else None, kubelet)
 
 
@@ -103,7 +103,7 @@ def command(
     attributor = _attributor(replayed, proc_root, socket_path, kubelet_socket is not None)
     with open_source(s.replay) as source:
         if source.session.info.status is not NvmlStatus.OK:
-            typer.echo(f"gpudiag: {source.session.info.detail}; serving gpudiag_nvml_up 0 and retrying", err=True)
+            echo(f"gpudiag: {source.session.info.detail}; serving gpudiag_nvml_up 0 and retrying", err=True)
         exporter = Exporter(
             source=source,
             compat=compat,

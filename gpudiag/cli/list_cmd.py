@@ -5,7 +5,7 @@ from typing import Annotated, Any
 import typer
 from msgspec.structs import replace
 
-from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, settings
+from gpudiag.cli.common import echo, exit_if_lost, handle_errors, make_console, settings
 from gpudiag.errors import UsageError
 from gpudiag.exitcodes import NVML_EXIT
 from gpudiag.model import ALL_GROUPS, FactGroup, Gpu, Machine, NvmlStatus, Reading
@@ -94,7 +94,7 @@ def list_command(
         _check_nvml(machine, json_output)
         gpus = _selected(machine, ids, no_processes)
         if view.plain:
-            typer.echo(view.text(machine, gpus, first=True), nl=False)
+            view.echo(view.text(machine, gpus, first=True))
         else:
             view.show(machine, gpus, s)
         exit_if_lost(gpus)
@@ -142,6 +142,13 @@ class View:
         from gpudiag.render.details_view import render
 
         return render(machine, gpus)
+
+    def echo(self, text: str) -> None:
+        """CSV and details carry outside text: through the guard; JSON is ASCII by construction."""
+        if self.kind == "json":
+            typer.echo(text, nl=False)
+        else:
+            echo(text, nl=False)
 
     def renderable(self, machine: Machine, gpus: tuple[Gpu, ...], console: Any) -> Any:
         from gpudiag.render.list_view import render
@@ -197,5 +204,5 @@ def _selected(machine: Machine, ids: str | None, no_processes: bool) -> tuple[Gp
 
 
 def _fail_nvml(detail: str, status: NvmlStatus) -> int:
-    typer.echo(f"gpudiag: {detail}", err=True)
+    echo(f"gpudiag: {detail}", err=True)
     return int(NVML_EXIT[status])

@@ -9,7 +9,7 @@ from typing import Annotated
 import msgspec
 import typer
 
-from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, settings
+from gpudiag.cli.common import echo, exit_if_lost, handle_errors, make_console, settings
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import NVML_EXIT
 
@@ -138,7 +138,7 @@ def command(
             view = memory.build(first, tracked_entries(replayed), wanted)
     if looping:
         if outcome.message:
-            typer.echo(f"gpudiag: {outcome.message}", err=True)
+            echo(f"gpudiag: {outcome.message}", err=True)
         raise typer.Exit(int(outcome.code))
     if textfile is not None:
         from gpudiag.fleet.textfile import write_memory

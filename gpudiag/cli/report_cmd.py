@@ -49,7 +49,10 @@ def command(
     if json_output:
         import msgspec  # 10x faster than json.dumps for a 10,000-node report
 
-        typer.echo(msgspec.json.format(msgspec.json.encode(report_view.to_json(fleet)), indent=2).decode())
+        from gpudiag.render.printable import json_document  # msgspec writes bidi, C1 and DEL as they are
+
+        document = msgspec.json.format(msgspec.json.encode(report_view.to_json(fleet)), indent=2).decode()
+        typer.echo(json_document(document))
     else:
         make_console(settings(ctx)).print(report_view.render(fleet, nodes=not brief), crop=False)
     raise typer.Exit(int(report.exit_code(fleet)))

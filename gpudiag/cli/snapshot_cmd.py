@@ -6,7 +6,7 @@ from typing import Annotated
 import typer
 from msgspec.structs import replace
 
-from gpudiag.cli.common import handle_errors, settings
+from gpudiag.cli.common import echo, handle_errors, settings
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import ALL_GROUPS
@@ -44,4 +44,4 @@ def snapshot_command(
         output.write_text(document)
     except OSError as exc:
         raise GpudiagError(f"cannot write {output}: {exc.strerror or exc}", ExitCode.USAGE) from None
-    typer.echo(f"wrote {output} ({len(machine.gpus)} GPU(s), NVML {machine.nvml.status.value})", err=True)
+    echo(f"wrote {output} ({len(machine.gpus)} GPU(s), NVML {machine.nvml.status.value})", err=True)

@@ -12,6 +12,7 @@ from gpudiag.fleet import hostlists
 from gpudiag.fleet.faults import REMEDY_CHECKS
 from gpudiag.fleet.outliers import FIGURES, RULE, Outlier
 from gpudiag.fleet.report import SCHEMA, Node, Report, State, exit_code, gpu_summary
+from gpudiag.render.printable import printable
 
 _STYLES = {State.READY: "green", State.NOT_READY: "red bold", State.UNREADABLE: "yellow", State.MISSING: "red"}
 _FIGURE = {f.name: f for f in FIGURES}
@@ -20,7 +21,7 @@ _FIGURE = {f.name: f for f in FIGURES}
 def summary_line(report: Report) -> str:
     parts = [f"{report.count(s)} {s.value}" for s in State if s is not State.MISSING or report.expected is not None]
     head = f"{len(report.nodes)} node(s)" + (f" expected as {report.expected}" if report.expected else "")
-    return f"{head}: {', '.join(parts)}"
+    return printable(f"{head}: {', '.join(parts)}")
 
 
 def _value(x: float, unit: str) -> str:
@@ -35,7 +36,7 @@ def outlier_text(o: Outlier) -> str:
 
 def node_line(node: Node, width: int) -> Text:
     """One line: host, state, GPUs, driver, then what is wrong."""
-    line = Text(f"{node.host:<{width}}  ")
+    line = Text(f"{printable(node.host):<{width}}  ")
     line.append(f"{node.state.value.upper():<10}", style=_STYLES[node.state])
     if node.state is State.MISSING:
         line.append("  sent nothing")
@@ -48,7 +49,7 @@ def node_line(node: Node, width: int) -> Text:
     if node.remedy:
         details.append(node.remedy)
     details += [p for p in node.problems]
-    line.append("  " + "  ".join(details))
+    line.append("  " + printable("  ".join(details)))
     return line
 
 
@@ -56,37 +57,43 @@ def render(report: Report, nodes: bool = True) -> Group:
     out: list[Text] = [Text(summary_line(report), style="bold")]
     if report.failures:
         out += [Text(""), Text("Failures by check", style="bold")]
-        width = max(len(g.check) for g in report.failures)
+        width = max(len(printable(g.check)) for g in report.failures)
         for g in report.failures:
-            row = Text(f"  {g.check:<{width}}  {len(g.hosts):>5}  ")
-            row.append(hostlists.collect(g.hosts), style="red")
-            row.append(f"  e.g. {g.finding}" + (f" ({g.remedy})" if g.remedy and g.check in REMEDY_CHECKS else ""))
+            row = Text(f"  {printable(g.check):<{width}}  {len(g.hosts):>5}  ")
+            row.append(printable(hostlists.collect(g.hosts)), style="red")
+            remedy = f" ({g.remedy})" if g.remedy and g.check in REMEDY_CHECKS else ""
+            row.append(printable(f"  e.g. {g.finding}{remedy}"))
             out.append(row)
     for state in (State.MISSING, State.UNREADABLE):
         hosts = report.hosts(state)
         if hosts:
             out.append(Text(""))
             out.append(
-                Text(f"{state.value.capitalize()}: {len(hosts)}  {hostlists.collect(hosts)}", style=_STYLES[state])
+                Text(
+                    f"{state.value.capitalize()}: {len(hosts)}  {printable(hostlists.collect(hosts))}",
+                    style=_STYLES[state],
+                )
             )
     if report.unexpected:
-        out.append(Text(f"Not in --expect: {len(report.unexpected)}  {hostlists.collect(report.unexpected)}"))
+        unexpected = printable(hostlists.collect(report.unexpected))
+        out.append(Text(f"Not in --expect: {len(report.unexpected)}  {unexpected}"))
     if report.skew:
         out += [Text(""), Text("Version skew", style="bold")]
-        width = max(len(s.field) for s in report.skew)
+        width = max(len(printable(s.field)) for s in report.skew)
         for s in report.skew:
             for i, (value, members) in enumerate(s.values):
-                label = s.field if i == 0 else ""
-                out.append(Text(f"  {label:<{width}}  {len(members):>5}  {value}  {hostlists.collect(members)}"))
+                label = printable(s.field) if i == 0 else ""
+                shown = printable(f"{value}  {hostlists.collect(members)}")
+                out.append(Text(f"  {label:<{width}}  {len(members):>5}  {shown}"))
     if report.outliers:
         out += [Text(""), Text("Outliers against the fleet's median", style="bold")]
-        width = max(len(o.host) for o in report.outliers)
+        width = max(len(printable(o.host)) for o in report.outliers)
         for o in report.outliers:
-            out.append(Text(f"  {o.host:<{width}}  {outlier_text(o)}", style="yellow"))
+            out.append(Text(f"  {printable(o.host):<{width}}  {outlier_text(o)}", style="yellow"))
         out.append(Text(f"  rule: {RULE}", style="dim"))
     if nodes and report.nodes:
         out += [Text(""), Text("Nodes", style="bold")]
-        width = max(len(n.host) for n in report.nodes)
+        width = max(len(printable(n.host)) for n in report.nodes)
         # One Text for all the lines: rich renders 10,000 nodes in a fraction of the time of 10,000 Texts.
         out.append(Text("\n").join(node_line(n, width) for n in report.nodes))
     for text in out:  # a line per item, never folded: grep and diff read it whole
