@@ -285,10 +285,10 @@ def command(
         from gpudiag.fleet.textfile import npd_verdict
 
         line, npd_code = npd_verdict(results, strict, notes)
-        echo(line)
+        echo(line, one_line=True)
         raise typer.Exit(npd_code)
     if scheduled_mode is not None:
-        echo(scheduled.line(facts, results, notes, int(code), strict), err=True)
+        echo(scheduled.line(facts, results, notes, int(code), strict), err=True, one_line=True)
         raise typer.Exit(int(code))
     if junit is not None:
         try:
@@ -303,5 +303,5 @@ def command(
     else:
         make_console(s).print(check_view.render(facts, results, strict, notes))
     for note in notes:
-        echo(f"gpudiag: could not run: {note}", err=True)
+        echo(f"gpudiag: could not run: {note}", err=True, one_line=True)
     raise typer.Exit(int(code))

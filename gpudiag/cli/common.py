@@ -105,18 +105,18 @@ def _is_tty(stream: IO[str]) -> bool:
         return False
 
 
-def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
+def echo(text: str, *, err: bool = False, nl: bool = True, one_line: bool = False) -> None:
     """Plain text out (CSV, `-q` details, messages): outside text in it cannot reach the terminal
-    as a control (render.printable's guard). JSON from ``json.dumps`` is ASCII by construction and
-    may skip it."""
-    from gpudiag.render.printable import guard
+    as a control (render.printable's guard; with ``one_line``, a line break in it is escaped too).
+    JSON from ``json.dumps`` is ASCII by construction and may skip it."""
+    from gpudiag.render.printable import guard, printable
 
-    typer.echo(guard(text), err=err, nl=nl)
+    typer.echo(printable(text) if one_line else guard(text), err=err, nl=nl)
 
 
 def fail(message: str, code: ExitCode) -> None:
     """Print one line on stderr and exit with ``code``."""
-    echo(f"gpudiag: {message}", err=True)
+    echo(f"gpudiag: {message}", err=True, one_line=True)
     raise typer.Exit(int(code))
 
 

@@ -40,13 +40,13 @@ def command(
     except GpudiagError as exc:
         if execute:
             raise
-        echo(f"# {exc.message}; current states and reasons not read", err=True)
+        echo(f"# {exc.message}; current states and reasons not read", err=True, one_line=True)
         scontrol, current = None, {t.node: drain.Current("UNKNOWN", "") for t in targets}
     actions = drain.plan(targets, current, resume)
     if not any(a.verb is not drain.Verb.KEEP for a in actions):
         typer.echo("# nothing to drain or resume", err=True)
     failed = False
     for line, ok in drain.carry_out(actions, scontrol if execute else None):
-        echo(line, err=not ok)
+        echo(line, err=not ok, one_line=True)
         failed = failed or not ok
     raise typer.Exit(int(ExitCode.FAILED if failed else ExitCode.OK))

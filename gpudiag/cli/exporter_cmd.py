@@ -30,7 +30,7 @@ def _attributor(replay: bool, proc_root: Path | None, kubelet_socket: Path | Non
         try:
             kubelet = KubeletClient(kubelet_socket)
         except KubeletUnavailableError as exc:
-            echo(f"gpudiag: {exc}", err=True)
+            echo(f"gpudiag: {exc}", err=True, one_line=True)
     return Attributor(ProcReader(root) if root is not None else None, kubelet)
 
 
@@ -103,7 +103,11 @@ def command(
     attributor = _attributor(replayed, proc_root, socket_path, kubelet_socket is not None)
     with open_source(s.replay) as source:
         if source.session.info.status is not NvmlStatus.OK:
-            echo(f"gpudiag: {source.session.info.detail}; serving gpudiag_nvml_up 0 and retrying", err=True)
+            echo(
+                f"gpudiag: {source.session.info.detail}; serving gpudiag_nvml_up 0 and retrying",
+                err=True,
+                one_line=True,
+            )
         exporter = Exporter(
             source=source,
             compat=compat,
@@ -114,7 +118,9 @@ def command(
         )
         try:
             if once:
-                sys.stdout.write(exporter.render_text().decode())
+                from gpudiag.render.printable import exposition
+
+                sys.stdout.write(exposition(exporter.render_text().decode()))
                 return
             _serve(exporter, bind, port, compat)
         finally:

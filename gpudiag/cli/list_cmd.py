@@ -204,5 +204,5 @@ def _selected(machine: Machine, ids: str | None, no_processes: bool) -> tuple[Gp
 
 
 def _fail_nvml(detail: str, status: NvmlStatus) -> int:
-    echo(f"gpudiag: {detail}", err=True)
+    echo(f"gpudiag: {detail}", err=True, one_line=True)
     return int(NVML_EXIT[status])

@@ -138,7 +138,7 @@ def command(
             view = memory.build(first, tracked_entries(replayed), wanted)
     if looping:
         if outcome.message:
-            echo(f"gpudiag: {outcome.message}", err=True)
+            echo(f"gpudiag: {outcome.message}", err=True, one_line=True)
         raise typer.Exit(int(outcome.code))
     if textfile is not None:
         from gpudiag.fleet.textfile import write_memory

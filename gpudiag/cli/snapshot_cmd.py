@@ -44,4 +44,4 @@ def snapshot_command(
         output.write_text(document)
     except OSError as exc:
         raise GpudiagError(f"cannot write {output}: {exc.strerror or exc}", ExitCode.USAGE) from None
-    echo(f"wrote {output} ({len(machine.gpus)} GPU(s), NVML {machine.nvml.status.value})", err=True)
+    echo(f"wrote {output} ({len(machine.gpus)} GPU(s), NVML {machine.nvml.status.value})", err=True, one_line=True)

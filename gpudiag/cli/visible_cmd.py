@@ -94,7 +94,7 @@ def command(
             )
         else:
             make_console(s).print(visible_view.render_unavailable(machine.nvml.detail, unmapped))
-        echo(f"gpudiag: {machine.nvml.detail}", err=True)
+        echo(f"gpudiag: {machine.nvml.detail}", err=True, one_line=True)
         # --probe asks CUDA: when it could not answer either, that is exit 3 (as with a
         # CPU-only torch on a healthy node); NVML's code when only the mapping is missing.
         raise typer.Exit(int(ExitCode.NO_CUDA_DEVICE if unmapped.status == "could_not_run" else code))
@@ -145,10 +145,10 @@ def _select(machine: Any, ids: str, json_output: bool) -> None:
 
         typer.echo(json.dumps(data, indent=2))
         return
-    echo(lines[0])
+    echo(lines[0], one_line=True)
     if len(lines) > 1:
-        echo(f"# or, immune to ordering: {lines[1]}")
-    echo(f"# then {mapping}")
+        echo(f"# or, immune to ordering: {lines[1]}", one_line=True)
+    echo(f"# then {mapping}", one_line=True)
 
 
 def _probe(resolution: "Resolution | None", value: str | None, order: str | None) -> "ProbeReport":

@@ -9,7 +9,7 @@ import hostlist
 
 from gpudiag.errors import UsageError
 
-_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+_NUMBERED = re.compile(r"^(.*?)([0-9]{1,18})$")  # ASCII, and never a 5000-digit int()
 
 
 def expand(expression: str, option: str = "--expect") -> list[str]:
@@ -26,7 +26,12 @@ def expand(expression: str, option: str = "--expect") -> list[str]:
 def collect(hosts: Iterable[str]) -> str:
     """The shortest hostlist for these hosts (``gpu[003,017-019]``); "" for none."""
     names = sorted(set(hosts), key=sort_key)
-    return str(hostlist.collect_hostlist(names)) if names else ""
+    if not names:
+        return ""
+    try:
+        return str(hostlist.collect_hostlist(names))
+    except hostlist.BadHostlist:  # a name hostlist syntax cannot hold (a blank, a control): data, listed as it is
+        return ",".join(names)
 
 
 def sort_key(host: str) -> tuple[str, int, str]:

@@ -76,6 +76,18 @@ def json_document(document: str) -> str:
     )
 
 
+def exposition(text: str) -> str:
+    """Prometheus exposition text for a terminal (`exporter --once`): the format has no escape for
+    a control character, so one in a label value or a HELP line is written as its :func:`printable`
+    escape with the backslash doubled, which a Prometheus parser reads back as that visible text."""
+    if text.isascii() and text.replace("\n", "").isprintable():
+        return text
+    return "\n".join(
+        line if line.isprintable() else "".join(c if c.isprintable() else "\\" + _escape(c) for c in line)
+        for line in text.split("\n")
+    )
+
+
 _SGR_BODY = re.compile(r"[0-9;]*")
 
 

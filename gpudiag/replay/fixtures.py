@@ -82,14 +82,31 @@ def load(spec: str) -> tuple[Machine, str]:
     try:
         # msgspec's decoder, not the json module: it is loaded already, and importing json is
         # ~1.5 ms of a replayed `list --query`'s start-up.
-        data = msgspec.json.decode(path.read_bytes())
+        raw = path.read_bytes()
+        data = msgspec.json.decode(raw)
     except OSError as exc:
         raise FixtureError(f"cannot read {path}: {exc}") from None
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:  # bad JSON, bad UTF-8, a 65-bit integer
-        raise FixtureError(f"{path} is not valid JSON: {exc}") from None
+        data = _with_lone_surrogates(raw)
+        if data is None:
+            raise FixtureError(f"{path} is not valid JSON: {exc}") from None
     except RecursionError:
         raise FixtureError(f"{path}: JSON nested too deeply to be a machine snapshot") from None
     return machine_from_data(data, str(path)), str(data.get("description", "")) if isinstance(data, dict) else ""
+
+
+def _with_lone_surrogates(raw: bytes) -> Any:
+    """A snapshot of a process whose command line is not UTF-8 holds it as ``\\udcff`` escapes
+    (psutil decodes with surrogateescape, ``json.dumps`` writes them): valid to Python's json
+    module, refused by msgspec's. None when the file is not JSON to either."""
+    if b"\\ud" not in raw and b"\\uD" not in raw:
+        return None
+    import json
+
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
 
 
 def machine_from_data(data: Any, where: str = "fixture") -> Machine:
