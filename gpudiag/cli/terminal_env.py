@@ -1,4 +1,5 @@
-"""Environment values that size output (COLUMNS, LINES, typer's TERMINAL_WIDTH), made sane once.
+"""Environment values that size output (COLUMNS, LINES, typer's TERMINAL_WIDTH), made sane once;
+and output streams that cannot encode every character (a Latin-1 locale, PYTHONIOENCODING=ascii).
 
 rich and typer take them as they are: ``COLUMNS=99999999 gpudiag --help`` padded every line to
 a hundred million cells (a hang), ``COLUMNS=0`` printed nothing and exited 0, ``COLUMNS=²``
@@ -9,7 +10,9 @@ view can be laid out in. The environment itself is rewritten, before rich or typ
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import MutableMapping
+from typing import IO, Any
 
 # 40: the narrowest width at which `list` and `memory` still show each GPU's index and memory and
 # each process's GPU, PID and memory whole; 1000: what output into a pipe gets (every column).
@@ -43,3 +46,15 @@ def sanitize(environ: MutableMapping[str, str]) -> None:
             del environ[name]
         elif str(size) != value:
             environ[name] = str(size)
+
+
+def never_unencodable(*streams: IO[str] | Any) -> None:
+    """A character the stream's encoding lacks (a table rule, a bar, a name in Latin-1 output) is
+    written as its Python escape, as outside text is (render.printable), not raised as an
+    internal error: ``PYTHONIOENCODING=ascii gpudiag memory`` exited 70."""
+    for stream in streams:
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if stream is None or encoding in ("utf8", "utf16", "utf32") or not hasattr(stream, "reconfigure"):
+            continue
+        with contextlib.suppress(ValueError, OSError):  # a stream already closed or detached
+            stream.reconfigure(errors="backslashreplace")

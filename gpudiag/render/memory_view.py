@@ -140,8 +140,13 @@ class Grid:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         for line in self.lines(options.max_width):
+            if options.ascii_only:  # a Latin-1 or ASCII terminal: the rule, bars and sparklines in ASCII
+                line.plain = line.plain.translate(_ASCII)
             yield from line.render(console)
             yield Segment.line()
+
+
+_ASCII = str.maketrans("─█░▁▂▃▄▅▆▇└", "-#._.,-=+*`")
 
 
 def gpu_table(view: MemoryView, state: WatchState | None = None) -> Grid:

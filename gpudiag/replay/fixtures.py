@@ -86,7 +86,7 @@ def load(spec: str) -> tuple[Machine, str]:
         data = msgspec.json.decode(raw)
     except OSError as exc:
         raise FixtureError(f"cannot read {path}: {exc}") from None
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:  # bad JSON, bad UTF-8, a 65-bit integer
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:  # bad JSON or UTF-8, 65-bit int
         data = _with_lone_surrogates(raw)
         if data is None:
             raise FixtureError(f"{path} is not valid JSON: {exc}") from None
