@@ -415,3 +415,38 @@ def test_real_processes_with_bytes_argv_and_narrow_encodings() -> None:
         check_run([a.decode("utf-8", "surrogateescape") for a in argv[3:]], result.returncode, out, err)
 
     run()
+
+
+# --- what the fuzzer found, kept as plain cases ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        ("schema-object.json", b'{"schema": {"a": 1}}', ExitCode.REPORT_UNREADABLE),  # was exit 70
+        ("schema-list.json", b'{"schema": ["gpudiag.check/1"]}', ExitCode.REPORT_UNREADABLE),
+        ("node\x1b]52;c;eA==\x07 \n.json", b"", ExitCode.REPORT_UNREADABLE),  # hostlist cannot hold the name
+    ],
+)
+def test_report_on_node_files_the_fuzzer_found(tmp_path: Path, name: str, content: bytes, expected: int) -> None:
+    (tmp_path / name).write_bytes(content)
+    for args in (["report", str(tmp_path)], ["report", "--json", str(tmp_path)], ["drain", str(tmp_path)]):
+        from typer.testing import CliRunner
+
+        from gpudiag.cli.app import app
+
+        result = CliRunner().invoke(app, args, env={"PATH": "/nonexistent"})
+        check_run(args, result.exit_code, result.stdout, result.stderr, result.exception)
+        if args[0] == "report":
+            assert result.exit_code == expected, result.stderr
+
+
+def test_a_replay_file_that_is_not_utf8_is_a_usage_error(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from gpudiag.cli.app import app
+
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b"\xff\xfe{}")
+    result = CliRunner().invoke(app, ["--replay", str(path), "list"])
+    assert result.exit_code == ExitCode.USAGE and len(result.stderr.splitlines()) == 1, result.stderr

@@ -139,7 +139,7 @@ def _explain(raw: bytes, path: str, host: str, exc: Exception | str) -> NodeFile
         return NodeFile(path, host, None, "not a gpudiag output (JSON, but not an object)")
     schema = data.get("schema")
     host = _name(data, host)
-    if schema in SCHEMAS:
+    if isinstance(schema, str) and schema in SCHEMAS:  # a list or an object is not a schema name
         return NodeFile(path, host, None, f"malformed {schema} output: {exc}")
     if isinstance(schema, str) and schema.startswith("gpudiag."):
         known = ", ".join(SCHEMAS)
