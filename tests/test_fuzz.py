@@ -410,8 +410,9 @@ def test_real_processes_with_bytes_argv_and_narrow_encodings() -> None:
             capture_output=True,
             timeout=120,
         )
-        out = result.stdout.decode("utf-8", "surrogateescape")
-        err = result.stderr.decode("utf-8", "surrogateescape")
+        encoding = env.get("PYTHONIOENCODING", "utf-8")  # what the output was written in
+        out = result.stdout.decode(encoding, "surrogateescape")
+        err = result.stderr.decode(encoding, "surrogateescape")
         check_run([a.decode("utf-8", "surrogateescape") for a in argv[3:]], result.returncode, out, err)
 
     run()

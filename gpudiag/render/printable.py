@@ -16,7 +16,10 @@ carry it.
 - :func:`guard` is applied to everything the console writes and to every plain-text output
   (``cli.common``): it keeps line breaks and escapes every other such character, so a renderer
   that forgets :func:`printable` can misalign a table but never hand the terminal a control.
-- :func:`csv_field` is :func:`printable` plus RFC 4180 quoting where a value needs it.
+- :func:`csv_field` is :func:`printable` plus RFC 4180 quoting where a value needs it;
+  :func:`json_document` and :func:`exposition` write such characters in the escapes of JSON
+  (for msgspec's output) and of Prometheus' text format (for ``exporter --once``).
+- :func:`strip_trailing_blanks`: output into a pipe or a file carries no padding at line ends.
 """
 
 from __future__ import annotations
