@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTED = {int(code) for code in ExitCode}
 HEADER = "<!-- written by `python -m tests.hostile_matrix --write docs/hostile-matrix.md`; do not edit -->"
 
-Args = Callable[[str, Path], list[str]]  # (machine, its work directory) -> argv after --replay NAME
+Args = Callable[[str, Path, "Environment"], list[str]]  # (machine, its work dir, env) -> argv after --replay NAME
 
 
 @dataclass(frozen=True)
@@ -51,26 +51,28 @@ class Command:
 
 
 COMMANDS = [
-    Command("list", lambda m, d: ["list"]),
-    Command("list --json", lambda m, d: ["list", "--json"]),
-    Command("list -q", lambda m, d: ["list", "-q"]),
+    Command("list", lambda m, d, e: ["list"]),
+    Command("list --json", lambda m, d, e: ["list", "--json"]),
+    Command("list -q", lambda m, d, e: ["list", "-q"]),
     Command(
         "list --query",
-        lambda m, d: ["list", "--query", "index,name,serial,uuid,memory.used,power.draw", "--format", "csv"],
+        lambda m, d, e: ["list", "--query", "index,name,serial,uuid,memory.used,power.draw", "--format", "csv"],
     ),
     Command(
         "list --query-compute-apps",
-        lambda m, d: ["list", "--query-compute-apps", "pid,process_name,gpu_name,used_memory", "--format", "csv"],
+        lambda m, d, e: ["list", "--query-compute-apps", "pid,process_name,gpu_name,used_memory", "--format", "csv"],
     ),
-    Command("memory", lambda m, d: ["memory"]),
-    Command("memory --json", lambda m, d: ["memory", "--json"]),
-    Command("visible", lambda m, d: ["visible"]),
-    Command("visible --json", lambda m, d: ["visible", "--json"]),
-    Command("check --quick --no-torch", lambda m, d: ["check", "--quick", "--no-torch"]),
-    Command("check --json", lambda m, d: ["check", "--quick", "--no-torch", "--json"]),
-    Command("snapshot -o", lambda m, d: ["snapshot", "-o", str(d / "snapshot.json")]),
-    Command("report", lambda m, d: ["report", str(d / "nodes")]),
-    Command("report --json", lambda m, d: ["report", "--json", str(d / "nodes")]),
+    Command("memory", lambda m, d, e: ["memory"]),
+    Command("memory --json", lambda m, d, e: ["memory", "--json"]),
+    Command("visible", lambda m, d, e: ["visible"]),
+    Command("visible --json", lambda m, d, e: ["visible", "--json"]),
+    # A replay reads its recorded environment: the environment's CUDA_VISIBLE_DEVICES reaches `visible` here.
+    Command("visible --value", lambda m, d, e: ["visible", "--value", e.env.get("CUDA_VISIBLE_DEVICES", "1,0")]),
+    Command("check --quick --no-torch", lambda m, d, e: ["check", "--quick", "--no-torch"]),
+    Command("check --json", lambda m, d, e: ["check", "--quick", "--no-torch", "--json"]),
+    Command("snapshot -o", lambda m, d, e: ["snapshot", "-o", str(d / "snapshot.json")]),
+    Command("report", lambda m, d, e: ["report", str(d / "nodes")]),
+    Command("report --json", lambda m, d, e: ["report", "--json", str(d / "nodes")]),
 ]
 
 
@@ -195,7 +197,7 @@ def run(
                 progress(machine)
             for command in commands:
                 for environment in environments:
-                    argv = ["--replay", machine, *command.args(machine, work)]
+                    argv = ["--replay", machine, *command.args(machine, work, environment)]
                     code, out, err = runner(argv, environment)
                     tally = tallies[(command.label, environment.label)]
                     tally.runs += 1
@@ -233,7 +235,9 @@ def markdown(
         "under hostile environments, counting what must never happen: a traceback, an internal error",
         "(exit 70), an exit code outside the README's table, a raw control character (C0/C1, DEL, a bidi",
         "override or another non-printable character) on stdout or stderr, `--json` output that does not",
-        "parse, padding at the end of a line of output into a pipe, a run that hangs (120 s).",
+        "parse, padding at the end of a line of output into a pipe, a run that hangs (120 s). A replay reads",
+        "its recorded environment, so the environment's `CUDA_VISIBLE_DEVICES` reaches `visible --value`; the",
+        "output encodings are the streams' (a Latin-1 locale, `PYTHONIOENCODING=ascii`).",
         "`tests/hostile_matrix.py` writes this page; `tests/test_hostile_matrix.py` runs a slice of it in CI.",
         "",
         f"Latest full run: {len(machines)} machines x {len(commands)} commands x {len(environments)} environments "

@@ -128,6 +128,12 @@ def test_json_dumps_keeps_the_exact_text_in_json_escapes() -> None:
     assert raw_controls(document) == [] and json.loads(document)["command"] == text
 
 
+def test_no_json_writer_turns_off_json_escapes() -> None:
+    """Every JSON document but report's comes from json.dumps with ensure_ascii on: ASCII only."""
+    package = Path(__file__).resolve().parent.parent / "gpudiag"
+    assert [p.name for p in package.rglob("*.py") if "ensure_ascii" in p.read_text()] == []
+
+
 def test_exposition_text_escapes_controls_as_prometheus_reads_them_back() -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
