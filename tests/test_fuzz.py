@@ -410,12 +410,19 @@ def test_real_processes_with_bytes_argv_and_narrow_encodings() -> None:
             capture_output=True,
             timeout=120,
         )
-        encoding = env.get("PYTHONIOENCODING", "utf-8")  # what the output was written in
-        out = result.stdout.decode(encoding, "surrogateescape")
-        err = result.stderr.decode(encoding, "surrogateescape")
+        out, err = (_decode(stream, env.get("PYTHONIOENCODING", "utf-8")) for stream in (result.stdout, result.stderr))
         check_run([a.decode("utf-8", "surrogateescape") for a in argv[3:]], result.returncode, out, err)
 
     run()
+
+
+def _decode(output: bytes, encoding: str) -> str:
+    """What a process wrote, as text: UTF-8 when it is (click writes UTF-8 to a stream it finds
+    declared ASCII), else the stream's own encoding (Latin-1 bytes)."""
+    try:
+        return output.decode("utf-8")
+    except UnicodeDecodeError:
+        return output.decode(encoding, "surrogateescape")
 
 
 # --- what the fuzzer found, kept as plain cases ----------------------------------------------------
