@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpudiag.cli.common import Settings, handle_errors, make_console, settings
+from gpudiag.cli.common import Settings, echo, handle_errors, make_console, settings
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import FactGroup
@@ -161,7 +161,7 @@ def _report(
         }
         typer.echo(json.dumps(data, indent=2))
     elif csv_output:
-        typer.echo(bench_view.to_csv(rows, unit), nl=False)
+        echo(bench_view.to_csv(rows, unit), nl=False)
     else:
         make_console(s).print(bench_view.render(rows, outcome, gpus, found, notes, plan, unit))
     if report.failed(found):

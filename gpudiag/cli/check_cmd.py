@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gpudiag.checks.deep.levels import BUDGET_HELP, FORCE_HELP, LEVEL_HELP
-from gpudiag.cli.common import handle_errors, make_console, seconds, settings, size
+from gpudiag.cli.common import echo, handle_errors, make_console, seconds, settings, size
 from gpudiag.errors import UsageError
 from gpudiag.exitcodes import ExitCode
 
@@ -311,10 +311,10 @@ def command(
         # A replayed machine's PCI bus is not this host's: only a live run asks it.
         no_gpu = s.replay is None and gpu_absent(facts.machine, pci.nvidia_gpus())
         line, npd_code = npd_verdict(results, strict, notes, no_gpu)
-        typer.echo(line)
+        echo(line, one_line=True)
         raise typer.Exit(npd_code)
     if scheduled_mode is not None:
-        typer.echo(scheduled.line(facts, results, notes, int(code), strict), err=True)
+        echo(scheduled.line(facts, results, notes, int(code), strict), err=True, one_line=True)
         raise typer.Exit(int(code))
     if junit is not None:
         from gpudiag.files import write_atomic
@@ -328,9 +328,9 @@ def command(
     else:
         make_console(s).print(check_view.render(facts, results, strict, notes))
     for note in notes:
-        typer.echo(f"gpudiag: could not run: {note}", err=True)
+        echo(f"gpudiag: could not run: {note}", err=True, one_line=True)
     if code == ExitCode.NOTHING_CHECKED:
-        typer.echo(f"gpudiag: {check_view.NOTHING_CHECKED}: {_skipped(results)}", err=True)
+        echo(f"gpudiag: {check_view.NOTHING_CHECKED}: {_skipped(results)}", err=True, one_line=True)
     raise typer.Exit(int(code))
 
 

@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from gpudiag.cli.common import handle_errors
+from gpudiag.cli.common import echo, handle_errors
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 
@@ -46,12 +46,12 @@ def command(
     except GpudiagError as exc:
         if execute:
             raise
-        typer.echo(f"# {exc.message}; states and reasons not read: every not-ready node is listed", err=True)
+        echo(f"# {exc.message}; states and reasons not read: every not-ready node is listed", err=True, one_line=True)
         scontrol, current = None, None
     steps = drain.plan(targets, current, resume)
     failed = False
     for line, ok, error in drain.carry_out(steps, scontrol if execute else None):
-        typer.echo(line, err=error)
+        echo(line, err=error, one_line=True)
         failed = failed or not ok
-    typer.echo(drain.summary(targets, steps, execute), err=True)
+    echo(drain.summary(targets, steps, execute), err=True, one_line=True)
     raise typer.Exit(int(ExitCode.FAILED if failed else ExitCode.OK))

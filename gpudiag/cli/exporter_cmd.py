@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gpudiag.cli.common import handle_errors, settings
+from gpudiag.cli.common import echo, handle_errors, settings
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
 
@@ -29,7 +29,7 @@ def _attributor(replay: bool, proc_root: Path | None, kubelet_socket: Path | Non
         try:
             kubelet = KubeletClient(kubelet_socket)
         except KubeletUnavailableError as exc:
-            typer.echo(f"gpudiag: {exc}", err=True)
+            echo(f"gpudiag: {exc}", err=True, one_line=True)
     return Attributor(ProcReader(root) if root is not None else None, kubelet)
 
 
@@ -102,7 +102,11 @@ def command(
     attributor = _attributor(replayed, proc_root, socket_path, kubelet_socket is not None)
     with open_source(s.replay) as source:
         if source.session.info.status is not NvmlStatus.OK:
-            typer.echo(f"gpudiag: {source.session.info.detail}; serving gpudiag_nvml_up 0 and retrying", err=True)
+            echo(
+                f"gpudiag: {source.session.info.detail}; serving gpudiag_nvml_up 0 and retrying",
+                err=True,
+                one_line=True,
+            )
         exporter = Exporter(
             source=source,
             compat=compat,
@@ -114,7 +118,9 @@ def command(
         )
         try:
             if once:
-                sys.stdout.write(exporter.render_text().decode())
+                from gpudiag.render.printable import exposition
+
+                sys.stdout.write(exposition(exporter.render_text().decode()))
                 return
             _serve(exporter, bind, port, compat)
         finally:
@@ -123,7 +129,7 @@ def command(
 
 
 def _say(line: str) -> None:
-    typer.echo(line, err=True)
+    echo(line, err=True, one_line=True)  # a check's finding carries outside text
 
 
 def _serve(exporter: Any, bind: str, port: int, compat: str) -> None:

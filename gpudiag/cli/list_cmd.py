@@ -5,7 +5,7 @@ from typing import Annotated, Any
 import typer
 from msgspec.structs import replace
 
-from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, require_nvml, seconds, settings
+from gpudiag.cli.common import echo, exit_if_lost, handle_errors, make_console, require_nvml, seconds, settings
 from gpudiag.errors import UsageError
 from gpudiag.model import ALL_GROUPS, FactGroup, Gpu, Machine, NvmlStatus, Reading
 from gpudiag.probe.collect import collect
@@ -92,7 +92,7 @@ def list_command(
         _check_nvml(machine, json_output)
         gpus = _selected(machine, ids, no_processes)
         if view.plain:
-            typer.echo(view.text(machine, gpus, first=True), nl=False)
+            view.echo(view.text(machine, gpus, first=True))
         else:
             view.show(machine, gpus, s)
         exit_if_lost(gpus)
@@ -140,6 +140,13 @@ class View:
         from gpudiag.render.details_view import render
 
         return render(machine, gpus)
+
+    def echo(self, text: str) -> None:
+        """CSV and details carry outside text: through the guard; JSON is ASCII by construction."""
+        if self.kind == "json":
+            typer.echo(text, nl=False)
+        else:
+            echo(text, nl=False)
 
     def renderable(self, machine: Machine, gpus: tuple[Gpu, ...], console: Any) -> Any:
         from gpudiag.render.list_view import render

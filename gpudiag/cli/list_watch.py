@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-import typer
 from msgspec.structs import replace
 
 from gpudiag import edge
@@ -45,7 +44,7 @@ def watch_list(
                 block = view.text(machine, gpus, first=n == 0, lines=True)
                 if view.kind == "details" and n:
                     block = "\n" + block
-                typer.echo(block, nl=False)
+                view.echo(block)
             elif console.is_terminal:
                 if live is None:
                     from rich.live import Live

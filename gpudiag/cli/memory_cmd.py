@@ -8,7 +8,7 @@ from typing import Annotated
 import msgspec
 import typer
 
-from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, require_nvml, seconds, settings, size
+from gpudiag.cli.common import echo, exit_if_lost, handle_errors, make_console, require_nvml, seconds, settings, size
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
 
@@ -64,7 +64,9 @@ def _offline(
                     "torch.cuda.memory._record_memory_history() before the OOM",
                     ExitCode.FAILED,
                 )
-            typer.echo(f"gpudiag: wrote {torch_snapshot} (open it at https://pytorch.org/memory_viz)", err=True)
+            echo(
+                f"gpudiag: wrote {torch_snapshot} (open it at https://pytorch.org/memory_viz)", err=True, one_line=True
+            )
         return
     assert plot is not None
     if torch_snapshot is not None:
@@ -76,7 +78,7 @@ def _offline(
     from gpudiag.render import memory_plot
 
     memory_plot.write(series, target)
-    typer.echo(f"gpudiag: wrote {target}", err=True)
+    echo(f"gpudiag: wrote {target}", err=True, one_line=True)
 
 
 @handle_errors
@@ -201,7 +203,7 @@ def command(
             view = one_sample(first, wanted, replayed, recording)
     if looping:
         if outcome.message:
-            typer.echo(f"gpudiag: {outcome.message}", err=True)
+            echo(f"gpudiag: {outcome.message}", err=True, one_line=True)
         raise typer.Exit(int(outcome.code))
     if textfile is not None:
         from gpudiag.fleet.textfile import write_memory

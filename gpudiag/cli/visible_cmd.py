@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, require_nvml, settings
+from gpudiag.cli.common import echo, exit_if_lost, handle_errors, make_console, require_nvml, settings
 from gpudiag.errors import UsageError
 from gpudiag.exitcodes import NVML_EXIT, ExitCode
 from gpudiag.model import FactGroup, NvmlStatus
@@ -94,7 +94,7 @@ def command(
             )
         else:
             make_console(s).print(visible_view.render_unavailable(machine.nvml.detail, unmapped))
-        typer.echo(f"gpudiag: {machine.nvml.detail}", err=True)
+        echo(f"gpudiag: {machine.nvml.detail}", err=True, one_line=True)
         # --probe asks CUDA: when it could not answer either, that is exit 3 (as with a
         # CPU-only torch on a healthy node); NVML's code when only the mapping is missing.
         raise typer.Exit(int(ExitCode.NO_CUDA_DEVICE if unmapped.status == "could_not_run" else code))
@@ -145,10 +145,10 @@ def _select(machine: Any, ids: str, json_output: bool) -> None:
 
         typer.echo(json.dumps(data, indent=2))
         return
-    typer.echo(lines[0])
+    echo(lines[0], one_line=True)
     if len(lines) > 1:
-        typer.echo(f"# or, immune to ordering: {lines[1]}")
-    typer.echo(f"# then {mapping}")
+        echo(f"# or, immune to ordering: {lines[1]}", one_line=True)
+    echo(f"# then {mapping}", one_line=True)
 
 
 def _probe(resolution: "Resolution | None", value: str | None, order: str | None) -> "ProbeReport":

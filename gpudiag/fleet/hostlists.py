@@ -10,7 +10,7 @@ import hostlist
 
 from gpudiag.errors import UsageError
 
-_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+_NUMBERED = re.compile(r"^(.*?)([0-9]{1,18})$")  # ASCII, and never a 5000-digit int()
 # One Slurm node name as data: a host name's letters, digits, '-', '.', and '_' (which some sites
 # use). Nothing that Slurm would read as syntax: no hostlist brackets or commas, no blanks, no
 # '=' (scontrol's key=value), no quotes, no control characters.
@@ -42,7 +42,12 @@ def collect(hosts: Iterable[str]) -> str:
 def _collect(names: tuple[str, ...]) -> str:
     # Remembered: python-hostlist takes ~30 µs a name (1.5 s for 50,000), and a report asks for
     # the same large sets more than once (the ready nodes, the majority of every version field).
-    return str(hostlist.collect_hostlist(names)) if names else ""
+    if not names:
+        return ""
+    try:
+        return str(hostlist.collect_hostlist(names))
+    except hostlist.BadHostlist:  # a name hostlist syntax cannot hold (a blank, a control): data, listed as it is
+        return ",".join(names)
 
 
 def collect_within(hosts: Iterable[str], limit: int) -> tuple[str, int]:

@@ -278,7 +278,7 @@ def _explain(raw: bytes, path: str, error: str) -> NodeFile:
         return unreadable(path, Cause.NOT_GPUDIAG, "not a gpudiag output (JSON, but not an object)")
     schema = data.get("schema")
     host = _name_of(raw)
-    if isinstance(schema, str) and schema in SCHEMAS:
+    if isinstance(schema, str) and schema in SCHEMAS:  # a list or an object is not a schema name
         return unreadable(path, Cause.MALFORMED, f"malformed {schema} output: {error[:200]}", host)
     if isinstance(schema, str) and schema.startswith("gpudiag."):
         known = ", ".join(SCHEMAS)

@@ -13,6 +13,7 @@ from rich.text import Text
 from gpudiag.checks import CheckResult, Facts, Status, nothing_checked
 from gpudiag.checks.rules import BY_ID
 from gpudiag.model import cuda_version_text
+from gpudiag.render.printable import printable
 
 SCHEMA = "gpudiag.check/1"
 _STYLES = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "red bold", Status.SKIP: "dim"}
@@ -76,7 +77,7 @@ def summary_line(results: list[CheckResult], strict: bool, notes: list[str] | No
     if strict:
         text += " (--strict: warnings fail)"
     if word == "UNKNOWN":
-        text += f"; could not run: {'; '.join(notes)}" if notes else f"; {NOTHING_CHECKED}"
+        text += f"; could not run: {printable('; '.join(notes))}" if notes else f"; {NOTHING_CHECKED}"
     style = {"READY": "green bold", "NOT READY": "red bold", "UNKNOWN": "yellow bold"}[word]
     return Text(text, style=style)
 
@@ -106,7 +107,7 @@ def _grouped(results: list[CheckResult]) -> list[tuple[CheckResult, str]]:
 def render(facts: Facts, results: list[CheckResult], strict: bool, notes: list[str] | None = None) -> Group:
     parts: list[RenderableType] = []
     if facts.machine.source != "live":
-        parts.append(Text(facts.machine.source, style="dim"))
+        parts.append(Text(printable(facts.machine.source), style="dim"))
     table = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1))
     table.add_column("status", no_wrap=True, width=4)
     table.add_column("id", no_wrap=True, style="cyan")
@@ -119,16 +120,16 @@ def render(facts: Facts, results: list[CheckResult], strict: bool, notes: list[s
                 table.add_row("", "", "", "")
             area = r.area
             table.add_row("", Text(area, style="bold underline"), "", "")
-        finding = Text(r.finding)
+        finding = Text(printable(r.finding))
         if r.fix and r.status in (Status.FAIL, Status.WARN):
-            finding.append(f"\n→ {r.fix}", style="italic")
-        table.add_row(Text(r.status.value, style=_STYLES[r.status]), r.id, target, finding)
+            finding.append(f"\n→ {printable(r.fix)}", style="italic")
+        table.add_row(Text(r.status.value, style=_STYLES[r.status]), r.id, printable(target), finding)
     parts += [table, Text("")]
     versions_table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     versions_table.add_column("Versions", style="bold", no_wrap=True)
     versions_table.add_column("")
     for name, value in versions(facts):
-        versions_table.add_row(name, value)
+        versions_table.add_row(name, printable(value))
     parts += [versions_table, Text(""), summary_line(results, strict, notes)]
     return Group(*parts)
 

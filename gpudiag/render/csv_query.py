@@ -28,6 +28,7 @@ from gpudiag.model import (
     cuda_version_text,
     unavailable,
 )
+from gpudiag.render.printable import csv_field
 from gpudiag.units import mib
 
 if TYPE_CHECKING:
@@ -552,7 +553,7 @@ def render_csv(machine: Machine, gpus: tuple[Gpu, ...], columns: list[Column], f
     if fmt.header:
         lines.append(", ".join(f"{c.typed} [{c.field.unit}]" if c.field.unit else c.typed for c in columns))
     for gpu in gpus:
-        lines.append(", ".join(value(machine, gpu, c.field, fmt.units) for c in columns))
+        lines.append(", ".join(csv_field(value(machine, gpu, c.field, fmt.units)) for c in columns))
     return "".join(line + "\n" for line in lines)
 
 
@@ -619,5 +620,5 @@ def render_apps_csv(
                 else:
                     text = f.show(reading.value)
                     cells.append(f"{text} {f.unit}" if fmt.units and f.unit else text)
-            lines.append(", ".join(cells))
+            lines.append(", ".join(csv_field(cell) for cell in cells))
     return "".join(line + "\n" for line in lines)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.model import CLOCK_EVENT_NAMES, Gpu, GpuState, Machine, Reading, cuda_version_text
+from gpudiag.render.printable import printable
 
 if TYPE_CHECKING:
     from gpudiag.details import ClockSet, GpuDetails
@@ -68,9 +69,9 @@ def _format(lines: list[Line]) -> str:
     for level, key, value in lines:
         indent = "    " * level
         if value is None:
-            out.append(f"{indent}{key}")
+            out.append(f"{indent}{printable(key)}")
         else:
-            out.append(f"{indent}{key:<{max(1, KEY_WIDTH - len(indent))}}: {value}")
+            out.append(f"{indent}{printable(key):<{max(1, KEY_WIDTH - len(indent))}}: {printable(value)}")
     return "\n".join(out)
 
 

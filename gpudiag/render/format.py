@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from gpudiag.model import Reading
+from gpudiag.render.printable import printable
 from gpudiag.units import mib
 
 T = TypeVar("T")
@@ -14,15 +15,17 @@ NA = "N/A"
 
 
 def text(reading: Reading[T], fmt: Callable[[T], str] = str) -> str:
-    """The value formatted, or ``N/A`` (nvidia-smi's spelling) when it is missing."""
-    return fmt(reading.value) if reading.value is not None else NA
+    """The value formatted for a terminal (outside text escaped: render.printable), or ``N/A``
+    (nvidia-smi's spelling) when it is missing."""
+    return printable(fmt(reading.value)) if reading.value is not None else NA
 
 
 def missing_note(reading: Reading[Any]) -> str:
-    """Why a reading is missing, for footnotes and JSON: 'not supported', 'GPU lost', ..."""
+    """Why a reading is missing, for footnotes: 'not supported', 'GPU lost', ... (a replay file's
+    detail is outside text: escaped)."""
     if reading.reason is None:
         return ""
-    return reading.detail or reading.reason.label
+    return printable(reading.detail) if reading.detail else reading.reason.label
 
 
 def mib_text(n_bytes: int) -> str:

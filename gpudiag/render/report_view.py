@@ -19,6 +19,7 @@ from gpudiag.fleet import hostlists
 from gpudiag.fleet.faults import REMEDY_CHECKS
 from gpudiag.fleet.outliers import RULE, Outlier, figure_of
 from gpudiag.fleet.report import SCHEMA, Node, Report, State, exit_code, gpu_summary
+from gpudiag.render.printable import printable
 
 _STYLES = {State.READY: "green", State.NOT_READY: "red bold", State.UNREADABLE: "yellow", State.MISSING: "red"}
 HOSTS_WIDTH = 64  # characters of a hostlist in the grouped view; the rest is counted ("+12 more")
@@ -27,19 +28,8 @@ MAX_GROUPS = 20  # failed checks and unreadable causes shown; the rest is counte
 MAX_VALUES = 4  # values per version field shown; the rest is counted
 
 
-def safe(text: str) -> str:
-    """Untrusted text with every non-printable character (control characters, escapes, bidi marks,
-    undecodable bytes) written as Python writes it in a string literal: ``\\x1b``, ``\\n``, ``\\u202e``.
-
-    (Local until the renderer-wide rule for untrusted text lands; the one place report output escapes.)
-    """
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def _clip(text: str, width: int = EXAMPLE_WIDTH) -> str:
-    text = safe(text)
+    text = printable(text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -60,7 +50,7 @@ def _hosts(names: Iterable[str], nodes: dict[str, Node] | None = None) -> str:
 
 def summary_line(report: Report) -> str:
     parts = [f"{report.count(s)} {s.value}" for s in State if s is not State.MISSING or report.expected is not None]
-    head = f"{len(report.nodes)} node(s)" + (f" expected as {safe(report.expected)}" if report.expected else "")
+    head = f"{len(report.nodes)} node(s)" + (f" expected as {printable(report.expected)}" if report.expected else "")
     return f"{head}: {', '.join(parts)}"
 
 
@@ -79,18 +69,18 @@ def node_line(node: Node, width: int) -> Text:
         return line
     details = [] if node.drain or node.state is not State.NOT_READY else ["(job)"]
     if len(node.files) > 1 and node.worst:
-        details.append(f"{len(node.files)} files; worst: {safe(node.worst)}")
+        details.append(f"{len(node.files)} files; worst: {printable(node.worst)}")
     if node.gpus:
-        details.append(safe(gpu_summary(node.gpus)))
+        details.append(printable(gpu_summary(node.gpus)))
     elif node.kinds:
         details.append("no GPU")
     if driver := node.versions.get("Driver"):
-        details.append(f"driver {safe(driver)}")
+        details.append(f"driver {printable(driver)}")
     if node.failures:
-        details.append(safe(", ".join(node.failed_checks)))
+        details.append(printable(", ".join(node.failed_checks)))
     if node.remedy:
         details.append(node.remedy)
-    details += [safe(p) for p in node.problems]
+    details += [printable(p) for p in node.problems]
     line.append("  " + "  ".join(details))
     return line
 
@@ -113,9 +103,9 @@ def render(report: Report, nodes: bool = False) -> Group:
     if report.failures:
         out += [Text(""), Text("Failures by check (scope node: drain the node; job: only the job fails)", style="bold")]
         shown = report.failures[:MAX_GROUPS]
-        width = max(len(safe(g.check)) for g in shown)
+        width = max(len(printable(g.check)) for g in shown)
         for g in shown:
-            row = Text(f"  {safe(g.check):<{width}}  {g.scope:<4}  {len(g.hosts):>5}  ")
+            row = Text(f"  {printable(g.check):<{width}}  {g.scope:<4}  {len(g.hosts):>5}  ")
             row.append(_hosts(g.hosts), style="red")
             remedy = f" ({g.remedy})" if g.remedy and g.check in REMEDY_CHECKS else ""
             row.append(f"  e.g. {_clip(g.finding)}{remedy}")
@@ -177,7 +167,7 @@ def _outlier_rows(found: tuple[Outlier, ...]) -> list[Text]:
         worst = max(group, key=lambda o: o.value if f.high_is_bad else -o.value)
         value = _value(worst.value, f.unit) + (f" on GPU {worst.gpu}" if worst.gpu is not None else "")
         text = value if len(group) == 1 else f"worst {value}"
-        among = f" of {safe(model)} nodes" if model else ""
+        among = f" of {printable(model)} nodes" if model else ""
         rows.append(
             Text(
                 f"  {f.label:<{width}}  {len(group):>5}  {_hosts(o.host for o in group)}  "
@@ -195,14 +185,19 @@ def write_json(report: Report, out: IO[bytes]) -> None:
     """The report as JSON (indented), without ever holding the whole text: the nodes are encoded one by one."""
     import msgspec
 
-    head = msgspec.json.format(_encode(_head(report)), indent=2)
+    from gpudiag.render.printable import json_document
+
+    def ascii_safe(chunk: bytes) -> bytes:  # msgspec writes bidi marks, C1 controls and DEL as they are
+        return chunk if chunk.isascii() and b"\x7f" not in chunk else json_document(chunk.decode()).encode()
+
+    head = ascii_safe(msgspec.json.format(_encode(_head(report)), indent=2))
     out.write(head[: head.rindex(b"}")].rstrip())  # "{ ... last field" without the closing brace
     out.write(b',\n  "nodes": [')
     by_host: dict[str, list[Outlier]] = {}
     for o in report.outliers:
         by_host.setdefault(o.host, []).append(o)
     for i, n in enumerate(report.nodes):
-        text = msgspec.json.format(_encode(_node_json(n, by_host.get(n.host, []))), indent=2)
+        text = ascii_safe(msgspec.json.format(_encode(_node_json(n, by_host.get(n.host, []))), indent=2))
         out.write(b"\n    " if i == 0 else b",\n    ")
         out.write(text.replace(b"\n", b"\n    "))
     out.write(b"\n  ]\n}\n" if report.nodes else b"]\n}\n")
@@ -330,7 +325,7 @@ def _node_json(n: Node, found: list[Outlier]) -> dict[str, Any]:
 # --- JUnit XML: one test case per node and check, written case by case ------------------------
 
 _Case = tuple[str, str, str, str]  # name, outcome ("", failure, error, skipped), its type, its message
-_CLASS = "\x00"  # where a node's class name goes in a cached fragment (safe() never lets one through)
+_CLASS = "\x00"  # where a node's class name goes in a cached fragment (printable() never lets one through)
 
 
 def _node_cases(n: Node) -> Iterator[_Case]:
@@ -339,17 +334,17 @@ def _node_cases(n: Node) -> Iterator[_Case]:
         yield "report", "error", "missing", "the node sent no output"
         return
     for problem in n.problems:
-        yield "report", "error", "unreadable", safe(problem)
+        yield "report", "error", "unreadable", printable(problem)
     failed: dict[str, list[str]] = {}
     for f in n.failures:
         failed.setdefault(f.check, []).append(f"{f.target}: {f.finding}" if f.target else f.finding)
     for cid, status in n.checks:
         if cid in failed:
-            yield safe(cid), "failure", "FAIL", safe("; ".join(failed.pop(cid)))
+            yield printable(cid), "failure", "FAIL", printable("; ".join(failed.pop(cid)))
         else:
-            yield safe(cid), "skipped" if status == "SKIP" else "", "skipped", "skipped"
+            yield printable(cid), "skipped" if status == "SKIP" else "", "skipped", "skipped"
     for cid, findings in failed.items():  # failures that are not check results (bench, could not run)
-        yield safe(cid), "failure", "FAIL", safe("; ".join(findings))
+        yield printable(cid), "failure", "FAIL", printable("; ".join(findings))
 
 
 def _write_cases(xml: Any, classname: str, cases: Iterable[_Case]) -> None:
@@ -385,7 +380,7 @@ def write_junit(report: Report, out: IO[bytes]) -> None:
     xml.startElement("testsuite", AttributesImpl(suite))
     fragments: dict[tuple[int, tuple[Any, ...]], bytes] = {}
     for n in report.nodes:
-        classname = f"gpudiag.report.{safe(n.host)}"
+        classname = f"gpudiag.report.{printable(n.host)}"
         if not n.name_ok or n.state is State.MISSING or n.problems:
             _write_cases(xml, classname, _node_cases(n))
             continue

@@ -107,10 +107,12 @@ def load(spec: str) -> tuple[Machine, str]:
         # msgspec's decoder, not the json module: it is loaded already, and importing json is
         # ~1.5 ms of a replayed `list --query`'s start-up.
         data = msgspec.json.decode(raw)
-    except UnicodeDecodeError:  # Latin-1 text in a string, say: msgspec checks UTF-8 as it decodes
-        raise FixtureError(f"{path} is not UTF-8 ({_first_bad_byte(raw)}): a snapshot is UTF-8 JSON") from None
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:  # bad JSON, a 65-bit integer
-        raise FixtureError(f"{path} is not valid JSON: {exc}") from None
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:  # bad JSON or UTF-8, 65-bit int
+        data = _with_lone_surrogates(raw)
+        if data is None:
+            if isinstance(exc, UnicodeDecodeError):  # Latin-1 text in a string, say: msgspec checks UTF-8
+                raise FixtureError(f"{path} is not UTF-8 ({_first_bad_byte(raw)}): a snapshot is UTF-8 JSON") from None
+            raise FixtureError(f"{path} is not valid JSON: {exc}") from None
     except RecursionError:
         raise FixtureError(f"{path}: JSON nested too deeply to be a machine snapshot") from None
     return machine_from_data(data, str(path)), str(data.get("description", "")) if isinstance(data, dict) else ""
@@ -122,6 +124,20 @@ def _first_bad_byte(raw: bytes) -> str:
     except UnicodeDecodeError as exc:
         return f"byte 0x{raw[exc.start]:02x} at offset {exc.start}"
     return "invalid text"  # pragma: no cover - msgspec found what the codec does not
+
+
+def _with_lone_surrogates(raw: bytes) -> Any:
+    """A snapshot of a process whose command line is not UTF-8 holds it as ``\\udcff`` escapes
+    (psutil decodes with surrogateescape, ``json.dumps`` writes them): valid to Python's json
+    module, refused by msgspec's. None when the file is not JSON to either."""
+    if b"\\ud" not in raw and b"\\uD" not in raw:
+        return None
+    import json
+
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
 
 
 def machine_from_data(data: Any, where: str = "fixture") -> Machine:
