@@ -1,13 +1,14 @@
 """The detail facts of a GPU that `nvidia-smi -q` shows beyond its summary table.
 
 Kept apart from :mod:`gpudiag.model` so that plain `gpudiag list` never pays for creating
-these classes: they load only when a command reads, shows or replays details. Every value
-is a :class:`~gpudiag.model.Reading`, so a GPU that lacks one says why.
+these classes: they load only when a command reads, shows or replays details. Frozen msgspec
+Structs like the model's (a frozen dataclass costs ~1 ms at import). Every value is a
+:class:`~gpudiag.model.Reading`, so a GPU that lacks one says why.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from gpudiag.model import Reading
 
@@ -24,8 +25,7 @@ ECC_LOCATIONS = (
 )
 
 
-@dataclass(frozen=True)
-class ClockSet:
+class ClockSet(msgspec.Struct, frozen=True):
     """One kind of clock (current, max, application, default application) in MHz."""
 
     graphics: Reading[int]
@@ -34,8 +34,7 @@ class ClockSet:
     video: Reading[int]
 
 
-@dataclass(frozen=True)
-class Clocks:
+class Clocks(msgspec.Struct, frozen=True):
     current: ClockSet
     max: ClockSet
     applications: ClockSet
@@ -45,8 +44,7 @@ class Clocks:
     event_reason_counters_us: tuple[tuple[str, Reading[int]], ...]
 
 
-@dataclass(frozen=True)
-class PowerDetail:
+class PowerDetail(msgspec.Struct, frozen=True):
     management: Reading[bool]
     average_w: Reading[float]  # over the last second
     instant_w: Reading[float]
@@ -57,16 +55,14 @@ class PowerDetail:
     energy_mj: Reading[int]  # millijoules since the driver loaded
 
 
-@dataclass(frozen=True)
-class Temperatures:
+class Temperatures(msgspec.Struct, frozen=True):
     memory_c: Reading[int]
     margin_c: Reading[int]  # degrees below the slowdown limit (nvidia-smi's temperature.gpu.tlimit)
     gpu_max_c: Reading[int]  # the most the GPU is designed to run at
     memory_max_c: Reading[int]
 
 
-@dataclass(frozen=True)
-class Identity:
+class Identity(msgspec.Struct, frozen=True):
     serial: Reading[str]
     vbios_version: Reading[str]
     board_part_number: Reading[str]
@@ -97,8 +93,7 @@ class Identity:
     protected_memory_bytes: Reading[tuple[int, int, int]]
 
 
-@dataclass(frozen=True)
-class EccLocation:
+class EccLocation(msgspec.Struct, frozen=True):
     location: str  # one of ECC_LOCATIONS
     volatile_corrected: Reading[int]
     volatile_uncorrected: Reading[int]
@@ -106,8 +101,7 @@ class EccLocation:
     aggregate_uncorrected: Reading[int]
 
 
-@dataclass(frozen=True)
-class RowRemapHistogram:
+class RowRemapHistogram(msgspec.Struct, frozen=True):
     """Banks by how many spare rows they have left (nvmlRowRemapperHistogramValues_t)."""
 
     max: int
@@ -117,8 +111,7 @@ class RowRemapHistogram:
     none: int
 
 
-@dataclass(frozen=True)
-class SramErrors:
+class SramErrors(msgspec.Struct, frozen=True):
     """SRAM ECC errors by kind and, for aggregate uncorrectable ones, by unit (Hopper and later)."""
 
     volatile_corrected: int
@@ -135,8 +128,7 @@ class SramErrors:
     threshold_exceeded: bool  # enough uncorrectable SRAM errors that the GPU should be serviced
 
 
-@dataclass(frozen=True)
-class MemoryHealth:
+class MemoryHealth(msgspec.Struct, frozen=True):
     ecc_by_location: tuple[EccLocation, ...]
     row_remap_histogram: Reading[RowRemapHistogram]
     sram: Reading[SramErrors]
@@ -147,22 +139,19 @@ class MemoryHealth:
     retired_double_bit_addresses: Reading[tuple[int, ...]]
 
 
-@dataclass(frozen=True)
-class Bar1:
+class Bar1(msgspec.Struct, frozen=True):
     total_bytes: int
     used_bytes: int
     free_bytes: int
 
 
-@dataclass(frozen=True)
-class PcieDetail:
+class PcieDetail(msgspec.Struct, frozen=True):
     tx_kbps: Reading[int]  # KB/s over the last 20 ms, as NVML samples it
     rx_kbps: Reading[int]
     replay_counter: Reading[int]
 
 
-@dataclass(frozen=True)
-class Codecs:
+class Codecs(msgspec.Struct, frozen=True):
     encoder_percent: Reading[int]
     decoder_percent: Reading[int]
     jpeg_percent: Reading[int]
@@ -172,8 +161,7 @@ class Codecs:
     encoder_average_latency_us: Reading[int]
 
 
-@dataclass(frozen=True)
-class NvLink:
+class NvLink(msgspec.Struct, frozen=True):
     link: int
     active: Reading[bool]
     version: Reading[int]
@@ -186,8 +174,7 @@ class NvLink:
     crc_data_errors: Reading[int]
 
 
-@dataclass(frozen=True)
-class PeerLink:
+class PeerLink(msgspec.Struct, frozen=True):
     """How this GPU reaches another one (a cell of `nvidia-smi topo -m`)."""
 
     gpu: int  # the other GPU's NVML index
@@ -197,15 +184,13 @@ class PeerLink:
     p2p_nvlink: Reading[str]  # nvmlDeviceGetP2PStatus(NVLINK)
 
 
-@dataclass(frozen=True)
-class Affinity:
+class Affinity(msgspec.Struct, frozen=True):
     cpus: Reading[str]  # CPU list, e.g. "0-15"
     numa_nodes: Reading[str]  # host NUMA nodes near the GPU, e.g. "0"
     peers: tuple[PeerLink, ...]
 
 
-@dataclass(frozen=True)
-class ProcessLoad:
+class ProcessLoad(msgspec.Struct, frozen=True):
     """One process's share of the GPU (nvmlDeviceGetProcessUtilization) and its host view."""
 
     pid: int
@@ -219,8 +204,7 @@ class ProcessLoad:
     started_at: Reading[float]  # unix time
 
 
-@dataclass(frozen=True)
-class GpuDetails:
+class GpuDetails(msgspec.Struct, frozen=True):
     clocks: Clocks
     power: PowerDetail
     temperatures: Temperatures

@@ -12,7 +12,7 @@ from typing import Any
 import pynvml
 import pytest
 
-from gpudiag.model import ALL_GROUPS, DETAILS_NOT_RECORDED, FactGroup, Reason
+from gpudiag.model import ALL_GROUPS, FactGroup, Reason
 from gpudiag.probe.collect import collect
 from gpudiag.probe.details import cpu_list, ranges
 from gpudiag.replay import capture, fixtures
@@ -93,8 +93,8 @@ def test_fake_answers_each_captured_call_like_the_real_h100(moment: str) -> None
 
 def test_old_snapshots_replay_details_as_not_recorded() -> None:
     machine = collect("h100x8-healthy", facts=ALL_GROUPS)
-    assert all(g.details.reason is Reason.UNAVAILABLE for g in machine.gpus)
-    assert machine.gpus[0].details.detail == DETAILS_NOT_RECORDED
+    assert all(g.details.reason is Reason.NOT_RECORDED for g in machine.gpus)
+    assert machine.gpus[0].details.reason.label == "not recorded in this snapshot"
     plain = collect("h100x8-healthy", facts=ALL_GROUPS - {FactGroup.DETAILS})
     assert plain.gpus[0].details.reason is Reason.NOT_READ
 

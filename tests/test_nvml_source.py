@@ -226,6 +226,18 @@ def test_missing_readings_keep_their_reason() -> None:
     assert "nvmlDeviceGetNumaNodeId" in v100.numa_node.detail
 
 
+def test_a_reading_the_snapshot_lacks_replays_as_not_recorded_not_as_unsupported() -> None:
+    """The file predates clocks and energy: the fake says so (an NVML "unknown error" to its other
+    consumers) and the probe reads "not recorded", which says nothing about the GPU."""
+    gpu = collect("a100-ecc-errors").gpus[0]
+    assert gpu.clock_sm_mhz.reason is Reason.NOT_RECORDED and gpu.energy_mj.reason is Reason.NOT_RECORDED
+    lib = FakeNvml(fixtures.load("a100-ecc-errors")[0])
+    lib.nvmlInit()
+    with pytest.raises(pynvml.NVMLError_Unknown):
+        lib.nvmlDeviceGetClockInfo(FakeHandle(0), pynvml.NVML_CLOCK_SM)
+    assert collect("h100x8-healthy").gpus[0].clock_sm_mhz.value == 345  # recorded: replayed as it is
+
+
 class DeniesTemperature(FakeNvml):
     def nvmlDeviceGetTemperature(self, handle: FakeHandle, sensor: int) -> int:
         raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)

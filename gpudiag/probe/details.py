@@ -31,7 +31,7 @@ from gpudiag.details import (
     SramErrors,
     Temperatures,
 )
-from gpudiag.model import Reading, Reason, unavailable
+from gpudiag.model import Reading, Reason
 
 # nvmlDeviceGetTopologyCommonAncestor's levels in `nvidia-smi topo -m`'s words.
 TOPOLOGY_LEVELS = {0: "SELF", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
@@ -110,10 +110,10 @@ def ranges(numbers: list[int]) -> str:
 def _member(struct: Reading[Any], name: str) -> Reading[int]:
     """One integer of an NVML struct; a struct without it (an older library's layout) says so."""
     if struct.value is None:
-        return Reading(reason=struct.reason, detail=struct.detail)
+        return Reading.missing_like(struct)
     value = getattr(struct.value, name, None)
     if value is None:
-        return unavailable(Reason.NOT_SUPPORTED, f"{name} is not in this NVML's answer")
+        return Reading.missing(Reason.NOT_SUPPORTED, f"{name} is not in this NVML's answer")
     return Reading.of(int(value))
 
 
@@ -152,8 +152,8 @@ class DetailsProbe:
                 replay_counter=self._read("nvmlDeviceGetPcieReplayCounter", h, convert=int),
             ),
             codecs=self._codecs(h),
-            nvlinks=self._nvlinks(h) if links else unavailable(Reason.NOT_READ),
-            affinity=Reading.of(self._affinity(h, peers)) if links else unavailable(Reason.NOT_READ),
+            nvlinks=self._nvlinks(h) if links else Reading.missing(Reason.NOT_READ),
+            affinity=Reading.of(self._affinity(h, peers)) if links else Reading.missing(Reason.NOT_READ),
             process_load=self._process_load(index, h),
         )
 
@@ -163,7 +163,7 @@ class DetailsProbe:
         lib = self._lib
         raw: Reading[Any] = self._read("nvmlDeviceGetFieldValues", h, ids)
         if raw.value is None:
-            return {fid: Reading(reason=raw.reason, detail=raw.detail) for fid in ids}
+            return {fid: Reading.missing_like(raw) for fid in ids}
         out: dict[Any, Reading[Any]] = {}
         for fid, value in zip(ids, raw.value, strict=True):
             if int(value.nvmlReturn) == lib.NVML_SUCCESS:
@@ -176,7 +176,7 @@ class DetailsProbe:
                 lib.NVML_ERROR_NO_PERMISSION: Reason.NO_PERMISSION,
                 lib.NVML_ERROR_NOT_FOUND: Reason.NOT_FOUND,
             }.get(code, Reason.UNKNOWN_ERROR)
-            out[fid] = unavailable(
+            out[fid] = Reading.missing(
                 reason, "" if reason is not Reason.UNKNOWN_ERROR else f"field {fid}: NVML error {code}"
             )
         return out
@@ -357,8 +357,8 @@ class DetailsProbe:
         for link in range(NVLINK_MAX_LINKS):
             state = self._read("nvmlDeviceGetNvLinkState", h, link, convert=lambda s: s == lib.NVML_FEATURE_ENABLED)
             if state.value is None:
-                if link == 0:
-                    return Reading(reason=state.reason, detail=state.detail or "this GPU has no NVLink")
+                if link == 0 and state.reason is not None:
+                    return Reading.missing(state.reason, state.detail or "this GPU has no NVLink")
                 break  # past the GPU's last link
             states.append(state)
         speed_ids = [(FI_NVLINK_GET_SPEED, link) for link in range(len(states))]
@@ -433,8 +433,8 @@ class DetailsProbe:
         samples: Reading[Any] = self._read("nvmlDeviceGetProcessUtilization", h, since)
         if samples.value is None:
             if samples.reason is Reason.NOT_FOUND:
-                return unavailable(Reason.NOT_FOUND, "no process ran on the GPU since the last sample")
-            return Reading(reason=samples.reason, detail=samples.detail)
+                return Reading.missing(Reason.NOT_FOUND, "no process ran on the GPU since the last sample")
+            return Reading.missing_like(samples)
         latest: dict[int, Any] = {}
         for s in samples.value:  # several samples per process: keep each one's newest
             if int(s.pid) not in latest or int(s.timeStamp) > int(latest[int(s.pid)].timeStamp):
@@ -464,7 +464,7 @@ def with_nvlink_counts(details: list[GpuDetails | None], bus_ids: list[str | Non
     """Fill each peer's NVLink count, as `nvidia-smi topo -m` shows NV#: the active links whose far
     end is that peer, or, when the two reach each other over NVLink through NVSwitches, every
     active link to a switch."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     by_bus = {bus.lower(): i for i, bus in enumerate(bus_ids) if bus}
     out: list[GpuDetails | None] = []
@@ -523,9 +523,9 @@ class PsutilProcessStats:
                     cpu = float(proc.cpu_percent(None))
         except psutil.NoSuchProcess:
             self._procs.pop(pid, None)
-            gone: Reading[Any] = unavailable(Reason.NOT_FOUND, "process exited")
+            gone: Reading[Any] = Reading.missing(Reason.NOT_FOUND, "process exited")
             return gone, gone, gone
         except psutil.AccessDenied:
-            denied: Reading[Any] = unavailable(Reason.NO_PERMISSION, "the host hides this process")
+            denied: Reading[Any] = Reading.missing(Reason.NO_PERMISSION, "the host hides this process")
             return denied, denied, denied
         return Reading.of(round(cpu, 1)), Reading.of(rss), Reading.of(started)

@@ -39,7 +39,6 @@ from gpudiag.model import (
     RemappedRows,
     RetiredPages,
     Utilization,
-    unavailable,
 )
 from gpudiag.model import CLOCK_EVENT_NAMES as CLOCK_EVENT_NAMES
 
@@ -100,13 +99,13 @@ def _init_status(lib: Any, exc: Exception) -> tuple[NvmlStatus, str]:
 
 def _unusable(status: NvmlStatus, detail: str, kernel_module_version: Reading[str]) -> NvmlInfo:
     """NVML state when it cannot be used at all: every system reading says why."""
-    missing: Reading[str] = unavailable(Reason.UNAVAILABLE, detail)
+    missing: Reading[str] = Reading.missing(Reason.UNAVAILABLE, detail)
     return NvmlInfo(
         status=status,
         detail=detail,
         driver_version=missing,
         nvml_version=missing,
-        cuda_driver_version=unavailable(Reason.UNAVAILABLE, detail),
+        cuda_driver_version=Reading.missing(Reason.UNAVAILABLE, detail),
         kernel_module_version=kernel_module_version,
         process_query_api="",
         functions_missing=(),
@@ -203,6 +202,8 @@ class NvmlSession:
 
     def _reason(self, exc: Exception, function: str) -> tuple[Reason, str]:
         lib = self._lib
+        if getattr(exc, "gpudiag_reason", None) == Reason.NOT_RECORDED.value:  # a replay's snapshot lacks it
+            return Reason.NOT_RECORDED, ""
         if isinstance(exc, lib.NVMLError_NotSupported):
             return Reason.NOT_SUPPORTED, ""
         if isinstance(exc, lib.NVMLError_NoPermission):
@@ -238,7 +239,7 @@ class NvmlSession:
             reason, detail = self._reason(exc, function)
             if reason is Reason.GPU_LOST:
                 raise _GpuLostError(f"{function}: GPU is lost") from None
-            return unavailable(reason, detail)
+            return Reading.missing(reason, detail)
         return Reading(value=convert(raw) if convert else raw)
 
     # -- discovery -------------------------------------------------------------------
@@ -496,14 +497,14 @@ class NvmlSession:
                     int(m.total),
                     int(m.used),
                     int(m.free),
-                    unavailable(Reason.FUNCTION_NOT_FOUND, "nvmlDeviceGetMemoryInfo_v2 is not in this driver"),
+                    Reading.missing(Reason.FUNCTION_NOT_FOUND, "nvmlDeviceGetMemoryInfo_v2 is not in this driver"),
                 ),
             )
         except lib.NVMLError as exc:
             reason, detail = self._reason(exc, "nvmlDeviceGetMemoryInfo")
             if reason is Reason.GPU_LOST:
                 raise _GpuLostError("nvmlDeviceGetMemoryInfo: GPU is lost") from None
-            return unavailable(reason, detail)
+            return Reading.missing(reason, detail)
         return Reading.of(Memory(int(m.total), int(m.used), int(m.free), Reading.of(int(m.reserved))))
 
     def _ecc_counts(self, h: Any) -> EccCounts:
@@ -526,14 +527,14 @@ class NvmlSession:
             "nvmlDeviceGetRetiredPages", h, lib.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, convert=len
         )
         if sbe.value is None:
-            return Reading(reason=sbe.reason, detail=sbe.detail)
+            return Reading.missing_like(sbe)
         dbe = self._read(
             "nvmlDeviceGetRetiredPages", h, lib.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, convert=len
         )
         pending = self._read("nvmlDeviceGetRetiredPagesPendingStatus", h, convert=bool)
         if dbe.value is None or pending.value is None:
             bad = dbe if dbe.value is None else pending
-            return Reading(reason=bad.reason, detail=bad.detail)
+            return Reading.missing_like(bad)
         return Reading.of(RetiredPages(single_bit=sbe.value, double_bit=dbe.value, pending=pending.value))
 
     def _clock_events(self, h: Any) -> Reading[int]:
@@ -553,21 +554,21 @@ class NvmlSession:
             reason, detail = self._reason(exc, "nvmlDeviceValidateInforom")
             if reason is Reason.GPU_LOST:
                 raise _GpuLostError("nvmlDeviceValidateInforom: GPU is lost") from None
-            return unavailable(reason, detail)
+            return Reading.missing(reason, detail)
         return Reading.of(True)
 
     def _recovery_action(self, h: Any) -> Reading[int]:
         lib = self._lib
         values: Reading[Any] = self._read("nvmlDeviceGetFieldValues", h, [lib.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION])
         if values.value is None:
-            return Reading(reason=values.reason, detail=values.detail)
+            return Reading.missing_like(values)
         field = values.value[0]
         if field.nvmlReturn != lib.NVML_SUCCESS:
             try:
                 raise lib.NVMLError(field.nvmlReturn)
             except lib.NVMLError as exc:
                 reason, detail = self._reason(exc, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION")
-                return unavailable(reason, detail)
+                return Reading.missing(reason, detail)
         return Reading.of(int(field.value.uiVal))
 
     def _mig_device(self, slot: int, mh: Any) -> MigDevice:
@@ -616,7 +617,7 @@ class NvmlSession:
                 reason, detail = self._reason(exc, f"nvmlDeviceGet{family}RunningProcesses")
                 if reason is Reason.GPU_LOST:
                     raise _GpuLostError("process query: GPU is lost") from None
-                return unavailable(reason, detail)
+                return Reading.missing(reason, detail)
             for proc in procs:
                 pid = int(proc.pid)
                 if pid not in merged:
@@ -635,7 +636,7 @@ class NvmlSession:
                     used_memory_bytes=(
                         Reading.of(int(used))
                         if used is not None
-                        else unavailable(Reason.NOT_SUPPORTED, "NVML gives no per-process memory here")
+                        else Reading.missing(Reason.NOT_SUPPORTED, "NVML gives no per-process memory here")
                     ),
                     host=self._host(pid),
                     gpu_instance_id=None if gi == _NO_INSTANCE else int(gi),
@@ -646,7 +647,7 @@ class NvmlSession:
 
 
 def no_process_stats(pid: int) -> tuple[Reading[float], Reading[int], Reading[float]]:
-    missing: Reading[Any] = unavailable(Reason.UNAVAILABLE, "no host view of processes")
+    missing: Reading[Any] = Reading.missing(Reason.UNAVAILABLE, "no host view of processes")
     return missing, missing, missing
 
 
@@ -692,10 +693,10 @@ class _V1Process(msgspec.Struct):
 def failed_gpu(index: int, state: GpuState, detail: str) -> Gpu:
     """A GPU row whose handle is unusable: every reading says why."""
     reason = Reason.GPU_LOST if state is GpuState.LOST else Reason.UNKNOWN_ERROR
-    return blank_gpu(index, state, detail, unavailable(reason, detail))
+    return blank_gpu(index, state, detail, Reading.missing(reason, detail))
 
 
-NOT_READ: Reading[Any] = unavailable(Reason.NOT_READ)
+NOT_READ: Reading[Any] = Reading.missing(Reason.NOT_READ)
 
 # Which reader fills each group: adding a group is a FactGroup member, a reader method and one line here.
 _FACT_READERS: dict[FactGroup, Callable[[NvmlSession, Any, _Handles], dict[str, Any]]] = {

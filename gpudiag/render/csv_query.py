@@ -26,7 +26,6 @@ from gpudiag.model import (
     Reading,
     Reason,
     cuda_version_text,
-    unavailable,
 )
 from gpudiag.units import mib
 
@@ -59,7 +58,7 @@ def _gpu(pick: Callable[[Gpu], Reading[Any]]) -> Reader:
 def _det(pick: Callable[[GpuDetails], Reading[Any]]) -> Reader:
     def read(m: Machine, g: Gpu) -> Reading[Any]:
         if g.details.value is None:
-            return Reading(reason=g.details.reason, detail=g.details.detail)
+            return Reading.missing_like(g.details)
         return pick(g.details.value)
 
     return read
@@ -71,7 +70,7 @@ def _mem(attr: str) -> Reader:
 
 def _reserved(m: Machine, g: Gpu) -> Reading[Any]:
     if g.memory.value is None:
-        return Reading(reason=g.memory.reason, detail=g.memory.detail)
+        return Reading.missing_like(g.memory)
     return g.memory.value.reserved_bytes
 
 
@@ -84,7 +83,7 @@ def _ecc_at(location: str, attr: str) -> Reader:
         for loc in d.memory_health.ecc_by_location:
             if loc.location == location:
                 return getattr(loc, attr)  # type: ignore[no-any-return]
-        return unavailable(Reason.NOT_SUPPORTED)
+        return Reading.missing(Reason.NOT_SUPPORTED)
 
     return _det(pick)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pynvml
 
-from gpudiag.model import ALL_GROUPS, MACHINE_SCHEMA, HostProcess, HostState, Machine, Reading, Reason, unavailable
+from gpudiag.model import ALL_GROUPS, MACHINE_SCHEMA, HostProcess, HostState, Machine, Reading, Reason
 from gpudiag.probe.nvml import NvmlSession
 from gpudiag.replay import fixtures
 
@@ -190,12 +190,12 @@ class CaptureNvml:
 
 
 def _host(pid: int) -> HostProcess:
-    unknown: Reading[str] = unavailable(Reason.UNAVAILABLE, "not in the capture")
+    unknown: Reading[str] = Reading.missing(Reason.UNAVAILABLE, "not in the capture")
     return HostProcess(HostState.FOUND, unknown, Reading.of(BUSY_PROCESS_NAME), unknown)
 
 
 def _no_stats(pid: int) -> tuple[Reading[float], Reading[int], Reading[float]]:
-    missing: Reading[Any] = unavailable(Reason.UNAVAILABLE, "not in the capture")
+    missing: Reading[Any] = Reading.missing(Reason.UNAVAILABLE, "not in the capture")
     return missing, missing, missing
 
 

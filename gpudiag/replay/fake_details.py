@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pynvml
 
-from gpudiag.model import Gpu, Machine, Reading, Reason, unavailable
+from gpudiag.model import Gpu, Machine, Reading, Reason
 
 if TYPE_CHECKING:
     from gpudiag.details import ClockSet, GpuDetails, NvLink
@@ -166,9 +166,9 @@ class FakeDetails:
             reading = d.memory_health.remapped_inactive_uncorrectable
         elif field_id == probe.FI_NVLINK_GET_SPEED:
             link = self._link(d, scope)
-            reading = link.speed_mbps if link is not None else unavailable(Reason.NOT_SUPPORTED)
+            reading = link.speed_mbps if link is not None else Reading.missing(Reason.NOT_SUPPORTED)
         else:
-            reading = unavailable(Reason.NOT_SUPPORTED)
+            reading = Reading.missing(Reason.NOT_SUPPORTED)
         if reading.reason is not None:
             from gpudiag.replay.fake_nvml import _REASON_ERRORS
 
@@ -460,5 +460,5 @@ class RecordedProcessStats:
     def __call__(self, pid: int) -> tuple[Reading[float], Reading[int], Reading[float]]:
         if pid in self._by_pid:
             return self._by_pid[pid]
-        gone: Reading[Any] = unavailable(Reason.NOT_FOUND, "process exited")
+        gone: Reading[Any] = Reading.missing(Reason.NOT_FOUND, "process exited")
         return gone, gone, gone

@@ -52,7 +52,17 @@ _REASON_ERRORS = {
     Reason.UNAVAILABLE: pynvml.NVML_ERROR_UNKNOWN,
     Reason.UNKNOWN_ERROR: pynvml.NVML_ERROR_UNKNOWN,
     Reason.NOT_READ: pynvml.NVML_ERROR_UNKNOWN,  # a hand-made file that records no answer
+    Reason.NOT_RECORDED: pynvml.NVML_ERROR_UNKNOWN,  # raised as NotRecordedError, which says so
 }
+
+
+class NotRecordedError(pynvml.NVMLError_Unknown):  # type: ignore[misc]
+    """What the fake raises for a reading the replayed snapshot does not hold: NVML's "unknown
+    error" to its consumers (gpustat, nvitop), and ``gpudiag_reason`` tells gpudiag's probe that
+    the snapshot, not the GPU, lacks it."""
+
+    gpudiag_reason = Reason.NOT_RECORDED.value
+
 
 _COMPUTE_MODE_CODES = {
     ComputeMode.DEFAULT: pynvml.NVML_COMPUTEMODE_DEFAULT,
@@ -153,6 +163,8 @@ def _raise(code: int) -> NoReturn:
 
 
 def _value(reading: Reading[Any]) -> Any:
+    if reading.reason is Reason.NOT_RECORDED:
+        raise NotRecordedError()
     if reading.reason is not None:
         _raise(_REASON_ERRORS[reading.reason])
     return reading.value
