@@ -31,20 +31,6 @@ T = TypeVar("T")
 U = TypeVar("U")
 
 
-# NVML's clock event (throttle reason) bits, named as nvidia-smi names them.
-CLOCK_EVENT_NAMES = {
-    0x1: "GpuIdle",
-    0x2: "ApplicationsClocksSetting",
-    0x4: "SwPowerCap",
-    0x8: "HwSlowdown",
-    0x10: "SyncBoost",
-    0x20: "SwThermalSlowdown",
-    0x40: "HwThermalSlowdown",
-    0x80: "HwPowerBrakeSlowdown",
-    0x100: "DisplayClockSetting",
-}
-
-
 class Reason(str, enum.Enum):
     """Why a reading is missing. Values are stable: they appear in JSON output."""
 
@@ -304,7 +290,7 @@ class Gpu(msgspec.Struct, frozen=True):
     ecc_errors: EccCounts
     retired_pages: Reading[RetiredPages]
     remapped_rows: Reading[RemappedRows]
-    clock_event_reasons: Reading[int]  # NVML bitmask, see CLOCK_EVENT_NAMES
+    clock_event_reasons: Reading[int]  # NVML bitmask, see readings.CLOCK_EVENTS
     inforom_valid: Reading[bool]
     recovery_action: Reading[int]  # NVML_GPU_RECOVERY_ACTION_*; 0 means none needed
     mig_mode_current: Reading[bool]

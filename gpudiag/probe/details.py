@@ -32,40 +32,25 @@ from gpudiag.details import (
     Temperatures,
 )
 from gpudiag.model import Reading, Reason
-
-# nvmlDeviceGetTopologyCommonAncestor's levels in `nvidia-smi topo -m`'s words.
-TOPOLOGY_LEVELS = {0: "SELF", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
-
-# nvmlGpuP2PStatus_t in words (nvidia-smi topo -p2p r).
-P2P_STATUS = {
-    0: "OK",
-    1: "chipset not supported",
-    2: "GPU not supported",
-    3: "IOH topology not supported",
-    4: "disabled by regkey",
-    5: "not supported",
-    6: "unknown",
-}
-P2P_READ = 0  # NVML_P2P_CAPS_INDEX_READ (pynvml defines it as a one-item tuple)
-P2P_NVLINK = 2  # NVML_P2P_CAPS_INDEX_NVLINK
-NVLINK_REMOTE_TYPES = {0: "GPU", 1: "IBM NPU", 2: "switch", 255: "unknown"}
-
-# Clock-event reason counters as field values, in nvidia-smi's names.
-EVENT_COUNTER_FIELDS = (
-    ("sw_power_cap", 74),
-    ("sync_boost", 76),
-    ("sw_thermal_slowdown", 269),
-    ("hw_thermal_slowdown", 270),
-    ("hw_power_brake_slowdown", 271),
+from gpudiag.readings import (
+    CLOCK_EVENTS,
+    FI_MEMORY_TEMP,
+    FI_NVLINK_GET_SPEED,
+    FI_POWER_AVERAGE,
+    FI_POWER_INSTANT,
+    FI_REMAPPED_COR_INACTIVE,
+    FI_REMAPPED_UNC_INACTIVE,
+    NVLINK_REMOTE_TYPES,
+    P2P_NVLINK,
+    P2P_READ,
+    P2P_STATUS,
+    TOPOLOGY_LEVELS,
 )
-FI_MEMORY_TEMP = 82
+
+# Clock-event reason counters as field values, by their --query-gpu names.
+EVENT_COUNTER_FIELDS = tuple((event.query, event.counter_field) for event in CLOCK_EVENTS if event.counter_field)
 FI_TOTAL_ENERGY = 83
 FI_PCIE_REPLAY_COUNTER = 94
-FI_POWER_AVERAGE = 185
-FI_POWER_INSTANT = 186
-FI_NVLINK_GET_SPEED = 164
-FI_REMAPPED_COR_INACTIVE = 301
-FI_REMAPPED_UNC_INACTIVE = 302
 NVLINK_MAX_LINKS = 18  # H100; NVML answers INVALID_ARGUMENT / NOT_SUPPORTED beyond a GPU's links
 
 _VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}

@@ -21,7 +21,6 @@ from msgspec.structs import replace
 
 from gpudiag.model import (
     ALL_GROUPS,
-    ComputeMode,
     EccCounts,
     FactGroup,
     Gpu,
@@ -40,21 +39,11 @@ from gpudiag.model import (
     RetiredPages,
     Utilization,
 )
-from gpudiag.model import CLOCK_EVENT_NAMES as CLOCK_EVENT_NAMES
+from gpudiag.readings import COMPUTE_MODES, NO_INSTANCE
 
 T = TypeVar("T")
 
 HostResolver = Callable[[int], HostProcess]
-
-# NVML's "no instance id" marker for processes on GPUs without MIG.
-_NO_INSTANCE = 0xFFFFFFFF
-
-_COMPUTE_MODES = {
-    0: ComputeMode.DEFAULT,
-    1: ComputeMode.EXCLUSIVE_THREAD,
-    2: ComputeMode.PROHIBITED,
-    3: ComputeMode.EXCLUSIVE_PROCESS,
-}
 
 # Tried in order; the first one this driver has is used for the rest of the session.
 PROCESS_QUERY_APIS = ("_v3", "_v2", "_v1")
@@ -406,7 +395,7 @@ class NvmlSession:
     def _modes_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
         return {
             "persistence_mode": self._read("nvmlDeviceGetPersistenceMode", h, convert=bool),
-            "compute_mode": self._read("nvmlDeviceGetComputeMode", h, convert=_COMPUTE_MODES.__getitem__),
+            "compute_mode": self._read("nvmlDeviceGetComputeMode", h, convert=COMPUTE_MODES.__getitem__),
         }
 
     def _capability_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
@@ -627,8 +616,8 @@ class NvmlSession:
         result = []
         for pid, (kind, proc) in merged.items():
             used = getattr(proc, "usedGpuMemory", None)
-            gi = getattr(proc, "gpuInstanceId", _NO_INSTANCE)
-            ci = getattr(proc, "computeInstanceId", _NO_INSTANCE)
+            gi = getattr(proc, "gpuInstanceId", NO_INSTANCE)
+            ci = getattr(proc, "computeInstanceId", NO_INSTANCE)
             result.append(
                 GpuProcess(
                     pid=pid,
@@ -639,8 +628,8 @@ class NvmlSession:
                         else Reading.missing(Reason.NOT_SUPPORTED, "NVML gives no per-process memory here")
                     ),
                     host=self._host(pid),
-                    gpu_instance_id=None if gi == _NO_INSTANCE else int(gi),
-                    compute_instance_id=None if ci == _NO_INSTANCE else int(ci),
+                    gpu_instance_id=None if gi == NO_INSTANCE else int(gi),
+                    compute_instance_id=None if ci == NO_INSTANCE else int(ci),
                 )
             )
         return Reading.of(tuple(result))

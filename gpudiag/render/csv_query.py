@@ -27,6 +27,7 @@ from gpudiag.model import (
     Reason,
     cuda_version_text,
 )
+from gpudiag.readings import ADDRESSING_MODES, CLOCK_EVENTS, RECOVERY_ACTION_NAMES
 from gpudiag.units import mib
 
 if TYPE_CHECKING:
@@ -147,10 +148,6 @@ def _timestamp(t: float) -> str:
     return time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
 
 
-_ADDRESSING = {0: "None", 1: "HMM", 2: "ATS"}
-_RECOVERY = {0: "None", 1: "Reset", 2: "Reboot", 3: "Drain P2P", 4: "Drain and Reset"}
-
-
 def F(  # noqa: N802 - reads as a table row
     name: str,
     read: Reader | None,
@@ -195,15 +192,19 @@ _ECC_PLACES = (
     ("cbu", "cbu"),
     ("sram", "sram"),
 )
-_EVENTS = (
-    ("gpu_idle", 0x1),
-    ("applications_clocks_setting", 0x2),
-    ("sw_power_cap", 0x4),
-    ("hw_slowdown", 0x8),
-    ("hw_thermal_slowdown", 0x40),
-    ("hw_power_brake_slowdown", 0x80),
-    ("sw_thermal_slowdown", 0x20),
-    ("sync_boost", 0x10),
+# The clock events --query-gpu knows (display_clock_setting it does not), in its order.
+_EVENTS = tuple(
+    (name, {e.query: e.bit for e in CLOCK_EVENTS}[name])
+    for name in (
+        "gpu_idle",
+        "applications_clocks_setting",
+        "sw_power_cap",
+        "hw_slowdown",
+        "hw_thermal_slowdown",
+        "hw_power_brake_slowdown",
+        "sw_thermal_slowdown",
+        "sync_boost",
+    )
 )
 _POWER_SMOOTHING = (
     "delayed_power_smoothing_supported",
@@ -282,7 +283,7 @@ FIELDS: tuple[Field, ...] = (
     D("display_attached", lambda d: d.identity.display_mode, _yes),
     D("display_active", lambda d: d.identity.display_active, _enabled),
     F("persistence_mode", _gpu(lambda g: g.persistence_mode), _enabled, group=_G.MODES),
-    D("addressing_mode", lambda d: d.identity.addressing_mode, lambda v: _ADDRESSING.get(v, str(v))),
+    D("addressing_mode", lambda d: d.identity.addressing_mode, lambda v: ADDRESSING_MODES.get(v, str(v))),
     D("accounting.mode", lambda d: d.identity.accounting_mode, _enabled),
     D("accounting.buffer_size", lambda d: d.identity.accounting_buffer_size),
     *_unanswered("driver_model.current", "driver_model.pending"),  # Windows only
@@ -297,7 +298,12 @@ FIELDS: tuple[Field, ...] = (
         lambda v: "valid" if v else "invalid",
         group=_G.INFOROM,
     ),
-    F("gpu_recovery_action", _gpu(lambda g: g.recovery_action), lambda v: _RECOVERY.get(v, str(v)), group=_G.RECOVERY),
+    F(
+        "gpu_recovery_action",
+        _gpu(lambda g: g.recovery_action),
+        lambda v: RECOVERY_ACTION_NAMES.get(v, str(v)),
+        group=_G.RECOVERY,
+    ),
     # GPU operation mode: Tesla K-series only.
     F("gom.current", None, aliases=("gpu_operation_mode.current",)),
     F("gom.pending", None, aliases=("gpu_operation_mode.pending",)),
@@ -327,14 +333,9 @@ FIELDS: tuple[Field, ...] = (
         for name, bit in _EVENTS
     ),
     *(
-        F(f"clocks_event_reasons_counters.{name}", _event_counter(name), unit="us", group=_G.DETAILS)
-        for name in (
-            "sw_power_cap",
-            "sync_boost",
-            "sw_thermal_slowdown",
-            "hw_thermal_slowdown",
-            "hw_power_brake_slowdown",
-        )
+        F(f"clocks_event_reasons_counters.{e.query}", _event_counter(e.query), unit="us", group=_G.DETAILS)
+        for e in CLOCK_EVENTS
+        if e.counter_field
     ),
     F("memory.total", _mem("total_bytes"), _mib, "MiB", group=_G.MEMORY),
     F("memory.reserved", _reserved, _mib, "MiB", group=_G.MEMORY),

@@ -10,7 +10,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.model import CLOCK_EVENT_NAMES, Gpu, GpuState, Machine, Reading, cuda_version_text
+from gpudiag.model import Gpu, GpuState, Machine, Reading, cuda_version_text
+from gpudiag.readings import ADDRESSING_MODES, CLOCK_EVENTS
 
 if TYPE_CHECKING:
     from gpudiag.details import ClockSet, GpuDetails
@@ -140,7 +141,7 @@ def _identity(gpu: Gpu, d: GpuDetails) -> list[Line]:
     return [
         (1, "Display Mode", show(i.display_mode, _enabled)),
         (1, "Display Active", show(i.display_active, _enabled)),
-        (1, "Addressing Mode", show(i.addressing_mode, lambda v: {0: "None", 1: "HMM", 2: "ATS"}.get(v, str(v)))),
+        (1, "Addressing Mode", show(i.addressing_mode, lambda v: ADDRESSING_MODES.get(v, str(v)))),
         (1, "Accounting Mode", show(i.accounting_mode, _enabled)),
         (1, "Accounting Mode Buffer Size", show(i.accounting_buffer_size)),
         (1, "Serial Number", show(i.serial)),
@@ -198,19 +199,6 @@ def _pci(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
     return lines
 
 
-_EVENT_LABELS = {
-    "GpuIdle": "Idle",
-    "ApplicationsClocksSetting": "Applications Clocks Setting",
-    "SwPowerCap": "SW Power Cap",
-    "HwSlowdown": "HW Slowdown",
-    "SyncBoost": "Sync Boost",
-    "SwThermalSlowdown": "SW Thermal Slowdown",
-    "HwThermalSlowdown": "HW Thermal Slowdown",
-    "HwPowerBrakeSlowdown": "HW Power Brake Slowdown",
-    "DisplayClockSetting": "Display Clock Setting",
-}
-
-
 def _bit_state(bit: int) -> Callable[[int], str]:
     return lambda mask: "Active" if mask & bit else "Not Active"
 
@@ -219,22 +207,17 @@ def _events(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
     lines: list[Line] = [(1, "Clocks Event Reasons", None)]
     active = gpu.clock_event_reasons
     supported = d.clocks.event_reasons_supported.value if d is not None else None
-    for bit, name in CLOCK_EVENT_NAMES.items():
-        if supported is not None and not supported & bit:
+    for event in CLOCK_EVENTS:
+        if supported is not None and not supported & event.bit:
             value = "N/A (not supported)"
         else:
-            value = show(active, _bit_state(bit))
-        lines.append((2, _EVENT_LABELS[name], value))
+            value = show(active, _bit_state(event.bit))
+        lines.append((2, event.label, value))
     if d is not None:
         lines.append((1, "Clocks Event Reasons Counters", None))
+        labels = {event.query: event.label for event in CLOCK_EVENTS}
         for name, reading in d.clocks.event_reason_counters_us:
-            lines.append(
-                (
-                    2,
-                    name.replace("_", " ").title().replace("Sw ", "SW ").replace("Hw ", "HW "),
-                    show(reading, lambda v: f"{v} us"),
-                )
-            )
+            lines.append((2, labels[name], show(reading, lambda v: f"{v} us")))
     return lines
 
 

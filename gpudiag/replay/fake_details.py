@@ -13,21 +13,29 @@ from typing import TYPE_CHECKING, Any
 import pynvml
 
 from gpudiag.model import Gpu, Machine, Reading, Reason
+from gpudiag.readings import (
+    CLOCK_EVENTS,
+    FI_MEMORY_TEMP,
+    FI_NVLINK_GET_SPEED,
+    FI_POWER_AVERAGE,
+    FI_POWER_INSTANT,
+    FI_REMAPPED_COR_INACTIVE,
+    FI_REMAPPED_UNC_INACTIVE,
+    NVLINK_REMOTE_TYPES,
+    P2P_NVLINK,
+    P2P_READ,
+    P2P_STATUS,
+    TOPOLOGY_LEVELS,
+)
 
 if TYPE_CHECKING:
     from gpudiag.details import ClockSet, GpuDetails, NvLink
     from gpudiag.replay.fake_nvml import FakeNvml
 
-_TOPOLOGY_CODES = {"SELF": 0, "PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50}
-_P2P_CODES = {
-    "OK": 0,
-    "chipset not supported": 1,
-    "GPU not supported": 2,
-    "IOH topology not supported": 3,
-    "disabled by regkey": 4,
-    "not supported": 5,
-    "unknown": 6,
-}
+_TOPOLOGY_CODES = {level: code for code, level in TOPOLOGY_LEVELS.items()}
+_P2P_CODES = {status: code for code, status in P2P_STATUS.items()}
+_NVLINK_REMOTE_CODES = {kind: code for code, kind in NVLINK_REMOTE_TYPES.items()}
+_COUNTER_BY_FIELD = {event.counter_field: event.query for event in CLOCK_EVENTS if event.counter_field}
 _SAMPLING_PERIOD_US = 100000  # the codec utilizations' sampling period on the captured H100
 
 
@@ -138,8 +146,6 @@ class FakeDetails:
     # -- field values (called by FakeNvml.nvmlDeviceGetFieldValues) ---------------------
 
     def detail_field(self, gpu: Gpu, field_id: Any) -> SimpleNamespace:
-        from gpudiag.probe import details as probe
-
         scope = 0
         if isinstance(field_id, tuple):
             field_id, scope = field_id
@@ -148,23 +154,23 @@ class FakeDetails:
         d = gpu.details.value
         if d is None:
             reading = gpu.details
-        elif field_id == probe.FI_MEMORY_TEMP:
+        elif field_id == FI_MEMORY_TEMP:
             reading = d.temperatures.memory_c
-        elif field_id == probe.FI_TOTAL_ENERGY:
+        elif field_id == pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
             reading, value_type = d.power.energy_mj, 3
-        elif field_id == probe.FI_PCIE_REPLAY_COUNTER:
+        elif field_id == pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER:
             reading = d.pcie.replay_counter
-        elif field_id in (probe.FI_POWER_AVERAGE, probe.FI_POWER_INSTANT):
-            watts = d.power.average_w if field_id == probe.FI_POWER_AVERAGE else d.power.instant_w
+        elif field_id in (FI_POWER_AVERAGE, FI_POWER_INSTANT):
+            watts = d.power.average_w if field_id == FI_POWER_AVERAGE else d.power.instant_w
             reading = watts.map(lambda w: round(w * 1000))
-        elif field_id in dict((fid, n) for n, fid in probe.EVENT_COUNTER_FIELDS):
-            name = dict((fid, n) for n, fid in probe.EVENT_COUNTER_FIELDS)[field_id]
+        elif field_id in _COUNTER_BY_FIELD:
+            name = _COUNTER_BY_FIELD[field_id]
             reading, value_type = dict(d.clocks.event_reason_counters_us)[name].map(lambda us: us * 1000), 3
-        elif field_id == probe.FI_REMAPPED_COR_INACTIVE:
+        elif field_id == FI_REMAPPED_COR_INACTIVE:
             reading = d.memory_health.remapped_inactive_correctable
-        elif field_id == probe.FI_REMAPPED_UNC_INACTIVE:
+        elif field_id == FI_REMAPPED_UNC_INACTIVE:
             reading = d.memory_health.remapped_inactive_uncorrectable
-        elif field_id == probe.FI_NVLINK_GET_SPEED:
+        elif field_id == FI_NVLINK_GET_SPEED:
             link = self._link(d, scope)
             reading = link.speed_mbps if link is not None else Reading.missing(Reason.NOT_SUPPORTED)
         else:
@@ -389,7 +395,7 @@ class FakeDetails:
 
     def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: Any, link: int) -> int:
         kind = _value(self._nvlink("nvmlDeviceGetNvLinkRemoteDeviceType", handle, link).remote_type)
-        return {"GPU": 0, "IBM NPU": 1, "switch": 2}.get(kind, 255)
+        return _NVLINK_REMOTE_CODES.get(kind, 255)
 
     def nvmlDeviceGetNvLinkErrorCounter(self, handle: Any, link: int, counter: int) -> int:
         found = self._nvlink("nvmlDeviceGetNvLinkErrorCounter", handle, link)
@@ -415,9 +421,9 @@ class FakeDetails:
 
     def nvmlDeviceGetP2PStatus(self, handle: Any, other: Any, index: int) -> int:
         peer = self._peer("nvmlDeviceGetP2PStatus", handle, other)
-        if index == 0:
+        if index == P2P_READ:
             return _P2P_CODES[_value(peer.p2p_read)]
-        if index == 2:
+        if index == P2P_NVLINK:
             return _P2P_CODES[_value(peer.p2p_nvlink)]
         return int(_raise(pynvml.NVML_ERROR_NOT_SUPPORTED))
 

@@ -22,7 +22,6 @@ import msgspec
 import pynvml
 
 from gpudiag.model import (
-    ComputeMode,
     Gpu,
     GpuProcess,
     GpuState,
@@ -34,6 +33,7 @@ from gpudiag.model import (
     Reading,
     Reason,
 )
+from gpudiag.readings import COMPUTE_MODE_CODES, NO_INSTANCE
 
 _INIT_ERRORS = {
     NvmlStatus.LIBRARY_NOT_FOUND: pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,
@@ -64,16 +64,8 @@ class NotRecordedError(pynvml.NVMLError_Unknown):  # type: ignore[misc]
     gpudiag_reason = Reason.NOT_RECORDED.value
 
 
-_COMPUTE_MODE_CODES = {
-    ComputeMode.DEFAULT: pynvml.NVML_COMPUTEMODE_DEFAULT,
-    ComputeMode.EXCLUSIVE_THREAD: pynvml.NVML_COMPUTEMODE_EXCLUSIVE_THREAD,
-    ComputeMode.PROHIBITED: pynvml.NVML_COMPUTEMODE_PROHIBITED,
-    ComputeMode.EXCLUSIVE_PROCESS: pynvml.NVML_COMPUTEMODE_EXCLUSIVE_PROCESS,
-}
-
 CALL_LOG = 20_000  # NVML calls kept for cost tests (~160 KiB; a snapshot of 8 GPUs makes ~2,200)
 _MAX_MIG_SLOTS = 7  # A100/H100: up to seven GPU instances
-_NO_INSTANCE = 0xFFFFFFFF  # NVML's gpuInstanceId/computeInstanceId off MIG
 _NOT_AVAILABLE = ctypes.c_ulonglong(-1).value  # NVML_VALUE_NOT_AVAILABLE for usedGpuMemory
 
 # pynvml functions that only reshape Python objects; every other nvml* function calls the
@@ -523,7 +515,7 @@ class FakeNvml(ModuleType):
 
     def nvmlDeviceGetComputeMode(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetComputeMode")
-        return int(_COMPUTE_MODE_CODES[_value(self._full_gpu(handle).compute_mode)])
+        return int(COMPUTE_MODE_CODES[_value(self._full_gpu(handle).compute_mode)])
 
     def nvmlDeviceGetCudaComputeCapability(self, handle: FakeHandle) -> tuple[int, int]:
         self._enter("nvmlDeviceGetCudaComputeCapability")
@@ -811,8 +803,8 @@ class FakeNvml(ModuleType):
 def _fill_process(info: Any, proc: GpuProcess) -> None:
     info.pid = proc.pid
     info.usedGpuMemory = proc.used_memory_bytes.get(_NOT_AVAILABLE)
-    info.gpuInstanceId = _NO_INSTANCE if proc.gpu_instance_id is None else proc.gpu_instance_id
-    info.computeInstanceId = _NO_INSTANCE if proc.compute_instance_id is None else proc.compute_instance_id
+    info.gpuInstanceId = NO_INSTANCE if proc.gpu_instance_id is None else proc.gpu_instance_id
+    info.computeInstanceId = NO_INSTANCE if proc.compute_instance_id is None else proc.compute_instance_id
 
 
 def _fill_memory(struct: Any, memory: Memory, v2: bool) -> None:
