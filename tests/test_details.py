@@ -162,7 +162,8 @@ def test_process_load_keeps_each_pids_newest_sample_and_its_cursor() -> None:
         ]
         return Reading.of(samples)
 
-    probe = DetailsProbe(pynvml, read, lambda pid: (Reading.of(1.0), Reading.of(2), Reading.of(3.0)), 16)
+    session = SimpleNamespace(lib=pynvml, read=read, read_specs=None, field_values=None)
+    probe = DetailsProbe(session, lambda pid: (Reading.of(1.0), Reading.of(2), Reading.of(3.0)), 16)
     first = probe._process_load(0, object())
     assert first.value is not None and first.value[0].sm_percent == 40
     probe._process_load(0, object())

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import typing
+from typing import Any
+
+import msgspec
 import pynvml
 
 from gpudiag import readings
+from gpudiag.model import FactGroup, Gpu, Reading, Reason
 
 
 def test_clock_events_are_nvmls_bits_and_counter_fields() -> None:
@@ -31,6 +36,7 @@ def test_codes_are_nvmls() -> None:
     assert readings.NVLINK_REMOTE_TYPES[pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH] == "switch"
     for name, fid in (
         ("MEMORY_TEMP", readings.FI_MEMORY_TEMP),
+        ("GET_GPU_RECOVERY_ACTION", readings.FI_GPU_RECOVERY_ACTION),
         ("NVLINK_GET_SPEED", readings.FI_NVLINK_GET_SPEED),
         ("POWER_AVERAGE", readings.FI_POWER_AVERAGE),
         ("POWER_INSTANT", readings.FI_POWER_INSTANT),
@@ -38,3 +44,70 @@ def test_codes_are_nvmls() -> None:
         ("REMAPPED_ROWS_UNC_INACTIVE", readings.FI_REMAPPED_UNC_INACTIVE),
     ):
         assert getattr(pynvml, f"NVML_FI_DEV_{name}") == fid, name
+
+
+# --- the rows against the model and nvidia-ml-py -------------------------------------------
+
+
+def _all_rows() -> tuple[readings.Spec, ...]:
+    from gpudiag.details import DETAIL_READINGS
+
+    return (*readings.GPU_READINGS, *DETAIL_READINGS)
+
+
+def _leaves(cls: Any, prefix: str) -> list[str]:
+    """The keys of every reading of a model Struct: a Reading field, a tuple field (a composite), or
+    the (name, reading) pairs of a tuple of pairs (``field[``)."""
+    out = []
+    for name, kind in readings.field_types(cls).items():
+        key = f"{prefix}{name}"
+        if typing.get_origin(kind) is Reading or typing.get_origin(kind) is tuple:
+            pairs = typing.get_args(kind)[0] if typing.get_origin(kind) is tuple else None
+            out.append(f"{key}[" if typing.get_origin(pairs) is tuple else key)
+        elif isinstance(kind, type) and issubclass(kind, msgspec.Struct):
+            out += _leaves(kind, f"{key}.")
+    return out
+
+
+def test_every_reading_of_the_model_has_exactly_one_row_and_every_row_a_reading() -> None:
+    from gpudiag.details import GpuDetails
+
+    keys = [row.key for row in _all_rows()]
+    assert len(keys) == len(set(keys)), sorted(k for k in keys if keys.count(k) > 1)
+    fields = [k for k in _leaves(Gpu, "") if k != "details"] + _leaves(GpuDetails, "details.")
+    covered = {k.split("[")[0] + "[" if "[" in k else k for k in keys}
+    assert sorted(set(fields) - covered) == []  # a model reading no row declares
+    assert sorted(covered - set(fields)) == []  # a row naming no model reading
+
+
+def test_every_row_names_calls_and_constants_nvidia_ml_py_has() -> None:
+    for row in _all_rows():
+        assert row.call or row.field, row.key
+        for name in filter(None, (row.call, row.fallback)):
+            assert callable(getattr(pynvml, name, None)), (row.key, name)
+        for arg in row.args:
+            assert isinstance(arg, int) or isinstance(getattr(pynvml, arg), int), (row.key, arg)
+
+
+def test_every_fact_group_but_the_details_is_read_by_rows() -> None:
+    grouped = {row.group for row in readings.GPU_READINGS}
+    assert grouped == set(FactGroup) - {FactGroup.DETAILS, FactGroup.LINKS} | {None}
+    assert {row.group for row in _all_rows()} - grouped == {FactGroup.DETAILS}
+
+
+def test_a_composite_row_has_its_reader() -> None:
+    """Rows read by hand: the probe's readers, and nothing else is custom."""
+    from gpudiag.probe.nvml import _CUSTOM_READERS
+
+    gpu_custom = {row.key for row in readings.GPU_READINGS if row.custom}
+    assert gpu_custom == set(_CUSTOM_READERS)
+
+
+def test_reading_at_passes_a_missing_reading_on() -> None:
+    from gpudiag.replay import fixtures
+
+    gpu = fixtures.load("h100x8-healthy")[0].gpus[0]
+    assert readings.reading_at(gpu, "pcie.gen_max") == Reading.of(5)
+    assert readings.reading_at(gpu, "details.power.average_w").reason is Reason.NOT_READ
+    busy = fixtures.load("h100-driver580-busy")[0].gpus[0]
+    assert readings.reading_at(busy, "details.clocks.event_reason_counters_us[sync_boost]") == Reading.of(0)

@@ -21,7 +21,6 @@ from msgspec.structs import replace
 
 from gpudiag.model import (
     ALL_GROUPS,
-    EccCounts,
     FactGroup,
     Gpu,
     GpuProcess,
@@ -31,15 +30,12 @@ from gpudiag.model import (
     MigDevice,
     NvmlInfo,
     NvmlStatus,
-    PcieLink,
     ProcessKind,
     Reading,
     Reason,
-    RemappedRows,
     RetiredPages,
-    Utilization,
 )
-from gpudiag.readings import COMPUTE_MODES, NO_INSTANCE
+from gpudiag.readings import NO_INSTANCE, Spec, field_types, fields_from, group_readings, pick, text
 
 T = TypeVar("T")
 
@@ -57,8 +53,8 @@ class _GpuLostError(Exception):
         self.detail = detail
 
 
-def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+# nvmlFieldValue_t's value member by its valueType (nvmlValueType_t).
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 
 
 def _init_status(lib: Any, exc: Exception) -> tuple[NvmlStatus, str]:
@@ -189,7 +185,8 @@ class NvmlSession:
 
     # -- helpers ---------------------------------------------------------------------
 
-    def _reason(self, exc: Exception, function: str) -> tuple[Reason, str]:
+    def _reason(self, exc: Exception, function: str, missing_function: bool = True) -> tuple[Reason, str]:
+        """Why ``function`` gave no answer; a call the driver lacks is noted (``missing_function``)."""
         lib = self._lib
         if getattr(exc, "gpudiag_reason", None) == Reason.NOT_RECORDED.value:  # a replay's snapshot lacks it
             return Reason.NOT_RECORDED, ""
@@ -200,25 +197,32 @@ class NvmlSession:
         if isinstance(exc, lib.NVMLError_GpuIsLost):
             return Reason.GPU_LOST, "GPU is lost"
         if isinstance(exc, lib.NVMLError_FunctionNotFound):
-            if function not in self._missing:
+            if missing_function and function not in self._missing:
                 self._missing.append(function)
             return Reason.FUNCTION_NOT_FOUND, f"{function} is not in this driver"
         if isinstance(exc, lib.NVMLError_NotFound):
             return Reason.NOT_FOUND, ""
         return Reason.UNKNOWN_ERROR, f"{function}: {exc}"
 
-    def _fixed(
-        self, handles: _Handles, function: str, *args: Any, convert: Callable[[Any], T] | None = None
-    ) -> Reading[T]:
+    def _fixed(self, handles: _Handles, function: str, *args: Any) -> Reading[Any]:
         """:meth:`_read` of a reading that cannot change while the driver stays loaded: asked once
         per NVML session (an error is asked again next time)."""
         key = (function, args[1:])  # args[0] is this GPU's handle
-        found: Reading[T] | None = handles.fixed.get(key)
+        found: Reading[Any] | None = handles.fixed.get(key)
         if found is None:
-            found = self._read(function, *args, convert=convert)
+            found = self._read(function, *args)
             if found.value is not None:
                 handles.fixed[key] = found
         return found
+
+    @property
+    def lib(self) -> Any:
+        """The pynvml module (or the fake) this session calls."""
+        return self._lib
+
+    def read(self, function: str, *args: Any, convert: Callable[[Any], T] | None = None) -> Reading[T]:
+        """:meth:`_read`, for the details probe."""
+        return self._read(function, *args, convert=convert)
 
     def _read(self, function: str, *args: Any, convert: Callable[[Any], T] | None = None) -> Reading[T]:
         """Call one NVML function; errors become a reason, a lost GPU ends the GPU's read."""
@@ -274,8 +278,8 @@ class NvmlSession:
         return found
 
     def _system_info(self, kernel_module_version: Reading[str]) -> NvmlInfo:
-        driver = self._read("nvmlSystemGetDriverVersion", convert=_text)
-        nvml_version = self._read("nvmlSystemGetNVMLVersion", convert=_text)
+        driver = self._read("nvmlSystemGetDriverVersion", convert=text)
+        nvml_version = self._read("nvmlSystemGetNVMLVersion", convert=text)
         cuda = self._read("nvmlSystemGetCudaDriverVersion", convert=int)
         return NvmlInfo(
             status=NvmlStatus.OK,
@@ -315,7 +319,7 @@ class NvmlSession:
         from gpudiag.probe.details import DetailsProbe, with_nvlink_counts
 
         if self._details is None:
-            self._details = DetailsProbe(self._lib, self._read, self.process_stats, self.cpu_count)
+            self._details = DetailsProbe(self, self.process_stats, self.cpu_count)
         opened = [(i, hs.gpu) for i, hs in enumerate(self._handles) if hs.gpu is not None]
         found: list[Any] = []
         for index, gpu in enumerate(gpus):
@@ -340,136 +344,73 @@ class NvmlSession:
 
     def _read_gpu(self, index: int, handles: _Handles, facts: frozenset[FactGroup]) -> Gpu:
         h = handles.gpu
-        identity: dict[str, Any] = {
-            # Asked every time, first: the cheap call that finds a GPU lost since the last read.
-            "uuid": self._read("nvmlDeviceGetUUID", h, convert=_text),
-            "pci_bus_id": self._fixed(handles, "nvmlDeviceGetPciInfo", h, convert=lambda p: _text(p.busId)),
-            "name": self._fixed(handles, "nvmlDeviceGetName", h, convert=_text),
-            "minor_number": self._fixed(handles, "nvmlDeviceGetMinorNumber", h, convert=int),
-        }
-        fields = {**_not_read_fields(), **identity}
+        custom = functools.partial(_custom_reading, self, h, handles)
+        read = self.read_specs(handles, h, group_readings(None), custom)  # identity, every time, first
         for group in FactGroup:  # declaration order: the same NVML call order whatever the set
-            if group in facts and group in _FACT_READERS:  # DETAILS: read across GPUs, in read_gpus
-                fields.update(_FACT_READERS[group](self, h, handles))
+            if group in facts:  # DETAILS: read across GPUs, in read_gpus
+                read.update(self.read_specs(handles, h, group_readings(group), custom))
+        fields = {**_not_read_fields(), **fields_from(Gpu, read)}
         return Gpu(index=index, state=GpuState.OK, state_detail="", **fields)
 
-    # -- one reader per group of facts: each returns the Gpu fields of its group ------
+    def read_specs(
+        self,
+        handles: _Handles | None,
+        h: Any,
+        specs: tuple[Spec, ...],
+        custom: Callable[[str], dict[str, Any]],
+    ) -> dict[str, Any]:
+        """The readings of ``specs`` (gpudiag.readings rows) by key. A call several rows read is made
+        once; the rows' field values are read first, in one nvmlDeviceGetFieldValues call; a
+        composite row is read by ``custom(key)``, which may fill several keys."""
+        out: dict[str, Any] = {}
+        ids = [spec.field for spec in specs if spec.field]
+        fields = self.field_values(h, ids) if ids else {}
+        answers: dict[tuple[str, tuple[str | int, ...]], Reading[Any]] = {}
+        for spec in specs:
+            if spec.custom:
+                if spec.key not in out:
+                    out.update(custom(spec.key))
+                continue
+            if spec.field:
+                raw = fields[spec.field]
+            else:
+                asked = (spec.call, spec.args)
+                if asked not in answers:
+                    answers[asked] = self._ask(handles, h, spec)
+                raw = answers[asked]
+            out[spec.key] = raw if raw.value is None else Reading.of(spec.codec.decode(pick(raw.value, spec.pick)))
+        return out
 
-    def _memory_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {"memory": self._memory(h)}
+    def _ask(self, handles: _Handles | None, h: Any, spec: Spec) -> Reading[Any]:
+        """NVML's raw answer to a row's call (its older name when the driver lacks it)."""
+        args = tuple(getattr(self._lib, a) if isinstance(a, str) else a for a in spec.args)
+        if spec.fixed and handles is not None:
+            answer: Reading[Any] = self._fixed(handles, spec.call, h, *args)
+        else:
+            answer = self._read(spec.call, h, *args)
+        if answer.reason is Reason.FUNCTION_NOT_FOUND and spec.fallback:
+            return self._read(spec.fallback, h, *args)
+        return answer
 
-    def _utilization_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {
-            "utilization": self._read(
-                "nvmlDeviceGetUtilizationRates",
-                h,
-                convert=lambda u: Utilization(gpu_percent=int(u.gpu), memory_percent=int(u.memory)),
-            )
-        }
-
-    def _thermal_facts(self, h: Any, handles: _Handles) -> dict[str, Any]:
+    def field_values(self, h: Any, ids: list[Any]) -> dict[Any, Reading[Any]]:
+        """Field values (an id, or an (id, scope) pair) in one call, each with its own status."""
         lib = self._lib
-        return {
-            "temperature_c": self._read("nvmlDeviceGetTemperature", h, lib.NVML_TEMPERATURE_GPU, convert=int),
-            "temperature_slowdown_c": self._fixed(
-                handles, "nvmlDeviceGetTemperatureThreshold", h, lib.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, convert=int
-            ),
-            "temperature_shutdown_c": self._fixed(
-                handles, "nvmlDeviceGetTemperatureThreshold", h, lib.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, convert=int
-            ),
-            "fan_percent": self._read("nvmlDeviceGetFanSpeed", h, convert=int),
-        }
-
-    def _power_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {
-            "power_draw_w": self._read("nvmlDeviceGetPowerUsage", h, convert=_milliwatts),
-            "power_limit_w": self._read("nvmlDeviceGetEnforcedPowerLimit", h, convert=_milliwatts),
-        }
-
-    def _performance_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {"pstate": self._read("nvmlDeviceGetPerformanceState", h, convert=int)}
-
-    def _clock_event_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {"clock_event_reasons": self._clock_events(h)}
-
-    def _modes_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {
-            "persistence_mode": self._read("nvmlDeviceGetPersistenceMode", h, convert=bool),
-            "compute_mode": self._read("nvmlDeviceGetComputeMode", h, convert=COMPUTE_MODES.__getitem__),
-        }
-
-    def _capability_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {
-            "compute_capability": self._read(
-                "nvmlDeviceGetCudaComputeCapability", h, convert=lambda cc: (int(cc[0]), int(cc[1]))
-            )
-        }
-
-    def _pcie_facts(self, h: Any, handles: _Handles) -> dict[str, Any]:
-        return {
-            "pcie": PcieLink(
-                gen_current=self._read("nvmlDeviceGetCurrPcieLinkGeneration", h, convert=int),
-                gen_max=self._fixed(handles, "nvmlDeviceGetMaxPcieLinkGeneration", h, convert=int),
-                gen_gpu_max=self._fixed(handles, "nvmlDeviceGetGpuMaxPcieLinkGeneration", h, convert=int),
-                width_current=self._read("nvmlDeviceGetCurrPcieLinkWidth", h, convert=int),
-                width_max=self._fixed(handles, "nvmlDeviceGetMaxPcieLinkWidth", h, convert=int),
-            )
-        }
-
-    def _numa_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {"numa_node": self._read("nvmlDeviceGetNumaNodeId", h, convert=int)}
-
-    def _ecc_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        ecc: Reading[list[int]] = self._read("nvmlDeviceGetEccMode", h)
-        return {
-            "ecc_mode_current": ecc.map(lambda m: bool(m[0])),
-            "ecc_mode_pending": ecc.map(lambda m: bool(m[1])),
-            "ecc_errors": self._ecc_counts(h),
-        }
-
-    def _memory_health_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {
-            "retired_pages": self._retired_pages(h),
-            "remapped_rows": self._read(
-                "nvmlDeviceGetRemappedRows",
-                h,
-                convert=lambda r: RemappedRows(
-                    correctable=int(r[0]), uncorrectable=int(r[1]), pending=bool(r[2]), failure=bool(r[3])
-                ),
-            ),
-        }
-
-    def _inforom_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {"inforom_valid": self._inforom(h)}
-
-    def _recovery_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {"recovery_action": self._recovery_action(h)}
-
-    def _mig_facts(self, h: Any, handles: _Handles) -> dict[str, Any]:
-        lib = self._lib
-        mig: Reading[list[int]] = self._read("nvmlDeviceGetMigMode", h)
-        return {
-            "mig_mode_current": mig.map(lambda m: m[0] == lib.NVML_DEVICE_MIG_ENABLE),
-            "mig_mode_pending": mig.map(lambda m: m[1] == lib.NVML_DEVICE_MIG_ENABLE),
-            "mig_devices": tuple(self._mig_device(slot, mh) for slot, mh in handles.mig),
-        }
-
-    def _processes_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {"processes": self._processes(h)}
-
-    def _clock_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        lib = self._lib
-        return {
-            "clock_sm_mhz": self._read("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_SM, convert=int),
-            "clock_memory_mhz": self._read("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_MEM, convert=int),
-            "clock_graphics_mhz": self._read("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_GRAPHICS, convert=int),
-        }
-
-    def _energy_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {"energy_mj": self._read("nvmlDeviceGetTotalEnergyConsumption", h, convert=int)}
-
-    def _pcie_replay_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {"pcie_replays": self._read("nvmlDeviceGetPcieReplayCounter", h, convert=int)}
+        raw: Reading[Any] = self._read("nvmlDeviceGetFieldValues", h, ids)
+        if raw.value is None:
+            return {fid: Reading.missing_like(raw) for fid in ids}
+        out: dict[Any, Reading[Any]] = {}
+        for fid, value in zip(ids, raw.value, strict=True):
+            code = int(value.nvmlReturn)
+            if code == lib.NVML_SUCCESS:
+                member = _VALUE_MEMBERS.get(int(getattr(value, "valueType", 1)), "uiVal")
+                out[fid] = Reading.of(getattr(value.value, member))
+                continue
+            try:
+                raise lib.NVMLError(code)
+            except lib.NVMLError as exc:
+                reason, detail = self._reason(exc, f"field {fid}", missing_function=False)
+            out[fid] = Reading.missing(reason, detail)
+        return out
 
     def _memory(self, h: Any) -> Reading[Memory]:
         lib = self._lib
@@ -496,20 +437,6 @@ class NvmlSession:
             return Reading.missing(reason, detail)
         return Reading.of(Memory(int(m.total), int(m.used), int(m.free), Reading.of(int(m.reserved))))
 
-    def _ecc_counts(self, h: Any) -> EccCounts:
-        lib = self._lib
-
-        def count(error_type: int, counter: int) -> Reading[int]:
-            return self._read("nvmlDeviceGetTotalEccErrors", h, error_type, counter, convert=int)
-
-        corrected, uncorrected = lib.NVML_MEMORY_ERROR_TYPE_CORRECTED, lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-        return EccCounts(
-            volatile_corrected=count(corrected, lib.NVML_VOLATILE_ECC),
-            volatile_uncorrected=count(uncorrected, lib.NVML_VOLATILE_ECC),
-            aggregate_corrected=count(corrected, lib.NVML_AGGREGATE_ECC),
-            aggregate_uncorrected=count(uncorrected, lib.NVML_AGGREGATE_ECC),
-        )
-
     def _retired_pages(self, h: Any) -> Reading[RetiredPages]:
         lib = self._lib
         sbe = self._read(
@@ -526,13 +453,6 @@ class NvmlSession:
             return Reading.missing_like(bad)
         return Reading.of(RetiredPages(single_bit=sbe.value, double_bit=dbe.value, pending=pending.value))
 
-    def _clock_events(self, h: Any) -> Reading[int]:
-        events = self._read("nvmlDeviceGetCurrentClocksEventReasons", h, convert=int)
-        if events.reason is Reason.FUNCTION_NOT_FOUND:
-            # Drivers before R535 name it "throttle reasons"; same bits.
-            return self._read("nvmlDeviceGetCurrentClocksThrottleReasons", h, convert=int)
-        return events
-
     def _inforom(self, h: Any) -> Reading[bool]:
         lib = self._lib
         try:
@@ -546,27 +466,13 @@ class NvmlSession:
             return Reading.missing(reason, detail)
         return Reading.of(True)
 
-    def _recovery_action(self, h: Any) -> Reading[int]:
-        lib = self._lib
-        values: Reading[Any] = self._read("nvmlDeviceGetFieldValues", h, [lib.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION])
-        if values.value is None:
-            return Reading.missing_like(values)
-        field = values.value[0]
-        if field.nvmlReturn != lib.NVML_SUCCESS:
-            try:
-                raise lib.NVMLError(field.nvmlReturn)
-            except lib.NVMLError as exc:
-                reason, detail = self._reason(exc, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION")
-                return Reading.missing(reason, detail)
-        return Reading.of(int(field.value.uiVal))
-
     def _mig_device(self, slot: int, mh: Any) -> MigDevice:
         return MigDevice(
             index=slot,
-            uuid=self._read("nvmlDeviceGetUUID", mh, convert=_text),
+            uuid=self._read("nvmlDeviceGetUUID", mh, convert=text),
             gpu_instance_id=self._read("nvmlDeviceGetGpuInstanceId", mh, convert=int),
             compute_instance_id=self._read("nvmlDeviceGetComputeInstanceId", mh, convert=int),
-            name=self._read("nvmlDeviceGetName", mh, convert=_text),
+            name=self._read("nvmlDeviceGetName", mh, convert=text),
             memory=self._read(
                 "nvmlDeviceGetMemoryInfo", mh, convert=lambda m: Memory(int(m.total), int(m.used), int(m.free))
             ),
@@ -644,10 +550,6 @@ class NvmlDiscoveryError(Exception):
     """NVML initialised but could not count the GPUs."""
 
 
-def _milliwatts(value: Any) -> float:
-    return round(int(value) / 1000.0, 3)
-
-
 class _ProcessInfoV1(ctypes.Structure):
     _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
 
@@ -687,28 +589,19 @@ def failed_gpu(index: int, state: GpuState, detail: str) -> Gpu:
 
 NOT_READ: Reading[Any] = Reading.missing(Reason.NOT_READ)
 
-# Which reader fills each group: adding a group is a FactGroup member, a reader method and one line here.
-_FACT_READERS: dict[FactGroup, Callable[[NvmlSession, Any, _Handles], dict[str, Any]]] = {
-    FactGroup.MEMORY: NvmlSession._memory_facts,
-    FactGroup.UTILIZATION: NvmlSession._utilization_facts,
-    FactGroup.THERMAL: NvmlSession._thermal_facts,
-    FactGroup.POWER: NvmlSession._power_facts,
-    FactGroup.PERFORMANCE: NvmlSession._performance_facts,
-    FactGroup.CLOCK_EVENTS: NvmlSession._clock_event_facts,
-    FactGroup.MODES: NvmlSession._modes_facts,
-    FactGroup.CAPABILITY: NvmlSession._capability_facts,
-    FactGroup.PCIE: NvmlSession._pcie_facts,
-    FactGroup.NUMA: NvmlSession._numa_facts,
-    FactGroup.ECC: NvmlSession._ecc_facts,
-    FactGroup.MEMORY_HEALTH: NvmlSession._memory_health_facts,
-    FactGroup.INFOROM: NvmlSession._inforom_facts,
-    FactGroup.RECOVERY: NvmlSession._recovery_facts,
-    FactGroup.MIG: NvmlSession._mig_facts,
-    FactGroup.PROCESSES: NvmlSession._processes_facts,
-    FactGroup.CLOCKS: NvmlSession._clock_facts,
-    FactGroup.ENERGY: NvmlSession._energy_facts,
-    FactGroup.PCIE_REPLAYS: NvmlSession._pcie_replay_facts,
+# The composite per-GPU readings (rows with custom=True in gpudiag.readings), each read by hand.
+_CUSTOM_READERS: dict[str, Callable[[NvmlSession, Any, _Handles], Any]] = {
+    "memory": lambda session, h, _handles: session._memory(h),
+    "retired_pages": lambda session, h, _handles: session._retired_pages(h),
+    "inforom_valid": lambda session, h, _handles: session._inforom(h),
+    "mig_devices": lambda session, _h, handles: tuple(session._mig_device(slot, mh) for slot, mh in handles.mig),
+    "processes": lambda session, h, _handles: session._processes(h),
 }
+
+
+def _custom_reading(session: NvmlSession, h: Any, handles: _Handles, key: str) -> dict[str, Any]:
+    return {key: _CUSTOM_READERS[key](session, h, handles)}
+
 
 _GPU_FIXED = ("index", "state", "state_detail")
 
@@ -722,7 +615,7 @@ def _blank_fields(missing: Reading[Any]) -> dict[str, Any]:
     """Every Gpu field but index and state, each ``missing``: found from the Struct, so a new
     reading field needs no line here."""
     values: dict[str, Any] = {}
-    kinds = _gpu_field_types()
+    kinds = field_types(Gpu)
     for name in Gpu.__struct_fields__:
         if name in _GPU_FIXED:
             continue
@@ -740,10 +633,3 @@ def _blank_fields(missing: Reading[Any]) -> dict[str, Any]:
 def _not_read_fields() -> dict[str, Any]:
     """The blank fields of a read GPU, built once: every read copies them (a watch or exporter reads often)."""
     return _blank_fields(NOT_READ)
-
-
-@functools.cache
-def _gpu_field_types() -> dict[str, Any]:
-    # GpuDetails is named only under TYPE_CHECKING (gpudiag.details loads where details are read);
-    # its field is a plain Reading here, so a stand-in resolves it.
-    return typing.get_type_hints(Gpu, localns={"GpuDetails": object})
