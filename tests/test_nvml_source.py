@@ -137,7 +137,7 @@ class LosesGpuMidRead(FakeNvml):
     def nvmlDeviceGetTemperature(self, handle: FakeHandle, sensor: int) -> int:
         if handle.gpu == 1:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
-        return super().nvmlDeviceGetTemperature(handle, sensor)
+        return int(self.answer("nvmlDeviceGetTemperature", handle, sensor))
 
 
 def test_gpu_lost_in_the_middle_of_a_read(machine: Load) -> None:

@@ -4,18 +4,22 @@ It is a real module object: pynvml's constants, error classes, structs and pure 
 copied into it, so ``vars()``, ``from pynvml import *`` and ``except pynvml.NVMLError_X`` work
 as with nvidia-ml-py. Each NVML call answers like the real library where the hardware captures
 in ``docs/hardware/`` show it (the memory structs, reference-counted init, MIG answers), with
-pynvml's own return types. The raw C entry points that pynvml and its consumers reach through
-``_nvmlGetFunctionPointer`` (versioned process and memory queries, field values) are emulated
-with ctypes conventions. A call this fake does not model raises FUNCTION_NOT_FOUND, as a
+pynvml's own return types. A call that reads a declared reading (``gpudiag.readings``' rows, and the
+details' in ``gpudiag.details``) answers as the row declares: the recorded value encoded back into
+NVML's answer, the error its reason stands for, or "not recorded" (NVML's unknown error) for what the
+snapshot does not hold; the rest are answered by hand. The raw C entry points that pynvml and its
+consumers reach through ``_nvmlGetFunctionPointer`` (versioned process and memory queries, field
+values) are emulated with ctypes conventions. A call this fake does not model raises FUNCTION_NOT_FOUND, as a
 driver that lacks it would; a name that nvidia-ml-py itself lacks is an AttributeError.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections import deque
 from collections.abc import Callable
-from types import FunctionType, ModuleType
+from types import FunctionType, ModuleType, SimpleNamespace
 from typing import Any, NoReturn
 
 import msgspec
@@ -33,7 +37,7 @@ from gpudiag.model import (
     Reading,
     Reason,
 )
-from gpudiag.readings import COMPUTE_MODE_CODES, NO_INSTANCE
+from gpudiag.readings import GPU_READINGS, NO_INSTANCE, Spec, reading_at
 
 _INIT_ERRORS = {
     NvmlStatus.LIBRARY_NOT_FOUND: pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,
@@ -89,60 +93,68 @@ _COPIED = {
 _LIBRARY_FUNCTIONS = tuple(n for n, v in vars(pynvml).items() if n.startswith("nvml") and _calls_the_library(n, v))
 
 
-# The calls gpudiag.replay.fake_details answers (a test keeps this list and that module in step).
-DETAIL_CALLS = (
-    "nvmlDeviceGetAccountingBufferSize",
-    "nvmlDeviceGetAccountingMode",
-    "nvmlDeviceGetAddressingMode",
-    "nvmlDeviceGetApplicationsClock",
-    "nvmlDeviceGetBAR1MemoryInfo",
-    "nvmlDeviceGetBoardId",
-    "nvmlDeviceGetBoardPartNumber",
-    "nvmlDeviceGetC2cModeInfoV",
-    "nvmlDeviceGetClockInfo",
-    "nvmlDeviceGetConfComputeProtectedMemoryUsage",
-    "nvmlDeviceGetCpuAffinity",
-    "nvmlDeviceGetDecoderUtilization",
-    "nvmlDeviceGetDefaultApplicationsClock",
-    "nvmlDeviceGetDisplayActive",
-    "nvmlDeviceGetDisplayMode",
-    "nvmlDeviceGetEncoderStats",
-    "nvmlDeviceGetEncoderUtilization",
-    "nvmlDeviceGetGspFirmwareMode",
-    "nvmlDeviceGetGspFirmwareVersion",
-    "nvmlDeviceGetInforomConfigurationChecksum",
-    "nvmlDeviceGetInforomImageVersion",
-    "nvmlDeviceGetInforomVersion",
-    "nvmlDeviceGetJpgUtilization",
-    "nvmlDeviceGetMarginTemperature",
-    "nvmlDeviceGetMaxClockInfo",
-    "nvmlDeviceGetMemoryAffinity",
-    "nvmlDeviceGetMemoryErrorCounter",
-    "nvmlDeviceGetModuleId",
-    "nvmlDeviceGetNvLinkErrorCounter",
-    "nvmlDeviceGetNvLinkRemoteDeviceType",
-    "nvmlDeviceGetNvLinkRemotePciInfo",
-    "nvmlDeviceGetNvLinkState",
-    "nvmlDeviceGetNvLinkVersion",
-    "nvmlDeviceGetOfaUtilization",
-    "nvmlDeviceGetP2PStatus",
-    "nvmlDeviceGetPciInfoExt",
-    "nvmlDeviceGetPcieReplayCounter",
-    "nvmlDeviceGetPcieThroughput",
-    "nvmlDeviceGetPowerManagementDefaultLimit",
-    "nvmlDeviceGetPowerManagementLimit",
-    "nvmlDeviceGetPowerManagementLimitConstraints",
-    "nvmlDeviceGetPowerManagementMode",
-    "nvmlDeviceGetProcessUtilization",
-    "nvmlDeviceGetRowRemapperHistogram",
-    "nvmlDeviceGetSerial",
-    "nvmlDeviceGetSramEccErrorStatus",
-    "nvmlDeviceGetSupportedClocksEventReasons",
-    "nvmlDeviceGetSupportedClocksThrottleReasons",
-    "nvmlDeviceGetTopologyCommonAncestor",
-    "nvmlDeviceGetTotalEnergyConsumption",
-    "nvmlDeviceGetVbiosVersion",
+# The calls the per-GPU rows (gpudiag.readings.GPU_READINGS) declare, answered from them; the rows of
+# the details (gpudiag.details.DETAIL_READINGS) are loaded on the first call that only they answer.
+_ROW_CALLS = frozenset(
+    name for row in GPU_READINGS if not row.custom and not row.field for name in (row.call, row.fallback) if name
 )
+# NVML's answer to an argument a call does not know, where it is not NOT_SUPPORTED.
+_UNKNOWN_ARGUMENT = {
+    "nvmlDeviceGetTemperature": pynvml.NVML_ERROR_INVALID_ARGUMENT,
+    "nvmlDeviceGetClockInfo": pynvml.NVML_ERROR_INVALID_ARGUMENT,
+    "nvmlDeviceGetMaxClockInfo": pynvml.NVML_ERROR_INVALID_ARGUMENT,
+    "nvmlDeviceGetApplicationsClock": pynvml.NVML_ERROR_INVALID_ARGUMENT,
+    "nvmlDeviceGetDefaultApplicationsClock": pynvml.NVML_ERROR_INVALID_ARGUMENT,
+    "nvmlDeviceGetTotalEccErrors": pynvml.NVML_ERROR_INVALID_ARGUMENT,
+    "nvmlDeviceGetPcieThroughput": pynvml.NVML_ERROR_INVALID_ARGUMENT,
+}
+# The parts of an answer no row reads: the codec utilizations' sampling period (µs), as captured.
+_SAMPLING_PERIOD_US = 100000
+_PADDING: dict[str, tuple[Any, ...]] = {
+    name: (None, _SAMPLING_PERIOD_US)
+    for name in (
+        "nvmlDeviceGetEncoderUtilization",
+        "nvmlDeviceGetDecoderUtilization",
+        "nvmlDeviceGetJpgUtilization",
+        "nvmlDeviceGetOfaUtilization",
+    )
+}
+# Answers that are pynvml structs rather than plain objects.
+_STRUCTS: dict[str, Callable[[], Any]] = {"nvmlDeviceGetUtilizationRates": pynvml.c_nvmlUtilization_t}
+# Field ids whose value is what a call answers.
+_FIELDS_OF_CALLS = {
+    pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: ("nvmlDeviceGetTotalEnergyConsumption", 3),
+    pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER: ("nvmlDeviceGetPcieReplayCounter", 1),
+}
+
+
+@functools.cache
+def _detail_rows() -> tuple[Spec, ...]:
+    from gpudiag.details import DETAIL_READINGS
+
+    return DETAIL_READINGS
+
+
+@functools.cache
+def _detail_row_calls() -> frozenset[str]:
+    return frozenset(name for row in _detail_rows() if not row.custom for name in (row.call, row.fallback) if name)
+
+
+def _args(row: Spec) -> tuple[Any, ...]:
+    return tuple(getattr(pynvml, a) if isinstance(a, str) else a for a in row.args)
+
+
+def _answer_of(name: str, value: Any) -> Any:
+    """An encoded value as nvidia-ml-py returns it: a dict is a struct's attributes."""
+    if not isinstance(value, dict):
+        return value
+    struct = _STRUCTS.get(name)
+    if struct is None:
+        return SimpleNamespace(**value)
+    out = struct()
+    for attr, item in value.items():
+        setattr(out, attr, item)
+    return out
 
 
 class FakeHandle(msgspec.Struct, frozen=True):
@@ -155,7 +167,7 @@ def _raise(code: int) -> NoReturn:
 
 
 def _value(reading: Reading[Any]) -> Any:
-    if reading.reason is Reason.NOT_RECORDED:
+    if reading.reason in (Reason.NOT_RECORDED, Reason.NOT_READ):  # what the file does not hold
         raise NotRecordedError()
     if reading.reason is not None:
         _raise(_REASON_ERRORS[reading.reason])
@@ -193,19 +205,16 @@ class FakeNvml(ModuleType):
         self._init_count = 0  # NVML counts nvmlInit calls; each needs its nvmlShutdown
         self._loaded = False  # the library stays loaded after a shutdown, as pynvml keeps it
         # Every NVML call is a module attribute (so vars() and star imports see it): the modelled
-        # ones answer from the machine, the rest say this "driver" lacks them.
+        # ones answer from the machine (by hand, or as the readings' rows declare), the rest say
+        # this "driver" lacks them. The details' rows and calls (list --details, snapshot) load on the
+        # first call no other answers, so that a plain `list` replay never imports them.
         modelled = {n for n in dir(type(self)) if n.startswith("nvml") or n == "_nvmlGetFunctionPointer"}
         for name in _LIBRARY_FUNCTIONS:
             if name not in modelled:
-                namespace[name] = self._lacks(name)
+                namespace[name] = self._row_call(name) if name in _ROW_CALLS else self._later(name)
         for name in modelled:
             namespace[name] = getattr(self, name)
-        # The detail calls (list --details, snapshot) load gpudiag.replay.fake_details on first use,
-        # so that a plain `list` replay never imports them.
         self._details_impl: Any = None
-        for name in DETAIL_CALLS:
-            if name not in modelled:  # a call this class answers itself prefers the details when recorded
-                namespace[name] = self._detail_call(name)
 
     @property
     def calls(self) -> list[str]:
@@ -215,6 +224,13 @@ class FakeNvml(ModuleType):
     @property
     def initialised(self) -> bool:
         return self._init_count > 0
+
+    def models(self, name: str) -> bool:
+        """Whether the fake answers the NVML call ``name`` (the rest answer as a driver without them)."""
+        from gpudiag.replay.fake_details import FakeDetails
+
+        hand = name.startswith("nvml") and callable(getattr(type(self), name, None))
+        return hand or name in _ROW_CALLS or name in _detail_row_calls() or hasattr(FakeDetails, name)
 
     def set_machine(self, machine: Machine) -> None:
         """Change what the fake reports (a later sample); handles stay valid, as in NVML."""
@@ -237,12 +253,55 @@ class FakeNvml(ModuleType):
             self._details_impl = FakeDetails(self)
         return self._details_impl
 
-    def _detail_call(self, name: str) -> Callable[..., Any]:
+    def _later(self, name: str) -> Callable[..., Any]:
+        """A call only the details may answer: from their rows, by fake_details, or as lacking."""
+        lacks = self._lacks(name)
+
         def call(*args: Any, **kw: Any) -> Any:
-            return getattr(self._detail_calls(), name)(*args, **kw)
+            if name in _detail_row_calls():
+                return self.answer(name, *args)
+            answer = getattr(self._detail_calls(), name, None)
+            return (answer or lacks)(*args, **kw)
 
         call.__name__ = call.__qualname__ = name
         return call
+
+    def _row_call(self, name: str) -> Callable[..., Any]:
+        def call(handle: FakeHandle, *args: Any) -> Any:
+            return self.answer(name, handle, *args)
+
+        call.__name__ = call.__qualname__ = name
+        return call
+
+    def answer(self, name: str, handle: FakeHandle, *args: Any) -> Any:
+        """The answer to ``name(handle, *args)`` from the readings whose rows declare that call (a
+        subclass that overrides a call for a test gives the rest to this)."""
+        self._enter(name)
+        gpu = self._gpu(handle)
+        rows = self._rows(gpu, handle, lambda row: name in (row.call, row.fallback) and _args(row) == args)
+        if not rows:
+            _raise(_UNKNOWN_ARGUMENT.get(name, pynvml.NVML_ERROR_NOT_SUPPORTED))
+        values = [row.codec.encode(_value(reading_at(gpu, row.key))) for row in rows]
+        if len(rows) == 1 and rows[0].pick is None:
+            return _answer_of(name, values[0])
+        if all(isinstance(row.pick, int) for row in rows):
+            answer = list(_PADDING.get(name, ()))
+            for row, value in zip(rows, values, strict=True):
+                assert isinstance(row.pick, int)
+                answer += [None] * (row.pick + 1 - len(answer))
+                answer[row.pick] = value
+            return answer
+        return _answer_of(name, {str(row.pick): value for row, value in zip(rows, values, strict=True)})
+
+    def _rows(self, gpu: Gpu, handle: FakeHandle, wanted: Callable[[Spec], bool]) -> list[Spec]:
+        """The rows that answer: the GPU's recorded details' where they have the reading (a clock, the
+        energy), else its own; a detail row of a GPU without details answers "not recorded"."""
+        own = [row for row in GPU_READINGS if not row.custom and wanted(row)]
+        if handle.mig_slot is not None and any(row.whole_gpu for row in own):
+            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)  # a GPU-level query: a MIG device's handle does not answer it
+        if own and gpu.details.value is None:
+            return own  # without reading the details' rows: a plain `list` replay never loads them
+        return [row for row in _detail_rows() if not row.custom and wanted(row)] or own
 
     def _enter(self, name: str) -> None:
         self._calls.append(name)
@@ -387,10 +446,6 @@ class FakeNvml(ModuleType):
     def nvmlDeviceGetPciInfo_v3(self, handle: FakeHandle) -> Any:
         return self.nvmlDeviceGetPciInfo(handle)
 
-    def nvmlDeviceGetMinorNumber(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetMinorNumber")
-        return int(_value(self._gpu(handle).minor_number))
-
     # -- memory and load -------------------------------------------------------------
 
     def nvmlDeviceGetMemoryInfo(self, handle: FakeHandle, version: int | None = None) -> Any:
@@ -419,157 +474,15 @@ class FakeNvml(ModuleType):
         v1.total, v1.free, v1.used = m.total_bytes, m.free_bytes, m.total_bytes - m.free_bytes
         return v1
 
-    def nvmlDeviceGetBAR1MemoryInfo(self, handle: FakeHandle) -> Any:
-        if self._gpu(handle).details.value is not None:  # recorded with the details
-            return self._detail_calls().nvmlDeviceGetBAR1MemoryInfo(handle)
-        self._enter("nvmlDeviceGetBAR1MemoryInfo")
-        _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)  # a machine without details records no BAR1 figures
-
-    def nvmlDeviceGetUtilizationRates(self, handle: FakeHandle) -> Any:
-        self._enter("nvmlDeviceGetUtilizationRates")
-        u = _value(self._full_gpu(handle).utilization)
-        rates = pynvml.c_nvmlUtilization_t()
-        rates.gpu, rates.memory = u.gpu_percent, u.memory_percent
-        return rates
-
-    def nvmlDeviceGetTemperature(self, handle: FakeHandle, sensor: int) -> int:
-        self._enter("nvmlDeviceGetTemperature")
-        gpu = self._full_gpu(handle)
-        if sensor != pynvml.NVML_TEMPERATURE_GPU:
-            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return int(_value(gpu.temperature_c))
-
-    def nvmlDeviceGetTemperatureThreshold(self, handle: FakeHandle, threshold: int) -> int:
-        self._enter("nvmlDeviceGetTemperatureThreshold")
-        gpu = self._full_gpu(handle)
-        if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN:
-            return int(_value(gpu.temperature_slowdown_c))
-        if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN:
-            return int(_value(gpu.temperature_shutdown_c))
-        if gpu.details.value is None:
-            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)  # other thresholds are recorded with the details
-        return int(self._detail_calls().detail_threshold(handle, threshold))
-
-    def nvmlDeviceGetFanSpeed(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetFanSpeed")
-        return int(_value(self._full_gpu(handle).fan_percent))
-
-    def nvmlDeviceGetPowerUsage(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetPowerUsage")
-        return round(float(_value(self._full_gpu(handle).power_draw_w)) * 1000)
-
-    # Clocks, energy and PCIe replays: from the recorded details (nvidia-smi -q) where the machine
-    # has them, else from the exporter's own readings of the GPU (its cheap fact groups).
-
-    def _has_details(self, handle: FakeHandle) -> bool:
-        gpus = self._machine.gpus
-        return handle.mig_slot is None and 0 <= handle.gpu < len(gpus) and gpus[handle.gpu].details.ok
-
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle: FakeHandle) -> int:
-        if self._has_details(handle):
-            return int(self._detail_calls().nvmlDeviceGetTotalEnergyConsumption(handle))
-        self._enter("nvmlDeviceGetTotalEnergyConsumption")
-        return int(_value(self._gpu(handle).energy_mj))
-
-    def nvmlDeviceGetClockInfo(self, handle: FakeHandle, clock: int) -> int:
-        if self._has_details(handle):
-            return int(self._detail_calls().nvmlDeviceGetClockInfo(handle, clock))
-        self._enter("nvmlDeviceGetClockInfo")
-        gpu = self._gpu(handle)
-        readings = {
-            pynvml.NVML_CLOCK_SM: gpu.clock_sm_mhz,
-            pynvml.NVML_CLOCK_MEM: gpu.clock_memory_mhz,
-            pynvml.NVML_CLOCK_GRAPHICS: gpu.clock_graphics_mhz,
-        }
-        if clock not in readings:  # the video clock is recorded only with the details
-            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return int(_value(readings[clock]))
-
-    def nvmlDeviceGetPcieReplayCounter(self, handle: FakeHandle) -> int:
-        if self._has_details(handle):
-            return int(self._detail_calls().nvmlDeviceGetPcieReplayCounter(handle))
-        self._enter("nvmlDeviceGetPcieReplayCounter")
-        return int(_value(self._gpu(handle).pcie_replays))
-
-    def nvmlDeviceGetEnforcedPowerLimit(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetEnforcedPowerLimit")
-        return round(float(_value(self._full_gpu(handle).power_limit_w)) * 1000)
-
     def nvmlDeviceGetPowerManagementLimit(self, handle: FakeHandle) -> int:
         if self._gpu(handle).details.value is not None:  # the requested limit, recorded with the details
-            return int(self._detail_calls().nvmlDeviceGetPowerManagementLimit(handle))
+            return int(self.answer("nvmlDeviceGetPowerManagementLimit", handle))
         # Without details the model keeps the enforced limit only; it is the management limit unless
         # an out-of-band cap is lower (both 700 W on the captured H100).
         self._enter("nvmlDeviceGetPowerManagementLimit")
         return round(float(_value(self._full_gpu(handle).power_limit_w)) * 1000)
 
-    def nvmlDeviceGetPerformanceState(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetPerformanceState")
-        return int(_value(self._full_gpu(handle).pstate))
-
-    # -- modes -----------------------------------------------------------------------
-
-    def nvmlDeviceGetPersistenceMode(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetPersistenceMode")
-        return int(bool(_value(self._full_gpu(handle).persistence_mode)))
-
-    def nvmlDeviceGetComputeMode(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetComputeMode")
-        return int(COMPUTE_MODE_CODES[_value(self._full_gpu(handle).compute_mode)])
-
-    def nvmlDeviceGetCudaComputeCapability(self, handle: FakeHandle) -> tuple[int, int]:
-        self._enter("nvmlDeviceGetCudaComputeCapability")
-        major, minor = _value(self._gpu(handle).compute_capability)
-        return int(major), int(minor)
-
-    def nvmlDeviceGetEccMode(self, handle: FakeHandle) -> list[int]:
-        self._enter("nvmlDeviceGetEccMode")
-        gpu = self._full_gpu(handle)
-        return [int(bool(_value(gpu.ecc_mode_current))), int(bool(_value(gpu.ecc_mode_pending)))]
-
-    def nvmlDeviceGetMigMode(self, handle: FakeHandle) -> list[int]:
-        self._enter("nvmlDeviceGetMigMode")
-        gpu = self._full_gpu(handle)
-        return [int(bool(_value(gpu.mig_mode_current))), int(bool(_value(gpu.mig_mode_pending)))]
-
-    def nvmlDeviceGetNumaNodeId(self, handle: FakeHandle) -> int:
-        # The GPU memory's own NUMA node (coherent systems such as Grace Hopper), not the CPU
-        # socket nearest the GPU: NOT_SUPPORTED on a PCIe/SXM H100 behind x86 (captured).
-        self._enter("nvmlDeviceGetNumaNodeId")
-        return int(_value(self._full_gpu(handle).numa_node))
-
-    # -- PCIe ------------------------------------------------------------------------
-
-    def _pcie(self, name: str, handle: FakeHandle, pick: Callable[[Any], Reading[int]]) -> int:
-        self._enter(name)
-        return int(_value(pick(self._full_gpu(handle).pcie)))
-
-    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: FakeHandle) -> int:
-        return self._pcie("nvmlDeviceGetCurrPcieLinkGeneration", handle, lambda p: p.gen_current)
-
-    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: FakeHandle) -> int:
-        return self._pcie("nvmlDeviceGetMaxPcieLinkGeneration", handle, lambda p: p.gen_max)
-
-    def nvmlDeviceGetGpuMaxPcieLinkGeneration(self, handle: FakeHandle) -> int:
-        return self._pcie("nvmlDeviceGetGpuMaxPcieLinkGeneration", handle, lambda p: p.gen_gpu_max)
-
-    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: FakeHandle) -> int:
-        return self._pcie("nvmlDeviceGetCurrPcieLinkWidth", handle, lambda p: p.width_current)
-
-    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: FakeHandle) -> int:
-        return self._pcie("nvmlDeviceGetMaxPcieLinkWidth", handle, lambda p: p.width_max)
-
     # -- health ----------------------------------------------------------------------
-
-    def nvmlDeviceGetTotalEccErrors(self, handle: FakeHandle, error_type: int, counter: int) -> int:
-        self._enter("nvmlDeviceGetTotalEccErrors")
-        ecc = self._full_gpu(handle).ecc_errors
-        corrected = error_type == pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED
-        if counter == pynvml.NVML_VOLATILE_ECC:
-            reading = ecc.volatile_corrected if corrected else ecc.volatile_uncorrected
-        else:
-            reading = ecc.aggregate_corrected if corrected else ecc.aggregate_uncorrected
-        return int(_value(reading))
 
     def nvmlDeviceGetRetiredPages(self, handle: FakeHandle, cause: int) -> list[int]:
         self._enter("nvmlDeviceGetRetiredPages")
@@ -590,19 +503,6 @@ class FakeNvml(ModuleType):
     def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetRetiredPagesPendingStatus")
         return int(_value(self._full_gpu(handle).retired_pages).pending)
-
-    def nvmlDeviceGetRemappedRows(self, handle: FakeHandle) -> tuple[int, int, int, int]:
-        self._enter("nvmlDeviceGetRemappedRows")
-        r = _value(self._full_gpu(handle).remapped_rows)
-        return (r.correctable, r.uncorrectable, int(r.pending), int(r.failure))
-
-    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetCurrentClocksEventReasons")
-        return int(_value(self._full_gpu(handle).clock_event_reasons))
-
-    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetCurrentClocksThrottleReasons")
-        return int(_value(self._full_gpu(handle).clock_event_reasons))
 
     def nvmlDeviceValidateInforom(self, handle: FakeHandle) -> None:
         self._enter("nvmlDeviceValidateInforom")
@@ -625,18 +525,29 @@ class FakeNvml(ModuleType):
         for slot, field_id in zip(values, field_ids, strict=False):
             slot.fieldId = field_id[0] if isinstance(field_id, tuple) else field_id
             slot.scopeId = field_id[1] if isinstance(field_id, tuple) else 0
-            slot.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
-            if slot.fieldId != pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION and gpu.details.value is not None:
-                self._detail_calls().fill_field(gpu, field_id, slot)
-            elif slot.fieldId == pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
-                action = gpu.recovery_action
-                if action.reason is not None:
-                    slot.nvmlReturn = _REASON_ERRORS[action.reason]
-                else:
-                    slot.nvmlReturn = pynvml.NVML_SUCCESS
-                    slot.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
-                    slot.value.uiVal = action.value
+            try:
+                value, value_type = self._field(gpu, handle, int(slot.fieldId), int(slot.scopeId))
+            except pynvml.NVMLError as exc:
+                slot.nvmlReturn = int(exc.value)
+                continue
+            slot.nvmlReturn = pynvml.NVML_SUCCESS
+            slot.valueType = value_type
+            setattr(slot.value, "ullVal" if value_type == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG else "uiVal", value)
         return int(pynvml.NVML_SUCCESS)
+
+    def _field(self, gpu: Gpu, handle: FakeHandle, field_id: int, scope: int) -> tuple[int, int]:
+        """One field value and its nvmlValueType_t, from the row that declares the field (or the call)."""
+        if field_id in _FIELDS_OF_CALLS:
+            call, value_type = _FIELDS_OF_CALLS[field_id]
+            rows = self._rows(gpu, handle, lambda row: row.call == call and not row.args)
+        else:
+            rows = self._rows(gpu, handle, lambda row: row.field == field_id)
+            value_type = rows[0].value_type if rows else 0
+        if rows:
+            return int(rows[0].codec.encode(_value(reading_at(gpu, rows[0].key)))), value_type
+        if gpu.details.value is not None and field_id == pynvml.NVML_FI_DEV_NVLINK_GET_SPEED:
+            return self._detail_calls().nvlink_speed(gpu, scope), pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+        return _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
 
     # -- MIG -------------------------------------------------------------------------
 
@@ -757,7 +668,8 @@ class FakeNvml(ModuleType):
         if name == "nvmlDeviceGetMemoryInfo_v2":
             return self._c_call(lambda h, ref: _fill_memory(ref._obj, self._memory(h), v2=True))
         if name == "nvmlDeviceGetTemperature":
-            return self._c_call(lambda h, sensor, ref: _set(ref._obj, self.nvmlDeviceGetTemperature(h, sensor.value)))
+            temperature = self.__dict__["nvmlDeviceGetTemperature"]
+            return self._c_call(lambda h, sensor, ref: _set(ref._obj, temperature(h, sensor.value)))
         if name == "nvmlDeviceGetFieldValues":
             return lambda h, count, ref: self._fill_field_values(
                 h, [ref._obj[i].fieldId for i in range(count.value)], ref._obj
