@@ -360,7 +360,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         query="pcie.link.width.max",
         q="PCI/GPU Link Info/Link Width/Max=times",
     ),
-    Spec(key="numa_node", call="nvmlDeviceGetNumaNodeId", group=_G.NUMA, q="Topology/GPU NUMA ID"),
+    Spec(key="numa_node", call="nvmlDeviceGetNumaNodeId", group=_G.NUMA),  # -q: with the topology
     Spec(
         key="ecc_mode_current",
         call="nvmlDeviceGetEccMode",

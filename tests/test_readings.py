@@ -111,3 +111,36 @@ def test_reading_at_passes_a_missing_reading_on() -> None:
     assert readings.reading_at(gpu, "details.power.average_w").reason is Reason.NOT_READ
     busy = fixtures.load("h100-driver580-busy")[0].gpus[0]
     assert readings.reading_at(busy, "details.clocks.event_reason_counters_us[sync_boost]") == Reading.of(0)
+
+
+def test_every_query_name_a_row_answers_is_nvidia_smis_and_answered_once() -> None:
+    from gpudiag.render import csv_query
+
+    known = {f.name for f in csv_query.fields()} | set(csv_query.GPUDIAG_FIELDS)
+    named = [
+        entry.partition("=")[0].partition(":")[0] for row in _all_rows() for entry in filter(None, row.query.split(";"))
+    ]
+    assert sorted(set(named) - known) == []
+    assert len(named) == len(set(named))
+
+
+def test_every_q_line_of_a_row_has_its_place_in_the_skeleton() -> None:
+    from gpudiag.render import details_view
+
+    layout = details_view.layout()
+    headings = {path.rsplit("/", 1)[0] for _, path, block, _ in layout if "/" in path and not block}
+    places = {path for _, path, block, _ in layout if not block} - headings
+    assert sorted(set(details_view.shown_lines()) - places) == []
+    assert len(places - set(details_view.shown_lines())) < 15  # nvidia-smi's lines no reading fills yet
+    blocks = {block for _, _, block, _ in layout if block}
+    assert blocks == set(details_view._BLOCKS)
+
+
+def test_every_format_a_row_names_exists() -> None:
+    from gpudiag.render.format import VALUE_FORMATS
+
+    for row in _all_rows():
+        shows = {row.show, row.q_show} | {
+            entry.partition("=")[2] for entry in f"{row.query};{row.q}".split(";") if "=" in entry
+        }
+        assert shows <= set(VALUE_FORMATS), (row.key, shows - set(VALUE_FORMATS))
