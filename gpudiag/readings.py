@@ -193,7 +193,9 @@ class Spec(msgspec.Struct, frozen=True, kw_only=True):
     query: str = ""  # --query-gpu names it answers (nvidia-smi's; the aliases come with the name)
     q: str = ""  # its -q line(s)
     smi: str = ""  # its element in `nvidia-smi -q -x`, where a machine's own GPU differs (the capture tool)
-    metric: str = ""  # its Prometheus family in `gpudiag exporter` (gpudiag_*)
+    # Its series in `gpudiag exporter` (fleet.metrics_native) as scraped, NAME{LABEL="VALUE",...}, in the
+    # metric's base unit (joules, hertz, a ratio for a percentage); a struct value's main series.
+    metric: str = ""
 
 
 _G = FactGroup
@@ -221,6 +223,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         group=_G.MEMORY,
         query="memory.total:total_bytes=mib;memory.reserved:reserved_bytes=mib;memory.used:used_bytes=mib;"
         "memory.free:free_bytes=mib",
+        metric="gpudiag_gpu_memory_used_bytes",
     ),
     Spec(
         key="utilization",
@@ -230,6 +233,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         unit="%",
         query="utilization.gpu:gpu_percent;utilization.memory:memory_percent",
         q="Utilization/GPU:gpu_percent;Utilization/Memory:memory_percent",
+        metric="gpudiag_gpu_utilization_ratio",
     ),
     Spec(
         key="temperature_c",
@@ -239,6 +243,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         unit="C",
         query="temperature.gpu;temperature",
         q="Temperature/GPU Current Temp",
+        metric="gpudiag_gpu_temperature_celsius",
     ),
     Spec(
         key="temperature_slowdown_c",
@@ -248,6 +253,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         group=_G.THERMAL,
         unit="C",
         q="Temperature/GPU Slowdown Temp",
+        metric="gpudiag_gpu_slowdown_temperature_celsius",
     ),
     Spec(
         key="temperature_shutdown_c",
@@ -258,7 +264,15 @@ GPU_READINGS: tuple[Spec, ...] = (
         unit="C",
         q="Temperature/GPU Shutdown Temp",
     ),
-    Spec(key="fan_percent", call="nvmlDeviceGetFanSpeed", group=_G.THERMAL, unit="%", query="fan.speed", q="Fan Speed"),
+    Spec(
+        key="fan_percent",
+        call="nvmlDeviceGetFanSpeed",
+        group=_G.THERMAL,
+        unit="%",
+        query="fan.speed",
+        q="Fan Speed",
+        metric="gpudiag_gpu_fan_ratio",
+    ),
     Spec(
         key="power_draw_w",
         call="nvmlDeviceGetPowerUsage",
@@ -268,6 +282,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         show="2f",
         query="power.draw",
         q="GPU Power Readings/Power Draw",
+        metric="gpudiag_gpu_power_watts",
     ),
     Spec(
         key="power_limit_w",
@@ -278,6 +293,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         show="2f",
         query="enforced.power.limit",
         q="GPU Power Readings/Current Power Limit",
+        metric="gpudiag_gpu_power_limit_watts",
     ),
     Spec(
         key="pstate",
@@ -286,6 +302,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         show="pstate",
         query="pstate",
         q="Performance State",
+        metric="gpudiag_gpu_performance_state",
     ),
     Spec(
         key="clock_event_reasons",
@@ -294,6 +311,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         group=_G.CLOCK_EVENTS,
         show="hex16",
         query="clocks_event_reasons.active",
+        metric="gpudiag_gpu_clock_event_active",
     ),
     Spec(
         key="persistence_mode",
@@ -328,6 +346,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         group=_G.PCIE,
         query="pcie.link.gen.current;pcie.link.gen.gpucurrent",
         q="PCI/GPU Link Info/PCIe Generation/Current",
+        metric="gpudiag_gpu_pcie_link_generation",
     ),
     Spec(
         key="pcie.gen_max",
@@ -336,6 +355,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         group=_G.PCIE,
         query="pcie.link.gen.max",
         q="PCI/GPU Link Info/PCIe Generation/Max",
+        metric="gpudiag_gpu_pcie_link_max_generation",
     ),
     Spec(
         key="pcie.gen_gpu_max",
@@ -351,6 +371,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         group=_G.PCIE,
         query="pcie.link.width.current",
         q="PCI/GPU Link Info/Link Width/Current=times",
+        metric="gpudiag_gpu_pcie_link_width",
     ),
     Spec(
         key="pcie.width_max",
@@ -359,6 +380,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         group=_G.PCIE,
         query="pcie.link.width.max",
         q="PCI/GPU Link Info/Link Width/Max=times",
+        metric="gpudiag_gpu_pcie_link_max_width",
     ),
     Spec(key="numa_node", call="nvmlDeviceGetNumaNodeId", group=_G.NUMA),  # -q: with the topology
     Spec(
@@ -388,6 +410,7 @@ GPU_READINGS: tuple[Spec, ...] = (
             args=(f"NVML_MEMORY_ERROR_TYPE_{kind.upper()}", f"NVML_{counter.upper()}_ECC"),
             group=_G.ECC,
             query=f"ecc.errors.{kind}.{counter}.total",
+            metric=f'gpudiag_gpu_ecc_errors_total{{error="{kind}",counter="{counter}"}}',
             q=f"ECC Errors/{counter.title()}/Total {'Correctable' if kind == 'corrected' else 'Uncorrectable'}",
         )
         for counter, kind in (
@@ -406,6 +429,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         "retired_pages.pending:pending=yes",
         q="Retired Pages/Single Bit ECC:single_bit;Retired Pages/Double Bit ECC:double_bit;"
         "Retired Pages/Pending Page Blacklist:pending=yes",
+        metric="gpudiag_gpu_retired_pages",
     ),
     Spec(
         key="remapped_rows",
@@ -414,6 +438,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         group=_G.MEMORY_HEALTH,
         query="remapped_rows.correctable:correctable;remapped_rows.uncorrectable:uncorrectable;"
         "remapped_rows.pending:pending=yes;remapped_rows.failure:failure=yes",
+        metric="gpudiag_gpu_remapped_rows_total",
     ),
     Spec(
         key="inforom_valid",
@@ -457,13 +482,21 @@ GPU_READINGS: tuple[Spec, ...] = (
     Spec(key="mig_devices", call="nvmlDeviceGetMigDeviceHandleByIndex", custom=True, group=_G.MIG),
     Spec(key="processes", call="nvmlDeviceGetComputeRunningProcesses", custom=True, group=_G.PROCESSES),
     # Read for the exporter (its cheap groups); `-q` shows the details' own readings of the same calls.
-    Spec(key="clock_sm_mhz", call="nvmlDeviceGetClockInfo", args=("NVML_CLOCK_SM",), group=_G.CLOCKS, whole_gpu=False),
+    Spec(
+        key="clock_sm_mhz",
+        call="nvmlDeviceGetClockInfo",
+        args=("NVML_CLOCK_SM",),
+        group=_G.CLOCKS,
+        whole_gpu=False,
+        metric='gpudiag_gpu_clock_hertz{clock="sm"}',
+    ),
     Spec(
         key="clock_memory_mhz",
         call="nvmlDeviceGetClockInfo",
         args=("NVML_CLOCK_MEM",),
         group=_G.CLOCKS,
         whole_gpu=False,
+        metric='gpudiag_gpu_clock_hertz{clock="memory"}',
     ),
     Spec(
         key="clock_graphics_mhz",
@@ -471,9 +504,22 @@ GPU_READINGS: tuple[Spec, ...] = (
         args=("NVML_CLOCK_GRAPHICS",),
         group=_G.CLOCKS,
         whole_gpu=False,
+        metric='gpudiag_gpu_clock_hertz{clock="graphics"}',
     ),
-    Spec(key="energy_mj", call="nvmlDeviceGetTotalEnergyConsumption", group=_G.ENERGY, whole_gpu=False),
-    Spec(key="pcie_replays", call="nvmlDeviceGetPcieReplayCounter", group=_G.PCIE_REPLAYS, whole_gpu=False),
+    Spec(
+        key="energy_mj",
+        call="nvmlDeviceGetTotalEnergyConsumption",
+        group=_G.ENERGY,
+        whole_gpu=False,
+        metric="gpudiag_gpu_energy_joules_total",
+    ),
+    Spec(
+        key="pcie_replays",
+        call="nvmlDeviceGetPcieReplayCounter",
+        group=_G.PCIE_REPLAYS,
+        whole_gpu=False,
+        metric="gpudiag_gpu_pcie_replays_total",
+    ),
 )
 
 

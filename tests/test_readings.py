@@ -144,3 +144,21 @@ def test_every_format_a_row_names_exists() -> None:
             entry.partition("=")[2] for entry in f"{row.query};{row.q}".split(";") if "=" in entry
         }
         assert shows <= set(VALUE_FORMATS), (row.key, shows - set(VALUE_FORMATS))
+
+
+def test_every_metric_a_row_names_is_a_series_the_exporter_writes() -> None:
+    """``metric`` is for the exporter's tables: each is a series `gpudiag exporter` writes."""
+    from gpudiag.fleet.exporter import Exporter
+    from gpudiag.probe.collect import open_source
+
+    with open_source("h100x8-healthy") as source:
+        text = Exporter(source).render_text().decode()
+    families = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+    series = {line.split(" ")[0] for line in text.splitlines() if line.startswith("gpudiag_")}
+    named = [row.metric for row in _all_rows() if row.metric]
+    assert len(named) >= 20
+    for metric in named:
+        name, _, labels = metric.partition("{")
+        assert name in families, metric
+        for label in filter(None, labels.rstrip("}").split(",")):
+            assert any(s.split("{")[0] == name and label in s for s in series), metric
