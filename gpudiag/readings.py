@@ -543,37 +543,59 @@ def reading_at(gpu: Any, key: str) -> Reading[Any]:
     details, a struct) is passed on, so the answer says why. ``name[item]`` is the item's reading
     in a tuple of (name, reading) pairs."""
     node: Any = gpu
-    for part in key.split("."):
+    for name, item in _path(key):
         if isinstance(node, Reading):
             if node.value is None:
                 return Reading.missing_like(node)
             node = node.value
-        name, _, item = part.partition("[")
         node = getattr(node, name)
         if item:
-            node = dict(node)[item[:-1]]
-    return node if isinstance(node, Reading) else Reading.of(node)
+            node = dict(node)[item]
+    return node if isinstance(node, Reading) else Reading(value=node)
+
+
+@functools.cache
+def _path(key: str) -> tuple[tuple[str, str], ...]:
+    return tuple((name, item.rstrip("]")) for name, _, item in (part.partition("[") for part in key.split(".")))
 
 
 def fields_from(cls: Any, values: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of the Struct ``cls`` that ``values`` (readings by their rows' keys, dotted from
     ``cls``) give: a nested Struct is built from its own keys, a tuple of (name, reading) pairs
     from ``field[name]`` keys in their rows' order."""
-    out: dict[str, Any] = {}
-    nested: dict[str, dict[str, Any]] = {}
-    for key, value in values.items():
+    return builder(cls, tuple(values))(values)
+
+
+@functools.cache
+def builder(cls: Any, keys: tuple[str, ...]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """:func:`fields_from` for values with these keys, worked out once (a watch or an exporter
+    reads the same keys again and again)."""
+    flat: list[str] = []
+    pairs: dict[str, list[tuple[str, str]]] = {}
+    nested: dict[str, list[tuple[str, str]]] = {}
+    for key in keys:
         head, dot, rest = key.partition(".")
         if dot:
-            nested.setdefault(head, {})[rest] = value
+            nested.setdefault(head, []).append((rest, key))
         elif head.endswith("]"):
             name, _, item = head[:-1].partition("[")
-            out[name] = (*out.get(name, ()), (item, value))
+            pairs.setdefault(name, []).append((item, key))
         else:
-            out[head] = value
-    for head, inner in nested.items():
-        kind = field_types(cls)[head]
-        out[head] = kind(**fields_from(kind, inner))
-    return out
+            flat.append(key)
+    inner = {
+        head: (field_types(cls)[head], builder(field_types(cls)[head], tuple(r for r, _ in parts)), parts)
+        for head, parts in nested.items()
+    }
+
+    def build(values: Mapping[str, Any]) -> dict[str, Any]:
+        out = {key: values[key] for key in flat}
+        for name, items in pairs.items():
+            out[name] = tuple((item, values[key]) for item, key in items)
+        for head, (kind, make, parts) in inner.items():
+            out[head] = kind(**make({rest: values[key] for rest, key in parts}))
+        return out
+
+    return build
 
 
 @functools.cache

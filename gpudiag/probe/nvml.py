@@ -35,7 +35,7 @@ from gpudiag.model import (
     Reason,
     RetiredPages,
 )
-from gpudiag.readings import NO_INSTANCE, Spec, field_types, fields_from, group_readings, pick, text
+from gpudiag.readings import NO_INSTANCE, Spec, builder, field_types, group_readings, pick, text
 
 T = TypeVar("T")
 
@@ -51,6 +51,10 @@ class _GpuLostError(Exception):
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
         self.detail = detail
+
+
+def _decode_part(decode: Callable[[Any], Any], part: int | str, raw: Any) -> Any:
+    return decode(pick(raw, part))
 
 
 # nvmlFieldValue_t's value member by its valueType (nvmlValueType_t).
@@ -118,6 +122,7 @@ class NvmlSession:
         self._lib = lib
         self._host = host
         self._handles: list[_Handles] = []
+        self._plans: dict[int, Any] = {}  # how to read each tuple of rows (see _plan)
         self._process_api: str = ""
         self._missing: list[str] = []
         self.info: NvmlInfo
@@ -344,12 +349,9 @@ class NvmlSession:
 
     def _read_gpu(self, index: int, handles: _Handles, facts: frozenset[FactGroup]) -> Gpu:
         h = handles.gpu
-        custom = functools.partial(_custom_reading, self, h, handles)
-        read = self.read_specs(handles, h, group_readings(None), custom)  # identity, every time, first
-        for group in FactGroup:  # declaration order: the same NVML call order whatever the set
-            if group in facts:  # DETAILS: read across GPUs, in read_gpus
-                read.update(self.read_specs(handles, h, group_readings(group), custom))
-        fields = {**_not_read_fields(), **fields_from(Gpu, read)}
+        rows, build = _rows_of(facts)
+        read = self.read_specs(handles, h, rows, functools.partial(_custom_reading, self, h, handles))
+        fields = {**_not_read_fields(), **build(read)}
         return Gpu(index=index, state=GpuState.OK, state_detail="", **fields)
 
     def read_specs(
@@ -360,30 +362,56 @@ class NvmlSession:
         custom: Callable[[str], dict[str, Any]],
     ) -> dict[str, Any]:
         """The readings of ``specs`` (gpudiag.readings rows) by key. A call several rows read is made
-        once; the rows' field values are read first, in one nvmlDeviceGetFieldValues call; a
-        composite row is read by ``custom(key)``, which may fill several keys."""
+        once; the rows' field values are read together, in one nvmlDeviceGetFieldValues call where
+        the first of them is; a composite row is read by ``custom(key)``, which may fill several keys."""
+        ids, steps = self._plan(specs)
+        lib = self._lib
+        fields: dict[Any, Reading[Any]] | None = None
+        answers: dict[tuple[Any, ...], Reading[Any]] = {}
         out: dict[str, Any] = {}
-        ids = [spec.field for spec in specs if spec.field]
-        fields = self.field_values(h, ids) if ids else {}
-        answers: dict[tuple[str, tuple[str | int, ...]], Reading[Any]] = {}
-        for spec in specs:
+        for key, call, args, asked, decode, alone, spec in steps:
+            if alone:  # the only row of its call: NVML's answer decoded as it is read (the common case)
+                try:
+                    out[key] = Reading(value=decode(getattr(lib, call)(h, *args)))
+                except lib.NVMLError as exc:
+                    out[key] = self._failed(exc, spec, h, args, decode)
+                continue
             if spec.custom:
                 if spec.key not in out:
                     out.update(custom(spec.key))
                 continue
             if spec.field:
+                if fields is None:  # where the first field's row is: the NVML calls keep the rows' order
+                    fields = self.field_values(h, ids)
                 raw = fields[spec.field]
             else:
-                asked = (spec.call, spec.args)
-                if asked not in answers:
-                    answers[asked] = self._ask(handles, h, spec)
-                raw = answers[asked]
-            out[spec.key] = raw if raw.value is None else Reading.of(spec.codec.decode(pick(raw.value, spec.pick)))
+                raw = answers.get(asked)  # type: ignore[assignment]
+                if raw is None:
+                    raw = answers[asked] = self._ask(handles, h, spec, args)
+            out[key] = raw if raw.value is None else Reading(value=decode(raw.value))
         return out
 
-    def _ask(self, handles: _Handles | None, h: Any, spec: Spec) -> Reading[Any]:
+    def _plan(self, specs: tuple[Spec, ...]) -> tuple[list[int], list[tuple[Any, ...]]]:
+        """How to read ``specs``: their field ids, and each row's key, call and arguments (NVML's
+        constants looked up) and both together, decoder, whether no other row reads its call, and the
+        row. Made once per tuple of rows, which live as long as the program."""
+        plan = self._plans.get(id(specs))
+        if plan is None:
+            calls = [(spec.call, spec.args) for spec in specs if not spec.field and not spec.custom]
+            steps = []
+            for spec in specs:
+                args = tuple(getattr(self._lib, a) if isinstance(a, str) else a for a in spec.args)
+                decode = spec.codec.decode
+                if spec.pick is not None:
+                    decode = functools.partial(_decode_part, decode, spec.pick)
+                shared = calls.count((spec.call, spec.args)) > 1
+                alone = not (spec.field or spec.custom or spec.fixed or shared)
+                steps.append((spec.key, spec.call, args, (spec.call, *args), decode, alone, spec))
+            plan = self._plans[id(specs)] = ([spec.field for spec in specs if spec.field], steps)
+        return plan
+
+    def _ask(self, handles: _Handles | None, h: Any, spec: Spec, args: tuple[Any, ...]) -> Reading[Any]:
         """NVML's raw answer to a row's call (its older name when the driver lacks it)."""
-        args = tuple(getattr(self._lib, a) if isinstance(a, str) else a for a in spec.args)
         if spec.fixed and handles is not None:
             answer: Reading[Any] = self._fixed(handles, spec.call, h, *args)
         else:
@@ -391,6 +419,18 @@ class NvmlSession:
         if answer.reason is Reason.FUNCTION_NOT_FOUND and spec.fallback:
             return self._read(spec.fallback, h, *args)
         return answer
+
+    def _failed(
+        self, exc: Exception, spec: Spec, h: Any, args: tuple[Any, ...], decode: Callable[[Any], Any]
+    ) -> Reading[Any]:
+        """A row's call failed: its older name where the driver lacks it, else why (a lost GPU ends
+        the GPU's read), as :meth:`_read` says it."""
+        reason, detail = self._reason(exc, spec.call)
+        if reason is Reason.GPU_LOST:
+            raise _GpuLostError(f"{spec.call}: GPU is lost") from None
+        if reason is Reason.FUNCTION_NOT_FOUND and spec.fallback:
+            return self._read(spec.fallback, h, *args, convert=decode)
+        return Reading.missing(reason, detail)
 
     def field_values(self, h: Any, ids: list[Any]) -> dict[Any, Reading[Any]]:
         """Field values (an id, or an (id, scope) pair) in one call, each with its own status."""
@@ -588,6 +628,17 @@ def failed_gpu(index: int, state: GpuState, detail: str) -> Gpu:
 
 
 NOT_READ: Reading[Any] = Reading.missing(Reason.NOT_READ)
+
+
+@functools.cache
+def _rows_of(facts: frozenset[FactGroup]) -> tuple[tuple[Spec, ...], Callable[[dict[str, Any]], dict[str, Any]]]:
+    """The per-GPU rows a read of ``facts`` asks, in NVML call order: identity first (the UUID is the
+    cheap call that finds a GPU lost since the last read), then each group as FactGroup declares
+    them, whatever the set (DETAILS is read across GPUs, in read_gpus); and how their readings
+    become the GPU's fields."""
+    rows = group_readings(None) + tuple(row for group in FactGroup if group in facts for row in group_readings(group))
+    return rows, builder(Gpu, tuple(row.key for row in rows))
+
 
 # The composite per-GPU readings (rows with custom=True in gpudiag.readings), each read by hand.
 _CUSTOM_READERS: dict[str, Callable[[NvmlSession, Any, _Handles], Any]] = {

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import operator
 from collections import deque
 from collections.abc import Callable
 from types import FunctionType, ModuleType, SimpleNamespace
@@ -93,11 +94,6 @@ _COPIED = {
 _LIBRARY_FUNCTIONS = tuple(n for n, v in vars(pynvml).items() if n.startswith("nvml") and _calls_the_library(n, v))
 
 
-# The calls the per-GPU rows (gpudiag.readings.GPU_READINGS) declare, answered from them; the rows of
-# the details (gpudiag.details.DETAIL_READINGS) are loaded on the first call that only they answer.
-_ROW_CALLS = frozenset(
-    name for row in GPU_READINGS if not row.custom and not row.field for name in (row.call, row.fallback) if name
-)
 # NVML's answer to an argument a call does not know, where it is not NOT_SUPPORTED.
 _UNKNOWN_ARGUMENT = {
     "nvmlDeviceGetTemperature": pynvml.NVML_ERROR_INVALID_ARGUMENT,
@@ -128,22 +124,6 @@ _FIELDS_OF_CALLS = {
 }
 
 
-@functools.cache
-def _detail_rows() -> tuple[Spec, ...]:
-    from gpudiag.details import DETAIL_READINGS
-
-    return DETAIL_READINGS
-
-
-@functools.cache
-def _detail_row_calls() -> frozenset[str]:
-    return frozenset(name for row in _detail_rows() if not row.custom for name in (row.call, row.fallback) if name)
-
-
-def _args(row: Spec) -> tuple[Any, ...]:
-    return tuple(getattr(pynvml, a) if isinstance(a, str) else a for a in row.args)
-
-
 def _answer_of(name: str, value: Any) -> Any:
     """An encoded value as nvidia-ml-py returns it: a dict is a struct's attributes."""
     if not isinstance(value, dict):
@@ -155,6 +135,103 @@ def _answer_of(name: str, value: Any) -> Any:
     for attr, item in value.items():
         setattr(out, attr, item)
     return out
+
+
+class _Answer(msgspec.Struct, frozen=True):
+    """The rows that answer a call with given arguments, and how their values make NVML's answer."""
+
+    specs: tuple[Spec, ...]
+    reads: tuple[Callable[[Gpu], Reading[Any]], ...]  # each row's reading of a GPU
+    encodes: tuple[Callable[[Any], Any], ...]  # its value as NVML answers it
+    assemble: Callable[[list[Any]], Any]  # the rows' encoded values -> the answer
+    simple: bool  # one row, its value the whole answer
+
+
+class _Call(msgspec.Struct, frozen=True):
+    """The rows that answer one NVML call (or field id), by the arguments they take."""
+
+    whole_gpu: bool  # a MIG device's handle does not answer it
+    by_args: dict[tuple[Any, ...], _Answer]
+
+
+def _reader(key: str) -> Callable[[Gpu], Reading[Any]]:
+    if key.startswith("details.") or "[" in key:  # through a reading that may be missing
+        return lambda gpu: reading_at(gpu, key)
+    return operator.attrgetter(key)  # a reading of the GPU, or of one of its structs
+
+
+def _assembler(name: Any, specs: list[Spec]) -> Callable[[list[Any]], Any]:
+    if len(specs) == 1 and specs[0].pick is None:
+        return lambda values: _answer_of(name, values[0])
+    picks = [spec.pick for spec in specs]
+    places = [pick for pick in picks if isinstance(pick, int)]
+    if len(places) == len(picks):  # items of a list
+        padding = _PADDING.get(name, ())
+        template = [*padding, *([None] * (max(places) + 1 - len(padding)))]
+
+        def items(values: list[Any]) -> list[Any]:
+            answer = list(template)
+            for place, value in zip(places, values, strict=True):
+                answer[place] = value
+            return answer
+
+        return items
+    return lambda values: _answer_of(name, {str(pick): value for pick, value in zip(picks, values, strict=True)})
+
+
+def _index(rows: tuple[Spec, ...], key: Callable[[Spec], list[Any]]) -> dict[Any, _Call]:
+    found: dict[Any, list[Spec]] = {}
+    for row in rows:
+        if not row.custom:
+            for name in key(row):
+                found.setdefault(name, []).append(row)
+    out = {}
+    for name, specs in found.items():
+        by_args: dict[tuple[Any, ...], list[Spec]] = {}
+        for spec in specs:
+            by_args.setdefault(tuple(getattr(pynvml, a) if isinstance(a, str) else a for a in spec.args), []).append(
+                spec
+            )
+        answers = {
+            args: _Answer(
+                tuple(same),
+                tuple(_reader(spec.key) for spec in same),
+                tuple(spec.codec.encode for spec in same),
+                _assembler(name, same),
+                len(same) == 1 and same[0].pick is None and name not in _STRUCTS,
+            )
+            for args, same in by_args.items()
+        }
+        out[name] = _Call(any(spec.whole_gpu for spec in specs), answers)
+    return out
+
+
+def _calls_of(row: Spec) -> list[Any]:
+    return [] if row.field else [name for name in (row.call, row.fallback) if name]
+
+
+def _fields_of(row: Spec) -> list[Any]:
+    return [row.field] if row.field else []
+
+
+# The calls the per-GPU rows (gpudiag.readings.GPU_READINGS) declare, answered from them; the rows of
+# the details (gpudiag.details.DETAIL_READINGS) are loaded on the first call that only they answer.
+_GPU_CALLS = _index(GPU_READINGS, _calls_of)
+_GPU_FIELDS = _index(GPU_READINGS, _fields_of)
+
+
+@functools.cache
+def _detail_rows_by_call() -> dict[Any, _Call]:
+    from gpudiag.details import DETAIL_READINGS
+
+    return _index(DETAIL_READINGS, _calls_of)
+
+
+@functools.cache
+def _detail_rows_by_field() -> dict[Any, _Call]:
+    from gpudiag.details import DETAIL_READINGS
+
+    return _index(DETAIL_READINGS, _fields_of)
 
 
 class FakeHandle(msgspec.Struct, frozen=True):
@@ -211,7 +288,7 @@ class FakeNvml(ModuleType):
         modelled = {n for n in dir(type(self)) if n.startswith("nvml") or n == "_nvmlGetFunctionPointer"}
         for name in _LIBRARY_FUNCTIONS:
             if name not in modelled:
-                namespace[name] = self._row_call(name) if name in _ROW_CALLS else self._later(name)
+                namespace[name] = self._row_call(name) if name in _GPU_CALLS else self._later(name)
         for name in modelled:
             namespace[name] = getattr(self, name)
         self._details_impl: Any = None
@@ -230,7 +307,7 @@ class FakeNvml(ModuleType):
         from gpudiag.replay.fake_details import FakeDetails
 
         hand = name.startswith("nvml") and callable(getattr(type(self), name, None))
-        return hand or name in _ROW_CALLS or name in _detail_row_calls() or hasattr(FakeDetails, name)
+        return hand or name in _GPU_CALLS or name in _detail_rows_by_call() or hasattr(FakeDetails, name)
 
     def set_machine(self, machine: Machine) -> None:
         """Change what the fake reports (a later sample); handles stay valid, as in NVML."""
@@ -255,20 +332,33 @@ class FakeNvml(ModuleType):
 
     def _later(self, name: str) -> Callable[..., Any]:
         """A call only the details may answer: from their rows, by fake_details, or as lacking."""
-        lacks = self._lacks(name)
 
         def call(*args: Any, **kw: Any) -> Any:
-            if name in _detail_row_calls():
+            if name in _detail_rows_by_call():
                 return self.answer(name, *args)
             answer = getattr(self._detail_calls(), name, None)
-            return (answer or lacks)(*args, **kw)
+            if answer is None:
+                self._calls.append(name)
+                _raise(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+            return answer(*args, **kw)
 
         call.__name__ = call.__qualname__ = name
         return call
 
     def _row_call(self, name: str) -> Callable[..., Any]:
+        own = _GPU_CALLS[name]
+
         def call(handle: FakeHandle, *args: Any) -> Any:
-            return self.answer(name, handle, *args)
+            self._enter(name)
+            gpu = self._gpu(handle)
+            found = own.by_args.get(args)
+            # The common case, kept short (a replayed watch or exporter asks often): one row, a plain
+            # value, a GPU without details.
+            simple = found is not None and found.simple and gpu.details.value is None
+            if simple and (handle.mig_slot is None or not own.whole_gpu):
+                assert found is not None
+                return found.encodes[0](_value(found.reads[0](gpu)))
+            return self._answer(name, gpu, handle, own, args)
 
         call.__name__ = call.__qualname__ = name
         return call
@@ -277,31 +367,34 @@ class FakeNvml(ModuleType):
         """The answer to ``name(handle, *args)`` from the readings whose rows declare that call (a
         subclass that overrides a call for a test gives the rest to this)."""
         self._enter(name)
-        gpu = self._gpu(handle)
-        rows = self._rows(gpu, handle, lambda row: name in (row.call, row.fallback) and _args(row) == args)
-        if not rows:
-            _raise(_UNKNOWN_ARGUMENT.get(name, pynvml.NVML_ERROR_NOT_SUPPORTED))
-        values = [row.codec.encode(_value(reading_at(gpu, row.key))) for row in rows]
-        if len(rows) == 1 and rows[0].pick is None:
-            return _answer_of(name, values[0])
-        if all(isinstance(row.pick, int) for row in rows):
-            answer = list(_PADDING.get(name, ()))
-            for row, value in zip(rows, values, strict=True):
-                assert isinstance(row.pick, int)
-                answer += [None] * (row.pick + 1 - len(answer))
-                answer[row.pick] = value
-            return answer
-        return _answer_of(name, {str(row.pick): value for row, value in zip(rows, values, strict=True)})
+        return self._answer(name, self._gpu(handle), handle, _GPU_CALLS.get(name), args)
 
-    def _rows(self, gpu: Gpu, handle: FakeHandle, wanted: Callable[[Spec], bool]) -> list[Spec]:
-        """The rows that answer: the GPU's recorded details' where they have the reading (a clock, the
-        energy), else its own; a detail row of a GPU without details answers "not recorded"."""
-        own = [row for row in GPU_READINGS if not row.custom and wanted(row)]
-        if handle.mig_slot is not None and any(row.whole_gpu for row in own):
+    def _answer(self, name: str, gpu: Gpu, handle: FakeHandle, own: _Call | None, args: tuple[Any, ...]) -> Any:
+        found = self._rows(gpu, handle, own, _detail_rows_by_call, name, args)
+        if found is None:
+            _raise(_UNKNOWN_ARGUMENT.get(name, pynvml.NVML_ERROR_NOT_SUPPORTED))
+        values = [encode(_value(read(gpu))) for read, encode in zip(found.reads, found.encodes, strict=True)]
+        return found.assemble(values)
+
+    def _rows(
+        self,
+        gpu: Gpu,
+        handle: FakeHandle,
+        own: _Call | None,
+        detailed: Callable[[], dict[Any, _Call]],
+        name: Any,
+        args: tuple[Any, ...],
+    ) -> _Answer | None:
+        """The rows with these arguments that answer: the GPU's recorded details' where they have the
+        reading (a clock, the energy), else its own; a detail row of a GPU without details answers
+        "not recorded"."""
+        if own is not None and own.whole_gpu and handle.mig_slot is not None:
             _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)  # a GPU-level query: a MIG device's handle does not answer it
-        if own and gpu.details.value is None:
-            return own  # without reading the details' rows: a plain `list` replay never loads them
-        return [row for row in _detail_rows() if not row.custom and wanted(row)] or own
+        found = own.by_args.get(args) if own is not None else None
+        if found is not None and gpu.details.value is None:
+            return found  # without reading the details' rows: a plain `list` replay never loads them
+        theirs = detailed().get(name)
+        return (theirs.by_args.get(args) if theirs is not None else None) or found
 
     def _enter(self, name: str) -> None:
         self._calls.append(name)
@@ -539,12 +632,12 @@ class FakeNvml(ModuleType):
         """One field value and its nvmlValueType_t, from the row that declares the field (or the call)."""
         if field_id in _FIELDS_OF_CALLS:
             call, value_type = _FIELDS_OF_CALLS[field_id]
-            rows = self._rows(gpu, handle, lambda row: row.call == call and not row.args)
+            found = self._rows(gpu, handle, _GPU_CALLS.get(call), _detail_rows_by_call, call, ())
         else:
-            rows = self._rows(gpu, handle, lambda row: row.field == field_id)
-            value_type = rows[0].value_type if rows else 0
-        if rows:
-            return int(rows[0].codec.encode(_value(reading_at(gpu, rows[0].key)))), value_type
+            found = self._rows(gpu, handle, _GPU_FIELDS.get(field_id), _detail_rows_by_field, field_id, ())
+            value_type = found.specs[0].value_type if found is not None else 0
+        if found is not None:
+            return int(found.encodes[0](_value(found.reads[0](gpu)))), value_type
         if gpu.details.value is not None and field_id == pynvml.NVML_FI_DEV_NVLINK_GET_SPEED:
             return self._detail_calls().nvlink_speed(gpu, scope), pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
         return _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
