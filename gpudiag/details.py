@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from gpudiag.model import FactGroup, Reading
+from gpudiag.model import FactGroup, Reading, not_recorded
 from gpudiag.readings import (
     BOOL,
     CLOCK_EVENTS,
@@ -109,6 +109,7 @@ class Identity(msgspec.Struct, frozen=True):
     c2c_enabled: Reading[bool]
     # Confidential-computing protected memory: (total, used, free) bytes.
     protected_memory_bytes: Reading[tuple[int, int, int]]
+    architecture: Reading[str] = msgspec.field(default_factory=not_recorded)  # "Hopper"
 
 
 class EccLocation(msgspec.Struct, frozen=True):
@@ -252,6 +253,24 @@ PROTECTED_MEMORY = Codec(
     lambda t: {"total": t[0], "used": t[1], "free": t[2]},
 )
 ADDRESSES = Codec(lambda pages: tuple(int(page) for page in pages), list)
+# nvmlDeviceArchitecture_t by NVML's names (NVML_DEVICE_ARCH_*: 9 is "Hopper" in the H100's nvidia-smi -q);
+# another code as its number.
+ARCHITECTURES = {
+    2: "Kepler",
+    3: "Maxwell",
+    4: "Pascal",
+    5: "Volta",
+    6: "Turing",
+    7: "Ampere",
+    8: "Ada",
+    9: "Hopper",
+    10: "Blackwell",
+    13: "Rubin",
+}
+ARCHITECTURE = Codec(
+    lambda code: ARCHITECTURES.get(int(code), str(int(code))),
+    lambda name: next((code for code, known in ARCHITECTURES.items() if known == name), None) or int(name),
+)
 
 
 def _detail(key: str, **kw: Any) -> Spec:
@@ -512,6 +531,7 @@ DETAIL_READINGS: tuple[Spec, ...] = (
         )
     ),
     _detail("identity.inforom_checksum", call="nvmlDeviceGetInforomConfigurationChecksum"),
+    _detail("identity.architecture", call="nvmlDeviceGetArchitecture", codec=ARCHITECTURE, q="Product Architecture"),
     _detail(
         "identity.gsp_firmware_version",
         call="nvmlDeviceGetGspFirmwareVersion",
