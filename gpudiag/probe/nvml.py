@@ -57,6 +57,10 @@ def _decode_part(decode: Callable[[Any], Any], part: int | str, raw: Any) -> Any
     return decode(pick(raw, part))
 
 
+# How read_specs reads a row: the only row of its call; the same, asked once per session; one of the
+# rows of a call; a field value; a composite reading.
+_ALONE, _FIXED, _SHARED, _FIELD, _CUSTOM = range(5)
+
 # nvmlFieldValue_t's value member by its valueType (nvmlValueType_t).
 _VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 
@@ -106,10 +110,11 @@ class _Handles(msgspec.Struct):
     state: GpuState
     state_detail: str
     mig: list[tuple[int, Any]]
-    # Readings that cannot change while the driver stays loaded (name, bus id, thresholds, the
-    # PCIe maxima), kept once read: handles, and so these, are fetched afresh on every reopen, which
-    # a long-running reader does when NVML restarts under it. Only answers are kept, never errors.
-    fixed: dict[tuple[str, tuple[Any, ...]], Reading[Any]] = msgspec.field(default_factory=dict)
+    # Readings that cannot change while the driver stays loaded (rows with ``fixed``: name, bus id,
+    # thresholds, the PCIe maxima), by key, kept once read: handles, and so these, are fetched afresh on
+    # every reopen, which a long-running reader does when NVML restarts under it. Only answers are
+    # kept, never errors.
+    fixed: dict[str, Reading[Any]] = msgspec.field(default_factory=dict)
 
 
 class NvmlSession:
@@ -208,17 +213,6 @@ class NvmlSession:
         if isinstance(exc, lib.NVMLError_NotFound):
             return Reason.NOT_FOUND, ""
         return Reason.UNKNOWN_ERROR, f"{function}: {exc}"
-
-    def _fixed(self, handles: _Handles, function: str, *args: Any) -> Reading[Any]:
-        """:meth:`_read` of a reading that cannot change while the driver stays loaded: asked once
-        per NVML session (an error is asked again next time)."""
-        key = (function, args[1:])  # args[0] is this GPU's handle
-        found: Reading[Any] | None = handles.fixed.get(key)
-        if found is None:
-            found = self._read(function, *args)
-            if found.value is not None:
-                handles.fixed[key] = found
-        return found
 
     @property
     def lib(self) -> Any:
@@ -369,32 +363,40 @@ class NvmlSession:
         fields: dict[Any, Reading[Any]] | None = None
         answers: dict[tuple[Any, ...], Reading[Any]] = {}
         out: dict[str, Any] = {}
-        for key, call, args, asked, decode, alone, spec in steps:
-            if alone:  # the only row of its call: NVML's answer decoded as it is read (the common case)
+        for key, kind, call, args, decode, spec in steps:
+            if kind is _FIXED and handles is not None:
+                found = handles.fixed.get(key)
+                if found is not None:
+                    out[key] = found
+                    continue
+            if kind is _ALONE or kind is _FIXED:  # the only row of its call: read and decoded at once
                 try:
-                    out[key] = Reading(value=decode(getattr(lib, call)(h, *args)))
+                    found = Reading(value=decode(getattr(lib, call)(h, *args)))
                 except lib.NVMLError as exc:
-                    out[key] = self._failed(exc, spec, h, args, decode)
-                continue
-            if spec.custom:
-                if spec.key not in out:
-                    out.update(custom(spec.key))
-                continue
-            if spec.field:
-                if fields is None:  # where the first field's row is: the NVML calls keep the rows' order
-                    fields = self.field_values(h, ids)
-                raw = fields[spec.field]
+                    found = self._failed(exc, spec, h, args, decode)
+                if kind is _FIXED and handles is not None and found.value is not None:
+                    handles.fixed[key] = found  # only answers are kept, never errors
+                out[key] = found
+            elif kind is _CUSTOM:
+                if key not in out:
+                    out.update(custom(key))
             else:
-                raw = answers.get(asked)  # type: ignore[assignment]
-                if raw is None:
-                    raw = answers[asked] = self._ask(handles, h, spec, args)
-            out[key] = raw if raw.value is None else Reading(value=decode(raw.value))
+                if kind is _FIELD:
+                    if fields is None:  # where the first field's row is: the NVML calls keep the rows' order
+                        fields = self.field_values(h, ids)
+                    raw = fields[spec.field]
+                else:
+                    asked = (call, *args)
+                    raw = answers.get(asked)  # type: ignore[assignment]
+                    if raw is None:
+                        raw = answers[asked] = self._ask(h, spec, args)
+                out[key] = raw if raw.value is None else Reading(value=decode(raw.value))
         return out
 
     def _plan(self, specs: tuple[Spec, ...]) -> tuple[list[int], list[tuple[Any, ...]]]:
-        """How to read ``specs``: their field ids, and each row's key, call and arguments (NVML's
-        constants looked up) and both together, decoder, whether no other row reads its call, and the
-        row. Made once per tuple of rows, which live as long as the program."""
+        """How to read ``specs``: their field ids, and each row's key, kind (see _ALONE), call and
+        arguments (NVML's constants looked up), decoder, and the row. Made once per tuple of rows,
+        which live as long as the program."""
         plan = self._plans.get(id(specs))
         if plan is None:
             calls = [(spec.call, spec.args) for spec in specs if not spec.field and not spec.custom]
@@ -404,18 +406,21 @@ class NvmlSession:
                 decode = spec.codec.decode
                 if spec.pick is not None:
                     decode = functools.partial(_decode_part, decode, spec.pick)
-                shared = calls.count((spec.call, spec.args)) > 1
-                alone = not (spec.field or spec.custom or spec.fixed or shared)
-                steps.append((spec.key, spec.call, args, (spec.call, *args), decode, alone, spec))
+                if spec.custom:
+                    kind = _CUSTOM
+                elif spec.field:
+                    kind = _FIELD
+                elif calls.count((spec.call, spec.args)) > 1:
+                    kind = _SHARED
+                else:
+                    kind = _FIXED if spec.fixed else _ALONE
+                steps.append((spec.key, kind, spec.call, args, decode, spec))
             plan = self._plans[id(specs)] = ([spec.field for spec in specs if spec.field], steps)
         return plan
 
-    def _ask(self, handles: _Handles | None, h: Any, spec: Spec, args: tuple[Any, ...]) -> Reading[Any]:
+    def _ask(self, h: Any, spec: Spec, args: tuple[Any, ...]) -> Reading[Any]:
         """NVML's raw answer to a row's call (its older name when the driver lacks it)."""
-        if spec.fixed and handles is not None:
-            answer: Reading[Any] = self._fixed(handles, spec.call, h, *args)
-        else:
-            answer = self._read(spec.call, h, *args)
+        answer: Reading[Any] = self._read(spec.call, h, *args)
         if answer.reason is Reason.FUNCTION_NOT_FOUND and spec.fallback:
             return self._read(spec.fallback, h, *args)
         return answer

@@ -152,6 +152,8 @@ class _Call(msgspec.Struct, frozen=True):
 
     whole_gpu: bool  # a MIG device's handle does not answer it
     by_args: dict[tuple[Any, ...], _Answer]
+    # By arguments answered by one row with a plain value: its reading of a GPU and its encoder.
+    simple: dict[tuple[Any, ...], tuple[Callable[[Gpu], Reading[Any]], Callable[[Any], Any]]]
 
 
 def _reader(key: str) -> Callable[[Gpu], Reading[Any]]:
@@ -202,7 +204,8 @@ def _index(rows: tuple[Spec, ...], key: Callable[[Spec], list[Any]]) -> dict[Any
             )
             for args, same in by_args.items()
         }
-        out[name] = _Call(any(spec.whole_gpu for spec in specs), answers)
+        simple = {args: (answer.reads[0], answer.encodes[0]) for args, answer in answers.items() if answer.simple}
+        out[name] = _Call(any(spec.whole_gpu for spec in specs), answers, simple)
     return out
 
 
@@ -214,10 +217,20 @@ def _fields_of(row: Spec) -> list[Any]:
     return [row.field] if row.field else []
 
 
-# The calls the per-GPU rows (gpudiag.readings.GPU_READINGS) declare, answered from them; the rows of
-# the details (gpudiag.details.DETAIL_READINGS) are loaded on the first call that only they answer.
-_GPU_CALLS = _index(GPU_READINGS, _calls_of)
-_GPU_FIELDS = _index(GPU_READINGS, _fields_of)
+# The calls the per-GPU rows (gpudiag.readings.GPU_READINGS) declare, answered from them (indexed on
+# the first call: a replay's start-up pays for the names only); the rows of the details
+# (gpudiag.details.DETAIL_READINGS) are loaded on the first call that only they answer.
+_ROW_CALLS = frozenset(name for row in GPU_READINGS if not row.custom for name in _calls_of(row))
+
+
+@functools.cache
+def _gpu_calls() -> dict[Any, _Call]:
+    return _index(GPU_READINGS, _calls_of)
+
+
+@functools.cache
+def _gpu_fields() -> dict[Any, _Call]:
+    return _index(GPU_READINGS, _fields_of)
 
 
 @functools.cache
@@ -244,11 +257,11 @@ def _raise(code: int) -> NoReturn:
 
 
 def _value(reading: Reading[Any]) -> Any:
-    if reading.reason in (Reason.NOT_RECORDED, Reason.NOT_READ):  # what the file does not hold
+    if reading.reason is None:
+        return reading.value
+    if reading.reason is Reason.NOT_RECORDED or reading.reason is Reason.NOT_READ:  # the file does not hold it
         raise NotRecordedError()
-    if reading.reason is not None:
-        _raise(_REASON_ERRORS[reading.reason])
-    return reading.value
+    return _raise(_REASON_ERRORS[reading.reason])
 
 
 def _bus_id_key(bus_id: str) -> tuple[int, ...] | None:
@@ -288,7 +301,7 @@ class FakeNvml(ModuleType):
         modelled = {n for n in dir(type(self)) if n.startswith("nvml") or n == "_nvmlGetFunctionPointer"}
         for name in _LIBRARY_FUNCTIONS:
             if name not in modelled:
-                namespace[name] = self._row_call(name) if name in _GPU_CALLS else self._later(name)
+                namespace[name] = self._row_call(name) if name in _ROW_CALLS else self._later(name)
         for name in modelled:
             namespace[name] = getattr(self, name)
         self._details_impl: Any = None
@@ -307,7 +320,7 @@ class FakeNvml(ModuleType):
         from gpudiag.replay.fake_details import FakeDetails
 
         hand = name.startswith("nvml") and callable(getattr(type(self), name, None))
-        return hand or name in _GPU_CALLS or name in _detail_rows_by_call() or hasattr(FakeDetails, name)
+        return hand or name in _ROW_CALLS or name in _detail_rows_by_call() or hasattr(FakeDetails, name)
 
     def set_machine(self, machine: Machine) -> None:
         """Change what the fake reports (a later sample); handles stay valid, as in NVML."""
@@ -346,18 +359,20 @@ class FakeNvml(ModuleType):
         return call
 
     def _row_call(self, name: str) -> Callable[..., Any]:
-        own = _GPU_CALLS[name]
+        own: _Call | None = None  # the call's rows, indexed on its first use
 
         def call(handle: FakeHandle, *args: Any) -> Any:
+            nonlocal own
             self._enter(name)
             gpu = self._gpu(handle)
-            found = own.by_args.get(args)
+            if own is None:
+                own = _gpu_calls()[name]
+            found = own.simple.get(args)
             # The common case, kept short (a replayed watch or exporter asks often): one row, a plain
-            # value, a GPU without details.
-            simple = found is not None and found.simple and gpu.details.value is None
-            if simple and (handle.mig_slot is None or not own.whole_gpu):
-                assert found is not None
-                return found.encodes[0](_value(found.reads[0](gpu)))
+            # value, a GPU without details, its own handle.
+            if found is not None and gpu.details.value is None and handle.mig_slot is None:
+                read, encode = found
+                return encode(_value(read(gpu)))
             return self._answer(name, gpu, handle, own, args)
 
         call.__name__ = call.__qualname__ = name
@@ -367,7 +382,7 @@ class FakeNvml(ModuleType):
         """The answer to ``name(handle, *args)`` from the readings whose rows declare that call (a
         subclass that overrides a call for a test gives the rest to this)."""
         self._enter(name)
-        return self._answer(name, self._gpu(handle), handle, _GPU_CALLS.get(name), args)
+        return self._answer(name, self._gpu(handle), handle, _gpu_calls().get(name), args)
 
     def _answer(self, name: str, gpu: Gpu, handle: FakeHandle, own: _Call | None, args: tuple[Any, ...]) -> Any:
         found = self._rows(gpu, handle, own, _detail_rows_by_call, name, args)
@@ -632,9 +647,9 @@ class FakeNvml(ModuleType):
         """One field value and its nvmlValueType_t, from the row that declares the field (or the call)."""
         if field_id in _FIELDS_OF_CALLS:
             call, value_type = _FIELDS_OF_CALLS[field_id]
-            found = self._rows(gpu, handle, _GPU_CALLS.get(call), _detail_rows_by_call, call, ())
+            found = self._rows(gpu, handle, _gpu_calls().get(call), _detail_rows_by_call, call, ())
         else:
-            found = self._rows(gpu, handle, _GPU_FIELDS.get(field_id), _detail_rows_by_field, field_id, ())
+            found = self._rows(gpu, handle, _gpu_fields().get(field_id), _detail_rows_by_field, field_id, ())
             value_type = found.specs[0].value_type if found is not None else 0
         if found is not None:
             return int(found.encodes[0](_value(found.reads[0](gpu)))), value_type
