@@ -28,7 +28,6 @@ from gpudiag.model import (
     RetiredPages,
     TorchRuntime,
     Utilization,
-    unavailable,
 )
 from gpudiag.probe.collect import collect
 from gpudiag.probe.devices import DeviceFacts, DeviceNode
@@ -116,7 +115,7 @@ def func(**changes: object) -> FunctionalResult:
 
 
 def not_supported() -> Reading[object]:
-    return unavailable(Reason.NOT_SUPPORTED)
+    return Reading.missing(Reason.NOT_SUPPORTED)
 
 
 def process(pid: int, kind: ProcessKind) -> GpuProcess:
@@ -129,7 +128,7 @@ def link(gen: int, width: int, gen_max: int = 5, gpu_max: int = 5, width_max: in
 
 
 def no_link() -> PcieLink:
-    missing: Reading[int] = unavailable(Reason.NOT_SUPPORTED)
+    missing: Reading[int] = Reading.missing(Reason.NOT_SUPPORTED)
     return PcieLink(missing, missing, missing, missing, missing)
 
 
@@ -246,7 +245,7 @@ CASES = [
         "compat.torch",
         FAIL,
         lambda: with_torch(
-            facts("h100x8-healthy"), unavailable(Reason.UNKNOWN_ERROR, "torch fails to import: OSError")
+            facts("h100x8-healthy"), Reading.missing(Reason.UNKNOWN_ERROR, "torch fails to import: OSError")
         ),
         says="OSError",
         name="import error",
@@ -254,14 +253,14 @@ CASES = [
     Case(
         "compat.torch",
         SKIP,
-        lambda: with_torch(facts("h100x8-healthy"), unavailable(Reason.NOT_FOUND, "torch is not installed for /x")),
+        lambda: with_torch(facts("h100x8-healthy"), Reading.missing(Reason.NOT_FOUND, "torch is not installed for /x")),
         says="not installed",
         name="not installed",
     ),
     Case(
         "compat.torch",
         FAIL,
-        lambda: with_torch(facts("h100x8-healthy"), unavailable(Reason.NOT_FOUND, "torch is not installed for /x")),
+        lambda: with_torch(facts("h100x8-healthy"), Reading.missing(Reason.NOT_FOUND, "torch is not installed for /x")),
         Options(torch_expected=True),
         says="not installed",
         name="not installed in --python",
@@ -519,7 +518,7 @@ CASES = [
     Case(
         "health.processes",
         (SKIP, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
-        lambda: with_gpu(facts("h100x8-healthy"), processes=unavailable(Reason.NO_PERMISSION)),
+        lambda: with_gpu(facts("h100x8-healthy"), processes=Reading.missing(Reason.NO_PERMISSION)),
         says="no permission",
     ),
     Case("health.free_memory", PASS, lambda: facts("h100x8-healthy"), says="free of"),
@@ -527,7 +526,7 @@ CASES = [
     Case(
         "health.free_memory",
         (SKIP, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
-        lambda: with_gpu(facts("h100x8-healthy"), memory=unavailable(Reason.UNKNOWN_ERROR, "boom")),
+        lambda: with_gpu(facts("h100x8-healthy"), memory=Reading.missing(Reason.UNKNOWN_ERROR, "boom")),
         says="boom",
     ),
     Case("health.pcie", PASS, lambda: facts("h100x8-healthy"), says="Gen5 x16 (the link's maximum)"),

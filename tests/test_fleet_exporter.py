@@ -660,11 +660,12 @@ def test_a_scrape_asks_nvml_only_for_what_its_family_exports(
     assert "nvmlDeviceGetClockInfo" in asked and "nvmlDeviceGetMemoryInfo" in asked
 
 
-def test_throttle_reasons_are_named_as_the_nvml_source_names_them() -> None:
+def test_throttle_reasons_are_the_slowdowns_named_as_the_checks_name_them() -> None:
     from gpudiag.fleet.metrics_native import THROTTLE_REASONS
-    from gpudiag.probe.nvml import CLOCK_EVENT_NAMES
+    from gpudiag.readings import CLOCK_EVENT_NAMES
 
     assert {bit: CLOCK_EVENT_NAMES[bit] for bit in THROTTLE_REASONS} == THROTTLE_REASONS
+    assert sorted(THROTTLE_REASONS) == [0x4, 0x8, 0x20, 0x40, 0x80]  # idle, app clocks, sync boost, display: states
 
 
 @pytest.mark.parametrize(("example", "capture"), [("idle", ""), ("busy", "-busy")])

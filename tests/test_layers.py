@@ -1,6 +1,7 @@
 """The layers' import rules (README "Design"), read from the source with ast: the shape stays true.
 
-- the model (model.py and the details it may carry, details.py) imports nothing else of gpudiag;
+- the model (model.py, the details it may carry, details.py, and the declarations of NVML's readings,
+  readings.py) imports nothing else of gpudiag;
 - only the live NVML source (probe/collect.py, which hands the module to probe/nvml.py) and the
   replay package (the fake NVML) import pynvml;
 - renderers never import probes or children;
@@ -52,11 +53,12 @@ def name(path: Path) -> str:
     return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
 
 
-MODEL = ("gpudiag.model", "gpudiag.details")  # the machine model, and the details it may carry
+# The machine model, the details it may carry, and the declarations of NVML's readings over them.
+MODEL = ("gpudiag.model", "gpudiag.details", "gpudiag.readings")
 
 
 def test_the_model_imports_nothing_of_gpudiag() -> None:
-    for path in (PACKAGE / "model.py", PACKAGE / "details.py"):
+    for path in (PACKAGE / "model.py", PACKAGE / "details.py", PACKAGE / "readings.py"):
         outside = [m for m in imports(path) if m.split(".")[0] == "gpudiag" and not m.startswith(MODEL)]
         assert outside == [], path
 

@@ -137,7 +137,7 @@ class LosesGpuMidRead(FakeNvml):
     def nvmlDeviceGetTemperature(self, handle: FakeHandle, sensor: int) -> int:
         if handle.gpu == 1:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
-        return super().nvmlDeviceGetTemperature(handle, sensor)
+        return int(self.answer("nvmlDeviceGetTemperature", handle, sensor))
 
 
 def test_gpu_lost_in_the_middle_of_a_read(machine: Load) -> None:
@@ -224,6 +224,18 @@ def test_missing_readings_keep_their_reason() -> None:
     v100 = collect("v100x4-tutorial").gpus[0]
     assert v100.numa_node.reason is Reason.FUNCTION_NOT_FOUND
     assert "nvmlDeviceGetNumaNodeId" in v100.numa_node.detail
+
+
+def test_a_reading_the_snapshot_lacks_replays_as_not_recorded_not_as_unsupported() -> None:
+    """The file predates clocks and energy: the fake says so (an NVML "unknown error" to its other
+    consumers) and the probe reads "not recorded", which says nothing about the GPU."""
+    gpu = collect("a100-ecc-errors").gpus[0]
+    assert gpu.clock_sm_mhz.reason is Reason.NOT_RECORDED and gpu.energy_mj.reason is Reason.NOT_RECORDED
+    lib = FakeNvml(fixtures.load("a100-ecc-errors")[0])
+    lib.nvmlInit()
+    with pytest.raises(pynvml.NVMLError_Unknown):
+        lib.nvmlDeviceGetClockInfo(FakeHandle(0), pynvml.NVML_CLOCK_SM)
+    assert collect("h100x8-healthy").gpus[0].clock_sm_mhz.value == 345  # recorded: replayed as it is
 
 
 class DeniesTemperature(FakeNvml):

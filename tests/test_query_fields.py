@@ -55,7 +55,7 @@ def _capture() -> list[tuple[str, str]]:
 def test_the_table_has_every_name_and_alias_of_driver_580_in_order() -> None:
     listed = [line.split(" or ") for line in (CAPTURE / "query-gpu-fields.txt").read_text().splitlines()]
     assert len(listed) == 214
-    table = [[f.name, *f.aliases] for f in csv_query.FIELDS]
+    table = [[f.name, *f.aliases] for f in csv_query.fields()]
     assert [dict.fromkeys(names) for names in table] == [dict.fromkeys(names) for names in listed]
 
 
@@ -63,7 +63,7 @@ def test_every_field_prints_what_nvidia_smi_printed_on_the_h100() -> None:
     machine = collect(IDLE, facts=ALL_GROUPS)
     gpu = machine.gpus[0]
     differ = set()
-    for (name, want), field in zip(_capture(), csv_query.FIELDS, strict=True):
+    for (name, want), field in zip(_capture(), csv_query.fields(), strict=True):
         assert field.name == name
         got = csv_query.value(machine, gpu, field)
         pattern = VOLATILE.get(name) or PER_BOARD.get(name)
@@ -74,7 +74,7 @@ def test_every_field_prints_what_nvidia_smi_printed_on_the_h100() -> None:
             differ.add(name)
             assert got == "[N/A]", (name, got, want)
     assert differ == NOT_READ_YET
-    answered = sum(1 for f in csv_query.FIELDS if csv_query.answered(f))
+    answered = sum(1 for f in csv_query.fields() if csv_query.answered(f))
     assert answered == 161  # of 214; the rest nvidia-smi cannot answer here either, or NOT_READ_YET
 
 
@@ -93,7 +93,8 @@ def test_power_limit_is_the_requested_limit_and_enforced_the_enforced_one() -> N
     d = machine.gpus[0].details.value
     assert d is not None
     # Not equal on every GPU (an administrator's cap, a thermal or board limit): read from two calls.
-    assert csv_query.BY_NAME["power.limit"].read is not csv_query.BY_NAME["enforced.power.limit"].read
+    limit, enforced = csv_query.field("power.limit"), csv_query.field("enforced.power.limit")
+    assert limit is not None and enforced is not None and limit.read is not enforced.read
     _, out, _ = run("--replay", IDLE, "list", "--query", "power.limit,enforced.power.limit", "--format", "csv")
     assert out.splitlines()[1] == "700.00 W, 700.00 W"
 

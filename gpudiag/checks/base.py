@@ -8,6 +8,7 @@ import msgspec
 
 from gpudiag.checks import Action, CheckResult, Facts, Options, Scope, Status
 from gpudiag.model import Gpu, GpuState, NvmlStatus, Reason
+from gpudiag.readings import clock_event_bits
 
 DRIVER = "Driver and NVML"
 COMPAT = "Compatibility"
@@ -25,7 +26,9 @@ UNCORRECTABLE_REMAP_LIMIT = 512  # DCGM: uncorrectable row remaps
 MATMUL_TOLERANCE = 1e-4  # fp32 (TF32 off) vs float64, relative Frobenius error
 BUSY_PERCENT = 50  # a GPU this busy in P0 has its link at working speed (DCGM judges PCIe in P0)
 
-HW_THERMAL, HW_POWER_BRAKE, HW_SLOWDOWN, SW_THERMAL = 0x40, 0x80, 0x8, 0x20
+# Clock events that fail a GPU (its hardware protects itself) and those that warn.
+HW_PROTECTION = clock_event_bits("HwThermalSlowdown", "HwPowerBrakeSlowdown")
+SLOWDOWN_WARNING = clock_event_bits("HwSlowdown", "SwThermalSlowdown")
 
 RECOVERY_ACTIONS = {
     1: ("GPU reset required", "drain the node and reset the GPU (nvidia-smi -r)"),

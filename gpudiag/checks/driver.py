@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpudiag.checks import Action, CheckResult, Facts, Options, Scope, Status
 from gpudiag.checks.base import DRIVER, check, no_nvml, result
-from gpudiag.model import GpuState, NvmlStatus, cuda_version_text
+from gpudiag.model import GpuState, NvmlStatus, Reason, cuda_version_text
 
 _NVML_FIXES = {
     NvmlStatus.LIBRARY_NOT_FOUND: "install the NVIDIA driver, or start the container with the NVIDIA runtime (--gpus)",
@@ -99,7 +99,7 @@ def gpu_lost(facts: Facts, options: Options) -> list[CheckResult]:
     ]
 
 
-_NOT_RECORDED = "not recorded in this snapshot"
+_NOT_RECORDED = Reason.NOT_RECORDED.label
 
 
 @check(

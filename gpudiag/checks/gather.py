@@ -22,7 +22,7 @@ from gpudiag.checks import LOADED_GROUPS, CheckResult, Facts, FunctionalResult, 
 from gpudiag.checks import functional as functional_test
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
-from gpudiag.model import Machine, NvmlStatus, Reading, Reason, TorchRuntime, unavailable
+from gpudiag.model import Machine, NvmlStatus, Reading, Reason, TorchRuntime
 from gpudiag.probe.child import Running
 
 if TYPE_CHECKING:  # imported when used: the torch child starts before NVML, psutil and the host modules load
@@ -86,7 +86,9 @@ def gather(plan: Plan, progress: Progress | None = None) -> Gathered:
             machine = source.read()
             if plan.python is not None:
                 # gpudiag's own torch files say nothing about the environment being checked.
-                machine = replace(machine, torch_build=unavailable(Reason.NOT_FOUND, f"see the torch of {plan.python}"))
+                machine = replace(
+                    machine, torch_build=Reading.missing(Reason.NOT_FOUND, f"see the torch of {plan.python}")
+                )
             why = _functional_off(plan, machine, live)
             functional: tuple[FunctionalResult, ...] | None = None
             notes: list[str] = []

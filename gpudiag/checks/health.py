@@ -8,14 +8,12 @@ from gpudiag.checks.base import (
     BUSY_PERCENT,
     FUNCTIONAL,
     HEALTH,
-    HW_POWER_BRAKE,
-    HW_SLOWDOWN,
-    HW_THERMAL,
+    HW_PROTECTION,
     MATMUL_TOLERANCE,
     RECOVERY_ACTIONS,
     RECOVERY_OPERATOR_ACTIONS,
     RETIRED_PAGES_LIMIT,
-    SW_THERMAL,
+    SLOWDOWN_WARNING,
     UNCORRECTABLE_REMAP_LIMIT,
     always,
     check,
@@ -23,7 +21,8 @@ from gpudiag.checks.base import (
     result,
     skip_reason,
 )
-from gpudiag.model import CLOCK_EVENT_NAMES, Gpu, ProcessKind
+from gpudiag.model import Gpu, ProcessKind
+from gpudiag.readings import CLOCK_EVENT_NAMES
 
 
 @check(
@@ -135,9 +134,9 @@ def recovery_action(facts: Facts, options: Options) -> list[CheckResult]:
 
 def _throttle(bits: int) -> tuple[Status, list[str]]:
     names = [name for bit, name in CLOCK_EVENT_NAMES.items() if bits & bit]
-    if bits & (HW_THERMAL | HW_POWER_BRAKE):
+    if bits & HW_PROTECTION:
         return Status.FAIL, names
-    if bits & (HW_SLOWDOWN | SW_THERMAL):
+    if bits & SLOWDOWN_WARNING:
         return Status.WARN, names
     return Status.PASS, names
 

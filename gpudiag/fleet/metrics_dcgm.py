@@ -68,7 +68,7 @@ FIELDS: tuple[Field, ...] = (
         lambda g: (
             g.memory.value.reserved_bytes.map(lambda b: b // MIB)
             if g.memory.value is not None
-            else Reading(reason=g.memory.reason, detail=g.memory.detail)
+            else Reading.missing_like(g.memory)
         ),
     ),
     (

@@ -20,6 +20,7 @@ from gpudiag.fleet.attribution import NOBODY, Owner
 from gpudiag.fleet.exposition import RowMetric
 from gpudiag.memory import Forecast, MemoryView, ProcessRow
 from gpudiag.model import Gpu, GpuState, Reading
+from gpudiag.readings import CLOCK_EVENTS
 
 if TYPE_CHECKING:
     from gpudiag.checks import CheckResult
@@ -31,13 +32,7 @@ DEFAULT_MAX_PROCESS_SERIES = 256
 
 # The clock event reasons that slow a busy GPU down (throttling); idle, application-clock, sync-boost
 # and display reasons are states, not slowdowns, and would add four series per GPU.
-THROTTLE_REASONS = {  # NVML's clocks-event bits (nvmlClocksEventReason*), named as probe.nvml names them
-    0x4: "SwPowerCap",
-    0x8: "HwSlowdown",
-    0x20: "SwThermalSlowdown",
-    0x40: "HwThermalSlowdown",
-    0x80: "HwPowerBrakeSlowdown",
-}
+THROTTLE_REASONS = {event.bit: event.name for event in CLOCK_EVENTS if event.slowdown}
 
 # gpudiag_check_status values: alert on >= 2 for failures, >= 1 for warnings. SKIP has no sample.
 # By the status's value: this module renders results and needs nothing else of gpudiag.checks.

@@ -14,7 +14,6 @@ from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import (
     ALL_GROUPS,
-    DETAILS_NOT_RECORDED,
     MACHINE_SCHEMA,
     FactGroup,
     HostInfo,
@@ -23,7 +22,6 @@ from gpudiag.model import (
     Reason,
     TorchBuild,
     TorchRuntime,
-    unavailable,
 )
 from gpudiag.probe import env as env_probe
 from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
@@ -52,7 +50,7 @@ class MachineSource:
     facts: frozenset[FactGroup] = ALL_GROUPS
     # Recorded in snapshots; a live source leaves it to the commands that start torch.
     torch_runtime: Reading[TorchRuntime] = field(
-        default_factory=lambda: unavailable(Reason.UNAVAILABLE, "torch runtime not probed")
+        default_factory=lambda: Reading.missing(Reason.UNAVAILABLE, "torch runtime not probed")
     )
     # The replayed machine: GPUs it holds without details keep saying "not recorded".
     recorded: Machine | None = None
@@ -169,9 +167,9 @@ def _replay_source(spec: str) -> MachineSource:
     source.session.cpu_count = 1024  # the recorded machine's CPUs, not this host's, size its affinity masks
     source.session.unrecorded_details = {  # by position: the fake enumerates a snapshot's GPUs from 0
         position: (
-            unavailable(Reason.UNAVAILABLE, DETAILS_NOT_RECORDED)
+            Reading.missing(Reason.NOT_RECORDED)
             if gpu.details.reason is Reason.NOT_READ  # the file holds none (an older gpudiag, or not read)
-            else unavailable(gpu.details.reason, gpu.details.detail)
+            else gpu.details
         )
         for position, gpu in enumerate(machine.gpus)
         if gpu.details.reason is not None

@@ -6,20 +6,26 @@ machine with more than one GPU ends with the `nvidia-smi topo -m` matrix.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.model import CLOCK_EVENT_NAMES, Gpu, GpuState, Machine, Reading, cuda_version_text
+import msgspec
+
+from gpudiag.model import Gpu, GpuState, Machine, Reading, cuda_version_text
+from gpudiag.readings import CLOCK_EVENTS, GPU_READINGS, Spec, pick, reading_at
+from gpudiag.render.format import VALUE_FORMATS
 from gpudiag.render.printable import printable
 
 if TYPE_CHECKING:
-    from gpudiag.details import ClockSet, GpuDetails
+    from gpudiag.details import GpuDetails
 
 KEY_WIDTH = 46  # "    Key ... : value", as nvidia-smi -q aligns its values
 MIB = 1024 * 1024
 
 Line = tuple[int, str, str | None]  # (indent level, key, value or None for a heading)
+Block = Callable[["Machine", "Gpu", "GpuDetails | None"], list[Line]]
 
 
 def _na(reading: Reading[Any]) -> str:
@@ -35,24 +41,8 @@ def _mib(b: int) -> str:
     return f"{(b + MIB // 2) // MIB} MiB"
 
 
-def _enabled(v: bool) -> str:
-    return "Enabled" if v else "Disabled"
-
-
 def _yes(v: bool) -> str:
     return "Yes" if v else "No"
-
-
-def _w(v: float) -> str:
-    return f"{v:.2f} W"
-
-
-def _c(v: int) -> str:
-    return f"{v} C"
-
-
-def _mhz(v: int) -> str:
-    return f"{v} MHz"
 
 
 def _duration(seconds: float) -> str:
@@ -97,149 +87,261 @@ def render(machine: Machine, gpus: tuple[Gpu, ...]) -> str:
     return text + "\n"
 
 
+# The lines of a GPU in `-q`, in order and indented as shown: nvidia-smi -q's lines, in its words, in
+# gpudiag's order. A line is a reading's (the row whose ``q`` names its path, in gpudiag.readings or
+# gpudiag.details): it shows when the GPU's details are recorded or the reading is not one of them; a
+# heading shows when a line under it does, and a line no reading fills yet shows nothing (so a new
+# reading of nvidia-smi's names only its row). {name}: lines built below (composite readings);
+# [details] ... [/details]: only when the details are recorded.
+SKELETON = """
+{index}
+Product Name
+Product Brand
+Product Architecture
+GPU UUID
+GPU PDI
+Minor Number
+Persistence Mode
+MIG Mode
+    Current
+    Pending
+{details}
+[details]
+Display Mode
+Display Active
+Addressing Mode
+Accounting Mode
+Accounting Mode Buffer Size
+Serial Number
+VBIOS Version
+MultiGPU Board
+Board ID
+Board Part Number
+GPU Part Number
+FRU Part Number
+Module Id
+Inforom Version
+    Image Version
+    OEM Object
+    ECC Object
+    Power Management Object
+    Checksum Validation
+GPU C2C Mode
+GPU Virtualization Mode
+    Virtualization Mode
+    Host VGPU Mode
+GPU Recovery Action
+GSP Firmware Version
+GSP Firmware Mode
+    Current
+    Default
+[/details]
+PCI
+    Bus
+    Device
+    Domain
+    Base Classcode
+    Sub Classcode
+    Device Id
+    Bus Id
+    Sub System Id
+    GPU Link Info
+        PCIe Generation
+            Max
+            Current
+            Device Current
+            Device Max
+            Host Max
+        Link Width
+            Max
+            Current
+    Replays Since Reset
+    Replay Number Rollovers
+    Tx Throughput
+    Rx Throughput
+Fan Speed
+Performance State
+{clock_events}
+Clocks Event Reasons Counters
+    SW Power Cap
+    Sync Boost
+    SW Thermal Slowdown
+    HW Thermal Slowdown
+    HW Power Brake Slowdown
+Sparse Operation Mode
+{memory}
+Compute Mode
+Utilization
+    GPU
+    Memory
+    Encoder
+    Decoder
+    JPEG
+    OFA
+Encoder Stats
+    Active Sessions
+    Average FPS
+    Average Latency
+ECC Mode
+    Current
+    Pending
+ECC Errors
+    Volatile
+        {ecc_volatile}
+        Total Correctable
+        Total Uncorrectable
+    Aggregate
+        {ecc_aggregate}
+        Total Correctable
+        Total Uncorrectable
+    {sram}
+Retired Pages
+    Single Bit ECC
+    Double Bit ECC
+    Pending Page Blacklist
+{remapped_rows}
+Temperature
+    GPU Current Temp
+    GPU T.Limit Temp (margin)
+    GPU Shutdown Temp
+    GPU Slowdown Temp
+    GPU Max Operating Temp
+    Memory Current Temp
+    Memory Max Operating Temp
+GPU Power Readings
+    Power Management
+    Power Draw
+    Average Power Draw
+    Instantaneous Power Draw
+    Current Power Limit
+    Requested Power Limit
+    Default Power Limit
+    Min Power Limit
+    Max Power Limit
+    Total Energy Consumption
+Clocks
+    Graphics
+    SM
+    Memory
+    Video
+Applications Clocks
+    Graphics
+    Memory
+Default Applications Clocks
+    Graphics
+    Memory
+Max Clocks
+    Graphics
+    SM
+    Memory
+    Video
+[details]
+{nvlink}
+{topology}
+[/details]
+{processes}
+"""
+
+
+class _Shown(msgspec.Struct, frozen=True):
+    """A row's -q line: the reading's key, the part of its value shown, and how."""
+
+    key: str
+    part: int | str | None
+    show: Callable[[Any], str]
+    unit: str
+    details: bool  # a reading of the details
+
+
+def _q_lines(rows: tuple[Spec, ...]) -> dict[str, _Shown]:
+    out = {}
+    for row in rows:
+        for entry in filter(None, row.q.split(";")):
+            entry, _, fmt = entry.partition("=")
+            path, _, part = entry.partition(":")
+            index: int | str | None = int(part) if part.isdigit() else part or None
+            shown = VALUE_FORMATS[fmt or row.q_show or row.show]
+            out[path] = _Shown(row.key, index, shown, row.unit, row.key.startswith("details."))
+    return out
+
+
+@functools.cache
+def layout() -> tuple[tuple[int, str, str, bool], ...]:
+    """The skeleton as (level, path, block name or "", only with details)."""
+    out = []
+    headings: list[str] = []
+    details_only = False
+    for raw in SKELETON.strip("\n").splitlines():
+        text = raw.strip()
+        if text in ("[details]", "[/details]"):
+            details_only = text == "[details]"
+            continue
+        level = (len(raw) - len(raw.lstrip())) // 4 + 1
+        del headings[level - 1 :]
+        if text.startswith("{"):
+            out.append((level, "/".join(headings), text[1:-1], details_only))
+            continue
+        headings.append(text)
+        out.append((level, "/".join(headings), "", details_only))
+    return tuple(out)
+
+
+@functools.cache
+def shown_lines() -> dict[str, _Shown]:
+    """Each -q line a reading's row declares, by its path."""
+    from gpudiag.details import DETAIL_READINGS
+
+    return _q_lines((*GPU_READINGS, *DETAIL_READINGS))
+
+
+def _reading_line(gpu: Gpu, shown: _Shown) -> str:
+    reading = reading_at(gpu, shown.key)
+    if shown.part is not None and reading.value is not None:
+        value = pick(reading.value, shown.part)
+        reading = value if isinstance(value, Reading) else Reading.of(value)
+    if reading.value is None:
+        return _na(reading)
+    text = shown.show(reading.value)
+    return f"{text} {shown.unit}" if shown.unit else text
+
+
 def gpu_lines(machine: Machine, gpu: Gpu) -> list[Line]:
     lines: list[Line] = [(0, f"GPU {show(gpu.pci_bus_id)}", None)]
     if gpu.state is not GpuState.OK:
         return [*lines, (1, "State", f"{gpu.state.value}: {gpu.state_detail}")]
-    lines += [
-        (1, "Index", str(gpu.index)),
-        (1, "Product Name", show(gpu.name)),
-        (1, "GPU UUID", show(gpu.uuid)),
-        (1, "Minor Number", show(gpu.minor_number)),
-        (1, "Persistence Mode", show(gpu.persistence_mode, _enabled)),
-        (1, "MIG Mode", None),
-        (2, "Current", show(gpu.mig_mode_current, _enabled)),
-        (2, "Pending", show(gpu.mig_mode_pending, _enabled)),
-    ]
     d = gpu.details.value
-    if d is None:
-        lines.append((1, "Details", _na(gpu.details)))
-    else:
-        lines += _identity(gpu, d)
-    lines += _pci(gpu, d)
-    lines += [
-        (1, "Fan Speed", show(gpu.fan_percent, lambda v: f"{v} %")),
-        (1, "Performance State", show(gpu.pstate, lambda p: f"P{p}")),
-    ]
-    lines += _events(gpu, d)
-    lines += _memory(gpu, d)
-    lines += [(1, "Compute Mode", show(gpu.compute_mode, lambda c: c.value))]
-    lines += _utilization(gpu, d)
-    lines += _ecc(gpu, d)
-    lines += _temperature(gpu, d)
-    lines += _power(gpu, d)
-    if d is not None:
-        lines += _clocks(d)
-        lines += _nvlink(d)
-        lines += _affinity(machine, gpu, d)
-    lines += _processes(machine, gpu, d)
-    return lines
-
-
-def _identity(gpu: Gpu, d: GpuDetails) -> list[Line]:
-    i = d.identity
-    return [
-        (1, "Display Mode", show(i.display_mode, _enabled)),
-        (1, "Display Active", show(i.display_active, _enabled)),
-        (1, "Addressing Mode", show(i.addressing_mode, lambda v: {0: "None", 1: "HMM", 2: "ATS"}.get(v, str(v)))),
-        (1, "Accounting Mode", show(i.accounting_mode, _enabled)),
-        (1, "Accounting Mode Buffer Size", show(i.accounting_buffer_size)),
-        (1, "Serial Number", show(i.serial)),
-        (1, "VBIOS Version", show(i.vbios_version)),
-        (1, "Board ID", show(i.board_id, hex)),
-        (1, "Board Part Number", show(i.board_part_number)),
-        (1, "Module Id", show(i.module_id)),
-        (1, "Inforom Version", None),
-        (2, "Image Version", show(i.inforom_image)),
-        (2, "OEM Object", show(i.inforom_oem)),
-        (2, "ECC Object", show(i.inforom_ecc)),
-        (2, "Power Management Object", show(i.inforom_power)),
-        (2, "Checksum Validation", show(gpu.inforom_valid, lambda v: "valid" if v else "INVALID")),
-        (1, "GPU C2C Mode", show(i.c2c_enabled, _enabled)),
-        (1, "GPU Recovery Action", show(gpu.recovery_action, lambda v: "None" if v == 0 else str(v))),
-        (1, "GSP Firmware Version", show(i.gsp_firmware_version)),
-        (1, "GSP Firmware Mode", None),
-        (2, "Current", show(i.gsp_mode_current, _enabled)),
-        (2, "Default", show(i.gsp_mode_default, _enabled)),
-    ]
-
-
-def _pci(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
-    p = gpu.pcie
-    lines: list[Line] = [(1, "PCI", None)]
-    if d is not None:
-        i = d.identity
-        lines += [
-            (2, "Bus", show(i.pci_bus, lambda v: f"0x{v:02X}")),
-            (2, "Device", show(i.pci_device, lambda v: f"0x{v:02X}")),
-            (2, "Domain", show(i.pci_domain, lambda v: f"0x{v:04X}")),
-            (2, "Base Classcode", show(i.pci_base_class, lambda v: f"0x{v:X}")),
-            (2, "Sub Classcode", show(i.pci_sub_class, lambda v: f"0x{v:X}")),
-            (2, "Device Id", show(i.pci_device_id, lambda v: f"0x{v:08X}")),
-        ]
-    lines.append((2, "Bus Id", show(gpu.pci_bus_id)))
-    if d is not None:
-        lines.append((2, "Sub System Id", show(d.identity.pci_subsystem_id, lambda v: f"0x{v:08X}")))
-    lines += [
-        (2, "GPU Link Info", None),
-        (3, "PCIe Generation", None),
-        (4, "Max", show(p.gen_max)),
-        (4, "Current", show(p.gen_current)),
-        (4, "Device Max", show(p.gen_gpu_max)),
-        (3, "Link Width", None),
-        (4, "Max", show(p.width_max, lambda v: f"{v}x")),
-        (4, "Current", show(p.width_current, lambda v: f"{v}x")),
-    ]
-    if d is not None:
-        lines += [
-            (2, "Replays Since Reset", show(d.pcie.replay_counter)),
-            (2, "Tx Throughput", show(d.pcie.tx_kbps, lambda v: f"{v} KB/s")),
-            (2, "Rx Throughput", show(d.pcie.rx_kbps, lambda v: f"{v} KB/s")),
-        ]
-    return lines
-
-
-_EVENT_LABELS = {
-    "GpuIdle": "Idle",
-    "ApplicationsClocksSetting": "Applications Clocks Setting",
-    "SwPowerCap": "SW Power Cap",
-    "HwSlowdown": "HW Slowdown",
-    "SyncBoost": "Sync Boost",
-    "SwThermalSlowdown": "SW Thermal Slowdown",
-    "HwThermalSlowdown": "HW Thermal Slowdown",
-    "HwPowerBrakeSlowdown": "HW Power Brake Slowdown",
-    "DisplayClockSetting": "Display Clock Setting",
-}
-
-
-def _bit_state(bit: int) -> Callable[[int], str]:
-    return lambda mask: "Active" if mask & bit else "Not Active"
-
-
-def _events(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
-    lines: list[Line] = [(1, "Clocks Event Reasons", None)]
-    active = gpu.clock_event_reasons
-    supported = d.clocks.event_reasons_supported.value if d is not None else None
-    for bit, name in CLOCK_EVENT_NAMES.items():
-        if supported is not None and not supported & bit:
-            value = "N/A (not supported)"
+    rows = shown_lines()
+    headings: list[list[Any]] = []  # [level, key, shown yet] of the headings above the current line
+    for level, path, custom, details_only in layout():
+        if details_only and d is None:
+            continue
+        del headings[level - 1 :]
+        key = path.rsplit("/", 1)[-1]
+        if custom:
+            block = _BLOCKS[custom](machine, gpu, d)
+        elif path in rows:
+            shown = rows[path]
+            block = [] if shown.details and d is None else [(level, key, _reading_line(gpu, shown))]
         else:
-            value = show(active, _bit_state(bit))
-        lines.append((2, _EVENT_LABELS[name], value))
-    if d is not None:
-        lines.append((1, "Clocks Event Reasons Counters", None))
-        for name, reading in d.clocks.event_reason_counters_us:
-            lines.append(
-                (
-                    2,
-                    name.replace("_", " ").title().replace("Sw ", "SW ").replace("Hw ", "HW "),
-                    show(reading, lambda v: f"{v} us"),
-                )
-            )
+            headings.append([level, key, False])
+            continue
+        if block:
+            lines += [(lv, name, None) for lv, name, done in headings if not done]
+            for heading in headings:
+                heading[2] = True
+            lines += block
     return lines
 
 
-def _memory(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
+def _index(machine: Machine, gpu: Gpu, d: GpuDetails | None) -> list[Line]:
+    return [(1, "Index", str(gpu.index))]
+
+
+def _details_missing(machine: Machine, gpu: Gpu, d: GpuDetails | None) -> list[Line]:
+    return [(1, "Details", _na(gpu.details))] if d is None else []
+
+
+def _memory(machine: Machine, gpu: Gpu, d: GpuDetails | None) -> list[Line]:
     lines: list[Line] = [(1, "FB Memory Usage", None)]
     m = gpu.memory.value
     if m is None:
@@ -273,65 +375,43 @@ def _memory(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
     return lines
 
 
-def _utilization(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
-    lines: list[Line] = [
-        (1, "Utilization", None),
-        (2, "GPU", show(gpu.utilization, lambda u: f"{u.gpu_percent} %")),
-        (2, "Memory", show(gpu.utilization, lambda u: f"{u.memory_percent} %")),
-    ]
-    if d is not None:
-        c = d.codecs
-        pct = lambda v: f"{v} %"  # noqa: E731
-        lines += [
-            (2, "Encoder", show(c.encoder_percent, pct)),
-            (2, "Decoder", show(c.decoder_percent, pct)),
-            (2, "JPEG", show(c.jpeg_percent, pct)),
-            (2, "OFA", show(c.ofa_percent, pct)),
-            (1, "Encoder Stats", None),
-            (2, "Active Sessions", show(c.encoder_sessions)),
-            (2, "Average FPS", show(c.encoder_average_fps)),
-            (2, "Average Latency", show(c.encoder_average_latency_us, lambda v: f"{v} us")),
-        ]
+def _has_bit(bit: int, mask: int) -> bool:
+    return bool(mask & bit)
+
+
+def _clock_events(machine: Machine, gpu: Gpu, d: GpuDetails | None) -> list[Line]:
+    """Each clock event reason, active or not ("not supported" where the GPU's mask lacks it)."""
+    lines: list[Line] = [(1, "Clocks Event Reasons", None)]
+    active = gpu.clock_event_reasons
+    supported = d.clocks.event_reasons_supported.value if d is not None else None
+    for event in CLOCK_EVENTS:
+        if supported is not None and not supported & event.bit:
+            value = "N/A (not supported)"
+        else:
+            value = show(active.map(functools.partial(_has_bit, event.bit)), VALUE_FORMATS["active"])
+        lines.append((2, event.label, value))
     return lines
 
 
-def _ecc(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
-    e = gpu.ecc_errors
-    lines: list[Line] = [
-        (1, "ECC Mode", None),
-        (2, "Current", show(gpu.ecc_mode_current, _enabled)),
-        (2, "Pending", show(gpu.ecc_mode_pending, _enabled)),
-        (1, "ECC Errors", None),
-    ]
-    for counter in ("volatile", "aggregate"):
-        lines.append((2, counter.title(), None))
-        if d is not None:
-            for loc in d.memory_health.ecc_by_location:
-                corrected, uncorrected = getattr(loc, f"{counter}_corrected"), getattr(loc, f"{counter}_uncorrected")
-                if corrected.value is None and uncorrected.value is None:
-                    continue  # this GPU has no such memory or does not count it
-                label = loc.location.replace("_", " ").title().replace("Sram", "SRAM").replace("Cbu", "CBU")
-                lines += [
-                    (3, f"{label} Correctable", show(corrected)),
-                    (3, f"{label} Uncorrectable", show(uncorrected)),
-                ]
-        lines += [
-            (3, "Total Correctable", show(getattr(e, f"{counter}_corrected"))),
-            (3, "Total Uncorrectable", show(getattr(e, f"{counter}_uncorrected"))),
-        ]
-    if d is not None:
-        lines += _sram(d)
-    rp = gpu.retired_pages
-    lines += [
-        (1, "Retired Pages", None),
-        (2, "Single Bit ECC", show(rp, lambda r: str(r.single_bit))),
-        (2, "Double Bit ECC", show(rp, lambda r: str(r.double_bit))),
-        (2, "Pending Page Blacklist", show(rp, lambda r: _yes(r.pending))),
-    ]
+def _ecc_at(counter: str) -> Block:
+    """The ECC counts of each memory location (a composite reading of the details) of one counter."""
+
+    def block(machine: Machine, gpu: Gpu, d: GpuDetails | None) -> list[Line]:
+        lines: list[Line] = []
+        for loc in d.memory_health.ecc_by_location if d is not None else ():
+            corrected, uncorrected = getattr(loc, f"{counter}_corrected"), getattr(loc, f"{counter}_uncorrected")
+            if corrected.value is None and uncorrected.value is None:
+                continue  # this GPU has no such memory or does not count it
+            label = loc.location.replace("_", " ").title().replace("Sram", "SRAM").replace("Cbu", "CBU")
+            lines += [(3, f"{label} Correctable", show(corrected)), (3, f"{label} Uncorrectable", show(uncorrected))]
+        return lines
+
+    return block
+
+
+def _remapped_rows(machine: Machine, gpu: Gpu, d: GpuDetails | None) -> list[Line]:
     rr = gpu.remapped_rows
-    lines += [
-        (1, "Remapped Rows", None if rr.ok else _na(rr)),
-    ]
+    lines: list[Line] = [(1, "Remapped Rows", None if rr.ok else _na(rr))]
     if rr.value is not None:
         r = rr.value
         lines += [
@@ -358,7 +438,9 @@ def _ecc(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
     return lines
 
 
-def _sram(d: GpuDetails) -> list[Line]:
+def _sram(machine: Machine, gpu: Gpu, d: GpuDetails | None) -> list[Line]:
+    if d is None:
+        return []
     sram = d.memory_health.sram
     if sram.value is None:
         return [(2, "SRAM Errors", _na(sram))]
@@ -379,70 +461,9 @@ def _sram(d: GpuDetails) -> list[Line]:
     ]
 
 
-def _temperature(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
-    lines: list[Line] = [
-        (1, "Temperature", None),
-        (2, "GPU Current Temp", show(gpu.temperature_c, _c)),
-    ]
-    if d is not None:
-        lines.append((2, "GPU T.Limit Temp (margin)", show(d.temperatures.margin_c, _c)))
-    lines += [
-        (2, "GPU Shutdown Temp", show(gpu.temperature_shutdown_c, _c)),
-        (2, "GPU Slowdown Temp", show(gpu.temperature_slowdown_c, _c)),
-    ]
-    if d is not None:
-        t = d.temperatures
-        lines += [
-            (2, "GPU Max Operating Temp", show(t.gpu_max_c, _c)),
-            (2, "Memory Current Temp", show(t.memory_c, _c)),
-            (2, "Memory Max Operating Temp", show(t.memory_max_c, _c)),
-        ]
-    return lines
-
-
-def _power(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
-    lines: list[Line] = [(1, "GPU Power Readings", None)]
-    if d is not None:
-        p = d.power
-        lines += [
-            (2, "Power Management", show(p.management, _enabled)),
-            (2, "Power Draw", show(gpu.power_draw_w, _w)),
-            (2, "Average Power Draw", show(p.average_w, _w)),
-            (2, "Instantaneous Power Draw", show(p.instant_w, _w)),
-            (2, "Current Power Limit", show(gpu.power_limit_w, _w)),
-            (2, "Requested Power Limit", show(p.requested_limit_w, _w)),
-            (2, "Default Power Limit", show(p.default_limit_w, _w)),
-            (2, "Min Power Limit", show(p.min_limit_w, _w)),
-            (2, "Max Power Limit", show(p.max_limit_w, _w)),
-            (2, "Total Energy Consumption", show(p.energy_mj, lambda mj: f"{mj / 1000:.3f} J")),
-        ]
-    else:
-        lines += [
-            (2, "Power Draw", show(gpu.power_draw_w, _w)),
-            (2, "Current Power Limit", show(gpu.power_limit_w, _w)),
-        ]
-    return lines
-
-
-def _clock_lines(title: str, clocks: ClockSet, which: tuple[str, ...]) -> list[Line]:
-    return [
-        (1, title, None),
-        *((2, name.title() if name != "sm" else "SM", show(getattr(clocks, name), _mhz)) for name in which),
-    ]
-
-
-def _clocks(d: GpuDetails) -> list[Line]:
-    c = d.clocks
-    four = ("graphics", "sm", "memory", "video")
-    return [
-        *_clock_lines("Clocks", c.current, four),
-        *_clock_lines("Applications Clocks", c.applications, ("graphics", "memory")),
-        *_clock_lines("Default Applications Clocks", c.default_applications, ("graphics", "memory")),
-        *_clock_lines("Max Clocks", c.max, four),
-    ]
-
-
-def _nvlink(d: GpuDetails) -> list[Line]:
+def _nvlink(machine: Machine, gpu: Gpu, d: GpuDetails | None) -> list[Line]:
+    if d is None:
+        return []
     if d.nvlinks.value is None:
         return [(1, "NVLink", _na(d.nvlinks))]
     lines: list[Line] = [(1, "NVLink", f"{sum(1 for x in d.nvlinks.value if x.active.get(False))} active")]
@@ -461,7 +482,9 @@ def _nvlink(d: GpuDetails) -> list[Line]:
     return lines
 
 
-def _affinity(machine: Machine, gpu: Gpu, d: GpuDetails) -> list[Line]:
+def _topology(machine: Machine, gpu: Gpu, d: GpuDetails | None) -> list[Line]:
+    if d is None:
+        return []
     if d.affinity.value is None:
         return [(1, "Topology", _na(d.affinity))]
     a = d.affinity.value
@@ -507,6 +530,22 @@ def _processes(machine: Machine, gpu: Gpu, d: GpuDetails | None) -> list[Line]:
         elif d is not None:
             lines.append((3, "GPU Load", _na(d.process_load) if d.process_load.value is None else "no sample"))
     return lines
+
+
+# The blocks of lines the skeleton names: composite readings, laid out by hand.
+_BLOCKS: dict[str, Block] = {
+    "index": _index,
+    "details": _details_missing,
+    "clock_events": _clock_events,
+    "memory": _memory,
+    "ecc_volatile": _ecc_at("volatile"),
+    "ecc_aggregate": _ecc_at("aggregate"),
+    "sram": _sram,
+    "remapped_rows": _remapped_rows,
+    "nvlink": _nvlink,
+    "topology": _topology,
+    "processes": _processes,
+}
 
 
 def topology_matrix(machine: Machine) -> str:

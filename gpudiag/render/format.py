@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from gpudiag.model import Reading
+from gpudiag.readings import ADDRESSING_MODES, RECOVERY_ACTION_NAMES
 from gpudiag.render.printable import printable
 from gpudiag.units import mib
 
@@ -49,3 +50,36 @@ def temperature_style(celsius: int, slowdown: int | None) -> str:
     if celsius >= 80:
         return "yellow"
     return ""
+
+
+def _hex(width: int) -> Callable[[Any], str]:
+    return lambda v: f"0x{int(v):0{width}X}"
+
+
+# How a reading's value is written, by the name its row gives in ``show`` / ``q_show``
+# (gpudiag.readings.Spec): nvidia-smi's spellings. A unit, where the view has one, follows.
+VALUE_FORMATS: dict[str, Callable[[Any], str]] = {
+    "": str,
+    "2f": lambda v: f"{v:.2f}",
+    "enabled": lambda v: "Enabled" if v else "Disabled",
+    "yes": lambda v: "Yes" if v else "No",
+    "active": lambda v: "Active" if v else "Not Active",
+    "valid": lambda v: "valid" if v else "invalid",
+    "VALID": lambda v: "valid" if v else "INVALID",
+    "hex": lambda v: f"0x{v:X}",
+    "hex2": _hex(2),
+    "hex4": _hex(4),
+    "hex8": _hex(8),
+    "hex16": _hex(16),
+    "pyhex": hex,
+    "pstate": lambda p: f"P{p}",
+    "value": lambda e: str(e.value),  # an enum's value: "Default", "Exclusive_Process"
+    "dotted": lambda v: f"{v[0]}.{v[1]}",  # a compute capability
+    "times": lambda v: f"{v}x",  # a PCIe link width
+    "mib": lambda b: str(mib(b)),  # bytes in whole MiB, rounded up as nvidia-smi rounds them
+    "thousandths": lambda v: f"{v / 1000:.3f}",  # millijoules as joules
+    "addressing": lambda v: ADDRESSING_MODES.get(v, str(v)),
+    "recovery": lambda v: RECOVERY_ACTION_NAMES.get(v, str(v)),
+    "recovery_q": lambda v: "None" if v == 0 else str(v),  # -q names no action only
+    "deprecated": lambda v: "[Requested functionality has been deprecated]",
+}

@@ -21,8 +21,9 @@ from typing import Any
 
 import pynvml
 
-from gpudiag.model import ALL_GROUPS, MACHINE_SCHEMA, HostProcess, HostState, Machine, Reading, Reason, unavailable
+from gpudiag.model import ALL_GROUPS, MACHINE_SCHEMA, HostProcess, HostState, Machine, Reading, Reason
 from gpudiag.probe.nvml import NvmlSession
+from gpudiag.readings import GPU_READINGS, TEXT, Spec
 from gpudiag.replay import fixtures
 
 CAPTURE_DIR = Path(__file__).resolve().parent.parent.parent / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
@@ -160,8 +161,8 @@ class CaptureNvml:
             if isinstance(item, dict):
                 out.append(_namespace(item))
             else:
-                value_type = 3 if fid in (74, 76, 269, 270, 271, 83) else 1
-                member = "ullVal" if value_type == 3 else "uiVal"
+                value_type = _field_value_types().get(fid, pynvml.NVML_VALUE_TYPE_UNSIGNED_INT)
+                member = "ullVal" if value_type == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG else "uiVal"
                 out.append(
                     SimpleNamespace(
                         fieldId=fid,
@@ -189,13 +190,23 @@ class CaptureNvml:
         return _namespace(entry["ok"])
 
 
+def _detail_rows() -> tuple[Spec, ...]:
+    from gpudiag.details import DETAIL_READINGS
+
+    return DETAIL_READINGS
+
+
+def _field_value_types() -> dict[int, int]:
+    return {row.field: row.value_type for row in (*GPU_READINGS, *_detail_rows()) if row.field}
+
+
 def _host(pid: int) -> HostProcess:
-    unknown: Reading[str] = unavailable(Reason.UNAVAILABLE, "not in the capture")
+    unknown: Reading[str] = Reading.missing(Reason.UNAVAILABLE, "not in the capture")
     return HostProcess(HostState.FOUND, unknown, Reading.of(BUSY_PROCESS_NAME), unknown)
 
 
 def _no_stats(pid: int) -> tuple[Reading[float], Reading[int], Reading[float]]:
-    missing: Reading[Any] = unavailable(Reason.UNAVAILABLE, "not in the capture")
+    missing: Reading[Any] = Reading.missing(Reason.UNAVAILABLE, "not in the capture")
     return missing, missing, missing
 
 
@@ -231,8 +242,9 @@ SNAPSHOT_XML = {"idle": "nvidia-smi-q.xml", "busy": "nvidia-smi-q-busy.xml"}
 def details_for_snapshot(moment: str, capture_dir: Path = CAPTURE_DIR) -> dict[str, Any]:
     """Details (as data) for the GPU of ``gpudiag-snapshot-<moment>.json``: read by the probe from the
     getter capture, with that GPU's own identity and readings of the moment from its `nvidia-smi -q -x`
-    (serial, module id, current clocks, power draw, temperatures, PCIe throughput and replays). The
-    per-process load stays NVML's "no sample" unless the getter capture saw the same process."""
+    (each detail row's ``smi`` element: serial, module id, current clocks, power draw, temperatures,
+    PCIe throughput and replays). The per-process load stays NVML's "no sample" unless the getter
+    capture saw the same process."""
     import xml.etree.ElementTree as ET
 
     from gpudiag.serialize import to_data
@@ -246,22 +258,13 @@ def details_for_snapshot(moment: str, capture_dir: Path = CAPTURE_DIR) -> dict[s
         text = gpu.findtext(path, "").split()[0]
         return float(text) if "." in text else int(text)
 
-    details["identity"]["serial"] = gpu.findtext("serial")
-    details["identity"]["module_id"] = number("platformInfo/module_id")
-    for name, tag in (
-        ("graphics", "graphics_clock"),
-        ("sm", "sm_clock"),
-        ("memory", "mem_clock"),
-        ("video", "video_clock"),
-    ):
-        details["clocks"]["current"][name] = number(f"clocks/{tag}")
-    details["power"]["average_w"] = number("gpu_power_readings/average_power_draw")
-    details["power"]["instant_w"] = number("gpu_power_readings/instant_power_draw")
-    details["temperatures"]["memory_c"] = number("temperature/memory_temp")
-    details["temperatures"]["margin_c"] = number("temperature/gpu_temp_tlimit")
-    details["pcie"]["tx_kbps"] = number("pci/tx_util")
-    details["pcie"]["rx_kbps"] = number("pci/rx_util")
-    details["pcie"]["replay_counter"] = number("pci/replay_counter")
+    for row in _detail_rows():
+        if row.smi:  # the reading differs between boards or moments: this GPU's own, from its -q -x
+            *path, name = row.key.split(".")[1:]
+            node = details
+            for part in path:
+                node = node[part]
+            node[name] = gpu.findtext(row.smi) if row.codec is TEXT else number(row.smi)
     snapshot, _ = fixtures.load(str(capture_dir / f"gpudiag-snapshot-{moment}.json"))
     pids = {p.pid for p in snapshot.gpus[0].processes.get(())}
     loads = details["process_load"]

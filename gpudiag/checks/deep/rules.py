@@ -32,18 +32,14 @@ from typing import TYPE_CHECKING
 
 from gpudiag.checks import Action, CheckResult, Facts, Options, Scope, Status
 from gpudiag.checks.base import (
-    HW_POWER_BRAKE,
-    HW_SLOWDOWN,
-    HW_THERMAL,
     INTERCONNECT,
     MEMTEST,
     STRESS,
-    SW_THERMAL,
     always,
     check,
     result,
 )
-from gpudiag.model import CLOCK_EVENT_NAMES
+from gpudiag.readings import CLOCK_EVENT_NAMES, clock_event_bits
 
 if TYPE_CHECKING:
     from gpudiag.checks.deep.facts import (
@@ -61,7 +57,8 @@ MEMTEST_MIN_SHARE = 0.5  # less of the GPU's memory tested than this: WARN (our 
 STRAGGLER_SHARE = 0.85  # sustained TFLOP/s below this share of its peers' median: FAIL (our choice)
 SLOWDOWN_SHARE = 0.80  # last tenth of the stress below this share of the first tenth: WARN (our choice)
 ALLREDUCE_SHARE = 0.5  # busbw below this share of the link's typical figure (our choice)
-HW_THROTTLE = HW_SLOWDOWN | HW_THERMAL | HW_POWER_BRAKE
+HW_THROTTLE = clock_event_bits("HwSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown")
+SW_THERMAL = clock_event_bits("SwThermalSlowdown")
 
 _SEVERITY = {Status.PASS: 0, Status.SKIP: 0, Status.WARN: 1, Status.FAIL: 2}
 Problem = tuple[Status, str, str, Action | None]  # (status, finding, fix, action)
