@@ -442,7 +442,7 @@ def test_durations() -> None:
 
 
 def test_metrics_carry_fragmentation_and_forecasts() -> None:
-    from gpudiag.fleet.metrics_native import families
+    from gpudiag.export.metrics_native import families
 
     def samples(view: memory.MemoryView) -> dict[str, list[tuple[tuple[str, ...], float]]]:
         return {f.name: list(f.rows) for f in families(view)}

@@ -301,12 +301,12 @@ def command(
         code = ExitCode.OK
 
     if textfile is not None:
-        from gpudiag.fleet.textfile import write_check
+        from gpudiag.export.textfile import write_check
 
         write_check(textfile, results, facts.machine, int(code))
     if npd:
-        from gpudiag.fleet import pci
-        from gpudiag.fleet.textfile import gpu_absent, npd_verdict
+        from gpudiag.export import pci
+        from gpudiag.export.textfile import gpu_absent, npd_verdict
 
         # A replayed machine's PCI bus is not this host's: only a live run asks it.
         no_gpu = s.replay is None and gpu_absent(facts.machine, pci.nvidia_gpus())

@@ -17,14 +17,14 @@ NODE_NAME_ENV = "NODE_NAME"  # set from the downward API in deploy/kubernetes/
 
 
 def _attributor(replay: bool, proc_root: Path | None, kubelet_socket: Path | None, explicit_socket: bool) -> Any:
-    from gpudiag.fleet.attribution import ProcReader
-    from gpudiag.fleet.exporter import Attributor
+    from gpudiag.export.attribution import ProcReader
+    from gpudiag.export.exporter import Attributor
 
     # A replayed machine's PIDs are not this host's: read /proc only when a tree is named.
     root = proc_root if proc_root is not None else (None if replay else Path("/proc"))
     kubelet = None
     if kubelet_socket is not None and (explicit_socket or kubelet_socket.exists()):
-        from gpudiag.fleet.kubelet import KubeletClient, KubeletUnavailableError
+        from gpudiag.export.kubelet import KubeletClient, KubeletUnavailableError
 
         try:
             kubelet = KubeletClient(kubelet_socket)
@@ -77,8 +77,8 @@ def command(
     import socket
 
     from gpudiag import track
-    from gpudiag.fleet.exporter import COMPAT, Exporter
-    from gpudiag.fleet.kubelet import DEFAULT_SOCKET
+    from gpudiag.export.exporter import COMPAT, Exporter
+    from gpudiag.export.kubelet import DEFAULT_SOCKET
     from gpudiag.model import NvmlStatus
     from gpudiag.probe.collect import open_source
 
@@ -133,7 +133,7 @@ def _say(line: str) -> None:
 
 
 def _serve(exporter: Any, bind: str, port: int, compat: str) -> None:
-    from gpudiag.fleet.exporter import Server
+    from gpudiag.export.exporter import Server
 
     try:
         server = Server(exporter, bind, port)

@@ -206,7 +206,7 @@ def command(
             echo(f"gpudiag: {outcome.message}", err=True, one_line=True)
         raise typer.Exit(int(outcome.code))
     if textfile is not None:
-        from gpudiag.fleet.textfile import write_memory
+        from gpudiag.export.textfile import write_memory
 
         write_memory(textfile, view, live=not replayed)
     elif json_output:

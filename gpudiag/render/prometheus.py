@@ -16,7 +16,7 @@ from gpudiag.memory import MemoryView
 
 def families(view: MemoryView | None, peaks: dict[int, int]) -> list[Any]:
     """The metric families for one sample (empty before the first): the exporter's native family."""
-    from gpudiag.fleet import metrics_native
+    from gpudiag.export import metrics_native
 
     return metrics_native.families(view, peaks=peaks)
 

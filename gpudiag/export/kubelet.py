@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpudiag.fleet.attribution import Allocation
+from gpudiag.export.attribution import Allocation
 
 DEFAULT_SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
 CACHE_SECONDS = 10.0
@@ -34,7 +34,7 @@ def _modules() -> tuple[Any, Any, Any]:
     try:
         import grpc
 
-        from gpudiag.fleet.podresources import api_pb2, api_pb2_grpc
+        from gpudiag.export.podresources import api_pb2, api_pb2_grpc
     except ImportError as exc:
         raise KubeletUnavailableError(
             f"kubelet pod-resources API not used: {exc.name or 'grpcio/protobuf'} is not installed "

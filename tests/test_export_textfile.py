@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpudiag.checks import CheckResult, Status
 from gpudiag.exitcodes import ExitCode
-from gpudiag.fleet import textfile
+from gpudiag.export import textfile
 from tests.conftest import Cli
 
 NPD_CHECKS = ("check", "--quick", "--no-torch", "--only", "nvml", "--only", "health", "--skip", "health.processes")
@@ -118,7 +118,7 @@ def fake_pci(root: Path, functions: dict[str, tuple[str, str]]) -> Path:
 
 
 def test_nvidia_gpus_are_counted_on_the_pci_bus(tmp_path: Path) -> None:
-    from gpudiag.fleet import pci
+    from gpudiag.export import pci
 
     assert pci.nvidia_gpus(tmp_path / "absent") is None  # no sysfs: nobody knows
     cpu_node = fake_pci(
@@ -150,7 +150,7 @@ def test_npd_on_this_machine_is_unknown_without_gpus_on_the_bus(
 ) -> None:
     """The live path: with no NVIDIA GPU on the (fake) PCI bus and none that NVML sees, NPD hears
     "unknown"; where NVML does see GPUs (a GPU machine), the checks' verdict stands."""
-    from gpudiag.fleet import pci
+    from gpudiag.export import pci
     from tests.conftest import gpu_unavailable_reason
 
     monkeypatch.setattr(pci, "PCI_DEVICES", fake_pci(tmp_path, {"0000:00:00.0": ("0x8086", "0x060000")}))

@@ -19,8 +19,8 @@ import msgspec
 import pytest
 
 from gpudiag.exitcodes import ExitCode
-from gpudiag.fleet.attribution import Owner
-from gpudiag.fleet.exporter import REOPEN_EVERY_S, Exporter, Server
+from gpudiag.export.attribution import Owner
+from gpudiag.export.exporter import REOPEN_EVERY_S, Exporter, Server
 from gpudiag.model import GpuState, Machine, Reading, Reason
 from gpudiag.probe.collect import MachineSource, open_source
 from gpudiag.replay.fixtures import load
@@ -317,7 +317,7 @@ def test_dcgm_family_mig_instances_and_pod_labels() -> None:
 
         class OneAllocation:
             def allocations(self) -> list[Any]:
-                from gpudiag.fleet.attribution import Allocation
+                from gpudiag.export.attribution import Allocation
 
                 mig = "MIG-8b5c2a1e-3f4d-5e6f-9a0b-1c2d3e4f5a6b"
                 return [Allocation("vision", "resnet", "train", "nvidia.com/mig-3g.20gb", (mig,))]
@@ -548,7 +548,7 @@ def test_the_dcgm_family_is_never_openmetrics(source: MachineSource) -> None:
 def test_livez_fails_while_a_scrape_hangs_and_readyz_never_does(source: MachineSource) -> None:
     import threading
 
-    from gpudiag.fleet.exporter import HUNG_AFTER_S
+    from gpudiag.export.exporter import HUNG_AFTER_S
 
     now = [0.0]
     hang = threading.Event()
@@ -661,7 +661,7 @@ def test_a_scrape_asks_nvml_only_for_what_its_family_exports(
 
 
 def test_throttle_reasons_are_the_slowdowns_named_as_the_checks_name_them() -> None:
-    from gpudiag.fleet.metrics_native import THROTTLE_REASONS
+    from gpudiag.export.metrics_native import THROTTLE_REASONS
     from gpudiag.readings import CLOCK_EVENT_NAMES
 
     assert {bit: CLOCK_EVENT_NAMES[bit] for bit in THROTTLE_REASONS} == THROTTLE_REASONS

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpudiag import memory
-from gpudiag.fleet.attribution import (
+from gpudiag.export.attribution import (
     Allocation,
     Owner,
     ProcReader,
@@ -23,7 +23,7 @@ from gpudiag.fleet.attribution import (
     owner,
     parse_cgroup,
 )
-from gpudiag.fleet.exporter import Attributor, Exporter
+from gpudiag.export.exporter import Attributor, Exporter
 from gpudiag.probe.collect import open_source
 from gpudiag.replay.fixtures import load
 
@@ -140,7 +140,7 @@ class FakeKubelet:
     ) -> None:
         import grpc
 
-        from gpudiag.fleet.podresources import api_pb2, api_pb2_grpc
+        from gpudiag.export.podresources import api_pb2, api_pb2_grpc
 
         self.pods = pods
         self.claims = claims or {}
@@ -204,7 +204,7 @@ MIG_3G = "MIG-8b5c2a1e-3f4d-5e6f-9a0b-1c2d3e4f5a6b"
 
 def test_kubelet_attributes_mig_processes_by_mig_device(kubelet_socket: Path) -> None:
     pytest.importorskip("grpc")
-    from gpudiag.fleet.kubelet import KubeletClient
+    from gpudiag.export.kubelet import KubeletClient
 
     kubelet = FakeKubelet(
         kubelet_socket,
@@ -231,7 +231,7 @@ def test_kubelet_attributes_mig_processes_by_mig_device(kubelet_socket: Path) ->
 
 def test_kubelet_answer_is_cached_and_its_owners_dropped_while_the_kubelet_is_away(kubelet_socket: Path) -> None:
     pytest.importorskip("grpc")
-    from gpudiag.fleet.kubelet import KubeletClient
+    from gpudiag.export.kubelet import KubeletClient
 
     gpu0 = "GPU-8e1f2a6c-4b7d-4c1e-9a3f-1d0c5e7b3000"
     kubelet = FakeKubelet(kubelet_socket, [("ml", "llm-0", [("trainer", "nvidia.com/gpu", [gpu0])])])
@@ -243,7 +243,7 @@ def test_kubelet_answer_is_cached_and_its_owners_dropped_while_the_kubelet_is_aw
         now[0] = 5
         assert client.allocations() is first and kubelet.calls == 1  # within the cache: not asked again
         with open_source("h100x8-training-64procs") as source:
-            from tests.test_fleet_exporter import labels_of, pick, scrape
+            from tests.test_export_exporter import labels_of, pick, scrape
 
             for compat, series in (("native", "gpudiag_process_gpu_memory_bytes"), ("dcgm", "DCGM_FI_DEV_FB_USED")):
                 now[0] += 20
@@ -271,7 +271,7 @@ def test_kubelet_answer_is_cached_and_its_owners_dropped_while_the_kubelet_is_aw
 
 
 def test_without_grpc_the_kubelet_is_skipped_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpudiag.fleet import kubelet
+    from gpudiag.export import kubelet
 
     real_import = builtins.__import__
 
@@ -332,7 +332,7 @@ def test_dra_claims_of_nvidias_driver_are_attributed(kubelet_socket: Path) -> No
     """NVIDIA's DRA driver names devices gpu-<minor> (MIG: gpu-<minor>-mig-…, attributed to the GPU);
     the kubelet lists them in the container's dynamic resources. Other drivers' names are not read."""
     pytest.importorskip("grpc")
-    from gpudiag.fleet.kubelet import KubeletClient
+    from gpudiag.export.kubelet import KubeletClient
 
     machine = load("h100x8-training-64procs")[0]
     minor = {g.index: g.minor_number.value for g in machine.gpus}
@@ -362,7 +362,7 @@ def test_dra_claims_of_nvidias_driver_are_attributed(kubelet_socket: Path) -> No
 
 
 def test_device_keys_spell_every_plugins_ids_one_way() -> None:
-    from gpudiag.fleet.attribution import dra_device_key
+    from gpudiag.export.attribution import dra_device_key
 
     assert device_key("nvidia3/vgpu7") == "nvidia3" and device_key("nvidia3/gi5") == "nvidia3/gi5"
     assert device_key("nvidia3/vgpux") == "nvidia3/vgpux"  # not a replica suffix: kept as it is

@@ -3,7 +3,7 @@
 Two sources, joined per process (not per device, so time-sliced and MIG-shared GPUs
 attribute each process to its own owner):
 
-* the kubelet's pod-resources API (:mod:`gpudiag.fleet.kubelet`): which container holds
+* the kubelet's pod-resources API (:mod:`gpudiag.export.kubelet`): which container holds
   which GPU or MIG device, by the ids device plugins hand out (UUIDs from NVIDIA's plugin;
   ``nvidia<minor>``, ``nvidia<minor>/gi<id>`` from GKE's; plain NVML indices) or by the device
   names of NVIDIA's DRA driver (``gpu-<minor>``) in a container's dynamic resources;

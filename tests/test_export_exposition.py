@@ -7,7 +7,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.samples import Sample
 
-from gpudiag.fleet.exposition import RowMetric, TextRenderer
+from gpudiag.export.exposition import RowMetric, TextRenderer
 
 
 class _Collector:
@@ -45,7 +45,7 @@ def test_samples_can_be_replaced_and_wrong_samples_are_refused() -> None:
 
 
 def test_a_bare_counter_is_typed_under_its_own_name_as_dcgm_exporter_writes_it() -> None:
-    from gpudiag.fleet.exposition import BareMetric
+    from gpudiag.export.exposition import BareMetric
 
     energy = BareMetric("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy (in mJ).", "counter")
     energy.add_sample("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", {"gpu": "0"}, 5.0)

@@ -59,9 +59,9 @@ def stamp(name: str, doc: str, when: float | None = None) -> Any:
 
 def write_memory(directory: Path, view: MemoryView, live: bool) -> Path:
     """``memory --textfile``: the native memory and per-process families, owners from /proc when live."""
-    from gpudiag.fleet import metrics_native
-    from gpudiag.fleet.attribution import ProcReader
-    from gpudiag.fleet.exporter import Attributor
+    from gpudiag.export import metrics_native
+    from gpudiag.export.attribution import ProcReader
+    from gpudiag.export.exporter import Attributor
 
     owners = Attributor(ProcReader() if live else None, None).owners(view)
     families = metrics_native.families(view, owners=owners)
@@ -78,7 +78,7 @@ def write_check(directory: Path, results: Sequence[CheckResult], machine: Machin
 def check_families(results: Sequence[CheckResult], uuids: dict[int, str], code: int) -> list[Any]:
     from prometheus_client.core import GaugeMetricFamily
 
-    from gpudiag.fleet.metrics_native import check_families as verdicts
+    from gpudiag.export.metrics_native import check_families as verdicts
 
     exit_code = GaugeMetricFamily("gpudiag_check_exit_code", "Exit code of the last `gpudiag check` (0 ready)")
     exit_code.add_metric([], code)

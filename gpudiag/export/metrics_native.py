@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.fleet.attribution import NOBODY, Owner
-from gpudiag.fleet.exposition import RowMetric
+from gpudiag.export.attribution import NOBODY, Owner
+from gpudiag.export.exposition import RowMetric
 from gpudiag.memory import Forecast, MemoryView, ProcessRow
 from gpudiag.model import Gpu, GpuState, Reading
 from gpudiag.readings import CLOCK_EVENTS

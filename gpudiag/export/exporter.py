@@ -28,8 +28,8 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from gpudiag.checks import CheckResult, Facts, Options
-from gpudiag.fleet import metrics_dcgm, metrics_native
-from gpudiag.fleet.attribution import (
+from gpudiag.export import metrics_dcgm, metrics_native
+from gpudiag.export.attribution import (
     Allocation,
     Owner,
     ProcReader,
@@ -38,7 +38,7 @@ from gpudiag.fleet.attribution import (
     mig_keys,
     owner,
 )
-from gpudiag.fleet.exposition import CONTENT_TYPE, TextRenderer
+from gpudiag.export.exposition import CONTENT_TYPE, TextRenderer
 from gpudiag.memory import MemoryView
 from gpudiag.model import FactGroup, Gpu, GpuState, HostProcess, Machine, NvmlStatus, Reading, Reason
 from gpudiag.probe.collect import MachineSource
@@ -312,7 +312,7 @@ class Exporter:
             yield asked
 
     def render_text(self, names: frozenset[str] | None = None) -> bytes:
-        """One scrape in the text format (the fast path; see gpudiag.fleet.exposition), all of it
+        """One scrape in the text format (the fast path; see gpudiag.export.exposition), all of it
         or the families ``names`` names (a scrape's ``name[]`` parameters)."""
         return self._renderer.render(self.collect(), names)
 

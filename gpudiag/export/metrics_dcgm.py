@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpudiag.fleet.attribution import Owner
-from gpudiag.fleet.exposition import BareMetric
-from gpudiag.fleet.metrics_native import mig_profile
+from gpudiag.export.attribution import Owner
+from gpudiag.export.exposition import BareMetric
+from gpudiag.export.metrics_native import mig_profile
 from gpudiag.model import Gpu, GpuState, Machine, Reading
 
 MIB = 1024 * 1024
