@@ -176,10 +176,14 @@ def _view(
         apps = csv_query.parse_apps_query(query_apps or "")
         wanted = frozenset({FactGroup.PROCESSES, *(f.group for _, f in apps if f.group is not None)})
         return View("apps", wanted, apps, fmt)
-    if json_output:  # every fact; the details (~130 NVML calls per GPU, more with NVLink) only with --details
-        return View("json", ALL_GROUPS if details else ALL_GROUPS - {FactGroup.DETAILS, FactGroup.LINKS})
-    if details:
-        return View("details", ALL_GROUPS)
+    if (
+        json_output
+    ):  # every fact; the details (~130 NVML calls per GPU, more with NVLink) and GPM's window with --details
+        return View(
+            "json", ALL_GROUPS if details else ALL_GROUPS - {FactGroup.DETAILS, FactGroup.LINKS, FactGroup.PROFILING}
+        )
+    if details:  # -q: not GPM, which it does not show and whose one-shot read waits 0.1 s
+        return View("details", ALL_GROUPS - {FactGroup.PROFILING})
     from gpudiag.render.list_view import GROUPS
 
     return View("table", GROUPS - {FactGroup.PROCESSES} if no_processes else GROUPS, show_processes=not no_processes)

@@ -2,22 +2,29 @@
 
 So that NVIDIA's published Grafana dashboard for dcgm-exporter, and alerts written for it, work
 unchanged. The names, units and Prometheus types are those of dcgm-exporter's
-``etc/default-counters.csv``; the labels are those its renderer
-(``internal/pkg/rendermetrics/render_metrics.go``) puts on each series: ``gpu``, ``UUID``,
-``pci_bus_id``, ``device`` (``nvidia`` + the GPU's id, as dcgm-exporter writes it, not the
-minor number), ``modelName``, ``GPU_I_PROFILE``/``GPU_I_ID`` on MIG instances, the host name,
-the driver version (the CSV's ``label`` row) and ``pod``/``namespace``/``container`` in
-Kubernetes. The host name is both ``Hostname`` (dcgm-exporter up to 4.8.2, and the dashboards
-and rules written for it) and ``hostname`` (since 4.8.3).
+``etc/default-counters.csv`` (and, for the fields it lists commented out, their lines there); the
+labels are those its renderer (``internal/pkg/rendermetrics/render_metrics.go``) puts on each
+series: ``gpu``, ``UUID``, ``pci_bus_id``, ``device`` (``nvidia`` + the GPU's id, as dcgm-exporter
+writes it, not the minor number), ``modelName``, ``GPU_I_PROFILE``/``GPU_I_ID`` on MIG instances,
+the host name, the driver version (the CSV's ``label`` row) and ``pod``/``namespace``/``container``
+in Kubernetes; ``DCGM_FI_DEV_XID_ERRORS`` adds ``err_code`` and ``err_msg``
+(``internal/pkg/collector/gpu_collector.go``). The host name is both ``Hostname`` (dcgm-exporter
+up to 4.8.2, and the dashboards and rules written for it) and ``hostname`` (since 4.8.3).
 
-Four fields are counters without the ``_total`` suffix, as dcgm-exporter types them: they are
+Several fields are counters without the ``_total`` suffix, as dcgm-exporter types them: they are
 rendered as ``# TYPE X counter`` over samples named ``X`` (see :class:`BareMetric`), which only
 the text format 0.0.4 can say; this family is never served as OpenMetrics.
 
-Only what NVML itself measures is exported: DCGM's profiling fields (``DCGM_FI_PROF_*``), XID
-errors, memory temperature, encoder/decoder and NVLink counters need DCGM and are absent, never
-faked. ``gpudiag_gpu_lost`` (gpudiag's own, with the same identity labels) says which GPU went
-away, where dcgm-exporter's series would just stop.
+Everything comes from NVML; nothing is faked where NVML has no answer. Memory temperature and
+encoder/decoder utilization are NVML readings; the Xid errors come from NVML's event set, the
+NVLink bandwidth from its throughput counters (per second between two scrapes, as DCGM computes
+it), and the profiling fields (``DCGM_FI_PROF_*``) from NVML's GPU performance monitoring (GPM) on
+Hopper and newer, the way DCGM itself reads them there: on an older GPU they are absent (DCGM
+reads them through its own profiling module, which NVML does not have), as is each one GPM does
+not answer. ``DCGM_FI_DEV_PCIE_TX_THROUGHPUT``/``RX`` are not exported: current DCGM answers them
+"not supported" itself (deprecated for ``DCGM_FI_PROF_PCIE_*_BYTES``). ``gpudiag_gpu_lost``
+(gpudiag's own, with the same identity labels) says which GPU went away, where dcgm-exporter's
+series would just stop.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from typing import Any
 from gpudiag.export.attribution import Owner
 from gpudiag.export.exposition import BareMetric
 from gpudiag.export.metrics_native import mig_profile
+from gpudiag.export.xid import XidTally, description
 from gpudiag.model import Gpu, GpuState, Machine, Reading
 
 MIB = 1024 * 1024
@@ -40,9 +48,68 @@ def _mib(pick: Callable[[Any], int]) -> Callable[[Gpu], Reading[Any]]:
     return lambda g: g.memory.map(lambda m: pick(m) // MIB)
 
 
+def _profiled(name: str, scale: float) -> Callable[[Gpu], Reading[Any]]:
+    """A GPM figure of the GPU (model.Profiling), in DCGM's unit: a ratio for a percentage."""
+
+    def read(g: Gpu) -> Reading[Any]:
+        profiling = g.profiling.value
+        if profiling is None:
+            return Reading.missing_like(g.profiling)
+        reading: Reading[float] = getattr(profiling, name)
+        return reading.map(lambda v: v * scale) if scale != 1 else reading
+
+    return read
+
+
+def _violation(policy: str) -> Callable[[Gpu], Reading[Any]]:
+    return lambda g: getattr(g.violations, f"{policy}_ns")
+
+
+_VIOLATIONS = (
+    ("POWER", "power", "power constraints"),
+    ("THERMAL", "thermal", "thermal constraints"),
+    ("SYNC_BOOST", "sync_boost", "sync-boost constraints"),
+    ("BOARD_LIMIT", "board_limit", "board limit constraints"),
+    ("LOW_UTIL", "low_utilization", "low utilization"),
+    ("RELIABILITY", "reliability", "reliability constraints"),
+)
+_ECC = (
+    ("SBE_VOL", "volatile_corrected", "single-bit volatile"),
+    ("DBE_VOL", "volatile_uncorrected", "double-bit volatile"),
+    ("SBE_AGG", "aggregate_corrected", "single-bit persistent"),
+    ("DBE_AGG", "aggregate_uncorrected", "double-bit persistent"),
+)
+# DCGM's profiling fields (DCGM_FI_PROF_*) by the GPM figure each is (dcgm_fields.cpp maps them so on
+# Hopper and newer), the help of dcgm-exporter's CSV, and the factor to DCGM's unit.
+_PROFILING = (
+    ("GR_ENGINE_ACTIVE", "graphics_active_percent", "Ratio of time the graphics engine is active."),
+    ("SM_ACTIVE", "sm_active_percent", "The ratio of cycles an SM has at least 1 warp assigned."),
+    ("SM_OCCUPANCY", "sm_occupancy_percent", "The ratio of number of warps resident on an SM."),
+    ("PIPE_TENSOR_ACTIVE", "tensor_active_percent", "Ratio of cycles the tensor (HMMA) pipe is active."),
+    (
+        "DRAM_ACTIVE",
+        "dram_active_percent",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+    ),
+    ("PIPE_FP64_ACTIVE", "fp64_active_percent", "Ratio of cycles the fp64 pipes are active."),
+    ("PIPE_FP32_ACTIVE", "fp32_active_percent", "Ratio of cycles the fp32 pipes are active."),
+    ("PIPE_FP16_ACTIVE", "fp16_active_percent", "Ratio of cycles the fp16 pipes are active."),
+    *(
+        (
+            f"{link}_{direction.upper()}_BYTES",
+            f"{link.lower()}_{direction}_bytes_per_s",
+            f"The rate of data {verb} over the {bus} bus - including both protocol headers and data payloads -"
+            " in bytes per second.",
+        )
+        for link, bus in (("PCIE", "PCIe"), ("NVLINK", "NVLink"))
+        for direction, verb in (("tx", "transmitted"), ("rx", "received"))
+    ),
+)
+
 FIELDS: tuple[Field, ...] = (
     ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", lambda g: g.clock_sm_mhz),
     ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", lambda g: g.clock_memory_mhz),
+    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).", lambda g: g.memory_temperature_c),
     ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", lambda g: g.temperature_c),
     ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", lambda g: g.power_draw_w),
     (
@@ -59,6 +126,23 @@ FIELDS: tuple[Field, ...] = (
         "Memory utilization (in %).",
         lambda g: g.utilization.map(lambda u: u.memory_percent),
     ),
+    ("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).", lambda g: g.encoder_percent),
+    ("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).", lambda g: g.decoder_percent),
+    *(
+        (
+            f"DCGM_FI_DEV_{name}_VIOLATION",
+            "counter",
+            f"Throttling duration due to {why} (in ns).",
+            _violation(policy),
+        )
+        for name, policy, why in _VIOLATIONS
+    ),
+    (
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+        "gauge",
+        "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*).",
+        lambda g: g.clock_event_reasons,
+    ),
     ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", _mib(lambda m: m.free_bytes)),
     ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", _mib(lambda m: m.used_bytes)),
     (
@@ -71,6 +155,34 @@ FIELDS: tuple[Field, ...] = (
             else Reading.missing_like(g.memory)
         ),
     ),
+    *(
+        (
+            f"DCGM_FI_DEV_ECC_{name}_TOTAL",
+            "counter",
+            f"Total number of {what} ECC errors.",
+            lambda g, counter=counter: getattr(g.ecc_errors, counter),
+        )
+        for name, counter, what in _ECC
+    ),
+    (
+        "DCGM_FI_DEV_RETIRED_SBE",
+        "counter",
+        "Total number of retired pages due to single-bit errors.",
+        lambda g: g.retired_pages.map(lambda r: r.single_bit),
+    ),
+    (
+        "DCGM_FI_DEV_RETIRED_DBE",
+        "counter",
+        "Total number of retired pages due to double-bit errors.",
+        lambda g: g.retired_pages.map(lambda r: r.double_bit),
+    ),
+    (
+        "DCGM_FI_DEV_RETIRED_PENDING",
+        "counter",
+        "Total number of pages pending retirement.",
+        lambda g: g.retired_pages.map(lambda r: int(r.pending)),
+    ),
+    ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU License status", lambda g: g.vgpu_license_status),
     (
         "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
         "counter",
@@ -89,8 +201,15 @@ FIELDS: tuple[Field, ...] = (
         "Whether remapping of rows has failed",
         lambda g: g.remapped_rows.map(lambda r: int(r.failure)),
     ),
+    *(
+        (f"DCGM_FI_PROF_{name}", "gauge", doc, _profiled(figure, 0.01 if figure.endswith("_percent") else 1))
+        for name, figure, doc in _PROFILING
+    ),
 )
-
+XID = "DCGM_FI_DEV_XID_ERRORS"
+XID_HELP = "Value of the last XID error encountered."
+NVLINK_BANDWIDTH = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
+NVLINK_BANDWIDTH_HELP = "Total number of NVLink bandwidth counters for all lanes."
 LOST = "gpudiag_gpu_lost"
 
 
@@ -119,6 +238,8 @@ def families(
     hostname: str,
     device_owners: Mapping[str, Owner] | None = None,
     known: Mapping[int, Gpu] | None = None,
+    xids: XidTally | None = None,
+    nvlink_bandwidth: Mapping[str, float] | None = None,
 ) -> list[Any]:
     """The DCGM-named families for one reading, then ``gpudiag_gpu_lost``.
 
@@ -126,27 +247,40 @@ def families(
     Kubernetes: every series then carries ``pod``, ``namespace`` and ``container``, empty where
     no single container holds the device (an empty label is no label to Prometheus).
     ``known``: each GPU as last seen working, by index, for the identity of one that is lost now.
+    ``xids``: the Xid errors seen so far (a GPU whose events NVML cannot report has no series);
+    ``nvlink_bandwidth``: DCGM's NVLink bandwidth figure by GPU UUID, where two scrapes gave one.
     """
     made = {name: BareMetric(name, doc, typ) for name, typ, doc, _ in FIELDS}
+    xid = BareMetric(XID, XID_HELP, "gauge")
+    nvlink = BareMetric(NVLINK_BANDWIDTH, NVLINK_BANDWIDTH_HELP, "counter")
     lost = BareMetric(LOST, "1 when the GPU is lost (fallen off the bus) or cannot be opened", "gauge")
+    out = [*made.values(), xid, nvlink, lost]
     if machine is None:
-        return [*made.values(), lost]
+        return out
     driver = machine.nvml.driver_version.get("")
     kube = device_owners is not None
     owners = device_owners or {}
     remembered = known or {}
+    rates = nvlink_bandwidth or {}
     for g in machine.gpus:
         identity = _identity(g, remembered.get(g.index), hostname)
         lost.add_sample(LOST, identity, 0.0 if g.state is GpuState.OK else 1.0)
         if g.state is not GpuState.OK:
             continue
         base = {**identity, "DCGM_FI_DRIVER_VERSION": driver}
-        gpu_owner = owners.get(g.uuid.get("").lower(), Owner()) if kube else None
+        uuid = g.uuid.get("")
+        gpu_owner = owners.get(uuid.lower(), Owner()) if kube else None
         labels = _with_owner(base, gpu_owner)
         for name, _typ, _doc, read in FIELDS:
             value = read(g).value
             if value is not None:
                 made[name].add_sample(name, labels, float(value))
+        record = xids.of(uuid) if xids is not None else None
+        if record is not None:
+            code = str(record.last)
+            xid.add_sample(XID, {**labels, "err_code": code, "err_msg": description(record.last)}, float(record.last))
+        if uuid in rates:
+            nvlink.add_sample(NVLINK_BANDWIDTH, labels, rates[uuid])
         for mig in g.mig_devices:
             if (m := mig.memory.value) is None:
                 continue
@@ -160,4 +294,4 @@ def families(
             mig_labels = _with_owner(mig_labels, mig_owner)
             made["DCGM_FI_DEV_FB_FREE"].add_sample("DCGM_FI_DEV_FB_FREE", mig_labels, float(m.free_bytes // MIB))
             made["DCGM_FI_DEV_FB_USED"].add_sample("DCGM_FI_DEV_FB_USED", mig_labels, float(m.used_bytes // MIB))
-    return [*made.values(), lost]
+    return out

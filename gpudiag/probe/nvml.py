@@ -57,6 +57,11 @@ def _decode_part(decode: Callable[[Any], Any], part: int | str, raw: Any) -> Any
     return decode(pick(raw, part))
 
 
+def _field_id(spec: Spec) -> Any:
+    """A row's field as nvmlDeviceGetFieldValues is asked it: the id, or (id, scope) where it has one."""
+    return (spec.field, spec.scope) if spec.scope else spec.field
+
+
 # How read_specs reads a row: the only row of its call; the same, asked once per session; one of the
 # rows of a call; a field value; a composite reading.
 _ALONE, _FIXED, _SHARED, _FIELD, _CUSTOM = range(5)
@@ -115,6 +120,7 @@ class _Handles(msgspec.Struct):
     # every reopen, which a long-running reader does when NVML restarts under it. Only answers are
     # kept, never errors.
     fixed: dict[str, Reading[Any]] = msgspec.field(default_factory=dict)
+    gpm: Any = None  # probe.gpm.GpuSamples: the GPU's GPM samples, made on its first profiling read
 
 
 class NvmlSession:
@@ -138,6 +144,14 @@ class NvmlSession:
         self._details: Any = None
         # Replays: GPUs whose snapshot holds no details answer with this instead of being read.
         self.unrecorded_details: dict[int, Reading[Any]] = {}
+        # GPM (FactGroup.PROFILING, probe.gpm): the window and whether a read without an earlier sample
+        # waits for it (one-shot readers do; the exporter measures since its previous scrape instead).
+        # None: probe.gpm's one-shot window, and the time module's clock and sleep.
+        self.gpm_window_s: float | None = None
+        self.gpm_wait = True
+        self.gpm_clock: Callable[[], float] | None = None
+        self.gpm_sleep: Callable[[float], None] | None = None
+        self._gpm: Any = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -160,6 +174,12 @@ class NvmlSession:
         return self.info
 
     def close(self) -> None:
+        if self._gpm is not None:  # GPM's buffers go back before NVML shuts down
+            for handles in self._handles:
+                if handles.gpm is not None:
+                    self._gpm.free(handles.gpm)
+                    handles.gpm = None
+            self._gpm = None
         if self.opened:
             with contextlib.suppress(self._lib.NVMLError):  # nothing useful to do about it
                 self._lib.nvmlShutdown()
@@ -226,6 +246,15 @@ class NvmlSession:
     def read(self, function: str, *args: Any, convert: Callable[[Any], T] | None = None) -> Reading[T]:
         """:meth:`_read`, for the details probe."""
         return self._read(function, *args, convert=convert)
+
+    def missing_for(self, code: int, what: str) -> Reading[Any]:
+        """The reading an NVML status code of one item of an answer (a field value, a GPM metric) stands for."""
+        lib = self._lib
+        try:
+            raise lib.NVMLError(code)
+        except lib.NVMLError as exc:
+            reason, detail = self._reason(exc, what, missing_function=False)
+        return Reading.missing(reason, detail)
 
     def _read(self, function: str, *args: Any, convert: Callable[[Any], T] | None = None) -> Reading[T]:
         """Call one NVML function; errors become a reason, a lost GPU ends the GPU's read."""
@@ -388,7 +417,7 @@ class NvmlSession:
                 if kind is _FIELD:
                     if fields is None:  # where the first field's row is: the NVML calls keep the rows' order
                         fields = self.field_values(h, ids)
-                    raw = fields[spec.field]
+                    raw = fields[call]
                 else:
                     asked = (call, *args)
                     raw = answers.get(asked)  # type: ignore[assignment]
@@ -397,10 +426,10 @@ class NvmlSession:
                 out[key] = raw if raw.value is None else Reading(value=decode(raw.value))
         return out
 
-    def _plan(self, specs: tuple[Spec, ...]) -> tuple[list[int], list[tuple[Any, ...]]]:
-        """How to read ``specs``: their field ids, and each row's key, kind (see _ALONE), call and
-        arguments (NVML's constants looked up), decoder, and the row. Made once per tuple of rows,
-        which live as long as the program."""
+    def _plan(self, specs: tuple[Spec, ...]) -> tuple[list[Any], list[tuple[Any, ...]]]:
+        """How to read ``specs``: their field ids, and each row's key, kind (see _ALONE), call (a field
+        row's: its id, or (id, scope)) and arguments (NVML's constants looked up), decoder, and the row.
+        Made once per tuple of rows, which live as long as the program."""
         plan = self._plans.get(id(specs))
         if plan is None:
             calls = [(spec.call, spec.args) for spec in specs if not spec.field and not spec.custom]
@@ -418,8 +447,9 @@ class NvmlSession:
                     kind = _SHARED
                 else:
                     kind = _FIXED if spec.fixed else _ALONE
-                steps.append((spec.key, kind, spec.call, args, decode, spec))
-            plan = self._plans[id(specs)] = ([spec.field for spec in specs if spec.field], steps)
+                call = _field_id(spec) if kind is _FIELD else spec.call  # a field row: what it is asked as
+                steps.append((spec.key, kind, call, args, decode, spec))
+            plan = self._plans[id(specs)] = ([_field_id(spec) for spec in specs if spec.field], steps)
         return plan
 
     def _ask(self, h: Any, spec: Spec, args: tuple[Any, ...]) -> Reading[Any]:
@@ -454,11 +484,10 @@ class NvmlSession:
                 member = _VALUE_MEMBERS.get(int(getattr(value, "valueType", 1)), "uiVal")
                 out[fid] = Reading.of(getattr(value.value, member))
                 continue
-            try:
-                raise lib.NVMLError(code)
-            except lib.NVMLError as exc:
-                reason, detail = self._reason(exc, f"field {fid}", missing_function=False)
-            out[fid] = Reading.missing(reason, detail)
+            missing = out[fid] = self.missing_for(code, f"field {fid}")
+            unrecorded = getattr(lib, "gpudiag_unrecorded_field", None)  # a replay's: its snapshot lacks it
+            if missing.reason is Reason.UNKNOWN_ERROR and unrecorded is not None and unrecorded(h, fid):
+                out[fid] = Reading.missing(Reason.NOT_RECORDED)
         return out
 
     def _memory(self, h: Any) -> Reading[Memory]:
@@ -501,6 +530,34 @@ class NvmlSession:
             bad = dbe if dbe.value is None else pending
             return Reading.missing_like(bad)
         return Reading.of(RetiredPages(single_bit=sbe.value, double_bit=dbe.value, pending=pending.value))
+
+    def _profiling(self, h: Any, handles: _Handles) -> Reading[Any]:
+        """The GPU's GPM figures (probe.gpm), over the window since a sample kept from an earlier read."""
+        from gpudiag.probe import gpm
+
+        if self._gpm is None:
+            self._gpm = gpm.GpmReader(
+                self,
+                gpm.ONE_SHOT_WINDOW_S if self.gpm_window_s is None else self.gpm_window_s,
+                self.gpm_wait,
+                self.gpm_clock,
+                self.gpm_sleep,
+            )
+        if handles.gpm is None:
+            handles.gpm = gpm.GpuSamples()
+        return self._gpm.read(handles.gpm, h, self._gpm_samples)  # type: ignore[no-any-return]
+
+    def _gpm_samples(self) -> list[tuple[Any, Any]]:
+        """Every usable GPU's GPM state and handle (a one-shot read samples them all before its one wait)."""
+        from gpudiag.probe.gpm import GpuSamples
+
+        out = []
+        for handles in self._handles:
+            if handles.gpu is not None and handles.state is GpuState.OK:
+                if handles.gpm is None:
+                    handles.gpm = GpuSamples()
+                out.append((handles.gpm, handles.gpu))
+        return out
 
     def _inforom(self, h: Any) -> Reading[bool]:
         lib = self._lib
@@ -602,6 +659,7 @@ class XidWatch:
         self._lib = lib
         self._set: Any = None
         self.missing: list[str] = []
+        self.watched: set[int] = set()  # the indices of the GPUs whose events are seen
         try:
             self._set = lib.nvmlEventSetCreate()
         except lib.NVMLError as exc:
@@ -612,6 +670,8 @@ class XidWatch:
                 lib.nvmlDeviceRegisterEvents(handle, lib.nvmlEventTypeXidCriticalError, self._set)
             except lib.NVMLError as exc:
                 self.missing.append(f"GPU {index} ({exc})")
+                continue
+            self.watched.add(index)
 
     def poll(self) -> list[tuple[int, int]]:
         """(GPU index, Xid) of every event since the last poll, without waiting."""
@@ -705,6 +765,7 @@ _CUSTOM_READERS: dict[str, Callable[[NvmlSession, Any, _Handles], Any]] = {
     "inforom_valid": lambda session, h, _handles: session._inforom(h),
     "mig_devices": lambda session, _h, handles: tuple(session._mig_device(slot, mh) for slot, mh in handles.mig),
     "processes": lambda session, h, _handles: session._processes(h),
+    "profiling": lambda session, h, handles: session._profiling(h, handles),
 }
 
 

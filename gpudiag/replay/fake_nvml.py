@@ -38,7 +38,7 @@ from gpudiag.model import (
     Reading,
     Reason,
 )
-from gpudiag.readings import GPU_READINGS, NO_INSTANCE, Spec, reading_at
+from gpudiag.readings import GPM_METRICS, GPU_READINGS, NO_INSTANCE, Spec, reading_at
 
 _INIT_ERRORS = {
     NvmlStatus.LIBRARY_NOT_FOUND: pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,
@@ -117,6 +117,8 @@ _PADDING: dict[str, tuple[Any, ...]] = {
 }
 # Answers that are pynvml structs rather than plain objects.
 _STRUCTS: dict[str, Callable[[], Any]] = {"nvmlDeviceGetUtilizationRates": pynvml.c_nvmlUtilization_t}
+# GPM metric ids by the model.Profiling field that keeps each, and the factor from GPM's unit to the model's.
+_GPM_FIELDS = {metric: (name, factor) for name, metric, factor in GPM_METRICS}
 # Field ids whose value is what a call answers.
 _FIELDS_OF_CALLS = {
     pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: ("nvmlDeviceGetTotalEnergyConsumption", 3),
@@ -247,6 +249,20 @@ def _detail_rows_by_field() -> dict[Any, _Call]:
     return _index(DETAIL_READINGS, _fields_of)
 
 
+class ReplayTime:
+    """Time for a replay's one-shot GPM read: its wait between two samples passes at once (the recorded
+    figures are the window's whatever it lasts), and the window it reports is the one it asked for."""
+
+    def __init__(self) -> None:
+        self._now = 0.0
+
+    def now(self) -> float:
+        return self._now
+
+    def sleep(self, seconds: float) -> None:
+        self._now += seconds
+
+
 class FakeHandle(msgspec.Struct, frozen=True):
     gpu: int
     mig_slot: int | None = None
@@ -290,6 +306,14 @@ def _bus_id_key(bus_id: str) -> tuple[int, ...] | None:
         return None
 
 
+def _address(sample: Any) -> int:
+    """The buffer a GPM sample pointer points at (0 for a null pointer or something else)."""
+    try:
+        return ctypes.addressof(sample.contents)
+    except (AttributeError, TypeError, ValueError):
+        return 0
+
+
 def _text(value: str | bytes) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else value
 
@@ -322,6 +346,9 @@ class FakeNvml(ModuleType):
             namespace[name] = getattr(self, name)
         self._details_impl: Any = None
         self._event_sets: list[_EventSet] = []  # XID event sets (check --level 2-4)
+        # GPM sample buffers (nvmlGpmSampleAlloc), by address: the GPU sampled into each (its position)
+        # and its profiling reading then, or None while the buffer holds no sample.
+        self._gpm_samples: dict[int, tuple[int, Reading[Any]] | None] = {}
 
     @property
     def calls(self) -> list[str]:
@@ -389,7 +416,8 @@ class FakeNvml(ModuleType):
             # value, a GPU without details, its own handle.
             if found is not None and gpu.details.value is None and handle.mig_slot is None:
                 read, encode = found
-                return encode(_value(read(gpu)))
+                value = encode(_value(read(gpu)))
+                return _answer_of(name, value) if isinstance(value, dict) else value  # a dict: a struct's
             return self._answer(name, gpu, handle, own, args)
 
         call.__name__ = call.__qualname__ = name
@@ -660,6 +688,19 @@ class FakeNvml(ModuleType):
             setattr(slot.value, "ullVal" if value_type == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG else "uiVal", value)
         return int(pynvml.NVML_SUCCESS)
 
+    def gpudiag_unrecorded_field(self, handle: FakeHandle, field: Any) -> bool:
+        """Whether the snapshot does not hold a field value (an id, or an (id, scope) pair): NVML's
+        field values carry a status code each, which has no word for "not recorded", so the probe
+        asks this where a call's NotRecordedError would say it."""
+        field_id, scope = field if isinstance(field, tuple) else (field, 0)
+        try:
+            self._field(self._full_gpu(handle), handle, int(field_id), int(scope))
+        except NotRecordedError:
+            return True
+        except pynvml.NVMLError:
+            return False
+        return False
+
     def _field(self, gpu: Gpu, handle: FakeHandle, field_id: int, scope: int) -> tuple[int, int]:
         """One field value and its nvmlValueType_t, from the row that declares the field (or the call)."""
         if field_id in _FIELDS_OF_CALLS:
@@ -763,6 +804,66 @@ class FakeNvml(ModuleType):
 
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle: FakeHandle) -> list[Any]:
         return self._query_processes("nvmlDeviceGetGraphicsRunningProcesses_v3", handle)
+
+    # -- GPM (profiling metrics) ----------------------------------------------------
+    # The recorded figures are what the GPU did over a window: nvmlGpmMetricsGet answers the ones the
+    # GPU's second sample was taken under (a later sample after set_machine sees the new ones).
+
+    def nvmlGpmQueryDeviceSupport(self, handle: FakeHandle) -> Any:
+        self._enter("nvmlGpmQueryDeviceSupport")
+        profiling = self._full_gpu(handle).profiling
+        support = pynvml.c_nvmlGpmSupport_t()
+        support.version = pynvml.NVML_GPM_SUPPORT_VERSION
+        if profiling.reason is Reason.NOT_SUPPORTED:
+            support.isSupportedDevice = 0  # an older GPU: NVML answers, and says no
+            return support
+        if profiling.reason not in (None, Reason.UNAVAILABLE):  # UNAVAILABLE: GPM, but no figures recorded
+            _value(profiling)  # "not recorded" where the snapshot does not say, else the error recorded
+        support.isSupportedDevice = 1
+        return support
+
+    def nvmlGpmSampleAlloc(self) -> Any:
+        self._enter("nvmlGpmSampleAlloc")
+        sample = pynvml.c_nvmlGpmSample_t(pynvml.struct_c_nvmlGpmSample_t())
+        self._gpm_samples[ctypes.addressof(sample.contents)] = None
+        return sample
+
+    def nvmlGpmSampleFree(self, sample: Any) -> None:
+        self._enter("nvmlGpmSampleFree")
+        if self._gpm_samples.pop(_address(sample), False) is False:
+            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+
+    def nvmlGpmSampleGet(self, handle: FakeHandle, sample: Any) -> Any:
+        self._enter("nvmlGpmSampleGet")
+        gpu = self._full_gpu(handle)
+        address = _address(sample)
+        if address not in self._gpm_samples:
+            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        self._gpm_samples[address] = (handle.gpu, gpu.profiling)
+        return sample
+
+    def nvmlGpmMetricsGet(self, query: Any) -> Any:
+        self._enter("nvmlGpmMetricsGet")
+        if query.version != pynvml.NVML_GPM_METRICS_GET_VERSION:
+            _raise(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        first = self._gpm_samples.get(_address(query.sample1))
+        second = self._gpm_samples.get(_address(query.sample2))
+        if first is None or second is None or first[0] != second[0]:
+            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # not filled, or two GPUs' samples
+        profiling = second[1]
+        for slot in list(query.metrics)[: int(query.numMetrics)]:
+            known = _GPM_FIELDS.get(int(slot.metricId))
+            if known is None:
+                slot.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED  # a metric the model does not keep
+                continue
+            name, factor = known
+            reading = reading_at(profiling.value, name) if profiling.value is not None else profiling
+            if reading.value is None:
+                slot.nvmlReturn = _REASON_ERRORS[reading.reason or Reason.UNKNOWN_ERROR]
+            else:
+                slot.nvmlReturn = pynvml.NVML_SUCCESS
+                slot.value = float(reading.value) / factor  # back to GPM's unit (percent, MiB/s)
+        return query
 
     # -- events (XIDs) ---------------------------------------------------------------
 
