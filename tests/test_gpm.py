@@ -19,6 +19,7 @@ from gpudiag.readings import GPM_METRICS, MIB
 from gpudiag.replay.fake_host import RecordedHost
 from gpudiag.replay.fake_nvml import FakeHandle, FakeNvml
 from gpudiag.replay.fixtures import load
+from tests.conftest import Cli
 
 PROFILING = frozenset({FactGroup.PROFILING})
 BUSY = "h100x8-training-64procs"
@@ -248,3 +249,15 @@ def test_the_gpm_recording_is_read_back_by_the_capture_tool(tmp_path: Any) -> No
         "nvmlGpmMetricsGet": {},
         "nvmlGpmQueryDeviceSupport": {"ok": {"isSupportedDevice": 0}},
     }
+
+
+def test_list_json_does_not_wait_for_gpm_and_its_details_do(cli: Cli) -> None:
+    """`list --json` leaves GPM out (its one-shot read waits a window); `--details` and `snapshot` read it."""
+    import json
+
+    plain = json.loads(cli("--replay", BUSY, "list", "--json")[1])
+    assert plain["gpus"][0]["profiling"] == {"unavailable": "not_read"}
+    detailed = json.loads(cli("--replay", BUSY, "list", "--json", "--details")[1])
+    assert detailed["gpus"][0]["profiling"]["tensor_active_percent"] == 47.5
+    snapshot = json.loads(cli("--replay", BUSY, "snapshot")[1])
+    assert snapshot["gpus"][0]["profiling"]["window_s"] == gpm.ONE_SHOT_WINDOW_S

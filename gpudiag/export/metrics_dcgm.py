@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gpudiag.export.attribution import Owner
-from gpudiag.export.exposition import BareMetric
+from gpudiag.export.exposition import BareMetric, RowMetric
 from gpudiag.export.metrics_native import mig_profile
 from gpudiag.export.xid import XidTally, description
 from gpudiag.model import Gpu, GpuState, Machine, Reading
@@ -213,24 +213,23 @@ NVLINK_BANDWIDTH_HELP = "Total number of NVLink bandwidth counters for all lanes
 LOST = "gpudiag_gpu_lost"
 
 
-def _identity(g: Gpu, known: Gpu | None, hostname: str) -> dict[str, str]:
-    """dcgm-exporter's identity labels of a GPU; a GPU that is not OK now keeps those it last had."""
+IDENTITY = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "hostname")
+OWNER = ("pod", "namespace", "container")
+
+
+def _identity(g: Gpu, known: Gpu | None, hostname: str) -> tuple[str, ...]:
+    """dcgm-exporter's identity labels of a GPU (IDENTITY's values); a GPU that is not OK now keeps
+    those it last had."""
     source = g if g.state is GpuState.OK or known is None else known
-    return {
-        "gpu": str(g.index),
-        "UUID": source.uuid.get(""),
-        "pci_bus_id": source.pci_bus_id.get(""),
-        "device": f"nvidia{g.index}",  # dcgm-exporter: "nvidia" + the GPU's DCGM id (NVML's order)
-        "modelName": source.name.get(""),
-        "Hostname": hostname,  # dcgm-exporter up to 4.8.2 (and dashboards and rules written then)
-        "hostname": hostname,  # dcgm-exporter since 4.8.3
-    }
-
-
-def _with_owner(labels: dict[str, str], who: Owner | None) -> dict[str, str]:
-    if who is None:
-        return labels
-    return {**labels, "pod": who.pod, "namespace": who.namespace, "container": who.container}
+    return (
+        str(g.index),
+        source.uuid.get(""),
+        source.pci_bus_id.get(""),
+        f"nvidia{g.index}",  # dcgm-exporter: "nvidia" + the GPU's DCGM id (NVML's order)
+        source.name.get(""),
+        hostname,  # Hostname: dcgm-exporter up to 4.8.2 (and dashboards and rules written then)
+        hostname,  # hostname: dcgm-exporter since 4.8.3
+    )
 
 
 def families(
@@ -249,49 +248,64 @@ def families(
     ``known``: each GPU as last seen working, by index, for the identity of one that is lost now.
     ``xids``: the Xid errors seen so far (a GPU whose events NVML cannot report has no series);
     ``nvlink_bandwidth``: DCGM's NVLink bandwidth figure by GPU UUID, where two scrapes gave one.
+
+    Most families have one set of label names (rows of values, formatted once per series); the
+    framebuffer's also has MIG instances' series, which dcgm-exporter labels further.
     """
-    made = {name: BareMetric(name, doc, typ) for name, typ, doc, _ in FIELDS}
-    xid = BareMetric(XID, XID_HELP, "gauge")
-    nvlink = BareMetric(NVLINK_BANDWIDTH, NVLINK_BANDWIDTH_HELP, "counter")
-    lost = BareMetric(LOST, "1 when the GPU is lost (fallen off the bus) or cannot be opened", "gauge")
+    kube = device_owners is not None
+    names = [*IDENTITY, "DCGM_FI_DRIVER_VERSION", *(OWNER if kube else ())]
+    with_mig = {"DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED"}
+    made: dict[str, Any] = {
+        name: BareMetric(name, doc, typ) if name in with_mig else RowMetric(name, doc, typ, names, bare=True)
+        for name, typ, doc, _ in FIELDS
+    }
+    xid = RowMetric(XID, XID_HELP, "gauge", [*names, "err_code", "err_msg"], bare=True)
+    nvlink = RowMetric(NVLINK_BANDWIDTH, NVLINK_BANDWIDTH_HELP, "counter", names, bare=True)
+    lost = RowMetric(LOST, "1 when the GPU is lost (fallen off the bus) or cannot be opened", "gauge", list(IDENTITY))
     out = [*made.values(), xid, nvlink, lost]
     if machine is None:
         return out
     driver = machine.nvml.driver_version.get("")
-    kube = device_owners is not None
     owners = device_owners or {}
     remembered = known or {}
     rates = nvlink_bandwidth or {}
     for g in machine.gpus:
         identity = _identity(g, remembered.get(g.index), hostname)
-        lost.add_sample(LOST, identity, 0.0 if g.state is GpuState.OK else 1.0)
+        lost.add_row(identity, 0.0 if g.state is GpuState.OK else 1.0)
         if g.state is not GpuState.OK:
             continue
-        base = {**identity, "DCGM_FI_DRIVER_VERSION": driver}
         uuid = g.uuid.get("")
-        gpu_owner = owners.get(uuid.lower(), Owner()) if kube else None
-        labels = _with_owner(base, gpu_owner)
+        values = (*identity, driver)
+        if kube:
+            who = owners.get(uuid.lower(), Owner())
+            values = (*values, who.pod, who.namespace, who.container)
+        labels = dict(zip(names, values, strict=True))
         for name, _typ, _doc, read in FIELDS:
             value = read(g).value
-            if value is not None:
-                made[name].add_sample(name, labels, float(value))
+            if value is None:
+                continue
+            family = made[name]
+            if name in with_mig:
+                family.add_sample(name, labels, float(value))
+            else:
+                family.add_row(values, float(value))
         record = xids.of(uuid) if xids is not None else None
         if record is not None:
-            code = str(record.last)
-            xid.add_sample(XID, {**labels, "err_code": code, "err_msg": description(record.last)}, float(record.last))
+            xid.add_row((*values, str(record.last), description(record.last)), float(record.last))
         if uuid in rates:
-            nvlink.add_sample(NVLINK_BANDWIDTH, labels, rates[uuid])
+            nvlink.add_row(values, rates[uuid])
         for mig in g.mig_devices:
             if (m := mig.memory.value) is None:
                 continue
             gi = mig.gpu_instance_id.value
             mig_labels = {
-                **base,
+                **dict(zip(names[: len(IDENTITY) + 1], values, strict=False)),
                 "GPU_I_PROFILE": mig_profile(mig.name.get("")),
                 "GPU_I_ID": "" if gi is None else str(gi),
             }
-            mig_owner = owners.get(mig.uuid.get("").lower(), Owner()) if kube else None
-            mig_labels = _with_owner(mig_labels, mig_owner)
+            if kube:
+                who = owners.get(mig.uuid.get("").lower(), Owner())
+                mig_labels.update(pod=who.pod, namespace=who.namespace, container=who.container)
             made["DCGM_FI_DEV_FB_FREE"].add_sample("DCGM_FI_DEV_FB_FREE", mig_labels, float(m.free_bytes // MIB))
             made["DCGM_FI_DEV_FB_USED"].add_sample("DCGM_FI_DEV_FB_USED", mig_labels, float(m.used_bytes // MIB))
     return out

@@ -165,26 +165,27 @@ class GpmReader:
 
     def _metrics(self, baseline: Any, current: Any, window_s: float) -> Reading[Profiling]:
         lib = self._lib
-        query = self._query
-        if query is None:
-            query = self._query = lib.c_nvmlGpmMetricsGet_t()
+        if self._query is None:  # made once: the struct, its metric ids, and its slots' views
+            query = lib.c_nvmlGpmMetricsGet_t()
             query.version = lib.NVML_GPM_METRICS_GET_VERSION
             query.numMetrics = len(GPM_METRICS)
-        for slot, (_, metric, _) in zip(query.metrics, GPM_METRICS, strict=False):
-            slot.metricId = metric
-            slot.nvmlReturn = lib.NVML_SUCCESS
-            slot.value = 0.0
+            slots = [query.metrics[i] for i in range(len(GPM_METRICS))]
+            for slot, (_, metric, _) in zip(slots, GPM_METRICS, strict=True):
+                slot.metricId = metric
+            self._query = (query, slots)
+        query, slots = self._query
         query.sample1, query.sample2 = baseline, current
         got = self._session.read("nvmlGpmMetricsGet", query)
         if got.value is None:
             return Reading.missing_like(got)
         values: dict[str, Reading[float]] = {}
-        for slot, (name, metric, factor) in zip(query.metrics, GPM_METRICS, strict=False):
-            code = int(slot.nvmlReturn)
-            if code != lib.NVML_SUCCESS:
+        success = lib.NVML_SUCCESS
+        for slot, (name, metric, factor) in zip(slots, GPM_METRICS, strict=True):
+            code, value = int(slot.nvmlReturn), float(slot.value)
+            if code != success:
                 values[name] = self._session.missing_for(code, f"GPM metric {metric}")
-            elif math.isnan(slot.value) or slot.value < 0:
+            elif math.isnan(value) or value < 0:
                 values[name] = Reading.missing(Reason.UNAVAILABLE, f"GPM metric {metric}: no value for this window")
             else:
-                values[name] = Reading.of(float(slot.value) * factor)
+                values[name] = Reading(value=value * factor)
         return Reading.of(Profiling(window_s=round(window_s, 6), **values))

@@ -851,13 +851,15 @@ class FakeNvml(ModuleType):
         if first is None or second is None or first[0] != second[0]:
             _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # not filled, or two GPUs' samples
         profiling = second[1]
-        for slot in list(query.metrics)[: int(query.numMetrics)]:
+        metrics = query.metrics
+        for i in range(min(int(query.numMetrics), len(metrics))):
+            slot = metrics[i]
             known = _GPM_FIELDS.get(int(slot.metricId))
             if known is None:
                 slot.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED  # a metric the model does not keep
                 continue
             name, factor = known
-            reading = reading_at(profiling.value, name) if profiling.value is not None else profiling
+            reading = getattr(profiling.value, name) if profiling.value is not None else profiling
             if reading.value is None:
                 slot.nvmlReturn = _REASON_ERRORS[reading.reason or Reason.UNKNOWN_ERROR]
             else:
