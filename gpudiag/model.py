@@ -189,6 +189,7 @@ class FactGroup(str, enum.Enum):
     CODECS = "codecs"  # encoder_percent, decoder_percent
     VIOLATIONS = "violations"  # violations: time each policy held the clocks down (field values)
     NVLINK_TRAFFIC = "nvlink_traffic"  # nvlink_data_rx_kib, nvlink_data_tx_kib (field values)
+    PCIE_TRAFFIC = "pcie_traffic"  # pcie_data_tx_bytes, pcie_data_rx_bytes (field values)
     VGPU = "vgpu"  # vgpu_license_status
     # NVML GPM (Hopper and newer): two samples a window apart; a long-running reader keeps the last one.
     PROFILING = "profiling"  # profiling
@@ -350,6 +351,8 @@ class Gpu(msgspec.Struct, frozen=True):
     violations: Violations = msgspec.field(default_factory=Violations)
     nvlink_data_rx_kib: Reading[int] = msgspec.field(default_factory=not_recorded)  # all links, since load
     nvlink_data_tx_kib: Reading[int] = msgspec.field(default_factory=not_recorded)
+    pcie_data_tx_bytes: Reading[int] = msgspec.field(default_factory=not_recorded)  # may wrap (NVML says)
+    pcie_data_rx_bytes: Reading[int] = msgspec.field(default_factory=not_recorded)
     vgpu_license_status: Reading[int] = msgspec.field(default_factory=not_recorded)  # 1 licensed, 0 not (or n/a)
     profiling: Reading[Profiling] = msgspec.field(default_factory=not_recorded)  # NVML GPM over one window
     # What `nvidia-smi -q` adds (clocks, NVLink, topology, ...); only commands that show it read it.

@@ -138,6 +138,8 @@ FI_PERF_POLICIES = (
 )
 FI_NVLINK_THROUGHPUT_DATA_TX = 138  # KiB since the driver loaded; scope: a link, or ALL_LINKS
 FI_NVLINK_THROUGHPUT_DATA_RX = 139
+FI_PCIE_COUNT_TX_BYTES = 197  # bytes the GPU sent over PCIe (NVML: "value can be wrapped")
+FI_PCIE_COUNT_RX_BYTES = 198
 ALL_LINKS = 0xFFFFFFFF  # a field's scopeId (UINT_MAX) that sums every NVLink of the GPU
 
 # NVML GPM metrics (NVML_GPM_METRIC_*, nvmlGpmMetricsGet) by the model.Profiling field each fills, with
@@ -621,6 +623,16 @@ GPU_READINGS: tuple[Spec, ...] = (
             metric=f'gpudiag_gpu_nvlink_data_bytes_total{{direction="{direction}"}}',
         )
         for direction, field in (("rx", FI_NVLINK_THROUGHPUT_DATA_RX), ("tx", FI_NVLINK_THROUGHPUT_DATA_TX))
+    ),
+    *(
+        Spec(
+            key=f"pcie_data_{direction}_bytes",
+            field=field,
+            value_type=3,
+            group=_G.PCIE_TRAFFIC,
+            metric=f'gpudiag_gpu_pcie_data_bytes_total{{direction="{direction}"}}',
+        )
+        for direction, field in (("tx", FI_PCIE_COUNT_TX_BYTES), ("rx", FI_PCIE_COUNT_RX_BYTES))
     ),
     Spec(
         key="vgpu_license_status",

@@ -50,6 +50,7 @@ DCGM_CSV_OPTIONAL = {
     "DCGM_FI_DEV_RETIRED_SBE", "DCGM_FI_DEV_RETIRED_DBE", "DCGM_FI_DEV_RETIRED_PENDING",
     "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY", "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
     "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
+    "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",  # commented out in older CSVs
 }  # fmt: skip
 DCGM_OTHER_FIELDS = {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_NVLINK_RX_BYTES"}
 # The metrics NVIDIA's Grafana dashboard for dcgm-exporter (grafana/dcgm-exporter-dashboard.json)
@@ -405,15 +406,61 @@ def test_dcgm_nvlink_bandwidth_is_dcgms_rate_between_two_scrapes() -> None:
     assert pick(samples, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", gpu="1") == [0]
 
 
+def test_dcgm_pcie_throughput_is_kb_per_second_from_nvmls_byte_counters() -> None:
+    """DCGM_FI_DEV_PCIE_TX/RX_THROUGHPUT: NVML's PCIe byte counters since the last scrape, per
+    second, in KB (1024 bytes), nvmlDeviceGetPcieThroughput's unit, without its 20 ms wait; none on
+    the first scrape, nor when a counter went back (NVML says it may wrap), nor where NVML does not
+    answer the counters."""
+    clock = [50.0]
+    base = load(EXAMPLE)[0]
+
+    def moved(tx: int, rx: int) -> Any:
+        gpu = base.gpus[0]
+        gpu = msgspec.structs.replace(
+            gpu,
+            pcie_data_tx_bytes=gpu.pcie_data_tx_bytes.map(lambda b: b + tx),
+            pcie_data_rx_bytes=gpu.pcie_data_rx_bytes.map(lambda b: b + rx),
+        )
+        return msgspec.structs.replace(base, gpus=(gpu, *base.gpus[1:]))
+
+    with open_source(EXAMPLE) as s:
+        exporter = Exporter(s, compat="dcgm", clock=lambda: clock[0])
+        assert pick(scrape(exporter), "DCGM_FI_DEV_PCIE_TX_THROUGHPUT") == []
+        s.lib.set_machine(moved(20 * 1024 * 1_000_000, 5 * 1024 * 1_000_000))
+        clock[0] += 4
+        samples = scrape(exporter)
+        assert pick(samples, "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", gpu="0") == [5_000_000]  # 20e6 KB / 4 s
+        assert pick(samples, "DCGM_FI_DEV_PCIE_RX_THROUGHPUT", gpu="0") == [1_250_000]
+        assert pick(samples, "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", gpu="1") == [0]
+        native = Exporter(s)
+        assert pick(scrape(native), "gpudiag_gpu_pcie_data_bytes_total", gpu="0", direction="tx") == [
+            base.gpus[0].pcie_data_tx_bytes.get(0) + 20 * 1024 * 1_000_000
+        ]
+        s.lib.set_machine(moved(0, 0))  # the counters went back: wrapped, or the driver reloaded
+        clock[0] += 4
+        samples = scrape(exporter)
+        assert pick(samples, "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", gpu="0") == []
+        assert pick(samples, "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", gpu="1") == [0]
+        clock[0] += 4
+        assert pick(scrape(exporter), "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", gpu="0") == [0]  # from the new count on
+    with open_source("a100-ecc-errors") as s:  # no PCIe byte counters recorded: NVML gives no answer
+        exporter = Exporter(s, compat="dcgm")
+        scrape(exporter)
+        samples = scrape(exporter)
+    assert not [n for n, _ in samples if "THROUGHPUT" in n] and pick(samples, "DCGM_FI_DEV_GPU_TEMP")
+
+
 # The Prometheus types dcgm-exporter's etc/default-counters.csv gives the fields gpudiag exports.
 DCGM_COUNTERS = {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
                  "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
                  "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+                 "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",
                  *(n for n in DCGM_CSV_OPTIONAL if n.endswith(("_VIOLATION", "_TOTAL")) or "RETIRED" in n)}  # fmt: skip
 NATIVE_COUNTERS = {"gpudiag_gpu_energy_joules_total", "gpudiag_gpu_ecc_errors_total", "gpudiag_gpu_remapped_rows_total",
                    "gpudiag_gpu_pcie_replays_total", "gpudiag_process_torch_ooms_total",
                    "gpudiag_process_torch_alloc_retries_total", "gpudiag_gpu_clocks_held_seconds_total",
-                   "gpudiag_gpu_nvlink_data_bytes_total", "gpudiag_gpu_xid_errors_total"}  # fmt: skip
+                   "gpudiag_gpu_nvlink_data_bytes_total", "gpudiag_gpu_pcie_data_bytes_total",
+                   "gpudiag_gpu_xid_errors_total"}  # fmt: skip
 
 
 @pytest.mark.parametrize(("compat", "counters"), [("native", NATIVE_COUNTERS), ("dcgm", DCGM_COUNTERS)])
@@ -851,7 +898,7 @@ def test_captured_h100_memory_temperature_codecs_and_licensing_are_the_captures(
     }
     assert held["clocks_event_reasons_counters.sw_power_cap"] == "0 us" and gpu.violations.power_ns.value == 0
     assert held["clocks_event_reasons_counters.sync_boost"] == "0 us" and gpu.violations.sync_boost_ns.value == 0
-    for reading in (gpu.violations.thermal_ns, gpu.nvlink_data_rx_kib, gpu.profiling):
+    for reading in (gpu.violations.thermal_ns, gpu.nvlink_data_rx_kib, gpu.pcie_data_tx_bytes, gpu.profiling):
         assert reading.reason is Reason.NOT_RECORDED
 
 

@@ -358,6 +358,7 @@ def scraped(url: str) -> tuple[dict[str, str], str]:
         ("dcgm", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"),
         ("dcgm", "DCGM_FI_DEV_POWER_VIOLATION"),
         ("dcgm", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"),
+        ("dcgm", "DCGM_FI_DEV_PCIE_TX_THROUGHPUT"),  # a rate between scrapes: there from the second one
     ],
 )
 def test_counters_are_typed_on_the_scraped_text_and_prometheus_takes_them_as_counters(

@@ -55,6 +55,8 @@ def test_dcgm_exporters_field_ids_are_nvmls() -> None:
     }
     assert readings.FI_NVLINK_THROUGHPUT_DATA_TX == pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
     assert readings.FI_NVLINK_THROUGHPUT_DATA_RX == pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
+    assert readings.FI_PCIE_COUNT_TX_BYTES == pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES
+    assert readings.FI_PCIE_COUNT_RX_BYTES == pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES
     assert readings.ALL_LINKS == 2**32 - 1  # UINT_MAX: every link, summed
     assert readings.GRID_LICENSE_FEATURE_VGPU == pynvml.NVML_GRID_LICENSE_FEATURE_CODE_VGPU
 

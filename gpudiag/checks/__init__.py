@@ -40,6 +40,7 @@ GROUPS: frozenset[FactGroup] = ALL_GROUPS - {
     FactGroup.CODECS,
     FactGroup.VIOLATIONS,
     FactGroup.NVLINK_TRAFFIC,
+    FactGroup.PCIE_TRAFFIC,
     FactGroup.VGPU,
     FactGroup.PROFILING,
 }

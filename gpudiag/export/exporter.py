@@ -52,6 +52,7 @@ EXPORTED = (
     FactGroup.CODECS,
     FactGroup.VIOLATIONS,
     FactGroup.NVLINK_TRAFFIC,
+    FactGroup.PCIE_TRAFFIC,
     FactGroup.VGPU,
     FactGroup.PROFILING,
 )
@@ -241,7 +242,9 @@ class Exporter:
     once: bool = False
     xids: XidTally = field(default_factory=XidTally)
     _xid_watch: Any = None  # probe.nvml.XidWatch of the open NVML session; None: not made yet
-    _nvlink_last: dict[str, tuple[int, float]] = field(default_factory=dict)  # UUID -> (KiB, when)
+    _last_counts: dict[tuple[str, str], tuple[int, float]] = field(
+        default_factory=dict
+    )  # (counter, UUID) -> (count, when)
     _said: set[str] = field(default_factory=set)  # what the log said once
 
     def __post_init__(self) -> None:
@@ -318,22 +321,29 @@ class Exporter:
         self._said.add(key)
         self.log(_printable(line))
 
-    def nvlink_bandwidth(self, machine: Machine) -> dict[str, float]:
-        """DCGM's DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL by GPU UUID: the NVLink data received and sent
-        (KiB, all links) since the previous scrape, per second, divided by 1000, as DCGM computes it
-        (DcgmCacheManager::ReadAndCacheNvLinkBandwidth); none on a GPU's first scrape or after its
-        counters restarted."""
+    def per_second(self, machine: Machine) -> dict[str, dict[str, float]]:
+        """The increase per second of the counters DCGM's rate fields are made of (metrics_dcgm.RATES),
+        by counter, then GPU UUID, since the previous scrape; none on a GPU's first scrape or after a
+        counter went back (the driver reloaded, or NVML's PCIe byte counter wrapped)."""
         now = self.clock()
-        out: dict[str, float] = {}
+        out: dict[str, dict[str, float]] = {}
         for g in machine.gpus:
-            rx, tx, uuid = g.nvlink_data_rx_kib.value, g.nvlink_data_tx_kib.value, g.uuid.value
-            if rx is None or tx is None or uuid is None:
+            uuid = g.uuid.value
+            if uuid is None:
                 continue
-            total = rx + tx
-            before = self._nvlink_last.get(uuid)
-            self._nvlink_last[uuid] = (total, now)
-            if before is not None and total >= before[0] and now > before[1]:
-                out[uuid] = float(int((total - before[0]) / (now - before[1]) / 1000.0))
+            rx, tx = g.nvlink_data_rx_kib.value, g.nvlink_data_tx_kib.value
+            counts = {
+                "nvlink_data_kib": None if rx is None or tx is None else rx + tx,
+                "pcie_data_tx_bytes": g.pcie_data_tx_bytes.value,
+                "pcie_data_rx_bytes": g.pcie_data_rx_bytes.value,
+            }
+            for counter, count in counts.items():
+                if count is None:
+                    continue
+                before = self._last_counts.get((counter, uuid))
+                self._last_counts[(counter, uuid)] = (count, now)
+                if before is not None and count >= before[0] and now > before[1]:
+                    out.setdefault(counter, {})[uuid] = (count - before[0]) / (now - before[1])
         return out
 
     def _checks(self, machine: Machine) -> list[CheckResult]:
@@ -376,7 +386,7 @@ class Exporter:
         if self.compat == "dcgm":
             owners = self.attributor.device_owners(machine)
             yield from metrics_dcgm.families(
-                machine, self.hostname, owners, self._known, xids, self.nvlink_bandwidth(machine)
+                machine, self.hostname, owners, self._known, xids, self.per_second(machine)
             )
         else:
             yield from metrics_native.families(

@@ -15,16 +15,18 @@ Several fields are counters without the ``_total`` suffix, as dcgm-exporter type
 rendered as ``# TYPE X counter`` over samples named ``X`` (see :class:`BareMetric`), which only
 the text format 0.0.4 can say; this family is never served as OpenMetrics.
 
-Everything comes from NVML; nothing is faked where NVML has no answer. Memory temperature and
-encoder/decoder utilization are NVML readings; the Xid errors come from NVML's event set, the
-NVLink bandwidth from its throughput counters (per second between two scrapes, as DCGM computes
-it), and the profiling fields (``DCGM_FI_PROF_*``) from NVML's GPU performance monitoring (GPM) on
-Hopper and newer, the way DCGM itself reads them there: on an older GPU they are absent (DCGM
-reads them through its own profiling module, which NVML does not have), as is each one GPM does
-not answer. ``DCGM_FI_DEV_PCIE_TX_THROUGHPUT``/``RX`` are not exported: current DCGM answers them
-"not supported" itself (deprecated for ``DCGM_FI_PROF_PCIE_*_BYTES``). ``gpudiag_gpu_lost``
-(gpudiag's own, with the same identity labels) says which GPU went away, where dcgm-exporter's
-series would just stop.
+Everything comes from NVML; nothing is faked where NVML has no answer, and a field a GPU does not
+answer has no series. Memory temperature (field value ``NVML_FI_DEV_MEMORY_TEMP``) and
+encoder/decoder utilization (``nvmlDeviceGetEncoderUtilization``/``DecoderUtilization``) are NVML
+readings like the rest of ``FIELDS`` (``readings.GPU_READINGS`` names each one's call); the Xid
+errors come from NVML's event set (``nvmlEventSetWait_v2`` with no wait, on ``nvmlEventTypeXidCriticalError``); the
+NVLink bandwidth (field values ``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX``/``RX``) and the PCIe
+throughput (``NVML_FI_DEV_PCIE_COUNT_TX_BYTES``/``RX_BYTES``) are those counters per second between
+two scrapes (``RATES``); the profiling fields (``DCGM_FI_PROF_*``) come from NVML's GPU performance
+monitoring (GPM: ``nvmlGpmMetricsGet``) on Hopper and newer, the way DCGM itself reads them there:
+on an older GPU they are absent (DCGM reads them through its own profiling module, which NVML does
+not have), as is each one GPM does not answer. ``gpudiag_gpu_lost`` (gpudiag's own, with the same
+identity labels) says which GPU went away, where dcgm-exporter's series would just stop.
 """
 
 from __future__ import annotations
@@ -210,6 +212,24 @@ XID = "DCGM_FI_DEV_XID_ERRORS"
 XID_HELP = "Value of the last XID error encountered."
 NVLINK_BANDWIDTH = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
 NVLINK_BANDWIDTH_HELP = "Total number of NVLink bandwidth counters for all lanes."
+# DCGM's fields that are rates of NVML counters between two scrapes: (field, type, help as dcgm-exporter's
+# CSV writes it, the counter's model field, the divisor from its unit per second to DCGM's). NVLink: KiB
+# (rx + tx, all links) per second / 1000, as DcgmCacheManager::ReadAndCacheNvLinkBandwidth computes it.
+# PCIe: DCGM reads nvmlDeviceGetPcieThroughput (KB/s over 20 ms, a 20 ms wait per call and direction);
+# the same KB/s from NVML's PCIe byte counters over the scrape interval makes a scrape wait for nothing.
+RATES = (
+    (NVLINK_BANDWIDTH, "counter", NVLINK_BANDWIDTH_HELP, "nvlink_data_kib", 1000.0),
+    *(
+        (
+            f"DCGM_FI_DEV_PCIE_{direction.upper()}_THROUGHPUT",
+            "counter",
+            f"Total number of bytes {verb} through PCIe {direction.upper()} (in KB) via NVML.",
+            f"pcie_data_{direction}_bytes",
+            1024.0,
+        )
+        for direction, verb in (("tx", "transmitted"), ("rx", "received"))
+    ),
+)
 LOST = "gpudiag_gpu_lost"
 
 
@@ -238,7 +258,7 @@ def families(
     device_owners: Mapping[str, Owner] | None = None,
     known: Mapping[int, Gpu] | None = None,
     xids: XidTally | None = None,
-    nvlink_bandwidth: Mapping[str, float] | None = None,
+    per_second: Mapping[str, Mapping[str, float]] | None = None,
 ) -> list[Any]:
     """The DCGM-named families for one reading, then ``gpudiag_gpu_lost``.
 
@@ -247,7 +267,8 @@ def families(
     no single container holds the device (an empty label is no label to Prometheus).
     ``known``: each GPU as last seen working, by index, for the identity of one that is lost now.
     ``xids``: the Xid errors seen so far (a GPU whose events NVML cannot report has no series);
-    ``nvlink_bandwidth``: DCGM's NVLink bandwidth figure by GPU UUID, where two scrapes gave one.
+    ``per_second``: the increase per second of the counters RATES names (by counter, then GPU UUID)
+    since the previous scrape, where two scrapes gave one.
 
     Most families have one set of label names (rows of values, formatted once per series); the
     framebuffer's also has MIG instances' series, which dcgm-exporter labels further.
@@ -260,15 +281,17 @@ def families(
         for name, typ, doc, _ in FIELDS
     }
     xid = RowMetric(XID, XID_HELP, "gauge", [*names, "err_code", "err_msg"], bare=True)
-    nvlink = RowMetric(NVLINK_BANDWIDTH, NVLINK_BANDWIDTH_HELP, "counter", names, bare=True)
+    rated = [
+        (RowMetric(name, doc, typ, names, bare=True), counter, divisor) for name, typ, doc, counter, divisor in RATES
+    ]
     lost = RowMetric(LOST, "1 when the GPU is lost (fallen off the bus) or cannot be opened", "gauge", list(IDENTITY))
-    out = [*made.values(), xid, nvlink, lost]
+    out = [*made.values(), xid, *(family for family, _, _ in rated), lost]
     if machine is None:
         return out
     driver = machine.nvml.driver_version.get("")
     owners = device_owners or {}
     remembered = known or {}
-    rates = nvlink_bandwidth or {}
+    rates = per_second or {}
     for g in machine.gpus:
         identity = _identity(g, remembered.get(g.index), hostname)
         lost.add_row(identity, 0.0 if g.state is GpuState.OK else 1.0)
@@ -292,8 +315,9 @@ def families(
         record = xids.of(uuid) if xids is not None else None
         if record is not None:
             xid.add_row((*values, str(record.last), description(record.last)), float(record.last))
-        if uuid in rates:
-            nvlink.add_row(values, rates[uuid])
+        for family, counter, divisor in rated:
+            if (rate := rates.get(counter, {}).get(uuid)) is not None:
+                family.add_row(values, float(int(rate / divisor)))  # DCGM's integer unit
         for mig in g.mig_devices:
             if (m := mig.memory.value) is None:
                 continue

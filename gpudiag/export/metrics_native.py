@@ -135,6 +135,11 @@ def _gpu_families(
     nvlink_data = out.counter(
         "gpudiag_gpu_nvlink_data_bytes", "NVLink data sent (tx) and received (rx), all links", [*GPU, "direction"]
     )
+    pcie_data = out.counter(
+        "gpudiag_gpu_pcie_data_bytes",
+        "PCIe data sent (tx) and received (rx): NVML's byte counters, which may wrap",
+        [*GPU, "direction"],
+    )
     profiled = {
         figure: out.gauge(name, doc, GPU)
         for figure, name, doc in (
@@ -231,6 +236,8 @@ def _gpu_families(
             _put(held, [*labels, policy], getattr(g.violations, f"{policy}_ns"), 1e-9)
         _put(nvlink_data, [*labels, "rx"], g.nvlink_data_rx_kib, 1024)
         _put(nvlink_data, [*labels, "tx"], g.nvlink_data_tx_kib, 1024)
+        _put(pcie_data, [*labels, "tx"], g.pcie_data_tx_bytes)
+        _put(pcie_data, [*labels, "rx"], g.pcie_data_rx_bytes)
         if (p := g.profiling.value) is not None:
             for figure, family in profiled.items():
                 _put(family, labels, getattr(p, figure), 1e-2)

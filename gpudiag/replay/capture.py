@@ -89,6 +89,8 @@ FIELDS_NOT_CAPTURED = {
     79: "the reliability policy's: idem",
     138: "NVLink data sent: not asked in the getter capture (this H100 has no NVLink peers)",
     139: "NVLink data received: idem",
+    197: "PCIe bytes sent: not asked in the getter capture",
+    198: "PCIe bytes received: idem",
 }
 # NVML GPM (profiling metrics), recorded by `python -m gpudiag.replay.capture --record-gpm` into this file
 # beside the getter capture; without it, GPM's calls answer "not recorded".
