@@ -320,7 +320,10 @@ HOSTILE_ARGV = [OSC52, "\x1b[2J\x1b[H", "\u202egnp.exe", "two\nlines", os.fsdeco
 def hostile_process() -> Iterator[subprocess.Popen[bytes]]:
     """A real process whose command line carries escape sequences, a bidi override, a newline and
     bytes that are not UTF-8."""
-    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *HOSTILE_ARGV])
+    # argv[0] is a short fixed name: where the checkout lies must not move the hostile text past a
+    # view's column cut.
+    argv = ["python", "-c", "import time; time.sleep(60)", *HOSTILE_ARGV]
+    process = subprocess.Popen(argv, executable=sys.executable)
     try:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:  # until /proc shows the new command line, not the fork's
