@@ -70,6 +70,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "exporter": ("exporter_cmd", "command"),
     "report": ("report_cmd", "command"),
     "drain": ("drain_cmd", "command"),
+    # The views nvidia-smi and nvitop users reach for (docs/commands/nvidia-smi.md maps them).
+    "dmon": ("dmon_cmd", "command"),
 }
 
 
