@@ -72,6 +72,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "drain": ("drain_cmd", "command"),
     # The views nvidia-smi and nvitop users reach for (docs/commands/nvidia-smi.md maps them).
     "dmon": ("dmon_cmd", "command"),
+    "pmon": ("pmon_cmd", "command"),
+    "topo": ("topo_cmd", "command"),
 }
 
 
