@@ -74,6 +74,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dmon": ("dmon_cmd", "command"),
     "pmon": ("pmon_cmd", "command"),
     "topo": ("topo_cmd", "command"),
+    "nvlink": ("nvlink_cmd", "command"),
+    "mig": ("mig_cmd", "command"),
+    "stat": ("stat_cmd", "command"),
 }
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from gpudiag.cli.common import echo, seconds
-from gpudiag.cli.smi_views import Opened
+from gpudiag.cli.smi_views import Opened, say
 from gpudiag.errors import UsageError
 from gpudiag.model import Gpu, GpuState
 from gpudiag.render import smi_errors
@@ -89,7 +89,7 @@ def run(opened: Opened, step: Step, delay: float, count: int | None) -> None:
     taken = repeat(sample, delay, total, time.monotonic, time.sleep)  # a signal goes through: 128+N
     if recorded and count is not None and count > taken:
         kind = "series" if source.series is not None else "snapshot (no series recorded beside it)"
-        echo(f"{source.name}: its {kind} holds {taken} sample(s), all shown", err=True, one_line=True)
+        say(f"{source.name}: its {kind} holds {taken} sample(s), all shown")
 
 
 def lost(gpu: Gpu, said: set[int]) -> Gpu:
@@ -99,7 +99,7 @@ def lost(gpu: Gpu, said: set[int]) -> Gpu:
     gone = replace(gpu, state=GpuState.LOST)
     if gpu.index not in said:
         said.add(gpu.index)
-        echo(smi_errors.unusable_gpu(gone), err=True, one_line=True)
+        say(smi_errors.unusable_gpu(gone))
     return gone
 
 

@@ -8,12 +8,20 @@ from typing import Any
 import msgspec
 import typer
 
-from gpudiag.cli.common import Settings, echo, fail
+from gpudiag.cli.common import Settings, fail
 from gpudiag.exitcodes import NVML_EXIT, ExitCode
 from gpudiag.model import FactGroup, Gpu, GpuState, Machine, NvmlStatus
 from gpudiag.probe.collect import MachineSource, open_source
 from gpudiag.render import smi_errors
 from gpudiag.selection import parse_ids, select_gpus
+
+
+def say(line: str) -> None:
+    """One line on stderr, as every gpudiag diagnostic (``gpudiag: ...``), outside text escaped."""
+    from gpudiag import edge
+    from gpudiag.render.printable import printable
+
+    edge.say(printable(line))
 
 
 class Opened(msgspec.Struct):
@@ -50,7 +58,7 @@ def open_views(s: Settings, ids: str | None, facts: frozenset[FactGroup] = froze
     usable = tuple(g for g in chosen if g.state is GpuState.OK)
     unusable = tuple(g for g in chosen if g.state is not GpuState.OK)
     for gpu in unusable:
-        echo(smi_errors.unusable_gpu(gpu), err=True, one_line=True)
+        say(smi_errors.unusable_gpu(gpu))
     opened = Opened(source, machine, usable, unusable)
     if not usable:
         opened.close()

@@ -202,7 +202,8 @@ class DetailsProbe:
             state = self._read("nvmlDeviceGetNvLinkState", h, link, convert=lambda s: s == lib.NVML_FEATURE_ENABLED)
             if state.value is None:
                 if link == 0 and state.reason is not None:
-                    return Reading.missing(state.reason, state.detail or "this GPU has no NVLink")
+                    no_link = state.reason is Reason.NOT_SUPPORTED and not state.detail
+                    return Reading.missing(state.reason, "this GPU has no NVLink" if no_link else state.detail)
                 break  # past the GPU's last link
             states.append(state)
         ids = [
