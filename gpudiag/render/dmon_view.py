@@ -1,5 +1,7 @@
 """`gpudiag dmon`: nvidia-smi dmon's lines (its two header lines, one line per GPU per sample, columns
-7 wide and "-" for a value the GPU does not give, a blank at each line's end), its CSV, and JSON Lines.
+7 wide and "-" for a value the GPU does not give), its CSV, and JSON Lines. nvidia-smi ends each line
+with a blank; gpudiag's lines carry no padding at their ends (the house rule for output into a pipe or a
+file), which is the only difference.
 
 Laid out as the captured H100's `nvidia-smi dmon` (docs/hardware/h100-80gb-hbm3-driver580/
 nvidia-smi-dmon.txt): ``# gpu    pwr  gtemp ...`` / ``# Idx      W      C ...`` / ``    0     71     34 ...``.
@@ -66,7 +68,7 @@ def header_lines(columns: tuple[Column, ...], layout: Layout, names: tuple[str, 
         parts = [_lead(n == 0, s, left=True) for n, s in enumerate(stamp_cells)]
         parts.append(_lead(not stamp_cells, lead, left=False))
         parts += [f"{cell:>{WIDTH}}" for cell in cells]
-        lines.append("#" + "".join(parts) + " ")
+        lines.append(("#" + "".join(parts)).rstrip())
     return lines
 
 
@@ -79,7 +81,7 @@ def line(index: int, values: tuple[Reading[Any], ...], at: float, layout: Layout
     parts = [_lead(n == 0, s, left=True) for n, s in enumerate(stamps)]
     parts.append(_lead(not stamps, str(index), left=False))
     parts += [f"{cell:>{WIDTH}}" for cell in cells]
-    return " " + "".join(parts) + " "
+    return (" " + "".join(parts)).rstrip()
 
 
 def json_line(

@@ -1,7 +1,7 @@
 """`gpudiag pmon`: nvidia-smi pmon's lines (two header lines, one line per process per GPU per sample,
 "-" where a process had no sample in the interval, one "-" line for a GPU nothing ran on), its CSV, and
-JSON Lines. Laid out as the captured H100's `nvidia-smi pmon`
-(docs/hardware/h100-80gb-hbm3-driver580/nvidia-smi-pmon-busy.txt)."""
+JSON Lines; without the blanks nvidia-smi pads its lines' ends with (as `dmon`). Laid out as the
+captured H100's `nvidia-smi pmon` (docs/hardware/h100-80gb-hbm3-driver580/nvidia-smi-pmon-busy.txt)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def header_lines(columns: tuple[ProcessColumn, ...], layout: Layout) -> list[str
         parts = [_lead(n == 0, s, left=True) for n, s in enumerate(stamp_cells)]
         parts.append(_lead(not stamp_cells, lead, left=False))
         parts += [f"{pid:>12}", f"{kind:>7}", *(f"{cell:>{WIDTH}}" for cell in cells), f"    {name}"]
-        lines.append("#" + "".join(parts) + " ")
+        lines.append(("#" + "".join(parts)).rstrip())
     return lines
 
 
@@ -57,7 +57,7 @@ def line(row: ProcessRow, at: float, layout: Layout) -> str:
         *(f"{cell:>{WIDTH}}" for cell in cells),
         f"    {_name(row):<{NAME_WIDTH}}",
     ]
-    return " " + "".join(parts)
+    return (" " + "".join(parts)).rstrip()
 
 
 def json_line(
