@@ -6,7 +6,7 @@ import math
 import re
 
 from gpudiag.errors import UsageError
-from gpudiag.numbers import shorten
+from gpudiag.parsing import shorten
 
 _UNITS = {
     "b": 1,

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from gpudiag.bench import child
-from gpudiag.bench.child import EVENT_MARKER, Collector, run_child
+from gpudiag.bench import runner
 from gpudiag.bench.link import Link
 from gpudiag.bench.placement import Placement
 from gpudiag.bench.plan import DeviceInfo, Mode, Task, make_plan
+from gpudiag.bench.runner import EVENT_MARKER, Collector, run_child
 from gpudiag.children import bench as bench_child
 from gpudiag.children.bench import Watchdog, child_main, numa_node_for
 from gpudiag.probe.child import ChildOutcome, ChildResult, script
@@ -220,7 +220,7 @@ def test_run_child_passes_the_plan_and_a_timeout_to_the_launcher() -> None:
 # --- real child processes --------------------------------------------------------------
 
 
-def _real(monkeypatch: pytest.MonkeyPatch, scenario: Scenario, **kwargs: Any) -> child.Outcome:
+def _real(monkeypatch: pytest.MonkeyPatch, scenario: Scenario, **kwargs: Any) -> runner.Outcome:
     monkeypatch.setenv(SCENARIO_ENV, scenario.to_json())
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     plan = make_plan("h2d_pinned,d2d,h2d_pageable", "64MiB", False, 4, 2, None)

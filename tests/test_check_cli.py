@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gpudiag.checks import functional
+from gpudiag.checks import functional_runner as functional
 from gpudiag.cli.check_cmd import COULD_NOT_RUN
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode

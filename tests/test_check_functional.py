@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gpudiag.checks import functional
+from gpudiag.checks import functional_runner as functional
 from gpudiag.probe.child import ChildOutcome, ChildResult
 from gpudiag.probe.devices import read_device_facts
 

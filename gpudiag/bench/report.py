@@ -1,6 +1,6 @@
 """What the child measured, plus what NVML says about each GPU -> judged rows and findings.
 
-Pure: the command gives it the child's :class:`~gpudiag.bench.child.Outcome` and the NVML
+Pure: the command gives it the child's :class:`~gpudiag.bench.runner.Outcome` and the NVML
 GPUs; the renderers take its rows.
 """
 
@@ -10,11 +10,11 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpudiag.bench.child import Outcome
 from gpudiag.bench.link import NONE as NO_EXPECTATION
 from gpudiag.bench.link import Judgement, Link, Verdict, judge_d2d, judge_pageable, judge_peer, judge_pinned
 from gpudiag.bench.placement import Placed
 from gpudiag.bench.plan import DeviceInfo, Mode, Task, size_text
+from gpudiag.bench.runner import Outcome
 from gpudiag.bench.stats import GB, Bandwidth, bandwidth
 from gpudiag.model import Gpu
 

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING
 import msgspec
 from msgspec.structs import replace
 
-from gpudiag.checks import LOADED_GROUPS, CheckResult, Facts, FunctionalResult, Options
-from gpudiag.checks import functional as functional_test
+from gpudiag.checks import LOADED_GROUPS, CheckResult, Facts, FunctionalResult, Options, functional_runner
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import Machine, NvmlStatus, Reading, Reason, TorchRuntime
@@ -231,10 +230,10 @@ def _torch_child(
         running.send("")  # no test: the child reports torch's facts and ends
         torch, _ = torch_runtime.finish(running, plan.timeout)
         return torch, None, why
-    running.send(json.dumps(functional_test.settings()))
+    running.send(json.dumps(functional_runner.settings()))
     collector = _collector(source, machine)
     torch, child = torch_runtime.finish(
-        running, plan.timeout, collector.on_line, functional_test.budget(len(machine.gpus))
+        running, plan.timeout, collector.on_line, functional_runner.budget(len(machine.gpus))
     )
     if torch.value is None or not torch.value.cuda_available:
         return torch, None, "needs a torch that can use CUDA (see compat.torch)"
@@ -244,7 +243,7 @@ def _torch_child(
     return torch, functional, why
 
 
-def _collector(source: MachineSource, machine: Machine) -> functional_test.Collector:
+def _collector(source: MachineSource, machine: Machine) -> functional_runner.Collector:
     """Collects the functional test's lines; re-reads a GPU's link and clock events when it is busy."""
     uuids = {(g.uuid.value or "").removeprefix("GPU-").lower(): g.index for g in machine.gpus if g.uuid.ok}
 
@@ -256,4 +255,4 @@ def _collector(source: MachineSource, machine: Machine) -> functional_test.Colle
         gen, width = gpu.pcie.gen_current.value, gpu.pcie.width_current.value
         return (gen, width) if gen is not None and width is not None else None, gpu.clock_event_reasons.value
 
-    return functional_test.Collector(nvml_index_of, read_loaded)
+    return functional_runner.Collector(nvml_index_of, read_loaded)

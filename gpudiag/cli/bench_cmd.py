@@ -18,8 +18,8 @@ from gpudiag.exitcodes import ExitCode
 from gpudiag.model import FactGroup
 
 if TYPE_CHECKING:
-    from gpudiag.bench.child import Outcome
     from gpudiag.bench.plan import Plan
+    from gpudiag.bench.runner import Outcome
     from gpudiag.model import Gpu
     from gpudiag.probe.collect import MachineSource
 
@@ -80,11 +80,11 @@ def command(
 def _measure(s: Settings, source: "MachineSource", gpus: "tuple[Gpu, ...]", plan: "Plan") -> "Outcome":
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from gpudiag.bench.child import Collector, run_child
     from gpudiag.bench.link import Link
     from gpudiag.bench.placement import pci_numa_node
     from gpudiag.bench.plan import DeviceInfo, Task
     from gpudiag.bench.preflight import match_gpu, numa_maps
+    from gpudiag.bench.runner import Collector, run_child
 
     def read_link(device: DeviceInfo) -> Link | None:
         # Right after the warm-up the GPU is busy: an idle link downshifts, a loaded one shows its speed.

@@ -29,7 +29,7 @@ COULD_NOT_RUN = ExitCode.CHECK_INCOMPLETE
 
 
 def _version_option(value: str | None, option: str, example: str) -> str | None:
-    from gpudiag.numbers import parse_version, shorten
+    from gpudiag.parsing import parse_version, shorten
 
     if value is None:
         return None
@@ -336,7 +336,7 @@ def command(
 
 def _skipped(results: "list[CheckResult]") -> str:
     """``func.gpu (no CUDA device)``: each skipped check once, with why, for the one stderr line."""
-    from gpudiag.numbers import shorten
+    from gpudiag.parsing import shorten
 
     why = {r.id: r.finding for r in results}
     return "; ".join(f"{cid} ({shorten(finding, 80)})" for cid, finding in why.items())

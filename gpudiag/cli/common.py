@@ -17,7 +17,7 @@ from gpudiag.cli import terminal_env
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import NVML_EXIT, ExitCode
 from gpudiag.model import Gpu, GpuState, NvmlInfo, NvmlStatus
-from gpudiag.numbers import shorten
+from gpudiag.parsing import shorten
 from gpudiag.probe.collect import REPLAY_ENV
 
 F = TypeVar("F", bound=Callable[..., Any])
