@@ -421,7 +421,7 @@ def test_the_gpu_forecast_from_nvml_alone_and_the_oom_event(cli: Cli, instant: N
     assert samples[-1]["processes"][0]["oom_reports"] == [str(OOM_EXAMPLE.relative_to(ROOT))]
     code, out, _ = cli("--replay", "h100-leak-per-step", "memory", "--count", "80", width=160)
     last = out.split("\n\nreplay:")[-1]
-    assert "ran out of memory on GPU 0 post-mortem: examples/oom/" in last
+    assert "ran out of memory on GPU 0 post-mortem: docs/samples/oom/" in last
     assert "Full in" in last
 
 

@@ -6,7 +6,7 @@ OOM recorder), so the shipped recordings are exactly what ``gpudiag.track`` writ
 allocator states. ``tests/test_training_examples.py`` regenerates them and compares; after a
 change to the tracker, rewrite them and review the diff::
 
-    python -m tests.training_runs            # rewrite gpudiag/machines/{*,allocator/*,recordings/*} and examples/oom/
+    python -m tests.training_runs            # rewrite gpudiag/machines/{*,allocator/*,recordings/*} and docs/samples/oom/
 """
 
 from __future__ import annotations
@@ -382,7 +382,7 @@ def ranks() -> dict[str, str]:
     }
 
 
-OOM_EXAMPLE = ROOT / "examples" / "oom" / "gpudiag-oom-4242-h100-leak-per-step.json"
+OOM_EXAMPLE = ROOT / "docs" / "samples" / "oom" / "gpudiag-oom-4242-h100-leak-per-step.json"
 
 
 def files() -> dict[Path, str]:
