@@ -76,11 +76,11 @@ def command(
     """Prometheus exporter per node: GPU, health and per-process metrics with pod/job attribution."""
     import socket
 
-    from gpudiag import track
     from gpudiag.export.exporter import COMPAT, Exporter
     from gpudiag.export.kubelet import DEFAULT_SOCKET
     from gpudiag.model import NvmlStatus
     from gpudiag.probe.collect import open_source
+    from gpudiag.track import entries as track
 
     s = settings(ctx)
     if compat not in COMPAT:

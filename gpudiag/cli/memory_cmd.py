@@ -52,7 +52,7 @@ def _offline(
     if postmortem is not None:
         if output is not None:
             raise UsageError("--output goes with --plot")
-        from gpudiag import memory_postmortem
+        from gpudiag.memory import postmortem as memory_postmortem
         from gpudiag.render import postmortem_view
 
         doc = memory_postmortem.load(postmortem)
@@ -71,7 +71,7 @@ def _offline(
     assert plot is not None
     if torch_snapshot is not None:
         raise UsageError("--torch-snapshot goes with --postmortem")
-    from gpudiag import memory_log
+    from gpudiag.memory import log as memory_log
 
     target = output or plot.with_suffix(".svg")
     series = memory_log.read(plot)
@@ -153,12 +153,13 @@ def command(
     if postmortem is not None or plot is not None or torch_snapshot is not None or output is not None:
         _offline(ctx, postmortem, torch_snapshot, plot, output)
         return
-    from gpudiag import memory
-    from gpudiag.memory_watch import SinkOptions, follow, one_sample, recording_for
+    from gpudiag.memory.loop import WatchOptions
+    from gpudiag.memory.tracked import one_sample, recording_for
+    from gpudiag.memory.view import GROUPS
+    from gpudiag.memory.watch import SinkOptions, follow
     from gpudiag.probe.collect import open_source
     from gpudiag.render import memory_view
     from gpudiag.selection import select_gpus
-    from gpudiag.watch import WatchOptions
 
     s = settings(ctx)
     seconds(interval, "--interval", at_least=MIN_INTERVAL_S)
@@ -189,7 +190,7 @@ def command(
     if textfile is not None and looping:
         raise UsageError("--textfile writes one sample (for cron, Prolog, Epilog); serve a watch with --prometheus")
 
-    with open_source(s.replay, facts=memory.GROUPS) as source:
+    with open_source(s.replay, facts=GROUPS) as source:
         first = source.read()
         require_nvml(first.nvml)
         wanted = {g.index for g in select_gpus(first.gpus, ids)} if ids is not None else None
