@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from gpudiag.checks import functional_runner as functional
-from gpudiag.cli.check_cmd import COULD_NOT_RUN
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.probe.child import ChildOutcome, ChildResult, Running
@@ -262,8 +261,8 @@ def test_torch_that_cannot_start_means_could_not_run(cli: Cli, monkeypatch: pyte
     monkeypatch.setattr("gpudiag.probe.torch_runtime.start", not_started("cannot run python: Permission denied"))
     code, out, err = cli("check", "--quick", "--only", "compat.torch", "--json")
     data = json.loads(out)
-    assert code == COULD_NOT_RUN == ExitCode.CHECK_INCOMPLETE
-    assert data["verdict"] == "UNKNOWN" and data["exit_code"] == COULD_NOT_RUN
+    assert code == ExitCode.CHECK_INCOMPLETE
+    assert data["verdict"] == "UNKNOWN" and data["exit_code"] == ExitCode.CHECK_INCOMPLETE
     assert data["could_not_run"] == ["the torch probe could not start: cannot run python: Permission denied"]
     assert data["checks"][0]["status"] == "SKIP"
     assert err == "gpudiag: could not run: the torch probe could not start: cannot run python: Permission denied\n"
@@ -283,7 +282,7 @@ def test_a_missing_nvml_binding_means_could_not_run(cli: Cli, monkeypatch: pytes
 
     monkeypatch.setattr("gpudiag.probe.collect._import_pynvml", broken)
     code, out, err = cli("check", "--quick")
-    assert code == COULD_NOT_RUN and out == ""
+    assert code == ExitCode.CHECK_INCOMPLETE and out == ""
     assert err == "gpudiag: check could not run: cannot import pynvml (No module named 'pynvml')\n"
 
 
@@ -431,7 +430,7 @@ def test_a_gpu_that_crashes_the_test_fails_the_node_and_torch_stays_good(cli: Cl
 def test_a_torch_child_that_cannot_start_means_could_not_run(cli: Cli, child: FakeTorchChild) -> None:
     child.not_started = True
     code, data = check_json(cli, "check")
-    assert code == COULD_NOT_RUN
+    assert code == ExitCode.CHECK_INCOMPLETE
     assert data["could_not_run"] == ["the torch probe could not start: cannot run /venv/bin/python: Permission denied"]
     assert by_id(data)["func.gpu"][0]["finding"] == "needs a torch that can use CUDA (see compat.torch)"
 

@@ -39,7 +39,6 @@ class Plan(msgspec.Struct, frozen=True):
     functional_off: str
     python: str | None = None
     timeout: float = 90.0  # for torch to answer (import, libraries, CUDA start-up)
-    could_not_run: ExitCode = ExitCode.CHECK_INCOMPLETE  # when gpudiag cannot look at all
     level: int = 1  # check --level: 2-4 add the deep diagnostics
     deep: tuple[str, ...] = ()  # the selected deep checks' ids (none: no deep test runs)
     budget: float | None = None  # seconds the whole run may take (levels 2-4)
@@ -152,7 +151,7 @@ def _open(plan: Plan) -> MachineSource:
     except UsageError:
         raise
     except GpudiagError as exc:  # e.g. the pynvml module is missing or stale: gpudiag cannot look
-        raise GpudiagError(f"check could not run: {exc.message}", plan.could_not_run) from None
+        raise GpudiagError(f"check could not run: {exc.message}", ExitCode.CHECK_INCOMPLETE) from None
 
 
 def _functional_off(plan: Plan, machine: Machine, live: bool) -> str:

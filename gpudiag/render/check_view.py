@@ -59,6 +59,14 @@ def summary(results: list[CheckResult]) -> Counter[Status]:
 NOTHING_CHECKED = "nothing was checked: every selected check was skipped"
 
 
+def skipped(results: list[CheckResult]) -> str:
+    """``func.gpu (no CUDA device)``: each skipped check once, with why, for the one stderr line."""
+    from gpudiag.parsing import shorten
+
+    why = {r.id: r.finding for r in results}
+    return "; ".join(f"{cid} ({shorten(finding, 80)})" for cid, finding in why.items())
+
+
 def verdict(results: list[CheckResult], strict: bool, notes: list[str]) -> str:
     """READY, NOT READY (a failure, or a warning under --strict) or UNKNOWN (something could not
     run, or every selected check was skipped: nothing was verified)."""
