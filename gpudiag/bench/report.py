@@ -304,3 +304,24 @@ def notes(table: Sequence[Row], outcome: Outcome, launch_blocking: bool, request
     if small and len(small) < 6:
         out.append(f"not judged at {', '.join(small)}: below the bandwidth plateau or inside the L2 cache")
     return out
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A run judged: its rows, the NVML GPU behind each torch device, the findings and the notes."""
+
+    rows: list[Row]
+    gpus: dict[int, Gpu | None]
+    findings: list[Finding]
+    notes: list[str]
+
+
+def judge_run(
+    outcome: Outcome, machine_gpus: Sequence[Gpu], explicit_peer: bool, launch_blocking: bool = False
+) -> Judged:
+    """The whole judgement of a run (``explicit_peer``: peer modes were asked for by name)."""
+    from gpudiag.bench.preflight import match_gpu
+
+    gpus = {d.ordinal: match_gpu(d.uuid, d.pci_bus_id, machine_gpus) for d in outcome.devices}
+    judged = rows(outcome, gpus)
+    return Judged(judged, gpus, findings(judged, outcome), notes(judged, outcome, launch_blocking, explicit_peer))
