@@ -12,12 +12,11 @@ from typing import Any
 
 import pytest
 
-from gpudiag.checks import functional_runner as functional
+from gpudiag.children import protocol
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.probe.child import ChildOutcome, ChildResult, Running
 from gpudiag.probe.devices import DeviceFacts, DeviceNode
-from gpudiag.probe.torch_runtime import STAGE_MARKER
 from gpudiag.replay import fixtures
 from tests.conftest import Cli
 
@@ -355,7 +354,7 @@ class FakeRunning(Running):
         owner.calls.append("probe+functional" if functional_test else "probe")
 
         def stage(facts: dict[str, Any]) -> str:
-            return STAGE_MARKER + json.dumps(facts)
+            return protocol.STAGE + json.dumps(facts)
 
         on_line(stage({"stage": "importing", "python": "/venv/bin/python"}))
         owner.deadlines.append(deadline()[1])
@@ -365,13 +364,13 @@ class FakeRunning(Running):
         if functional_test:
             owner.deadlines.append(deadline()[1])
             for idx, uuid in enumerate(owner.uuids):
-                on_line(f"{functional.START_MARKER} {idx} {uuid}")
+                on_line(f"{protocol.START} {idx} {uuid}")
                 if idx == owner.bad:
                     return ChildResult(owner.outcome, detail="crashed with SIGSEGV")
-                on_line(f"{functional.LOADED_MARKER} {idx} {uuid}")
+                on_line(f"{protocol.LOADED} {idx} {uuid}")
                 result = {"torch_index": idx, "uuid": uuid, "ok": True, "error": "", "context_seconds": 0.3}
                 result |= {"memory_ok": True, "matmul_rel_error": 2e-7, "tflops": 51.2}
-                on_line(f"{functional.RESULT_MARKER} {json.dumps(result)}")
+                on_line(f"{protocol.GPU} {json.dumps(result)}")
         return ChildResult(owner.outcome, dict(RUNTIME))
 
 

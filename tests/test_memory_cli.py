@@ -264,7 +264,7 @@ def test_the_live_view_restores_the_terminal() -> None:
     base = load("h100x8-training-64procs")[0]
     try:
         for machine in (base, with_free(base, 0, 100)):
-            outputs.show(state.update(build(machine, {}), at=time.time()), state, 0.0)
+            outputs.show(state.update(build(machine, {}), at=time.time()), state)
     finally:
         outputs.close()
     written = file.getvalue()

@@ -66,7 +66,7 @@ def watch_source(
         clock = Timeline(source, states)
         outcome = loop.run(
             lambda: build(source.read(), {}),
-            lambda view, state, t: shown.append(view),
+            lambda view, state: shown.append(view),
             options,
             clock.now,
             clock.sleep,
@@ -147,7 +147,7 @@ def test_ctrl_c_during_a_sleep_goes_through_the_watch() -> None:
     with open_source("v100x4-tutorial") as source, pytest.raises(KeyboardInterrupt):
         loop.run(
             lambda: build(source.read(), {}),
-            lambda view, state, t: shown.append(view),
+            lambda view, state: shown.append(view),
             loop.WatchOptions(interval=1.0),
             lambda: 0.0,
             interrupted,

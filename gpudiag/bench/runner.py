@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from gpudiag.model import Gpu
     from gpudiag.probe.collect import MachineSource
 
-EVENT_MARKER = protocol.EVENT
 TORCH_PRIMITIVES = "gpudiag.bench.torch_prims:TorchPrimitives"
 
 

@@ -76,7 +76,7 @@ def decide(
 
 def run(
     sample: Callable[[], MemoryView],
-    show: Callable[[MemoryView, WatchState, float], None],
+    show: Callable[[MemoryView, WatchState], None],
     options: WatchOptions,
     now: Callable[[], float],
     sleep: Callable[[float], None],
@@ -97,7 +97,7 @@ def run(
     streak = 0  # samples in a row with an OOM forecast due within --alert-oom-within
     while True:
         view = state.update(sample(), wall())
-        show(view, state, now())
+        show(view, state)
         within = options.alert_oom_within
         streak = streak + 1 if within is not None and oom_forecast(view, within) is not None else 0
         outcome = decide(view, options, state.samples, now() - start, streak)

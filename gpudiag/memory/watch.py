@@ -137,7 +137,7 @@ class Sinks:
         writer.writerows(row[: self._csv_width] for row in self._view.csv_rows(view, state.last_at))
         return text.getvalue()
 
-    def show(self, view: MemoryView, state: WatchState, tick: float) -> None:
+    def show(self, view: MemoryView, state: WatchState) -> None:
         stamp = state.last_at
         if self._live is not None:
             self._live.update(self._view.render(view, state, self._console.height), refresh=True)
