@@ -22,8 +22,9 @@ from gpudiag.model import FactGroup, GpuState, HostProcess, HostState, Machine, 
 from gpudiag.probe.collect import collect
 from gpudiag.probe.nvml import NvmlSession
 from gpudiag.replay import fixtures
+from gpudiag.replay.fake_answers import FakeHandle
 from gpudiag.replay.fake_host import RecordedHost
-from gpudiag.replay.fake_nvml import FakeHandle, FakeNvml
+from gpudiag.replay.fake_nvml import FakeNvml
 from gpudiag.serialize import to_data
 
 Load = Callable[[str], Machine]
@@ -207,9 +208,17 @@ def test_an_error_from_any_one_call_is_contained(machine: Load, name: str, fail:
     if fail in _SWALLOWED or fail == "nvmlShutdown":
         return
     said = json.dumps(to_data((s.info, gpus)))
-    assert fail.split("_v")[0] in said, f"no reading names {fail}"
+    called = _wrapper(fail)
+    assert called in said, f"no reading names {fail}"
     if code == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
-        assert fail in s.info.functions_missing or f"{fail}_v2" in s.info.functions_missing
+        assert {fail, f"{fail}_v2", called} & set(s.info.functions_missing)
+
+
+def _wrapper(entry_point: str) -> str:
+    """The pynvml function the probe calls for an NVML entry point the fake logs: the versioned C
+    names (``…_v2``, MIG's ``…ProfileInfoV``) are reached through the unversioned wrapper."""
+    name = entry_point.split("_v")[0]
+    return name.removesuffix("V") if name.endswith("ProfileInfoV") else name
 
 
 # --- reasons ----------------------------------------------------------------------------
@@ -515,8 +524,11 @@ def test_the_import_finder_finds_every_spelling(tmp_path: Path) -> None:
 
 
 def test_only_the_live_source_and_the_fake_import_pynvml() -> None:
-    # The fake (with its detail calls) and the capture replayer stand in for pynvml and use its constants.
-    allowed = {"probe/collect.py", "replay/fake_nvml.py", "replay/fake_details.py", "replay/capture.py"}
+    # The fake (with its detail and MIG calls) and the capture replayer stand in for pynvml and use its constants.
+    allowed = {
+        "probe/collect.py",
+        *(f"replay/{m}.py" for m in ("fake_nvml", "fake_details", "fake_mig", "fake_answers", "capture")),
+    }
     importers = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if _pynvml_imports(p)}
     assert importers <= allowed, importers - allowed
     # nvml.py works on whatever module it is given; it never imports one itself, not even lazily.
