@@ -23,8 +23,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gpudiag"
-# The replay package: named gpudiag/replay/ (gpudiag/testing/ before the rename); whichever exists.
-REPLAY = next((PACKAGE / name for name in ("replay", "testing") if (PACKAGE / name).is_dir()), None)
+REPLAY = PACKAGE / "replay"  # the fake NVML, the example machines' loader, the capture tool
 STANDALONE_CHILDREN = (
     "protocol",
     "torch_probe",
@@ -69,7 +68,6 @@ def test_the_model_imports_nothing_of_gpudiag() -> None:
 
 
 def test_only_the_nvml_source_and_the_replay_package_import_pynvml() -> None:
-    assert REPLAY is not None
     allowed = {PACKAGE / "probe" / "collect.py", *modules(REPLAY)}
     users = {p for p in modules() if any(m.split(".")[0] == "pynvml" for m in imports(p))}
     assert users - allowed == set(), sorted(name(p) for p in users - allowed)
@@ -184,14 +182,12 @@ DESIGN = PACKAGE.parent / "docs" / "design.md"
 # Cycles left on purpose, each with why. Another cycle fails; so does one of these once it is gone.
 KNOWN_CYCLES = {
     # model.Gpu.details names details.GpuDetails (under TYPE_CHECKING, resolved by serialize when a
-    # snapshot with details loads), and details' rows build on model's Reading: breaking it means
-    # splitting model.py's basics (Reading, Reason, FactGroup) from the Machine, a change for the
-    # owners of details.py and readings.py (the nvmlspec work), not a mechanical one.
+    # snapshot with details loads), and details' rows build on model's Reading and readings' Spec:
+    # breaking it means splitting model.py's basics (Reading, Reason, FactGroup) from the Machine,
+    # which every module of gpudiag imports.
     frozenset({"gpudiag.model", "gpudiag.details", "gpudiag.readings"}),
-    # The fake NVML builds a FakeDetails for the detail calls, which reads the fake's machine and
-    # its error mapping back: shared with the developers who add readings there.
-    frozenset({"gpudiag.replay.fake_nvml", "gpudiag.replay.fake_details"}),
-    # list --watch reuses list's NVML check and GPU selection; list's modules have an owner at work.
+    # list --watch reuses list's NVML check and GPU selection, and list starts the watch: it goes
+    # when that shared part moves below the CLI into a request module, as check's and memory's did.
     frozenset({"gpudiag.cli.list_cmd", "gpudiag.cli.list_watch"}),
 }
 
@@ -236,29 +232,36 @@ def import_graph() -> dict[str, set[str]]:
 
 
 def layer_table(text: str) -> list[tuple[str, list[str]]]:
-    """docs/design.md's layer table, top row first: (layer, module prefixes) per row."""
+    """docs/design.md's layer table, top row first: (layer, the modules it names) per row. A file names
+    one module (``model.py``: ``gpudiag.model``); a folder names it and every module under it
+    (``probe/``: ``gpudiag.probe.``, ending in a dot)."""
     rows = []
     for line in text.splitlines():
         match = re.match(r"^\| (\d+) \| ([^|]+) \| ([^|]+) \|", line)
         if match:
             assert int(match.group(1)) == len(rows), f"the layer table's rows are numbered in order: {line[:40]}"
             paths = re.findall(r"`([^`]+)`", match.group(3))
-            rows.append((match.group(2).strip(), [_prefix(p) for p in paths]))
+            rows.append((match.group(2).strip(), [_named(p) for p in paths]))
     return rows
 
 
-def _prefix(path: str) -> str:
+def _named(path: str) -> str:
     parts = path.rstrip("/").removesuffix(".py").split("/")
-    return ".".join(["gpudiag", *(p for p in parts if p != "__init__")])
+    module = ".".join(["gpudiag", *(p for p in parts if p != "__init__")])
+    return module + "." if path.endswith("/") else module
+
+
+def _names(entry: str, module: str) -> bool:
+    return module == entry or (entry.endswith(".") and (module == entry[:-1] or module.startswith(entry)))
 
 
 def layer_of(module: str, rows: list[tuple[str, list[str]]]) -> int | None:
-    """The row whose longest matching path names the module; None when no row does."""
+    """The row whose longest matching entry names the module; None when no row does."""
     best: tuple[int, int] | None = None
-    for rank, (_, prefixes) in enumerate(rows):
-        for prefix in prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[0]):
-                best = (len(prefix), rank)
+    for rank, (_, entries) in enumerate(rows):
+        for entry in entries:
+            if _names(entry, module) and (best is None or len(entry) > best[0]):
+                best = (len(entry), rank)
     return None if best is None else best[1]
 
 
@@ -312,10 +315,9 @@ def test_every_module_sits_in_one_row_of_the_layer_table() -> None:
     rows = layer_table(DESIGN.read_text())
     assert len(rows) >= 8, "docs/design.md's layer table"
     assert [m for m in sorted(MODULES) if layer_of(m, rows) is None] == []
-    named = [p for _, prefixes in rows for p in prefixes]
-    assert sorted(p for p in set(named) if named.count(p) > 1) == []  # one row per path
-    unknown = [p for p in named if p not in MODULES and not any(m.startswith(p + ".") for m in MODULES)]
-    assert unknown == []  # the table names no module that is gone
+    named = [entry for _, entries in rows for entry in entries]
+    assert sorted(e for e in set(named) if named.count(e) > 1) == []  # one row per path
+    assert [e for e in named if not any(_names(e, m) for m in MODULES)] == []  # the table names no module that is gone
 
 
 def test_no_module_imports_a_layer_below_it_in_the_table() -> None:
@@ -325,6 +327,21 @@ def test_no_module_imports_a_layer_below_it_in_the_table() -> None:
 
 def test_no_import_cycle_but_the_known_ones() -> None:
     assert cycles(import_graph()) == KNOWN_CYCLES
+
+
+def test_every_import_of_gpudiag_names_a_module_that_exists() -> None:
+    """A stale import after a rename (``gpudiag.watch`` for ``gpudiag.pacing``) fails here, not first
+    in front of a user when the function that holds it runs."""
+    stale = []
+    for module, path in sorted(MODULES.items()):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
+                names = [node.module]
+            stale += [f"{module}:{node.lineno} {n}" for n in names if n.split(".")[0] == "gpudiag" and n not in MODULES]
+    assert stale == []
 
 
 def test_the_graph_sees_imports_in_functions_and_under_type_checking() -> None:
@@ -337,8 +354,12 @@ def test_the_graph_sees_imports_in_functions_and_under_type_checking() -> None:
 
 def test_the_layer_and_cycle_checks_can_fail() -> None:
     """On a made-up graph: an import from a row below, and a cycle, are both found."""
-    rows = [("base", ["gpudiag.a"]), ("top", ["gpudiag.b", "gpudiag.b.c"])]
+    rows = [("base", ["gpudiag", "gpudiag.a"]), ("top", ["gpudiag.b.", "gpudiag.b.c"])]
     graph = {"gpudiag.a": {"gpudiag.b.c"}, "gpudiag.b": {"gpudiag.a"}, "gpudiag.b.c": {"gpudiag.b"}}
     assert upward(graph, rows) == ["gpudiag.a (base) imports gpudiag.b.c (top)"]
     assert cycles(graph) == {frozenset(graph)}
-    assert layer_of("gpudiag.b.c.d", rows) == 1 and layer_of("gpudiag.z", rows) is None
+    assert layer_of("gpudiag.b.d", rows) == 1 and layer_of("gpudiag.b", rows) == 1
+    assert layer_of("gpudiag.a.d", rows) is None  # a file names one module, not those below it
+    assert layer_of("gpudiag.z", rows) is None  # the package's own __init__ row holds no other module
+    table = "| 0 | base | `__init__.py`, `a.py`, `b/` | job |"
+    assert layer_table(table) == [("base", ["gpudiag", "gpudiag.a", "gpudiag.b."])]
