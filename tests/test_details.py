@@ -16,8 +16,7 @@ from gpudiag.model import ALL_GROUPS, FactGroup, Reason
 from gpudiag.probe.collect import collect
 from gpudiag.probe.details import cpu_list, ranges
 from gpudiag.replay import capture, fixtures
-from gpudiag.replay.fake_answers import FakeHandle
-from gpudiag.replay.fake_nvml import FakeNvml
+from gpudiag.replay.fake_nvml import FakeHandle, FakeNvml
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURE = ROOT / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
