@@ -17,7 +17,7 @@ from msgspec.structs import replace
 
 from gpudiag.errors import UsageError
 from gpudiag.model import MACHINE_SCHEMA, Gpu, GpuState, Machine, Memory, Reading, Reason
-from gpudiag.numbers import shorten
+from gpudiag.parsing import shorten
 from gpudiag.probe.nvml import failed_gpu
 from gpudiag.serialize import SchemaError, from_data, to_data
 
