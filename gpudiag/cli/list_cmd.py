@@ -5,12 +5,13 @@ from typing import Annotated, Any
 import typer
 from msgspec.structs import replace
 
-from gpudiag.cli.common import echo, exit_if_lost, handle_errors, make_console, require_nvml, seconds, settings
+from gpudiag.cli.common import echo, exit_if_lost, handle_errors, make_console, require_nvml, settings
 from gpudiag.errors import UsageError
 from gpudiag.model import ALL_GROUPS, FactGroup, Gpu, Machine, NvmlStatus, Reading
 from gpudiag.probe.collect import collect
 from gpudiag.selection import parse_ids, select_gpus
 from gpudiag.serialize import to_data
+from gpudiag.units import seconds
 
 
 @handle_errors

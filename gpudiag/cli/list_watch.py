@@ -14,8 +14,8 @@ from msgspec.structs import replace
 from gpudiag import edge
 from gpudiag.cli.common import exit_if_lost, make_console
 from gpudiag.model import Gpu
+from gpudiag.pacing import repeat
 from gpudiag.probe.collect import open_source
-from gpudiag.watch import repeat
 
 if TYPE_CHECKING:
     from gpudiag.cli.common import Settings
