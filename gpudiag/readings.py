@@ -9,7 +9,7 @@ outputs show it: its ``--query-gpu`` names, its ``nvidia-smi -q`` line, its unit
 
 - the probe (``probe/nvml.py``, ``probe/details.py``) makes the calls and builds the model;
 - the fake NVML (``replay/fake_nvml.py``) answers the same calls from a machine file;
-- the capture tool (``replay/capture.py``) answers them from the real H100's recording;
+- the capture tool (``tests/hardware/capture.py``) answers them from the real H100's recording;
 - ``list --query`` (``render/csv_query.py``) and ``list -q`` (``render/details_view.py``) show them.
 
 :data:`GPU_READINGS` are the per-GPU readings every command may read (here, on the path of
