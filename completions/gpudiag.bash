@@ -6,7 +6,7 @@ _gpudiag() {
     cmd=""
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            bench-transfer|check|drain|examples|exporter|list|memory|report|snapshot|visible) cmd="${COMP_WORDS[i]}"; break ;;
+            bench-transfer|check|dmon|drain|examples|exporter|list|memory|mig|nvlink|pmon|report|snapshot|stat|topo|visible) cmd="${COMP_WORDS[i]}"; break ;;
         esac
     done
     case "$prev" in
@@ -18,6 +18,7 @@ _gpudiag() {
         --compat) return ;;
         --count) return ;;
         --deadline) return ;;
+        --delay) return ;;
         --description) return ;;
         --device) return ;;
         --display) return ;;
@@ -25,6 +26,7 @@ _gpudiag() {
         --expect-gpus) return ;;
         --filename) return ;;
         --format) COMPREPLY=($(compgen -W "csv csv,noheader csv,nounits csv,noheader,nounits" -- "$cur")); return ;;
+        --getthroughput) return ;;
         --hostname) return ;;
         --id) return ;;
         --interval) return ;;
@@ -38,8 +40,10 @@ _gpudiag() {
         --mode) return ;;
         --modes) return ;;
         --only) return ;;
+        --options) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --order) return ;;
         --output) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --p2pstatus) return ;;
         --plot) return ;;
         --port) return ;;
         --postmortem) return ;;
@@ -68,23 +72,33 @@ _gpudiag() {
         --torch-snapshot) return ;;
         --until-free) return ;;
         --value) return ;;
+        -c) return ;;
         -d) return ;;
         -f) return ;;
+        -gt) return ;;
         -i) return ;;
         -o) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        -p2p) return ;;
+        -s) return ;;
     esac
     case "$cmd" in
         bench-transfer) COMPREPLY=($(compgen -W "--sizes --sweep --modes --device --iters --samples --gib --json --csv --help" -- "$cur")) ;;
         check) COMPREPLY=($(compgen -W "--quick --json --junit --strict --only --skip --expect-gpus --min-free --temp-margin --allow-processes --require-driver --require-cuda --require-capability --require-gpu --require-torch --python --no-torch --timeout --textfile --npd --mode --deadline --level --budget --force --help" -- "$cur")) ;;
+        dmon) COMPREPLY=($(compgen -W "--id -i --select -s --count -c --delay -d --options -o --format --filename -f --json --help" -- "$cur")) ;;
         drain) COMPREPLY=($(compgen -W "--execute --resume --help" -- "$cur")) ;;
         examples) COMPREPLY=($(compgen -W " --help" -- "$cur")) ;;
         exporter) COMPREPLY=($(compgen -W "--port --bind --compat --max-process-series --kubelet-socket --no-kubelet --proc-root --hostname --once --help" -- "$cur")) ;;
         list) COMPREPLY=($(compgen -W "--json --id -i --no-processes --details -q --display -d --xml-format -x --list-gpus -L --query --query-gpu --query-compute-apps --query-retired-pages --query-remapped-rows --query-supported-clocks --format --filename -f --watch -w --interval --count --help" -- "$cur")) ;;
         memory) COMPREPLY=($(compgen -W "--watch -w --interval --count --id -i --json --log --until-free --timeout --alert-free-below --alert-oom-within --postmortem --torch-snapshot --plot --output -o --prometheus --bind --textfile --help" -- "$cur")) ;;
+        mig) COMPREPLY=($(compgen -W "--id -i --list-gpu-instance-profiles -lgip --list-gpu-instances -lgi --list-compute-instances -lci --json --help" -- "$cur")) ;;
+        nvlink) COMPREPLY=($(compgen -W "--id -i --status -s --errorcounters -e --getthroughput -gt --json --help" -- "$cur")) ;;
+        pmon) COMPREPLY=($(compgen -W "--id -i --select -s --count -c --delay -d --options -o --format --filename -f --json --help" -- "$cur")) ;;
         report) COMPREPLY=($(compgen -W "--expect --json --junit --nodes --brief --help" -- "$cur")) ;;
         snapshot) COMPREPLY=($(compgen -W "--output -o --description -d --no-torch --help" -- "$cur")) ;;
+        stat) COMPREPLY=($(compgen -W "--id -i --show-cmd -c --show-pid -p --show-power -P --no-processes --watch -w --interval --count --json --help" -- "$cur")) ;;
+        topo) COMPREPLY=($(compgen -W "--matrix -m --p2pstatus -p2p --json --help" -- "$cur")) ;;
         visible) COMPREPLY=($(compgen -W "--value --unset --order --select --probe --json --help" -- "$cur")) ;;
-        "") COMPREPLY=($(compgen -W "bench-transfer check drain examples exporter list memory report snapshot visible --replay --color --debug --version --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "bench-transfer check dmon drain examples exporter list memory mig nvlink pmon report snapshot stat topo visible --replay --color --debug --version --help" -- "$cur")) ;;
     esac
 }
 complete -o default -F _gpudiag gpudiag

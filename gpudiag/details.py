@@ -280,6 +280,12 @@ class NvLink(msgspec.Struct, frozen=True):
     recovery_errors: Reading[int]
     crc_flit_errors: Reading[int]
     crc_data_errors: Reading[int]
+    # Throughput counters since the driver loaded, KiB (NVML_FI_DEV_NVLINK_THROUGHPUT_*, `nvlink -gt`):
+    # the payload (data) and everything on the wire (raw: headers, replays, flow control too).
+    data_tx_kib: Reading[int] = msgspec.field(default_factory=not_recorded)
+    data_rx_kib: Reading[int] = msgspec.field(default_factory=not_recorded)
+    raw_tx_kib: Reading[int] = msgspec.field(default_factory=not_recorded)
+    raw_rx_kib: Reading[int] = msgspec.field(default_factory=not_recorded)
 
 
 class PeerLink(msgspec.Struct, frozen=True):
@@ -290,6 +296,10 @@ class PeerLink(msgspec.Struct, frozen=True):
     nvlinks: int  # active NVLinks to the other GPU: direct, or through NVSwitches when P2P over NVLink is OK
     p2p_read: Reading[str]  # nvmlDeviceGetP2PStatus(READ): "OK" or why not
     p2p_nvlink: Reading[str]  # nvmlDeviceGetP2PStatus(NVLINK)
+    # The other capabilities `nvidia-smi topo -p2p w|a|p` shows (write, atomics, PCIe/"prop").
+    p2p_write: Reading[str] = msgspec.field(default_factory=not_recorded)
+    p2p_atomics: Reading[str] = msgspec.field(default_factory=not_recorded)
+    p2p_prop: Reading[str] = msgspec.field(default_factory=not_recorded)
 
 
 class Affinity(msgspec.Struct, frozen=True):

@@ -190,6 +190,9 @@ class FactGroup(str, enum.Enum):
     # With DETAILS: each NVLink and how each GPU reaches each other one (topology, P2P, CPU/NUMA
     # affinity): ~8 calls per link and 3 per GPU pair, so `--query` fields leave it out.
     LINKS = "links"
+    # MIG's GPU instance profiles (with the room left for each) and the GPU and compute instances
+    # (`gpudiag mig`, `nvidia-smi mig -lgip/-lgi/-lci`): ~40 calls on a MIG-enabled GPU, one on others.
+    MIG_LAYOUT = "mig_layout"
 
 
 ALL_GROUPS: frozenset[FactGroup] = frozenset(FactGroup)
@@ -288,6 +291,46 @@ class MigDevice(msgspec.Struct, frozen=True):
     attributes: Reading[MigAttributes] = msgspec.field(default_factory=not_recorded)
 
 
+class MigProfile(msgspec.Struct, frozen=True):
+    """A GPU instance profile (nvmlDeviceGetGpuInstanceProfileInfoV) and how many more fit now
+    (nvmlDeviceGetGpuInstanceRemainingCapacity): a line of `nvidia-smi mig -lgip`."""
+
+    index: int  # the NVML_GPU_INSTANCE_PROFILE_* it answers (0 is 1_SLICE)
+    id: int  # NVML's profile id (A100: 19 is 1g.5gb, 0 is 7g.40gb)
+    name: str  # "MIG 1g.5gb"
+    slices: int
+    instances: int  # how many of it the GPU holds at most
+    remaining: Reading[int]  # how many more can be created now
+    memory_mib: int
+    p2p: bool
+    sms: int
+    copy_engines: int
+    decoders: int
+    encoders: int
+    jpeg: int
+    ofa: int
+
+
+class MigComputeInstance(msgspec.Struct, frozen=True):
+    """A compute instance inside a GPU instance (nvmlComputeInstanceGetInfo): a line of `mig -lci`."""
+
+    id: int
+    profile_id: int
+    name: str  # its profile's name: "MIG 1g.5gb", or "MIG 1c.3g.20gb" for a share of a larger instance
+    placement_start: int
+    placement_size: int
+
+
+class MigGpuInstance(msgspec.Struct, frozen=True):
+    """A GPU instance (nvmlGpuInstanceGetInfo) and its compute instances: a line of `mig -lgi`."""
+
+    id: int
+    profile_id: int
+    placement_start: int
+    placement_size: int
+    compute_instances: tuple[MigComputeInstance, ...]
+
+
 class Gpu(msgspec.Struct, frozen=True):
     index: int  # NVML index (nvidia-smi's order), not the CUDA ordinal
     state: GpuState
@@ -328,6 +371,9 @@ class Gpu(msgspec.Struct, frozen=True):
     clock_graphics_mhz: Reading[int] = msgspec.field(default_factory=not_recorded)
     energy_mj: Reading[int] = msgspec.field(default_factory=not_recorded)  # since the driver loaded
     pcie_replays: Reading[int] = msgspec.field(default_factory=not_recorded)  # link-level retries
+    # MIG's layout (`gpudiag mig`): the GPU instance profiles and the instances created.
+    mig_profiles: Reading[tuple[MigProfile, ...]] = msgspec.field(default_factory=not_recorded)
+    mig_instances: Reading[tuple[MigGpuInstance, ...]] = msgspec.field(default_factory=not_recorded)
     # What `nvidia-smi -q` adds (clocks, NVLink, topology, ...); only commands that show it read it.
     details: Reading[GpuDetails] = msgspec.field(default_factory=lambda: Reading.missing(Reason.NOT_READ))
 

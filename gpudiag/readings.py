@@ -111,6 +111,19 @@ P2P_STATUS = {
 }
 P2P_READ = 0  # NVML_P2P_CAPS_INDEX_READ (pynvml defines it as a one-item tuple)
 P2P_NVLINK = 2  # NVML_P2P_CAPS_INDEX_NVLINK
+P2P_WRITE = 1  # NVML_P2P_CAPS_INDEX_WRITE
+P2P_ATOMICS = 3  # NVML_P2P_CAPS_INDEX_ATOMICS
+P2P_PROP = 4  # NVML_P2P_CAPS_INDEX_PROP (also _PCI): P2P over PCIe
+# nvmlGpuP2PStatus_t's words as `nvidia-smi topo -p2p` abbreviates them in its matrix and legend.
+P2P_ABBREVIATIONS = {
+    "OK": "OK",
+    "chipset not supported": "CNS",
+    "GPU not supported": "GNS",
+    "IOH topology not supported": "TNS",
+    "disabled by regkey": "DR",
+    "not supported": "NS",
+    "unknown": "U",
+}
 
 # nvmlIntNvLinkDeviceType_t.
 NVLINK_REMOTE_TYPES = {0: "GPU", 1: "IBM NPU", 2: "switch", 255: "unknown"}
@@ -142,6 +155,11 @@ FI_POWER_SMOOTHING_ENABLED = 251
 # A power field's scopeId (nvmlPowerScopeType_t); 0 is the GPU's own.
 POWER_SCOPE_MODULE = 1
 POWER_SCOPE_MEMORY = 2
+# Each NVLink's throughput counters (KiB since the driver loaded), read with the link as the scope.
+FI_NVLINK_THROUGHPUT_DATA_TX = 138
+FI_NVLINK_THROUGHPUT_DATA_RX = 139
+FI_NVLINK_THROUGHPUT_RAW_TX = 140
+FI_NVLINK_THROUGHPUT_RAW_RX = 141
 
 
 # --- the declaration of a reading ---------------------------------------------------------
@@ -537,6 +555,10 @@ GPU_READINGS: tuple[Spec, ...] = (
         whole_gpu=False,
         metric="gpudiag_gpu_pcie_replays_total",
     ),
+    # MIG's layout, for `gpudiag mig` (nvidia-smi mig -lgip/-lgi/-lci): read by hand (probe/mig.py), and
+    # only on a GPU whose MIG mode is on (a GPU without MIG costs no call).
+    Spec(key="mig_profiles", call="nvmlDeviceGetGpuInstanceProfileInfoV", custom=True, group=_G.MIG_LAYOUT),
+    Spec(key="mig_instances", call="nvmlDeviceGetGpuInstances", custom=True, group=_G.MIG_LAYOUT),
 )
 
 

@@ -133,6 +133,10 @@ LEFT_OUT = {
 BY_NAME: dict[str, st.SearchStrategy[str]] = {
     "--count": st.sampled_from(["1", "2", "0", "-1", "x", "1.5"]),
     "--interval": st.sampled_from(["0.1", "0.05", "0", "-1", "nan", "inf", "x", "1e-300"]),
+    "--delay": st.sampled_from(["0.1", "0.05", "0", "-1", "nan", "inf", "x", "11"]),
+    "--options": st.sampled_from(["D", "T", "DT", "X", ""]) | argv_text,
+    "--p2pstatus": st.sampled_from(["r", "w", "n", "a", "p", "x", ""]),
+    "--getthroughput": st.sampled_from(["d", "r", "x", ""]),
     "--timeout": st.sampled_from(["0.1", "0", "-1", "nan", "inf", "x"]),
     "--deadline": st.sampled_from(["0", "-1", "nan", "1e308", "x"]),  # a real one is appended (_bounds)
     "--until-free": sizes,
@@ -201,6 +205,10 @@ def _bounds(command: str, words: list[str]) -> list[str]:
     """Appended last (click keeps an option's last value): a watch ends after 2 quick samples, an
     exporter prints once, check and snapshot never start torch."""
     if command in ("list", "memory") and {"--watch", "-w", "--log", "--until-free", "--alert-free-below"} & set(words):
+        return ["--count", "2", "--interval", "0.1"]
+    if command in ("dmon", "pmon"):  # a replay plays its series: two quick samples at most
+        return ["--count", "2", "--delay", "0.1"]
+    if command == "stat" and {"--watch", "-w"} & set(words):
         return ["--count", "2", "--interval", "0.1"]
     if command == "exporter":
         return ["--once", "--no-kubelet"]

@@ -515,8 +515,8 @@ def test_the_import_finder_finds_every_spelling(tmp_path: Path) -> None:
 
 
 def test_only_the_live_source_and_the_fake_import_pynvml() -> None:
-    # The fake (with its detail calls) and the capture replayer stand in for pynvml and use its constants.
-    allowed = {"probe/collect.py", "replay/fake_nvml.py", "replay/fake_details.py"}
+    # The fake (with its detail and MIG layout calls) stands in for pynvml and uses its constants.
+    allowed = {"probe/collect.py", "replay/fake_nvml.py", "replay/fake_details.py", "replay/fake_mig.py"}
     importers = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if _pynvml_imports(p)}
     assert importers <= allowed, importers - allowed
     # nvml.py works on whatever module it is given; it never imports one itself, not even lazily.

@@ -70,6 +70,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "exporter": ("exporter_cmd", "command"),
     "report": ("report_cmd", "command"),
     "drain": ("drain_cmd", "command"),
+    # The views nvidia-smi and nvitop users reach for (docs/commands/nvidia-smi.md maps them).
+    "dmon": ("dmon_cmd", "command"),
+    "pmon": ("pmon_cmd", "command"),
+    "topo": ("topo_cmd", "command"),
+    "nvlink": ("nvlink_cmd", "command"),
+    "mig": ("mig_cmd", "command"),
+    "stat": ("stat_cmd", "command"),
 }
 
 

@@ -57,7 +57,11 @@ class MachineSource:
     # NVML indices of a snapshot of some GPUs (`list --json --id 3`): the fake enumerates
     # them from 0, the readings keep their real numbers. Empty: indices are positions.
     indices: tuple[int, ...] = ()
+    replay: str = ""  # the example name or snapshot file replayed ("" live)
     session: NvmlSession = field(init=False)
+    # A replay playing its recorded series (gpudiag.replay.series): the sample the fake NVML answers.
+    series: Any = None
+    sample: int = 0
 
     def __post_init__(self) -> None:
         self.session = NvmlSession(self.lib, self.host)
@@ -83,6 +87,33 @@ class MachineSource:
             torch_build=self.torch_build,
             torch_runtime=self.torch_runtime,
         )
+
+    def play(self) -> int:
+        """Have a replay answer with its recorded series (gpudiag/machines/series/), from its first
+        sample: monitors print what the machine read over time, never one snapshot again and again.
+        Returns how many samples it holds: 1 for a snapshot without a series; 0 live (no end)."""
+        if self.recorded is None:
+            return 0
+        from gpudiag.replay import series
+
+        self.series = series.load_for(self.replay, self.recorded)
+        if self.series is None:
+            return 1
+        self.seek(0)
+        return len(self.series)
+
+    def seek(self, n: int) -> None:
+        """Answer from sample ``n`` of the series being played."""
+        self.sample = n
+        self.lib.set_machine(self.series.machine_at(self.recorded, n))
+
+    def sample_time(self) -> float:
+        """When the sample being read was taken: now live; the series' own time on a replay."""
+        if self.series is not None:
+            return float(self.series.time_of(self.sample))
+        if self.recorded is not None:
+            return self.recorded.collected_at  # a snapshot's one moment
+        return time.time()
 
     def close(self) -> None:
         self.session.close()
@@ -164,6 +195,7 @@ def _replay_source(spec: str) -> MachineSource:
         torch_runtime=machine.torch_runtime,
         recorded=machine,
         indices=indices if indices != tuple(range(len(indices))) else (),
+        replay=spec,
     )
     source.session.cpu_count = 1024  # the recorded machine's CPUs, not this host's, size its affinity masks
     source.session.unrecorded_details = {  # by position: the fake enumerates a snapshot's GPUs from 0

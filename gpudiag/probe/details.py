@@ -25,14 +25,29 @@ from gpudiag.details import (
 from gpudiag.model import Reading, Reason
 from gpudiag.readings import (
     FI_NVLINK_GET_SPEED,
+    FI_NVLINK_THROUGHPUT_DATA_RX,
+    FI_NVLINK_THROUGHPUT_DATA_TX,
+    FI_NVLINK_THROUGHPUT_RAW_RX,
+    FI_NVLINK_THROUGHPUT_RAW_TX,
     NVLINK_REMOTE_TYPES,
+    P2P_ATOMICS,
     P2P_NVLINK,
+    P2P_PROP,
     P2P_READ,
     P2P_STATUS,
+    P2P_WRITE,
     TOPOLOGY_LEVELS,
     Spec,
     fields_from,
     text,
+)
+
+# Each link's throughput counters (field id, NvLink field), read in one call with its speed.
+_THROUGHPUT = (
+    (FI_NVLINK_THROUGHPUT_DATA_TX, "data_tx_kib"),
+    (FI_NVLINK_THROUGHPUT_DATA_RX, "data_rx_kib"),
+    (FI_NVLINK_THROUGHPUT_RAW_TX, "raw_tx_kib"),
+    (FI_NVLINK_THROUGHPUT_RAW_RX, "raw_rx_kib"),
 )
 
 NVLINK_MAX_LINKS = 18  # H100; NVML answers INVALID_ARGUMENT / NOT_SUPPORTED beyond a GPU's links
@@ -201,11 +216,14 @@ class DetailsProbe:
             state = self._read("nvmlDeviceGetNvLinkState", h, link, convert=lambda s: s == lib.NVML_FEATURE_ENABLED)
             if state.value is None:
                 if link == 0 and state.reason is not None:
-                    return Reading.missing(state.reason, state.detail or "this GPU has no NVLink")
+                    no_link = state.reason is Reason.NOT_SUPPORTED and not state.detail
+                    return Reading.missing(state.reason, "this GPU has no NVLink" if no_link else state.detail)
                 break  # past the GPU's last link
             states.append(state)
-        speed_ids = [(FI_NVLINK_GET_SPEED, link) for link in range(len(states))]
-        speeds = self._session.field_values(h, speed_ids)  # one call for every link's speed
+        ids = [
+            (fid, link) for link in range(len(states)) for fid in (FI_NVLINK_GET_SPEED, *(f for f, _ in _THROUGHPUT))
+        ]
+        speeds = self._session.field_values(h, ids)  # one call for every link's speed and counters
 
         def read(function: str, link: int, *args: Any, convert: Callable[[Any], Any]) -> Reading[Any]:
             return self._read(function, h, link, *args, convert=convert)
@@ -236,13 +254,28 @@ class DetailsProbe:
                     crc_data_errors=read(
                         "nvmlDeviceGetNvLinkErrorCounter", link, lib.NVML_NVLINK_ERROR_DL_CRC_DATA, convert=int
                     ),
+                    **{name: speeds[(fid, link)].map(int) for fid, name in _THROUGHPUT},
                 )
             )
         return Reading.of(tuple(links))
 
+    def nvlinks(self, h: Any) -> Reading[tuple[NvLink, ...]]:
+        """Each NVLink of the GPU: state, version, speed, far end, error and throughput counters
+        (`gpudiag nvlink`, `topo -m`'s NV#)."""
+        return self._nvlinks(h)
+
+    def affinity(self, h: Any, peers: list[tuple[int, Any]]) -> Affinity:
+        """CPU and NUMA affinity, and how the GPU reaches each of ``peers`` (`gpudiag topo`); NV#
+        counts come from :func:`with_nvlink_counts`, which sees every GPU's links."""
+        return self._affinity(h, peers)
+
     def _affinity(self, h: Any, peers: list[tuple[int, Any]]) -> Affinity:
         lib = self._lib
         links = []
+
+        def p2p(oh: Any, index: int) -> Reading[str]:
+            return self._read("nvmlDeviceGetP2PStatus", h, oh, index, convert=lambda s: P2P_STATUS.get(int(s), str(s)))
+
         for other, oh in peers:
             links.append(
                 PeerLink(
@@ -254,12 +287,11 @@ class DetailsProbe:
                         convert=lambda lv: TOPOLOGY_LEVELS.get(int(lv), "?"),
                     ),
                     nvlinks=0,  # filled in by the session, which sees every GPU's links
-                    p2p_read=self._read(
-                        "nvmlDeviceGetP2PStatus", h, oh, P2P_READ, convert=lambda s: P2P_STATUS.get(int(s), str(s))
-                    ),
-                    p2p_nvlink=self._read(
-                        "nvmlDeviceGetP2PStatus", h, oh, P2P_NVLINK, convert=lambda s: P2P_STATUS.get(int(s), str(s))
-                    ),
+                    p2p_read=p2p(oh, P2P_READ),
+                    p2p_nvlink=p2p(oh, P2P_NVLINK),
+                    p2p_write=p2p(oh, P2P_WRITE),
+                    p2p_atomics=p2p(oh, P2P_ATOMICS),
+                    p2p_prop=p2p(oh, P2P_PROP),
                 )
             )
         return Affinity(
@@ -269,6 +301,10 @@ class DetailsProbe:
             ),
             peers=tuple(links),
         )
+
+    def process_load(self, index: int, h: Any) -> Reading[tuple[ProcessLoad, ...]]:
+        """Each process's share of the GPU since the last call for this GPU (`gpudiag pmon`)."""
+        return self._process_load(index, h)
 
     def _process_load(self, index: int, h: Any) -> Reading[tuple[ProcessLoad, ...]]:
         # NVML returns samples newer than the timestamp given: the first read takes all it keeps.
@@ -315,24 +351,33 @@ def with_nvlink_counts(details: list[GpuDetails | None], bus_ids: list[str | Non
         if d is None or d.nvlinks.value is None or d.affinity.value is None:
             out.append(d)
             continue
-        affinity = d.affinity.value
-        counts: dict[int, int] = {}
-        switched = 0
-        for link in d.nvlinks.value:
-            if not link.active.get(False):
-                continue
-            if link.remote_type.value == "switch":
-                switched += 1
-                continue
-            remote = link.remote_pci_bus_id.value
-            if remote is not None and remote.lower() in by_bus:
-                counts[by_bus[remote.lower()]] = counts.get(by_bus[remote.lower()], 0) + 1
-        peers = tuple(
-            replace(p, nvlinks=counts.get(p.gpu, 0) + (switched if p.p2p_nvlink.value == "OK" else 0))
-            for p in affinity.peers
+        out.append(
+            replace(d, affinity=Reading.of(affinity_with_nvlink_counts(d.affinity.value, d.nvlinks.value, by_bus)))
         )
-        out.append(replace(d, affinity=Reading.of(replace(affinity, peers=peers))))
     return out
+
+
+def affinity_with_nvlink_counts(affinity: Affinity, nvlinks: tuple[NvLink, ...], by_bus: dict[str, int]) -> Affinity:
+    """One GPU's peers with their NV# counts (:func:`with_nvlink_counts`); ``by_bus``: each GPU's
+    position by its bus id, lower case."""
+    from msgspec.structs import replace
+
+    counts: dict[int, int] = {}
+    switched = 0
+    for link in nvlinks:
+        if not link.active.get(False):
+            continue
+        if link.remote_type.value == "switch":
+            switched += 1
+            continue
+        remote = link.remote_pci_bus_id.value
+        if remote is not None and remote.lower() in by_bus:
+            counts[by_bus[remote.lower()]] = counts.get(by_bus[remote.lower()], 0) + 1
+    peers = tuple(
+        replace(p, nvlinks=counts.get(p.gpu, 0) + (switched if p.p2p_nvlink.value == "OK" else 0))
+        for p in affinity.peers
+    )
+    return replace(affinity, peers=peers)
 
 
 class PsutilProcessStats:

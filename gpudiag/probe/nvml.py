@@ -13,7 +13,7 @@ import ctypes
 import functools
 import os
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import msgspec
@@ -112,6 +112,7 @@ class _Handles(msgspec.Struct):
     state: GpuState
     state_detail: str
     mig: list[tuple[int, Any]]
+    mig_enabled: bool = False  # MIG mode on at discovery (it changes only with a GPU reset: new handles)
     # Readings that cannot change while the driver stays loaded (rows with ``fixed``: name, bus id,
     # thresholds, the PCIe maxima), by key, kept once read: handles, and so these, are fetched afresh on
     # every reopen, which a long-running reader does when NVML restarts under it. Only answers are
@@ -266,24 +267,25 @@ class NvmlSession:
                 )
                 self._handles.append(_Handles(None, state, message, []))
                 continue
-            self._handles.append(_Handles(handle, GpuState.OK, "", self._mig_handles(handle)))
+            enabled, mig = self._mig_handles(handle)
+            self._handles.append(_Handles(handle, GpuState.OK, "", mig, enabled))
 
-    def _mig_handles(self, handle: Any) -> list[tuple[int, Any]]:
+    def _mig_handles(self, handle: Any) -> tuple[bool, list[tuple[int, Any]]]:
         lib = self._lib
         try:
             current, _pending = lib.nvmlDeviceGetMigMode(handle)
             if current != lib.NVML_DEVICE_MIG_ENABLE:
-                return []
+                return False, []
             slots = lib.nvmlDeviceGetMaxMigDeviceCount(handle)
         except lib.NVMLError:
-            return []  # not a MIG-capable GPU; the mode reading says why later
+            return False, []  # not a MIG-capable GPU; the mode reading says why later
         found = []
         for slot in range(slots):
             try:
                 found.append((slot, lib.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)))
             except lib.NVMLError:
                 continue  # an empty slot answers NOT_FOUND
-        return found
+        return True, found
 
     def _system_info(self, kernel_module_version: Reading[str]) -> NvmlInfo:
         driver = self._read("nvmlSystemGetDriverVersion", convert=text)
@@ -409,6 +411,39 @@ class NvmlSession:
                         raw = answers[asked] = self._ask(h, spec, args)
                 out[key] = raw if raw.value is None else Reading(value=decode(raw.value))
         return out
+
+    # -- a command's own rows (dmon, pmon, stat, topo, nvlink) --------------------------
+
+    def gpu_handles(self) -> list[tuple[int, Any]]:
+        """(position, NVML handle) of every GPU whose handle opened: fetched once per session, so a
+        monitor reads through them interval after interval."""
+        return [(position, h.gpu) for position, h in enumerate(self._handles) if h.gpu is not None]
+
+    def read_rows(
+        self,
+        position: int,
+        rows: tuple[Spec, ...],
+        composite: Mapping[str, Callable[[int, Any], Reading[Any]]] | None = None,
+    ) -> dict[str, Reading[Any]] | None:
+        """The readings of ``rows`` (gpudiag.readings rows, a tuple kept for the program's life: its
+        plan is made once) of the GPU at ``position``, and nothing else: a monitor reads per interval
+        only what its columns show. A composite row is read by ``composite[key](position, handle)``,
+        or as every read does (processes, memory, ...). None when the GPU is lost (now, or at discovery)."""
+        handles = self._handles[position]
+        h = handles.gpu
+        if h is None:
+            return None
+        extra = composite or {}
+
+        def custom(key: str) -> dict[str, Any]:
+            if key in extra:
+                return {key: extra[key](position, h)}
+            return _custom_reading(self, h, handles, key)
+
+        try:
+            return self.read_specs(handles, h, rows, custom)
+        except _GpuLostError:
+            return None
 
     def _plan(self, specs: tuple[Spec, ...]) -> tuple[list[Any], list[tuple[Any, ...]]]:
         """How to read ``specs``: their field ids, and each row's key, kind (see _ALONE), call and
@@ -770,6 +805,15 @@ def _rows_of(facts: frozenset[FactGroup]) -> tuple[tuple[Spec, ...], Callable[[d
     return rows, builder(Gpu, tuple(row.key for row in rows))
 
 
+def _mig_layout(key: str, session: NvmlSession, h: Any, handles: _Handles) -> Reading[Any]:
+    """MIG's profiles or instances (probe.mig); a GPU whose MIG mode is off has none, at no call."""
+    if not handles.mig_enabled:
+        return Reading.missing(Reason.NOT_SUPPORTED, "MIG is not enabled on this GPU")
+    from gpudiag.probe import mig
+
+    return mig.profiles(session, h) if key == "mig_profiles" else mig.instances(session, h)
+
+
 # The composite per-GPU readings (rows with custom=True in gpudiag.readings), each read by hand.
 _CUSTOM_READERS: dict[str, Callable[[NvmlSession, Any, _Handles], Any]] = {
     "memory": lambda session, h, _handles: session._memory(h),
@@ -777,6 +821,8 @@ _CUSTOM_READERS: dict[str, Callable[[NvmlSession, Any, _Handles], Any]] = {
     "inforom_valid": lambda session, h, _handles: session._inforom(h),
     "mig_devices": lambda session, _h, handles: tuple(session._mig_device(slot, mh) for slot, mh in handles.mig),
     "processes": lambda session, h, _handles: session._processes(h),
+    "mig_profiles": functools.partial(_mig_layout, "mig_profiles"),
+    "mig_instances": functools.partial(_mig_layout, "mig_instances"),
 }
 
 

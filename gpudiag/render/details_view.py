@@ -966,24 +966,13 @@ def topology_matrix(machine: Machine) -> str:
     names = [f"GPU{g.index}" for g in gpus]
     header = ["", *names, "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
     rows = [header]
+    from gpudiag.render.topo_view import Node, cell
+
     for g in gpus:
         d = g.details.value
         a = d.affinity.value if d is not None else None
-        cells = [f"GPU{g.index}"]
-        for other in gpus:
-            if other.index == g.index:
-                cells.append("X")
-                continue
-            if a is None:
-                cells.append("?")
-                continue
-            peer = next((p for p in a.peers if p.gpu == other.index), None)
-            if peer is None:
-                cells.append("?")
-            elif peer.nvlinks:
-                cells.append(f"NV{peer.nvlinks}")
-            else:
-                cells.append(peer.common_ancestor.get("N/A"))
+        node = Node(g.index, d.affinity if d is not None else Reading.missing_like(g.details), g.numa_node)
+        cells = [f"GPU{g.index}", *(cell(node, other.index, unknown="?", no_answer="N/A") for other in gpus)]
         cells += [
             a.cpus.get("N/A") if a else "N/A",
             a.numa_nodes.get("N/A") if a else "N/A",

@@ -17,10 +17,18 @@ import pynvml
 
 from gpudiag.model import Gpu, Machine, Reading, Reason
 from gpudiag.readings import (
+    FI_NVLINK_GET_SPEED,
+    FI_NVLINK_THROUGHPUT_DATA_RX,
+    FI_NVLINK_THROUGHPUT_DATA_TX,
+    FI_NVLINK_THROUGHPUT_RAW_RX,
+    FI_NVLINK_THROUGHPUT_RAW_TX,
     NVLINK_REMOTE_TYPES,
+    P2P_ATOMICS,
     P2P_NVLINK,
+    P2P_PROP,
     P2P_READ,
     P2P_STATUS,
+    P2P_WRITE,
     TOPOLOGY_LEVELS,
 )
 
@@ -29,6 +37,14 @@ if TYPE_CHECKING:
     from gpudiag.replay.fake_nvml import FakeNvml
 
 _TOPOLOGY_CODES = {level: code for code, level in TOPOLOGY_LEVELS.items()}
+# The per-link field values NVML answers with the link as the scope: the NvLink reading each is.
+NVLINK_FIELDS = {
+    FI_NVLINK_GET_SPEED: "speed_mbps",
+    FI_NVLINK_THROUGHPUT_DATA_TX: "data_tx_kib",
+    FI_NVLINK_THROUGHPUT_DATA_RX: "data_rx_kib",
+    FI_NVLINK_THROUGHPUT_RAW_TX: "raw_tx_kib",
+    FI_NVLINK_THROUGHPUT_RAW_RX: "raw_rx_kib",
+}
 _P2P_CODES = {status: code for code, status in P2P_STATUS.items()}
 _NVLINK_REMOTE_CODES = {kind: code for code, kind in NVLINK_REMOTE_TYPES.items()}
 
@@ -139,11 +155,15 @@ class FakeDetails:
 
     def nvlink_speed(self, gpu: Gpu, link: int) -> int:
         """NVML_FI_DEV_NVLINK_GET_SPEED of one link (the field's scope), for FakeNvml's field values."""
+        return self.nvlink_field(gpu, FI_NVLINK_GET_SPEED, link)
+
+    def nvlink_field(self, gpu: Gpu, field_id: int, link: int) -> int:
+        """A per-link field (:data:`NVLINK_FIELDS`: speed, throughput counters) of one link, the field's scope."""
         found = self._link(_value(gpu.details), link)
         if found is None:
             _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
         assert found is not None
-        return int(_value(found.speed_mbps))
+        return int(_value(getattr(found, NVLINK_FIELDS[field_id])))
 
     @staticmethod
     def _link(d: GpuDetails, link: int) -> NvLink | None:
@@ -197,11 +217,16 @@ class FakeDetails:
 
     def nvmlDeviceGetP2PStatus(self, handle: Any, other: Any, index: int) -> int:
         peer = self._peer("nvmlDeviceGetP2PStatus", handle, other)
-        if index == P2P_READ:
-            return _P2P_CODES[_value(peer.p2p_read)]
-        if index == P2P_NVLINK:
-            return _P2P_CODES[_value(peer.p2p_nvlink)]
-        return int(_raise(pynvml.NVML_ERROR_NOT_SUPPORTED))
+        by_index = {
+            P2P_READ: peer.p2p_read,
+            P2P_NVLINK: peer.p2p_nvlink,
+            P2P_WRITE: peer.p2p_write,
+            P2P_ATOMICS: peer.p2p_atomics,
+            P2P_PROP: peer.p2p_prop,
+        }
+        if index not in by_index:
+            return int(_raise(pynvml.NVML_ERROR_NOT_SUPPORTED))
+        return _P2P_CODES[_value(by_index[index])]
 
     def nvmlDeviceGetCpuAffinity(self, handle: Any, words: int) -> list[int]:
         return _mask(_value(_value(self._details("nvmlDeviceGetCpuAffinity", handle).affinity).cpus), words)

@@ -119,6 +119,14 @@ _PADDING: dict[str, tuple[Any, ...]] = {
 _STRUCTS: dict[str, Callable[[], Any]] = {"nvmlDeviceGetUtilizationRates": pynvml.c_nvmlUtilization_t}
 # nvmlFieldValue_t's value member by its valueType (nvmlValueType_t).
 _VALUE_MEMBERS = {1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+# Per-link field ids (the link is the scope), answered from the recorded NVLinks, and their value types.
+_NVLINK_FIELDS = {
+    pynvml.NVML_FI_DEV_NVLINK_GET_SPEED: pynvml.NVML_VALUE_TYPE_UNSIGNED_INT,
+    pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
+    pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
+    pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX: pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
+    pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX: pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
+}
 # Field ids whose value is what a call answers.
 _FIELDS_OF_CALLS = {
     pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: ("nvmlDeviceGetTotalEnergyConsumption", 3),
@@ -356,6 +364,7 @@ class FakeNvml(ModuleType):
         for name in modelled:
             namespace[name] = getattr(self, name)
         self._details_impl: Any = None
+        self._mig_impl: Any = None  # MIG's layout calls (gpudiag.replay.fake_mig), on the first
         self._event_sets: list[_EventSet] = []  # XID event sets (check --level 2-4)
         self._unrecorded_fields: set[int] = set()  # addresses of field slots answered "not recorded"
 
@@ -373,7 +382,15 @@ class FakeNvml(ModuleType):
         from gpudiag.replay.fake_details import FakeDetails
 
         hand = name.startswith("nvml") and callable(getattr(type(self), name, None))
-        return hand or name in _ROW_CALLS or name in _detail_rows_by_call() or hasattr(FakeDetails, name)
+        from gpudiag.replay.fake_mig import FakeMig
+
+        return (
+            hand
+            or name in _ROW_CALLS
+            or name in _detail_rows_by_call()
+            or hasattr(FakeDetails, name)
+            or hasattr(FakeMig, name)
+        )
 
     def set_machine(self, machine: Machine) -> None:
         """Change what the fake reports (a later sample); handles stay valid, as in NVML."""
@@ -389,6 +406,13 @@ class FakeNvml(ModuleType):
         missing.__name__ = missing.__qualname__ = name
         return missing
 
+    def _mig_calls(self) -> Any:
+        if self._mig_impl is None:
+            from gpudiag.replay.fake_mig import FakeMig
+
+            self._mig_impl = FakeMig(self)
+        return self._mig_impl
+
     def _detail_calls(self) -> Any:
         if self._details_impl is None:
             from gpudiag.replay.fake_details import FakeDetails
@@ -402,7 +426,7 @@ class FakeNvml(ModuleType):
         def call(*args: Any, **kw: Any) -> Any:
             if name in _detail_rows_by_call():
                 return self.answer(name, *args)
-            answer = getattr(self._detail_calls(), name, None)
+            answer = getattr(self._detail_calls(), name, None) or getattr(self._mig_calls(), name, None)
             if answer is None:
                 self._calls.append(name)
                 _raise(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
@@ -751,8 +775,9 @@ class FakeNvml(ModuleType):
             value_type = found.specs[0].value_type if found is not None else 0
         if found is not None:
             return int(found.encodes[0](_value(found.reads[0](gpu)))), value_type
-        if gpu.details.value is not None and field_id == pynvml.NVML_FI_DEV_NVLINK_GET_SPEED:
-            return self._detail_calls().nvlink_speed(gpu, scope), pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+        if gpu.details.value is not None and field_id in _NVLINK_FIELDS:
+            value_type = _NVLINK_FIELDS[field_id]
+            return self._detail_calls().nvlink_field(gpu, field_id, scope), value_type
         return _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
 
     # -- MIG -------------------------------------------------------------------------
