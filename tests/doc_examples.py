@@ -79,7 +79,7 @@ def run(example: Example) -> str:
         name, _, value = words.pop(0).partition("=")
         env[name] = value
     here = os.getcwd()
-    os.chdir(ROOT)  # paths in examples (examples/fleet/nodes/) are relative to the repository
+    os.chdir(ROOT)  # paths in examples (docs/samples/fleet/nodes/) are relative to the repository
     try:
         result = CliRunner().invoke(app, words[1:], env=env)
     finally:

@@ -70,7 +70,7 @@ def write(directory: Path, name: str, data: dict[str, Any] | str | bytes) -> Pat
     return path
 
 
-EXAMPLE_FLEET = "examples/fleet"  # the README's and docs/commands/report.md's example fleet
+EXAMPLE_FLEET = "docs/samples/fleet"  # the README's and docs/commands/report.md's example fleet
 
 
 def example_fleet(directory: Path) -> None:

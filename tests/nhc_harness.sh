@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A stand-in for the parts of LBNL NHC that an NHC check relies on, to run examples/nhc/gpudiag.nhc
+# A stand-in for the parts of LBNL NHC that an NHC check relies on, to run deploy/nhc/gpudiag.nhc
 # the way NHC runs it. NOT NHC's code (NHC is not installable here: not in Debian 12, not on
 # PyPI): a reconstruction of its documented behaviour (NHC's README, "Writing checks" and the
 # Slurm part of its node-mark-offline / node-mark-online helpers):

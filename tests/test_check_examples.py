@@ -17,10 +17,10 @@ from gpudiag.replay import fixtures
 from tests.conftest import Cli
 
 ROOT = Path(__file__).resolve().parent.parent
-NHC_CONF = ROOT / "examples" / "nhc-gpudiag.conf"
-NHC_CHECK = ROOT / "examples" / "nhc" / "gpudiag.nhc"
-PROLOG = ROOT / "examples" / "slurm-prolog.sh"
-HEALTHCHECK = ROOT / "examples" / "slurm-healthcheck.sh"
+NHC_CONF = ROOT / "deploy" / "nhc" / "nhc-gpudiag.conf"
+NHC_CHECK = ROOT / "deploy" / "nhc" / "gpudiag.nhc"
+PROLOG = ROOT / "deploy" / "slurm" / "slurm-prolog.sh"
+HEALTHCHECK = ROOT / "deploy" / "slurm" / "slurm-healthcheck.sh"
 MACHINES = Path(fixtures.__file__).resolve().parent.parent / "machines"
 ECC = "health.ecc GPU0 GPU-dead0bad: uncorrected ECC errors; reset (+3 more)"
 

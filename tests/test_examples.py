@@ -37,7 +37,7 @@ def run_prolog(slurm: FakeSlurm, machine: str, expect: str = "", node: str = "no
         "GPUDIAG_PROLOG_CONF": "/nonexistent",
         "SLURMD_NODENAME": node,
     }
-    return subprocess.run(["bash", str(ROOT / "examples" / "slurm-prolog.sh")], env=env, timeout=120).returncode
+    return subprocess.run(["bash", str(ROOT / "deploy" / "slurm" / "slurm-prolog.sh")], env=env, timeout=120).returncode
 
 
 needs_shell = pytest.mark.skipif(
@@ -78,6 +78,6 @@ def test_prolog_treats_a_missed_deadline_as_unknown(slurm: FakeSlurm, tmp_path: 
     env_conf = {"GPUDIAG_PROLOG_CONF": str(conf)}
     env = {**os.environ, "PATH": f"{slurm.bindir}:{os.environ['PATH']}", "GPUDIAG_REPLAY": "h100x8-healthy"}
     env |= {"SLURMD_NODENAME": "node1", **env_conf}
-    done = subprocess.run(["bash", str(ROOT / "examples" / "slurm-prolog.sh")], env=env, timeout=120)
+    done = subprocess.run(["bash", str(ROOT / "deploy" / "slurm" / "slurm-prolog.sh")], env=env, timeout=120)
     assert done.returncode == 1
     assert slurm.nodes()["node1"]["reason"].startswith("gpudiag prolog: no verdict within 0.001 s")

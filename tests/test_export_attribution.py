@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from gpudiag import memory
 from gpudiag.export.attribution import (
     Allocation,
     Owner,
@@ -24,6 +23,7 @@ from gpudiag.export.attribution import (
     parse_cgroup,
 )
 from gpudiag.export.exporter import Attributor, Exporter
+from gpudiag.memory.build import build
 from gpudiag.probe.collect import open_source
 from gpudiag.replay.fixtures import load
 
@@ -218,7 +218,7 @@ def test_kubelet_attributes_mig_processes_by_mig_device(kubelet_socket: Path) ->
     client = KubeletClient(kubelet_socket)
     try:
         machine = load("a100-mig")[0]
-        view = memory.build(machine, {})
+        view = build(machine, {})
         owners = Attributor(None, client).owners(view)
         assert owners[(0, 20817)] == Owner("resnet-7f9c", "vision", "train")
         assert owners[(0, 20990)] == Owner("bert-2", "nlp", "serve")
@@ -293,7 +293,7 @@ def test_gke_and_index_device_ids_name_gpus_and_mig_devices_of_nvidia_resources_
     """GKE's plugin advertises nvidia<minor> (MIG nvidia<minor>/gi<id>, time-sharing /vgpu<n>); other
     plugins plain NVML indices, or <index>:<mig index>. A foreign resource's "0" is not GPU 0."""
     machine = load("a100-mig")[0]
-    view = memory.build(machine, {})
+    view = build(machine, {})
     gpu = machine.gpus[0]
     assert gpu.minor_number.value is not None
     minor = gpu.minor_number.value
@@ -348,7 +348,7 @@ def test_dra_claims_of_nvidias_driver_are_attributed(kubelet_socket: Path) -> No
     client = KubeletClient(kubelet_socket)
     try:
         attributor = Attributor(None, client)
-        owners = attributor.owners(memory.build(machine, {}))
+        owners = attributor.owners(build(machine, {}))
         by_gpu = {gpu: who for (gpu, _), who in owners.items()}
         assert by_gpu[0] == by_gpu[1] == Owner("llm-0", "ml", "trainer")
         assert by_gpu[2] == Owner("vllm", "ml", "server")

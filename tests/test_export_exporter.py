@@ -621,12 +621,12 @@ def test_exporter_on_this_machines_gpus(cli: Cli) -> None:
 
 
 def test_pytorch_allocator_split_where_gpudiag_track_runs(tmp_path: Path) -> None:
-    from gpudiag import track
+    from gpudiag.track import entries
     from tests.test_memory_cli import recorded_entry
 
     directory = recorded_entry(tmp_path / "track")
     with open_source("v100x4-tutorial") as s:
-        samples = scrape(Exporter(s, tracked=lambda: track.read_entries(directory, live=False)))
+        samples = scrape(Exporter(s, tracked=lambda: entries.read_entries(directory, live=False)))
     proc = {"gpu": "0", "pid": "31337"}
     assert pick(samples, "gpudiag_process_gpu_memory_bytes", **proc) == [10944 * MiB]
     assert pick(samples, "gpudiag_process_torch_allocated_bytes", **proc) == [8000 * MiB]

@@ -2,7 +2,7 @@
 here (tests/slurm_cluster.py), with 8 GPUs as GRES and replayed machines instead of GPUs.
 
 What each test proves on the real slurmctld/slurmd: the README's srun recipe run line by line;
-examples/slurm-fleet-check.sh, then `gpudiag drain` (dry run through a shell, --execute, --resume)
+deploy/slurm/slurm-fleet-check.sh, then `gpudiag drain` (dry run through a shell, --execute, --resume)
 with its rules; the Prolog draining for a node fault and cancelling the job, not the node, for a
 job fault; the HealthCheckProgram draining and resuming on its own; NHC's check_gpudiag under a
 stand-in for NHC (tests/nhc_harness.sh: NHC itself is not installable here) with the real scontrol.
@@ -52,7 +52,7 @@ def prolog(root: Path) -> str:
     """The example Prolog, installed as slurm.conf's Prolog, reading its settings file."""
     script = root / "etc" / "prolog.sh"
     script.write_text(
-        f"#!/bin/sh\nGPUDIAG_PROLOG_CONF={root}/etc/gpudiag-prolog exec bash {ROOT}/examples/slurm-prolog.sh\n"
+        f"#!/bin/sh\nGPUDIAG_PROLOG_CONF={root}/etc/gpudiag-prolog exec bash {ROOT}/deploy/slurm/slurm-prolog.sh\n"
     )
     script.chmod(0o755)
     return f"Prolog={script}\nPrologFlags=Alloc\n"
@@ -125,7 +125,7 @@ def test_what_the_recipe_guards_against(cluster: Cluster) -> None:
 
 
 def test_the_fleet_script_then_drain_and_resume(cluster: Cluster) -> None:
-    script = str(ROOT / "examples" / "slurm-fleet-check.sh")
+    script = str(ROOT / "deploy" / "slurm" / "slurm-fleet-check.sh")
     broken = broken_machine(cluster.root)
 
     def fleet(out: str, machine: str, *gpus: str) -> subprocess.CompletedProcess[str]:
@@ -246,7 +246,7 @@ def test_the_prolog_cancels_a_job_whose_environment_fails_and_keeps_the_node(clu
 def test_nhc_check_gpudiag_drains_with_the_failing_check_and_resumes(cluster: Cluster) -> None:
     def nhc(machine: str) -> int:
         command = [
-            "bash", str(ROOT / "tests" / "nhc_harness.sh"), str(ROOT / "examples" / "nhc" / "gpudiag.nhc"),
+            "bash", str(ROOT / "tests" / "nhc_harness.sh"), str(ROOT / "deploy" / "nhc" / "gpudiag.nhc"),
             cluster.node, "check_gpudiag", "--skip", "health.processes",
         ]  # fmt: skip
         return cluster.run(*command, GPUDIAG_REPLAY=machine).returncode
@@ -273,7 +273,7 @@ def test_the_health_check_drains_and_resumes_on_its_own() -> None:
         script = root / "etc" / "healthcheck.sh"
         script.write_text(
             f"#!/bin/sh\nGPUDIAG_HEALTHCHECK_CONF={root}/etc/gpudiag-healthcheck "
-            f"exec bash {ROOT}/examples/slurm-healthcheck.sh\n"
+            f"exec bash {ROOT}/deploy/slurm/slurm-healthcheck.sh\n"
         )
         script.chmod(0o755)
         settings(root, broken_machine(root))  # from the first run, at slurmd's start

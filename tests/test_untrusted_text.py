@@ -320,9 +320,9 @@ def test_texts_no_replay_can_carry_are_escaped_by_the_renderers_too() -> None:
     console = make_console(file=out)
     console.width = 120
     console.print(list_view.render(machine, machine.gpus, console, show_processes=True))
-    from gpudiag import memory
+    from gpudiag.memory.build import build
 
-    console.print(memory_view.render(memory.build(machine, {}, None)))
+    console.print(memory_view.render(build(machine, {}, None)))
     text = out.getvalue()
     assert raw_controls(text) == [] and "XID 79\\x1b]52;c;" in text and "\\nfake: fine" in text
 

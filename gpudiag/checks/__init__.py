@@ -8,7 +8,8 @@ GPU). A field the GPU does not support is SKIP, never FAIL.
 
 Rules by area: ``driver`` (NVML, device nodes, modules), ``software`` (torch, CUDA, cuDNN,
 NCCL; tables in ``compat``), ``config``, ``health`` (with the functional test's verdict),
-``requirements``; ``functional`` runs the functional test's child process.
+``requirements``; ``functional_runner`` runs the functional test's child process, ``gather`` reads
+every fact and ``request`` turns `check`'s options into the run.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from gpudiag.exitcodes import ExitCode
 from gpudiag.model import ALL_GROUPS, FactGroup, Machine, Reading, TorchRuntime
 from gpudiag.probe.devices import DeviceFacts
 
@@ -81,6 +83,20 @@ class CheckResult(msgspec.Struct, frozen=True):
 def nothing_checked(results: Sequence[CheckResult]) -> bool:
     """Every result is a SKIP: the run verified nothing, so it must not say READY."""
     return all(r.status is Status.SKIP for r in results)
+
+
+def exit_code(results: Sequence[CheckResult], notes: Sequence[str], strict: bool) -> ExitCode:
+    """`check`'s verdict as its exit status: a failure (a warning too with ``strict``) is FAILED; else
+    what could not run (``notes``) makes it CHECK_INCOMPLETE, and a run that verified nothing is
+    NOTHING_CHECKED, never OK."""
+    statuses = {r.status for r in results}
+    if Status.FAIL in statuses or (strict and Status.WARN in statuses):
+        return ExitCode.FAILED
+    if notes:
+        return ExitCode.CHECK_INCOMPLETE
+    if statuses == {Status.SKIP}:
+        return ExitCode.NOTHING_CHECKED
+    return ExitCode.OK
 
 
 class FunctionalResult(msgspec.Struct, frozen=True):

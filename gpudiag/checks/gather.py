@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING
 import msgspec
 from msgspec.structs import replace
 
-from gpudiag.checks import LOADED_GROUPS, CheckResult, Facts, FunctionalResult, Options
-from gpudiag.checks import functional as functional_test
+from gpudiag.checks import LOADED_GROUPS, CheckResult, Facts, FunctionalResult, Options, functional_runner
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import Machine, NvmlStatus, Reading, Reason, TorchRuntime
@@ -40,7 +39,6 @@ class Plan(msgspec.Struct, frozen=True):
     functional_off: str
     python: str | None = None
     timeout: float = 90.0  # for torch to answer (import, libraries, CUDA start-up)
-    could_not_run: ExitCode = ExitCode.CHECK_INCOMPLETE  # when gpudiag cannot look at all
     level: int = 1  # check --level: 2-4 add the deep diagnostics
     deep: tuple[str, ...] = ()  # the selected deep checks' ids (none: no deep test runs)
     budget: float | None = None  # seconds the whole run may take (levels 2-4)
@@ -153,7 +151,7 @@ def _open(plan: Plan) -> MachineSource:
     except UsageError:
         raise
     except GpudiagError as exc:  # e.g. the pynvml module is missing or stale: gpudiag cannot look
-        raise GpudiagError(f"check could not run: {exc.message}", plan.could_not_run) from None
+        raise GpudiagError(f"check could not run: {exc.message}", ExitCode.CHECK_INCOMPLETE) from None
 
 
 def _functional_off(plan: Plan, machine: Machine, live: bool) -> str:
@@ -231,10 +229,10 @@ def _torch_child(
         running.send("")  # no test: the child reports torch's facts and ends
         torch, _ = torch_runtime.finish(running, plan.timeout)
         return torch, None, why
-    running.send(json.dumps(functional_test.settings()))
+    running.send(json.dumps(functional_runner.settings()))
     collector = _collector(source, machine)
     torch, child = torch_runtime.finish(
-        running, plan.timeout, collector.on_line, functional_test.budget(len(machine.gpus))
+        running, plan.timeout, collector.on_line, functional_runner.budget(len(machine.gpus))
     )
     if torch.value is None or not torch.value.cuda_available:
         return torch, None, "needs a torch that can use CUDA (see compat.torch)"
@@ -244,7 +242,7 @@ def _torch_child(
     return torch, functional, why
 
 
-def _collector(source: MachineSource, machine: Machine) -> functional_test.Collector:
+def _collector(source: MachineSource, machine: Machine) -> functional_runner.Collector:
     """Collects the functional test's lines; re-reads a GPU's link and clock events when it is busy."""
     uuids = {(g.uuid.value or "").removeprefix("GPU-").lower(): g.index for g in machine.gpus if g.uuid.ok}
 
@@ -256,4 +254,4 @@ def _collector(source: MachineSource, machine: Machine) -> functional_test.Colle
         gen, width = gpu.pcie.gen_current.value, gpu.pcie.width_current.value
         return (gen, width) if gen is not None and width is not None else None, gpu.clock_event_reasons.value
 
-    return functional_test.Collector(nvml_index_of, read_loaded)
+    return functional_runner.Collector(nvml_index_of, read_loaded)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 # Importing the rule modules declares their checks.
-from gpudiag.checks import CheckResult, Facts, Options, config, driver, health, requirements, software  # noqa: F401
+from gpudiag.checks import CheckResult, Facts, Options, Status, config, driver, health, requirements, software  # noqa: F401
 from gpudiag.checks.base import AREAS, DECLARED, Check
 from gpudiag.checks.deep import rules as deep_rules  # noqa: F401  (the deep diagnostics, check --level 2-4)
 
@@ -47,6 +47,14 @@ def deeper(patterns: tuple[str, ...], level: int) -> int | None:
     if not named or any(at_level(c, level) for c in named):
         return None
     return min(c.level for c in named)
+
+
+def action(r: CheckResult) -> str | None:
+    """What an operator does about a failure or warning (None when there is nothing to do): the
+    result's own action, else its check's."""
+    if r.status not in (Status.FAIL, Status.WARN):
+        return None
+    return (r.action or BY_ID[r.id].action).value
 
 
 def needs_torch(checks: Iterable[Check], options: Options, gpu_work: bool) -> bool:

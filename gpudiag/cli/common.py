@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import math
 import os
 import traceback
 from collections.abc import Callable, Iterable
@@ -14,10 +13,9 @@ import typer
 
 from gpudiag import edge
 from gpudiag.cli import terminal_env
-from gpudiag.errors import GpudiagError, UsageError
+from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import NVML_EXIT, ExitCode
 from gpudiag.model import Gpu, GpuState, NvmlInfo, NvmlStatus
-from gpudiag.numbers import shorten
 from gpudiag.probe.collect import REPLAY_ENV
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -137,35 +135,6 @@ def exit_if_lost(gpus: Iterable[Gpu]) -> None:
         return
     said = "; ".join(f"GPU {g.index}: {g.state_detail or 'GPU is lost'}" for g in lost)
     fail(f"{said} (the other GPUs are shown)", ExitCode.GPU_LOST)
-
-
-# The longest wait or interval any option takes: a year is beyond any real use, and far inside
-# what time.sleep and the clocks accept (1e20 s overflowed them: an internal error).
-MAX_SECONDS = 365 * 24 * 3600.0
-
-
-def seconds(value: float | None, option: str, at_least: float = 0.0) -> float | None:
-    """A number of seconds given to ``option``: finite, more than ``at_least`` (0: more than 0,
-    else at least it) and at most a year. nan, inf, 0 and 1e20 are usage errors."""
-    if value is None:
-        return None
-    if not math.isfinite(value) or value <= 0 or value > MAX_SECONDS:
-        raise UsageError(f"{option} {shorten(str(value))}: expected a number of seconds, more than 0, at most a year")
-    if value < at_least:
-        raise UsageError(f"{option} {value:g}: use at least {at_least:g} seconds")
-    return value
-
-
-def size(value: str | None, option: str) -> int | None:
-    """Bytes from a size given to ``option`` (``20GiB``), or None when it was not given."""
-    from gpudiag.units import parse_size
-
-    if value is None:
-        return None
-    try:
-        return parse_size(value)
-    except UsageError as exc:
-        raise UsageError(f"{option}: {exc.message}") from None
 
 
 def handle_errors(fn: F) -> F:

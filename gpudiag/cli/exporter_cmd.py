@@ -1,5 +1,6 @@
 """`gpudiag exporter`: serve the node's GPUs as Prometheus metrics, until stopped."""
 
+import functools
 import os
 import sys
 import threading
@@ -76,9 +77,9 @@ def command(
     """Prometheus exporter per node: GPU, health and per-process metrics with pod/job attribution."""
     import socket
 
-    from gpudiag import track
     from gpudiag.export.exporter import COMPAT, Exporter
     from gpudiag.export.kubelet import DEFAULT_SOCKET
+    from gpudiag.memory.tracked import tracked_entries
     from gpudiag.model import NvmlStatus
     from gpudiag.probe.collect import open_source
 
@@ -92,11 +93,6 @@ def command(
     if no_kubelet and kubelet_socket is not None:
         raise UsageError("--kubelet-socket and --no-kubelet contradict each other")
     replayed = s.replay is not None
-
-    def tracked() -> dict[int, track.TrackedProcess]:
-        if not replayed:
-            return track.read_entries()
-        return track.read_entries(live=False) if os.environ.get(track.DIR_ENV) else {}
 
     socket_path = None if no_kubelet else (kubelet_socket or DEFAULT_SOCKET)
     attributor = _attributor(replayed, proc_root, socket_path, kubelet_socket is not None)
@@ -112,7 +108,7 @@ def command(
             compat=compat,
             hostname=hostname or os.environ.get(NODE_NAME_ENV) or socket.gethostname(),
             max_process_series=max_process_series,
-            tracked=tracked,
+            tracked=functools.partial(tracked_entries, replayed),  # a replay's: those recorded with it
             attributor=attributor,
             log=None if once else _say,  # a check's change of verdict or finding, once (kubectl logs)
         )

@@ -54,7 +54,7 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
 
 def validate(r: Request) -> None:
     """Options that do not go together, or not without another: usage errors before anything is read."""
-    from gpudiag.cli.common import seconds
+    from gpudiag.units import seconds
 
     # --json goes with any mode (the document); the other outputs exclude each other.
     modes = [

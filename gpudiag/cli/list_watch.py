@@ -13,8 +13,8 @@ from gpudiag import edge
 from gpudiag.cli.common import exit_if_lost, make_console
 from gpudiag.cli.list_modes import Request, View, check_nvml, selected
 from gpudiag.model import Gpu, Machine
+from gpudiag.pacing import repeat
 from gpudiag.probe.collect import open_source
-from gpudiag.watch import repeat
 
 
 def stamp(machine: Machine) -> str:

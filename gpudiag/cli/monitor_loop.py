@@ -10,12 +10,13 @@ from pathlib import Path
 
 import typer
 
-from gpudiag.cli.common import echo, seconds
+from gpudiag.cli.common import echo
 from gpudiag.cli.smi_views import Opened, say
 from gpudiag.errors import UsageError
 from gpudiag.model import Gpu, GpuState
+from gpudiag.pacing import repeat
 from gpudiag.render import smi_errors
-from gpudiag.watch import repeat
+from gpudiag.units import seconds
 
 # nvidia-smi's delay is whole seconds from 1; gpudiag takes tenths too (a replay, a quick look).
 MIN_DELAY = 0.1

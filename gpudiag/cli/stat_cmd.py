@@ -7,9 +7,10 @@ from typing import Annotated, Any
 import typer
 from msgspec.structs import replace
 
-from gpudiag.cli.common import echo, handle_errors, make_console, seconds, settings
+from gpudiag.cli.common import echo, handle_errors, make_console, settings
 from gpudiag.errors import UsageError
 from gpudiag.model import FactGroup
+from gpudiag.units import seconds
 
 # What a line shows: temperature, utilization, power, memory, the processes and their owners.
 GROUPS = frozenset({FactGroup.MEMORY, FactGroup.UTILIZATION, FactGroup.THERMAL, FactGroup.POWER, FactGroup.PROCESSES})
@@ -79,7 +80,7 @@ def command(
         if not watch:
             show(replace(opened.machine, collected_at=source.sample_time()), 0)
         else:
-            from gpudiag.watch import repeat
+            from gpudiag.pacing import repeat
 
             recorded = source.play()
             total = count if not recorded else min(count or recorded, recorded)

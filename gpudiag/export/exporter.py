@@ -39,11 +39,11 @@ from gpudiag.export.attribution import (
     owner,
 )
 from gpudiag.export.exposition import CONTENT_TYPE, TextRenderer
-from gpudiag.memory import MemoryView
+from gpudiag.memory.view import MemoryView
 from gpudiag.model import FactGroup, Gpu, GpuState, HostProcess, Machine, NvmlStatus, Reading, Reason
 from gpudiag.probe.collect import MachineSource
 from gpudiag.probe.nvml import HostResolver
-from gpudiag.track import TrackedProcess
+from gpudiag.track.entries import TrackedProcess
 
 # The NVML facts each family exports (the rest are never asked for on a scrape).
 GROUPS = {
@@ -241,7 +241,7 @@ class Exporter:
 
     def sample(self) -> tuple[Machine, MemoryView]:
         """One reading of the node (under the lock)."""
-        from gpudiag import memory
+        from gpudiag.memory.build import build
 
         self._ensure_session()
         machine = self.source.read()
@@ -252,7 +252,7 @@ class Exporter:
         if set(self._known) - {g.index for g in machine.gpus}:
             self._known.clear()  # NVML counts the GPUs differently now: indices may name other GPUs
         self._known.update((g.index, g) for g in machine.gpus if g.state is GpuState.OK)
-        return machine, memory.build(machine, self.tracked())
+        return machine, build(machine, self.tracked())
 
     def _checks(self, machine: Machine) -> list[CheckResult]:
         from gpudiag.checks import rules

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpudiag.export.attribution import NOBODY, Owner
 from gpudiag.export.exposition import RowMetric
-from gpudiag.memory import Forecast, MemoryView, ProcessRow
+from gpudiag.memory.view import Forecast, MemoryView, ProcessRow
 from gpudiag.model import Gpu, GpuState, Reading
 from gpudiag.readings import CLOCK_EVENTS
 

@@ -16,7 +16,7 @@ from gpudiag.checks import CheckResult, Status, nothing_checked
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.files import write_atomic
-from gpudiag.memory import MemoryView
+from gpudiag.memory.view import MemoryView
 from gpudiag.model import Machine, NvmlStatus
 
 MEMORY_FILE = "gpudiag_memory.prom"

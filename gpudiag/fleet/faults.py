@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 PREFIX = "gpudiag:"  # `gpudiag drain`, from a fleet report
-PROLOG_PREFIX = "gpudiag prolog:"  # examples/slurm-prolog.sh
-HEALTH_CHECK_PREFIX = "gpudiag health-check:"  # examples/slurm-healthcheck.sh
+PROLOG_PREFIX = "gpudiag prolog:"  # deploy/slurm/slurm-prolog.sh
+HEALTH_CHECK_PREFIX = "gpudiag health-check:"  # deploy/slurm/slurm-healthcheck.sh
 SOURCES = (PREFIX, PROLOG_PREFIX, HEALTH_CHECK_PREFIX)  # a reason starting with one of these is gpudiag's
 # scontrol 22.05 took a 5,000-character reason; 200 keeps `sinfo -R` and `scontrol show node` readable.
 MAX_REASON = 200

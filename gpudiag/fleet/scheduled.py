@@ -105,8 +105,7 @@ def arm(mode: Mode, seconds: float) -> threading.Timer:
 
 def failures(facts: Facts, results: Sequence[CheckResult], strict: bool) -> list[faults.Failed]:
     """The failed results (warnings too with --strict), with their scope, action and GPU UUID."""
-    from gpudiag.checks.rules import BY_ID
-    from gpudiag.render.check_view import action
+    from gpudiag.checks.rules import BY_ID, action
 
     bad = ("FAIL", "WARN") if strict else ("FAIL",)
     uuids = {g.label: g.uuid.value for g in facts.machine.gpus}

@@ -63,7 +63,6 @@ class PsutilHost:
 
     def __init__(self, in_container: bool) -> None:
         self.in_container = in_container
-        self._self_pid = os.getpid()
 
     def __call__(self, pid: int) -> HostProcess:
         import psutil  # imported here: only commands that show processes pay for it

@@ -5,7 +5,9 @@ Imported by the session's composite readers (``mig_profiles``, ``mig_instances``
 MIG mode is on. NVML answers by profile *index* (``NVML_GPU_INSTANCE_PROFILE_1_SLICE`` is 0) with the
 profile's *id* (19 for the A100's 1g.5gb); an index the GPU does not offer answers NOT_SUPPORTED (or
 INVALID_ARGUMENT on older drivers), which is not an error here. Instances come back as opaque handles in
-arrays the caller passes (``nvmlDeviceGetGpuInstances(device, profileId, array, count)``).
+arrays the caller passes (``nvmlDeviceGetGpuInstances(device, profileId, array, count)``). Calls are
+made by the name of the C entry point pynvml reaches (``…ProfileInfoV``, ``nvmlComputeInstanceGetInfo_v2``),
+so a failure or a driver that lacks one names the function NVML was really asked for.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def _profile_infos(session: Session, h: Any) -> Reading[list[tuple[int, Any]]]:
     lib = session.lib
     found: list[tuple[int, Any]] = []
     for index in range(int(lib.NVML_GPU_INSTANCE_PROFILE_COUNT)):
-        answer = session.read("nvmlDeviceGetGpuInstanceProfileInfo", h, index)
+        answer = session.read("nvmlDeviceGetGpuInstanceProfileInfoV", h, index)
         offered = _offered(answer)
         if offered is None:
             return Reading.missing_like(answer)
@@ -131,7 +133,7 @@ def _compute_instances(session: Session, gi: Any) -> Reading[tuple[MigComputeIns
     out = []
     for index in range(int(lib.NVML_COMPUTE_INSTANCE_PROFILE_COUNT)):
         answer = session.read(
-            "nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, index, lib.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+            "nvmlGpuInstanceGetComputeInstanceProfileInfoV", gi, index, lib.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
         )
         offered = _offered(answer)
         if offered is None:
@@ -150,7 +152,7 @@ def _compute_instances(session: Session, gi: Any) -> Reading[tuple[MigComputeIns
         if handles.value is None:
             return Reading.missing_like(handles)
         for ci in handles.value:
-            info = session.read("nvmlComputeInstanceGetInfo", ci)
+            info = session.read("nvmlComputeInstanceGetInfo_v2", ci)
             if info.value is None:
                 return Reading.missing_like(info)
             out.append(

@@ -22,7 +22,6 @@ from gpudiag.children import protocol
 from gpudiag.model import Reading, Reason, TorchDevice, TorchRuntime
 from gpudiag.probe.child import ChildOutcome, ChildResult, Running, hung_detail, script, start
 
-STAGE_MARKER = protocol.STAGE
 ASK = "--ask"  # the torch child's argument: read the functional test's settings from stdin
 DEFAULT_TIMEOUT = 90.0
 

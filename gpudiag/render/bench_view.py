@@ -14,10 +14,10 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.table import Table
 from rich.text import Text
 
-from gpudiag.bench.child import Outcome
 from gpudiag.bench.link import Verdict
 from gpudiag.bench.plan import Mode, Plan, size_text
 from gpudiag.bench.report import Finding, Row, Severity, device_label, max_link, slower
+from gpudiag.bench.runner import Outcome
 from gpudiag.bench.stats import GB, GiB, saturation_size
 from gpudiag.model import Gpu
 from gpudiag.render.printable import printable

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpudiag.checks import CheckResult, Facts, Status, nothing_checked
-from gpudiag.checks.rules import BY_ID
+from gpudiag.checks.rules import BY_ID, action
 from gpudiag.model import cuda_version_text
 from gpudiag.render.printable import printable
 
@@ -57,6 +57,14 @@ def summary(results: list[CheckResult]) -> Counter[Status]:
 
 
 NOTHING_CHECKED = "nothing was checked: every selected check was skipped"
+
+
+def skipped(results: list[CheckResult]) -> str:
+    """``func.gpu (no CUDA device)``: each skipped check once, with why, for the one stderr line."""
+    from gpudiag.parsing import shorten
+
+    why = {r.id: r.finding for r in results}
+    return "; ".join(f"{cid} ({shorten(finding, 80)})" for cid, finding in why.items())
 
 
 def verdict(results: list[CheckResult], strict: bool, notes: list[str]) -> str:
@@ -176,13 +184,6 @@ def to_json(
     if facts.deep is not None:  # check --level 2-4: what the deep tests measured, in full
         data["diagnostics"] = diagnostics_json(facts)
     return data
-
-
-def action(r: CheckResult) -> str | None:
-    """What an operator does about a failure or warning (None when there is nothing to do)."""
-    if r.status not in (Status.FAIL, Status.WARN):
-        return None
-    return (r.action or BY_ID[r.id].action).value
 
 
 def gpus_json(facts: Facts) -> list[dict[str, Any]]:

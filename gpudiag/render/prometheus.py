@@ -11,7 +11,7 @@ from typing import Any
 
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
-from gpudiag.memory import MemoryView
+from gpudiag.memory.view import MemoryView
 
 
 def families(view: MemoryView | None, peaks: dict[int, int]) -> list[Any]:

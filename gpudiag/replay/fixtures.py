@@ -16,8 +16,8 @@ import msgspec
 from msgspec.structs import replace
 
 from gpudiag.errors import UsageError
-from gpudiag.model import MACHINE_SCHEMA, GpuState, Machine, Memory
-from gpudiag.numbers import shorten
+from gpudiag.model import MACHINE_SCHEMA, Gpu, GpuState, Machine, Memory, Reading, Reason
+from gpudiag.parsing import shorten
 from gpudiag.probe.nvml import failed_gpu
 from gpudiag.serialize import SchemaError, from_data, to_data
 
@@ -192,7 +192,20 @@ def machine_from_data(data: Any, where: str = "fixture") -> Machine:
         problem = _impossible_reading(machine)
     if problem is not None:
         raise FixtureError(f"{where}: {problem} (real NVML cannot return this)")
-    return replace(machine, gpus=tuple(sorted(machine.gpus, key=lambda g: g.index)))
+    return replace(machine, gpus=tuple(sorted((_mig_layout_of(g) for g in machine.gpus), key=lambda g: g.index)))
+
+
+_MIG_OFF = "MIG is not enabled on this GPU"
+
+
+def _mig_layout_of(gpu: Gpu) -> Gpu:
+    """A GPU whose MIG mode is off has no MIG layout, which the file need not spell out: the probe
+    answers the same (without asking NVML) from the same recorded mode, so a file and its replay agree."""
+    if gpu.mig_mode_current.value or gpu.mig_profiles.reason is not Reason.NOT_RECORDED:
+        return gpu
+    off: Reading[Any] = Reading.missing(Reason.NOT_SUPPORTED, _MIG_OFF)
+    instances = off if gpu.mig_instances.reason is Reason.NOT_RECORDED else gpu.mig_instances
+    return replace(gpu, mig_profiles=off, mig_instances=instances)
 
 
 # Readings NVML gives as signed integers (nvmlValueType_t 5): a threshold relative to the T.Limit.

@@ -8,7 +8,7 @@ import msgspec
 
 from gpudiag.errors import UsageError
 from gpudiag.model import Gpu, GpuState, Machine, MigDevice
-from gpudiag.numbers import shorten
+from gpudiag.parsing import shorten
 from gpudiag.selection import select_gpus
 from gpudiag.visibility.order import enumeration_order
 from gpudiag.visibility.result import ORDER_VAR, VISIBLE_VAR

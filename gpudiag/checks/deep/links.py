@@ -22,17 +22,17 @@ from gpudiag.model import FactGroup, Gpu
 from gpudiag.probe.child import ChildOutcome, ChildResult, hung_detail, start
 
 if TYPE_CHECKING:
-    from gpudiag.bench.child import Outcome
     from gpudiag.bench.link import Link
     from gpudiag.bench.report import Row
+    from gpudiag.bench.runner import Outcome
 
 LATENCY_BYTES = 4
 SWITCHED_PATHS = ("PIX", "PXB")  # through PCIe switches only: peer copies can reach host-copy speed
 
 
 def run(ctx: Context, pcie: bool, peer: bool, d2d: bool) -> tuple[Links | None, str]:
-    from gpudiag.bench.child import TORCH_PRIMITIVES
     from gpudiag.bench.plan import PLATEAU_SIZE, WARMUP_COPIES, Mode, Plan
+    from gpudiag.bench.runner import TORCH_PRIMITIVES
 
     overrides = ctx.overrides.get(LINKS, {})
     primitives = str(overrides.get("primitives", TORCH_PRIMITIVES))
@@ -79,11 +79,11 @@ def _stopped(outcome: Outcome) -> bool:
 
 def _bench(ctx: Context, plan: Any, primitives: str) -> tuple[Outcome, str]:
     """One benchmark run, its timeout cut to what is left of the budget; (outcome, note if cut)."""
-    from gpudiag.bench.child import Collector, run_child
     from gpudiag.bench.link import Link
     from gpudiag.bench.placement import pci_numa_node
     from gpudiag.bench.plan import DeviceInfo, Task
     from gpudiag.bench.preflight import match_gpu, numa_maps
+    from gpudiag.bench.runner import Collector, run_child
 
     gpus = ctx.machine.gpus
 

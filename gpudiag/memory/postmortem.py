@@ -21,18 +21,19 @@ from gpudiag.track.oom import SCHEMA
 
 def machine_document() -> dict[str, Any]:
     """This machine now (or the replay named by GPUDIAG_REPLAY), as a ``gpudiag.memory/2`` document."""
-    from gpudiag import memory
-    from gpudiag.memory_watch import tracked_entries
+    from gpudiag.memory.build import build
+    from gpudiag.memory.tracked import tracked_entries
+    from gpudiag.memory.view import GROUPS
     from gpudiag.model import NvmlStatus
     from gpudiag.probe.collect import open_source
     from gpudiag.render.memory_view import to_json
 
     replay = os.environ.get("GPUDIAG_REPLAY") or None
-    with open_source(replay, facts=memory.GROUPS) as source:
+    with open_source(replay, facts=GROUPS) as source:
         machine = source.read()
     if machine.nvml.status is not NvmlStatus.OK:
         return {"unavailable": machine.nvml.detail}
-    view = memory.build(machine, tracked_entries(replay is not None))
+    view = build(machine, tracked_entries(replay is not None))
     return to_json(view, time.time())
 
 

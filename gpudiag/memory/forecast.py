@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from gpudiag.memory import Forecast, MemoryView, StepStats
+from gpudiag.memory.view import Forecast, MemoryView, StepStats
 from gpudiag.trend import duration_text, size_text, sustained_growth, until
 
 MIN_SAMPLES = 8  # a GPU or process forecast needs this many samples (8 s at the default 1 s)
 if TYPE_CHECKING:  # the tracker's module loads only where its entries are read
-    from gpudiag.track import Steps
+    from gpudiag.track.entries import Steps
 
 HORIZON_S = 7 * 86400.0  # farther than a week is "not filling up" in practice
 

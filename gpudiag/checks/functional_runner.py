@@ -27,11 +27,6 @@ from gpudiag.children import functional as child
 from gpudiag.children import protocol
 from gpudiag.probe.child import ChildOutcome, ChildResult, run_child, script
 
-START_MARKER = protocol.START
-LOADED_MARKER = protocol.LOADED
-RESULT_MARKER = protocol.GPU
-UNAVAILABLE_MARKER = protocol.NO_CUDA
-
 LOAD_SECONDS = float(child.DEFAULTS["load_seconds"])
 SECONDS_PER_GPU = 20.0  # the functional test's own budget, per GPU it tests
 
@@ -78,7 +73,7 @@ class Collector:
 
     def on_line(self, line: str) -> None:
         marker, _, rest = line.partition(" ")  # the markers of gpudiag.children.protocol
-        if marker == RESULT_MARKER:
+        if marker == protocol.GPU:
             try:
                 data = json.loads(rest)
             except json.JSONDecodeError:
@@ -87,15 +82,15 @@ class Collector:
                 self._finished.append(data)
                 self._in_flight.pop(_int(data.get("torch_index")), None)
             return
-        if marker == UNAVAILABLE_MARKER:
+        if marker == protocol.NO_CUDA:
             self._unavailable = rest or "unknown error"
             return
-        if marker not in (START_MARKER, LOADED_MARKER):
+        if marker not in (protocol.START, protocol.LOADED):
             return
         idx, _, uuid = rest.partition(" ")
         if not idx.isdigit():
             return
-        if marker == START_MARKER:
+        if marker == protocol.START:
             self._in_flight[int(idx)] = uuid
         elif self._read_loaded is not None:
             index = self._index_of(uuid)

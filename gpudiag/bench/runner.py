@@ -16,18 +16,23 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudiag.bench.link import Link
 from gpudiag.bench.placement import Placed, Placement
 from gpudiag.bench.plan import DeviceInfo, Mode, Plan, Task, overall_budget_seconds
 from gpudiag.children import protocol
+from gpudiag.errors import GpudiagError, UsageError
+from gpudiag.exitcodes import ExitCode
 from gpudiag.probe.child import ChildOutcome, ChildResult, script
 from gpudiag.probe.child import run_child as run_program
 
-EVENT_MARKER = protocol.EVENT
+if TYPE_CHECKING:
+    from gpudiag.model import Gpu
+    from gpudiag.probe.collect import MachineSource
+
 TORCH_PRIMITIVES = "gpudiag.bench.torch_prims:TorchPrimitives"
 
 
@@ -159,3 +164,46 @@ def run_child(
     limit = timeout if timeout is not None else overall_budget_seconds(plan, gpu_count)
     result = launcher(child_args(config), python=sys.executable, timeout=limit, on_line=collector.line)
     return collector.finish(result, limit)
+
+
+def no_device(message: str) -> GpudiagError:
+    return GpudiagError(f"no usable CUDA device: {message}", ExitCode.NO_CUDA_DEVICE)
+
+
+def measure(
+    plan: Plan,
+    source: MachineSource,
+    gpus: Sequence[Gpu],
+    on_tasks: Callable[[list[Task]], None] = lambda tasks: None,
+    on_start: Callable[[Task], None] = lambda task: None,
+) -> Outcome:
+    """`bench-transfer`'s run: the child measures, this process reads each GPU's PCIe link from
+    ``source`` under load; no usable device (or a usage error torch found) is raised, not returned."""
+    from gpudiag.bench.placement import pci_numa_node
+    from gpudiag.bench.preflight import match_gpu, numa_maps
+    from gpudiag.model import FactGroup
+
+    def read_link(device: DeviceInfo) -> Link | None:
+        # Right after the warm-up the GPU is busy: an idle link downshifts, a loaded one shows its speed.
+        gpu = match_gpu(device.uuid, device.pci_bus_id, gpus)
+        if gpu is None:
+            return None
+        pcie = source.read(frozenset({FactGroup.PCIE})).gpu(gpu.index).pcie
+        gen, width = pcie.gen_current.value, pcie.width_current.value
+        return Link(gen, width) if gen and width else None
+
+    by_uuid, by_pci = numa_maps(gpus, pci_numa_node)
+    outcome = run_child(
+        plan,
+        Collector(read_link, on_tasks, on_start),
+        gpu_count=len(gpus),
+        numa_by_uuid=by_uuid,
+        numa_by_pci=by_pci,
+    )
+    if outcome.no_cuda:
+        raise no_device(outcome.no_cuda)
+    if outcome.usage:
+        raise UsageError(outcome.usage)
+    if not outcome.devices and outcome.failure:
+        raise no_device(f"torch could not start CUDA: {outcome.failure}")
+    return outcome

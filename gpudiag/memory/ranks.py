@@ -7,7 +7,7 @@ whose cause is recognisable.
 - One rank holding much more than the others: with the tracker, whether the extra is tensors (a
   rank keeping buffers: gathered outputs or metrics, a consolidated state_dict, evaluation) or
   cache left by a one-off peak.
-DataParallel (one process on several GPUs, the first one heavier) is :func:`gpudiag.memory.insights`'.
+DataParallel (one process on several GPUs, the first one heavier) is :func:`gpudiag.memory.insights.insights`'.
 """
 
 from __future__ import annotations
@@ -16,8 +16,13 @@ from collections.abc import Iterable
 
 import msgspec
 
-from gpudiag.memory import IMBALANCE_MIN_BYTES, IMBALANCE_RATIO, MemoryView, ProcessRow
+from gpudiag.memory.view import MemoryView, ProcessRow
 from gpudiag.trend import median, size_text
+
+# One GPU holding this much more than the others (and at least this much) is worth a line:
+# here between the ranks of a job, in memory.insights between the GPUs of one process.
+IMBALANCE_RATIO = 1.2
+IMBALANCE_MIN_BYTES = 512 * 1024 * 1024
 
 CONTEXT_MAX_BYTES = 1024**3  # what a CUDA context with no tensors takes, at most (300-600 MiB typically)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Check every node of a Slurm allocation with gpudiag, then merge the answers into one report.
 #
-#   salloc -N 128 --exclusive --gpus-per-node=8 examples/slurm-fleet-check.sh [OUTDIR]
+#   salloc -N 128 --exclusive --gpus-per-node=8 deploy/slurm/slurm-fleet-check.sh [OUTDIR]
 #   (or from an sbatch script with the same options)
 #
 # One task per node writes its own file (`%N` is the node's name), so a node that crashes or

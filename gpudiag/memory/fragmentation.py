@@ -10,7 +10,7 @@ PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation".
 
 from __future__ import annotations
 
-from gpudiag.memory import MemoryView, ProcessRow
+from gpudiag.memory.view import MemoryView, ProcessRow
 from gpudiag.trend import size_text
 
 EXPANDABLE = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"

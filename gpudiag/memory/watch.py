@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,17 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from gpudiag import edge, memory
+from gpudiag import edge
 from gpudiag.files import AppendLog
-from gpudiag.memory import MemoryView, WatchState
+from gpudiag.memory.build import build
+from gpudiag.memory.loop import Outcome, WatchOptions, run
+from gpudiag.memory.state import WatchState
+from gpudiag.memory.tracked import ask_for_segments, one_sample, tracked_entries
+from gpudiag.memory.view import MemoryView
 from gpudiag.model import Machine
-from gpudiag.watch import Outcome, WatchOptions, run
 
 if TYPE_CHECKING:
     from gpudiag.replay.recording import Recording
-    from gpudiag.track import TrackedProcess
-
-TRACK_DIR_ENV = "GPUDIAG_TRACK_DIR"  # gpudiag.track.DIR_ENV, spelled here so a replay need not import the tracker
 
 
 class SinkOptions(msgspec.Struct, frozen=True):
@@ -35,56 +34,6 @@ class SinkOptions(msgspec.Struct, frozen=True):
     log: Path | None = None  # .csv or .jsonl, appended to
     prometheus: int | None = None  # port
     bind: str = "127.0.0.1"
-
-
-def tracked_entries(replayed: bool) -> dict[int, TrackedProcess]:
-    """Tracker entries. A replayed machine's PIDs are not this host's: only entries recorded
-    with it (in GPUDIAG_TRACK_DIR) apply, and the host is not asked whether those PIDs live."""
-    if replayed and not os.environ.get(TRACK_DIR_ENV):
-        return {}
-    from gpudiag import track
-
-    return track.read_entries(live=not replayed)
-
-
-def recording_for(replay: str | None) -> Recording | None:
-    """The training run recorded beside a replayed example, if it has one."""
-    if replay is None:
-        return None
-    from gpudiag.replay.recording import Recording, path_for
-
-    path = path_for(replay)
-    return Recording(path) if path is not None else None
-
-
-def one_sample(
-    machine: Machine, wanted: set[int] | None, replayed: bool, recording: Recording | None = None
-) -> MemoryView:
-    """One view of the machine with the tracker's entries (a recording's, on a recorded replay)."""
-    if recording is not None:
-        return memory.build(recording.apply(machine), recording.entries(), wanted)
-    return memory.build(machine, tracked_entries(replayed), wanted)
-
-
-SEGMENTS_EVERY_S = 30.0  # how old a tracked process's largest-free-block figure may get in a live watch
-
-
-def ask_for_segments(tracked: dict[int, TrackedProcess], now: float) -> None:
-    """Ask tracked processes whose segment walk is missing or old for a new one: their counters say
-    how much is split, only the walk gives the largest free block (the tracker honours one request
-    in 5 s)."""
-    wanted = [
-        pid
-        for pid, entry in tracked.items()
-        if any(
-            d.inactive_split_bytes and (d.segments_at is None or now - d.segments_at > SEGMENTS_EVERY_S)
-            for d in entry.devices
-        )
-    ]
-    if wanted:
-        from gpudiag import track
-
-        track.request_segments(wanted)
 
 
 def follow(
@@ -113,7 +62,7 @@ def follow(
             tracked = tracked_entries(replayed)
             if not replayed:
                 ask_for_segments(tracked, clock.wall())
-            return memory.build(machine, tracked, wanted)
+            return build(machine, tracked, wanted)
         if stamps:
             recording.advance()
         stamps.append(recording.wall())
@@ -188,7 +137,7 @@ class Sinks:
         writer.writerows(row[: self._csv_width] for row in self._view.csv_rows(view, state.last_at))
         return text.getvalue()
 
-    def show(self, view: MemoryView, state: WatchState, tick: float) -> None:
+    def show(self, view: MemoryView, state: WatchState) -> None:
         stamp = state.last_at
         if self._live is not None:
             self._live.update(self._view.render(view, state, self._console.height), refresh=True)

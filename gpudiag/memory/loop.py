@@ -7,7 +7,8 @@ from collections.abc import Callable
 import msgspec
 
 from gpudiag.exitcodes import ExitCode
-from gpudiag.memory import Forecast, MemoryView, WatchState, max_free, min_free
+from gpudiag.memory.state import WatchState, max_free, min_free
+from gpudiag.memory.view import Forecast, MemoryView
 from gpudiag.units import human_bytes
 
 
@@ -60,7 +61,7 @@ def decide(
     if options.alert_oom_within is not None and forecast_streak >= ALERT_CONFIRM:
         due = oom_forecast(view, options.alert_oom_within)
         if due is not None:
-            from gpudiag.memory_forecast import forecast_line
+            from gpudiag.memory.forecast import forecast_line
             from gpudiag.trend import duration_text
 
             within = duration_text(options.alert_oom_within)
@@ -75,7 +76,7 @@ def decide(
 
 def run(
     sample: Callable[[], MemoryView],
-    show: Callable[[MemoryView, WatchState, float], None],
+    show: Callable[[MemoryView, WatchState], None],
     options: WatchOptions,
     now: Callable[[], float],
     sleep: Callable[[float], None],
@@ -96,7 +97,7 @@ def run(
     streak = 0  # samples in a row with an OOM forecast due within --alert-oom-within
     while True:
         view = state.update(sample(), wall())
-        show(view, state, now())
+        show(view, state)
         within = options.alert_oom_within
         streak = streak + 1 if within is not None and oom_forecast(view, within) is not None else 0
         outcome = decide(view, options, state.samples, now() - start, streak)
@@ -108,27 +109,3 @@ def run(
             next_tick += options.interval * (late // options.interval + 1)
         wake = next_tick if deadline is None else min(next_tick, max(deadline, now()))
         sleep(max(0.0, wake - now()))
-
-
-def repeat(
-    step: Callable[[int], None],
-    interval: float,
-    count: int | None,
-    now: Callable[[], float],
-    sleep: Callable[[float], None],
-) -> int:
-    """Call ``step(sample_number)`` every ``interval`` seconds on the same grid as :func:`run`
-    (a slow sample shortens the next sleep; overrun intervals are skipped), ``count`` times
-    or until a signal (which goes through, as in :func:`run`). Returns the number of samples taken."""
-    samples = 0
-    next_tick = now()
-    while True:
-        step(samples)
-        samples += 1
-        if count is not None and samples >= count:
-            return samples
-        next_tick += interval
-        late = now() - next_tick
-        if late > 0:
-            next_tick += interval * (late // interval + 1)
-        sleep(max(0.0, next_tick - now()))
