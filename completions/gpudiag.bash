@@ -21,6 +21,7 @@ _gpudiag() {
         --delay) return ;;
         --description) return ;;
         --device) return ;;
+        --display) return ;;
         --expect) return ;;
         --expect-gpus) return ;;
         --filename) return ;;
@@ -52,6 +53,9 @@ _gpudiag() {
         --query) return ;;
         --query-compute-apps) return ;;
         --query-gpu) return ;;
+        --query-remapped-rows) return ;;
+        --query-retired-pages) return ;;
+        --query-supported-clocks) return ;;
         --replay) COMPREPLY=($(compgen -W "a100-ecc-errors a100-mig a100-mig-no-instances a100x2-pcie-one-at-x8 container-pids driver-mismatch driver535-torch-cu128 geforce-no-ecc-power gpu-lost gtx1050-desktop h100-driver580-busy h100-driver580-idle h100-fragmented h100-leak-per-step h100-pcie-gen2-trained-down h100x8-healthy h100x8-nvswitch h100x8-ranks-imbalance h100x8-training-64procs hidepid-processes hostile-strings misconfigured-node mixed-gpus-workstation no-driver no-nvml-library no-permission old-driver-v1-processes p100-torch-cu128 rtx5090-torch-cu124 v100-pcie-gen3-x16 v100x4-tutorial zero-gpus" -- "$cur") $(compgen -f -- "$cur")); return ;;
         --require-capability) return ;;
         --require-cuda) return ;;
@@ -84,7 +88,7 @@ _gpudiag() {
         drain) COMPREPLY=($(compgen -W "--execute --resume --help" -- "$cur")) ;;
         examples) COMPREPLY=($(compgen -W " --help" -- "$cur")) ;;
         exporter) COMPREPLY=($(compgen -W "--port --bind --compat --max-process-series --kubelet-socket --no-kubelet --proc-root --hostname --once --help" -- "$cur")) ;;
-        list) COMPREPLY=($(compgen -W "--json --id -i --no-processes --details -q --query --query-gpu --query-compute-apps --format --watch -w --interval --count --help" -- "$cur")) ;;
+        list) COMPREPLY=($(compgen -W "--json --id -i --no-processes --details -q --display -d --xml-format -x --list-gpus -L --query --query-gpu --query-compute-apps --query-retired-pages --query-remapped-rows --query-supported-clocks --format --filename -f --watch -w --interval --count --help" -- "$cur")) ;;
         memory) COMPREPLY=($(compgen -W "--watch -w --interval --count --id -i --json --log --until-free --timeout --alert-free-below --alert-oom-within --postmortem --torch-snapshot --plot --output -o --prometheus --bind --textfile --help" -- "$cur")) ;;
         mig) COMPREPLY=($(compgen -W "--id -i --list-gpu-instance-profiles -lgip --list-gpu-instances -lgi --list-compute-instances -lci --json --help" -- "$cur")) ;;
         nvlink) COMPREPLY=($(compgen -W "--id -i --status -s --errorcounters -e --getthroughput -gt --json --help" -- "$cur")) ;;

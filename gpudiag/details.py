@@ -10,24 +10,42 @@ its row there.
 
 from __future__ import annotations
 
+import ctypes
+import uuid
 from typing import Any
 
 import msgspec
 
-from gpudiag.model import FactGroup, Reading, not_recorded
+from gpudiag.model import Bar1, FactGroup, Reading, not_recorded
 from gpudiag.readings import (
     BOOL,
     CLOCK_EVENTS,
     FI_MEMORY_TEMP,
+    FI_PCIE_ATOMICS_INBOUND,
+    FI_PCIE_ATOMICS_OUTBOUND,
+    FI_PCIE_REPLAY_ROLLOVER,
     FI_POWER_AVERAGE,
+    FI_POWER_CURRENT_LIMIT,
+    FI_POWER_DEFAULT_LIMIT,
     FI_POWER_INSTANT,
+    FI_POWER_MAX_LIMIT,
+    FI_POWER_MIN_LIMIT,
+    FI_POWER_REQUESTED_LIMIT,
+    FI_POWER_SMOOTHING_ENABLED,
     FI_REMAPPED_COR_INACTIVE,
     FI_REMAPPED_UNC_INACTIVE,
+    FI_TEMPERATURE_GPU_MAX_TLIMIT,
+    FI_TEMPERATURE_MEM_MAX_TLIMIT,
+    FI_TEMPERATURE_SHUTDOWN_TLIMIT,
+    FI_TEMPERATURE_SLOWDOWN_TLIMIT,
     MILLIWATTS,
     NS_AS_US,
+    POWER_SCOPE_MEMORY,
+    POWER_SCOPE_MODULE,
     TEXT,
     Codec,
     Spec,
+    text,
 )
 
 # NVML's memory locations (nvmlMemoryLocation_t), in nvidia-smi's names.
@@ -60,6 +78,11 @@ class Clocks(msgspec.Struct, frozen=True):
     event_reasons_supported: Reading[int]  # NVML bitmask of the reasons this GPU reports
     # Time (µs) spent in each clock-event reason since the driver loaded, by nvidia-smi's name.
     event_reason_counters_us: tuple[tuple[str, Reading[int]], ...]
+    max_customer_boost_graphics: Reading[int] = msgspec.field(default_factory=not_recorded)  # MHz
+    auto_boost: Reading[bool] = msgspec.field(default_factory=not_recorded)
+    auto_boost_default: Reading[bool] = msgspec.field(default_factory=not_recorded)
+    # Each supported memory clock (MHz) with the graphics clocks (MHz) it allows, fastest first.
+    supported: Reading[tuple[tuple[int, tuple[int, ...]], ...]] = msgspec.field(default_factory=not_recorded)
 
 
 class PowerDetail(msgspec.Struct, frozen=True):
@@ -71,6 +94,20 @@ class PowerDetail(msgspec.Struct, frozen=True):
     min_limit_w: Reading[float]
     max_limit_w: Reading[float]
     energy_mj: Reading[int]  # millijoules since the driver loaded
+    # The memory's and the whole module's readings (field values of scope MEMORY and MODULE).
+    memory_average_w: Reading[float] = msgspec.field(default_factory=not_recorded)
+    memory_instant_w: Reading[float] = msgspec.field(default_factory=not_recorded)
+    module_average_w: Reading[float] = msgspec.field(default_factory=not_recorded)
+    module_instant_w: Reading[float] = msgspec.field(default_factory=not_recorded)
+    module_current_limit_w: Reading[float] = msgspec.field(default_factory=not_recorded)
+    module_requested_limit_w: Reading[float] = msgspec.field(default_factory=not_recorded)
+    module_default_limit_w: Reading[float] = msgspec.field(default_factory=not_recorded)
+    module_min_limit_w: Reading[float] = msgspec.field(default_factory=not_recorded)
+    module_max_limit_w: Reading[float] = msgspec.field(default_factory=not_recorded)
+    smoothing: Reading[bool] = msgspec.field(default_factory=not_recorded)  # power smoothing enabled
+    # Workload power profiles (NVML_POWER_PROFILE_* ids) requested and enforced.
+    profiles_requested: Reading[tuple[int, ...]] = msgspec.field(default_factory=not_recorded)
+    profiles_enforced: Reading[tuple[int, ...]] = msgspec.field(default_factory=not_recorded)
 
 
 class Temperatures(msgspec.Struct, frozen=True):
@@ -78,6 +115,37 @@ class Temperatures(msgspec.Struct, frozen=True):
     margin_c: Reading[int]  # degrees below the slowdown limit (nvidia-smi's temperature.gpu.tlimit)
     gpu_max_c: Reading[int]  # the most the GPU is designed to run at
     memory_max_c: Reading[int]
+    # Each limit as degrees from the T.Limit (driver 580's -q: negative beyond it, 0 at it).
+    shutdown_tlimit_c: Reading[int] = msgspec.field(default_factory=not_recorded)
+    slowdown_tlimit_c: Reading[int] = msgspec.field(default_factory=not_recorded)
+    gpu_max_tlimit_c: Reading[int] = msgspec.field(default_factory=not_recorded)
+    memory_max_tlimit_c: Reading[int] = msgspec.field(default_factory=not_recorded)
+    target_c: Reading[int] = msgspec.field(default_factory=not_recorded)  # the GPU target temperature set
+    target_min_c: Reading[int] = msgspec.field(default_factory=not_recorded)
+    target_max_c: Reading[int] = msgspec.field(default_factory=not_recorded)
+
+
+class PlatformInfo(msgspec.Struct, frozen=True):
+    """Where the GPU sits in its system (nvmlDeviceGetPlatformInfo, nvmlPlatformInfo_v2_t)."""
+
+    chassis_serial_number: str
+    slot_number: int
+    tray_index: int
+    host_id: int
+    peer_type: int  # NVML's code (see PEER_TYPES)
+    module_id: int
+    fabric_guid: str  # ibGuid, its 16 bytes in hex
+
+
+class Fabric(msgspec.Struct, frozen=True):
+    """The GPU's NVLink fabric registration (nvmlDeviceGetGpuFabricInfoV, nvmlGpuFabricInfo_v3_t)."""
+
+    state: int  # nvmlGpuFabricState_t: 0 not supported, 1 not started, 2 in progress, 3 completed
+    status: int  # the registration's nvmlReturn_t
+    clique_id: int
+    cluster_uuid: str
+    health_mask: int  # NVML_GPU_FABRIC_HEALTH_MASK_* fields
+    health_summary: int  # NVML_GPU_FABRIC_HEALTH_SUMMARY_*
 
 
 class Identity(msgspec.Struct, frozen=True):
@@ -110,6 +178,20 @@ class Identity(msgspec.Struct, frozen=True):
     # Confidential-computing protected memory: (total, used, free) bytes.
     protected_memory_bytes: Reading[tuple[int, int, int]]
     architecture: Reading[str] = msgspec.field(default_factory=not_recorded)  # "Hopper"
+    brand: Reading[str] = msgspec.field(default_factory=not_recorded)  # "NVIDIA", "GeForce RTX"
+    driver_model_current: Reading[str] = msgspec.field(default_factory=not_recorded)  # Windows only
+    driver_model_pending: Reading[str] = msgspec.field(default_factory=not_recorded)
+    pdi: Reading[int] = msgspec.field(default_factory=not_recorded)  # the GPU's per-device identifier
+    multi_gpu_board: Reading[bool] = msgspec.field(default_factory=not_recorded)
+    platform: Reading[PlatformInfo] = msgspec.field(default_factory=not_recorded)
+    bbx_flush: Reading[tuple[int, int]] = msgspec.field(default_factory=not_recorded)  # (time, duration µs)
+    gom_current: Reading[str] = msgspec.field(default_factory=not_recorded)  # GPU operation mode
+    gom_pending: Reading[str] = msgspec.field(default_factory=not_recorded)
+    virtualization_mode: Reading[str] = msgspec.field(default_factory=not_recorded)
+    host_vgpu_mode: Reading[str] = msgspec.field(default_factory=not_recorded)
+    vgpu_heterogeneous_mode: Reading[bool] = msgspec.field(default_factory=not_recorded)
+    egm: Reading[bool] = msgspec.field(default_factory=not_recorded)  # extended GPU memory capability
+    fabric: Reading[Fabric] = msgspec.field(default_factory=not_recorded)
 
 
 class EccLocation(msgspec.Struct, frozen=True):
@@ -156,18 +238,22 @@ class MemoryHealth(msgspec.Struct, frozen=True):
     remapped_inactive_uncorrectable: Reading[int]
     retired_single_bit_addresses: Reading[tuple[int, ...]]
     retired_double_bit_addresses: Reading[tuple[int, ...]]
-
-
-class Bar1(msgspec.Struct, frozen=True):
-    total_bytes: int
-    used_bytes: int
-    free_bytes: int
+    channel_repair_pending: Reading[bool] = msgspec.field(default_factory=not_recorded)
+    tpc_repair_pending: Reading[bool] = msgspec.field(default_factory=not_recorded)
+    unrepairable_memory: Reading[bool] = msgspec.field(default_factory=not_recorded)
+    dram_encryption_current: Reading[bool] = msgspec.field(default_factory=not_recorded)
+    dram_encryption_pending: Reading[bool] = msgspec.field(default_factory=not_recorded)
 
 
 class PcieDetail(msgspec.Struct, frozen=True):
     tx_kbps: Reading[int]  # KB/s over the last 20 ms, as NVML samples it
     rx_kbps: Reading[int]
     replay_counter: Reading[int]
+    replay_rollovers: Reading[int] = msgspec.field(default_factory=not_recorded)
+    atomic_caps_outbound: Reading[int] = msgspec.field(default_factory=not_recorded)  # NVML_PCIE_ATOMICS_CAP_*
+    atomic_caps_inbound: Reading[int] = msgspec.field(default_factory=not_recorded)
+    # Bridge chips between the host and the GPU, as (type, firmware version).
+    bridge_chips: Reading[tuple[tuple[str, int], ...]] = msgspec.field(default_factory=not_recorded)
 
 
 class Codecs(msgspec.Struct, frozen=True):
@@ -178,6 +264,9 @@ class Codecs(msgspec.Struct, frozen=True):
     encoder_sessions: Reading[int]
     encoder_average_fps: Reading[int]
     encoder_average_latency_us: Reading[int]
+    fbc_sessions: Reading[int] = msgspec.field(default_factory=not_recorded)  # frame buffer capture
+    fbc_average_fps: Reading[int] = msgspec.field(default_factory=not_recorded)
+    fbc_average_latency_us: Reading[int] = msgspec.field(default_factory=not_recorded)
 
 
 class NvLink(msgspec.Struct, frozen=True):
@@ -283,6 +372,118 @@ ARCHITECTURE = Codec(
 )
 
 
+def _named(names: dict[int, str]) -> Codec:
+    """An NVML enumeration by nvidia-smi's names (another code as its number), and back."""
+    codes = {name: code for code, name in names.items()}
+    return Codec(lambda code: names.get(int(code), str(int(code))), lambda name: codes.get(name) or int(name))
+
+
+# nvmlBrandType_t (NVML_BRAND_*), as nvidia-smi's Product Brand: 14 is "NVIDIA" on the captured H100.
+BRAND = _named(
+    {
+        0: "Unknown",
+        1: "Quadro",
+        2: "Tesla",
+        3: "NVS",
+        4: "Grid",
+        5: "GeForce",
+        6: "Titan",
+        7: "NVIDIA Virtual Applications",
+        8: "NVIDIA Virtual PC",
+        9: "NVIDIA Virtual Compute Server",
+        10: "NVIDIA RTX Virtual Workstation",
+        11: "NVIDIA Cloud Gaming",
+        12: "Quadro RTX",
+        13: "NVIDIA RTX",
+        14: "NVIDIA",
+        15: "GeForce RTX",
+        16: "Titan RTX",
+    }
+)
+DRIVER_MODEL = _named({0: "WDDM", 1: "TCC", 2: "MCDM"})  # nvmlDriverModel_t: Windows only
+GPU_OPERATION_MODE = _named({0: "All On", 1: "Compute", 2: "Low Double Precision", 3: "All Off"})
+# nvmlGpuVirtualizationMode_t: 1 is "Pass-Through" on the captured H100 (a VM's GPU).
+VIRTUALIZATION_MODE = _named({0: "None", 1: "Pass-Through", 2: "VGPU", 3: "Host VGPU", 4: "Host VSGA"})
+HOST_VGPU_MODE = _named({0: "Non SR-IOV", 1: "SR-IOV"})
+BRIDGE_TYPES = {0: "PLX", 1: "BR04"}  # nvmlBridgeChipType_t
+PAIR = Codec(lambda p: (int(p[0]), int(p[1])), list)
+
+
+def _byte(value: Any) -> int:
+    """A ``c_char`` member (one byte, read as ``bytes``) as its number."""
+    return value[0] if isinstance(value, bytes) and value else int(value or 0)
+
+
+def _raw(struct: Any, member: str, size: int) -> bytes:
+    """A ``c_char`` array member's bytes, NULs included (reading it as an attribute stops at one)."""
+    return ctypes.string_at(ctypes.addressof(struct) + getattr(type(struct), member).offset, size)
+
+
+PLATFORM = Codec(
+    lambda s: PlatformInfo(
+        chassis_serial_number=text(s.chassisSerialNumber),
+        slot_number=_byte(s.slotNumber),
+        tray_index=_byte(s.trayIndex),
+        host_id=_byte(s.hostId),
+        peer_type=_byte(s.peerType),
+        module_id=_byte(s.moduleId),
+        fabric_guid="0x" + _raw(s, "ibGuid", 16).hex(),
+    ),
+    lambda p: {
+        "chassisSerialNumber": p.chassis_serial_number.encode(),
+        "slotNumber": bytes([p.slot_number]),
+        "trayIndex": bytes([p.tray_index]),
+        "hostId": bytes([p.host_id]),
+        "peerType": bytes([p.peer_type]),
+        "moduleId": bytes([p.module_id]),
+        "ibGuid": bytes.fromhex(p.fabric_guid[2:]),
+    },
+)
+FABRIC = Codec(
+    lambda s: Fabric(
+        state=int(s.state),
+        status=int(s.status),
+        clique_id=int(s.cliqueId),
+        cluster_uuid=str(uuid.UUID(bytes=bytes(list(s.clusterUuid)))),
+        health_mask=int(s.healthMask),
+        health_summary=int(getattr(s, "healthSummary", 0)),
+    ),
+    lambda f: {
+        "state": f.state,
+        "status": f.status,
+        "cliqueId": f.clique_id,
+        "clusterUuid": list(uuid.UUID(f.cluster_uuid).bytes),
+        "healthMask": f.health_mask,
+        "healthSummary": f.health_summary,
+    },
+)
+EGM = Codec(lambda mask: bool(int(mask) & 0x1), lambda on: int(bool(on)))  # NVML_DEV_CAP_EGM: bit 0
+PROFILES = Codec(  # a nvmlMask255_t as the profile ids it sets, and back
+    lambda m: tuple(i for i in range(255) if int(m.mask[i // 32]) >> (i % 32) & 1),
+    lambda ids: {"mask": [sum(1 << (i % 32) for i in ids if i // 32 == word) for word in range(8)]},
+)
+BRIDGES = Codec(
+    lambda h: tuple(
+        (BRIDGE_TYPES.get(int(c.type), str(int(c.type))), int(c.fwVersion))
+        for c in list(h.bridgeChipInfo)[: int(h.bridgeCount)]
+    ),
+    lambda chips: {
+        "bridgeCount": len(chips),
+        "bridgeChipInfo": [
+            {"type": next((k for k, v in BRIDGE_TYPES.items() if v == kind), 0), "fwVersion": fw} for kind, fw in chips
+        ],
+    },
+)
+# The clock-event counters' labels in nvidia-smi -q (driver 580), by --query-gpu's name.
+COUNTER_LABELS = {
+    "sw_power_cap": "SW Power Capping",
+    "sync_boost": "Sync Boost",
+    "sw_thermal_slowdown": "SW Thermal Slowdown",
+    "hw_thermal_slowdown": "HW Thermal Slowdown",
+    "hw_power_brake_slowdown": "HW Power Braking",
+}
+
+
 def _detail(key: str, **kw: Any) -> Spec:
     """A detail row: read with the details (fact group DETAILS); the fake answers a MIG device's
     handle with its GPU's details."""
@@ -306,6 +507,17 @@ def _clock_rows(kind: str, call: str, heading: str, shown: tuple[str, ...], quer
 
 _ALL_CLOCKS = ("graphics", "sm", "memory", "video")
 _APP_CLOCKS = ("graphics", "memory")
+
+# Each scoped power reading's -q label, --query-gpu name (module scope) and -q -x element.
+_POWER_LINES = {
+    "average": ("Average Power Draw", "module.power.draw.average", "average_power_draw"),
+    "instant": ("Instantaneous Power Draw", "module.power.draw.instant", "instant_power_draw"),
+    "current_limit": ("Current Power Limit", "module.enforced.power.limit", "current_power_limit"),
+    "requested_limit": ("Requested Power Limit", "module.power.limit", "requested_power_limit"),
+    "default_limit": ("Default Power Limit", "module.power.default_limit", "default_power_limit"),
+    "min_limit": ("Min Power Limit", "module.power.min_limit", "min_power_limit"),
+    "max_limit": ("Max Power Limit", "module.power.max_limit", "max_power_limit"),
+}
 
 # In the order the probe asks NVML. The field values of every row with a ``field`` are read first, in
 # one nvmlDeviceGetFieldValues call.
@@ -346,7 +558,7 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             codec=NS_AS_US,
             unit="us",
             query=f"clocks_event_reasons_counters.{event.query}",
-            q=f"Clocks Event Reasons Counters/{event.label}",
+            q=f"Clocks Event Reasons Counters/{COUNTER_LABELS[event.query]}",
         )
         for event in CLOCK_EVENTS
         if event.counter_field
@@ -415,7 +627,7 @@ DETAIL_READINGS: tuple[Spec, ...] = (
         codec=BOOL,
         show="enabled",
         query="power.management",
-        q="GPU Power Readings/Power Management",
+        q="gpudiag/Power Management",
     ),
     _detail(
         "power.requested_limit_w",  # what the administrator set (nvidia-smi's power.limit)
@@ -440,14 +652,14 @@ DETAIL_READINGS: tuple[Spec, ...] = (
         call="nvmlDeviceGetTotalEnergyConsumption",
         unit="J",
         q_show="thousandths",
-        q="GPU Power Readings/Total Energy Consumption",
+        q="gpudiag/Total Energy Consumption",
     ),
     _detail(
         "temperatures.margin_c",
         call="nvmlDeviceGetMarginTemperature",
         unit="C",
         query="temperature.gpu.tlimit",
-        q="Temperature/GPU T.Limit Temp (margin)",
+        q="Temperature/GPU T.Limit Temp",
         smi="temperature/gpu_temp_tlimit",
     ),
     _detail(
@@ -455,14 +667,14 @@ DETAIL_READINGS: tuple[Spec, ...] = (
         call="nvmlDeviceGetTemperatureThreshold",
         args=("NVML_TEMPERATURE_THRESHOLD_GPU_MAX",),
         unit="C",
-        q="Temperature/GPU Max Operating Temp",
+        q="gpudiag/GPU Max Operating Temp",
     ),
     _detail(
         "temperatures.memory_max_c",
         call="nvmlDeviceGetTemperatureThreshold",
         args=("NVML_TEMPERATURE_THRESHOLD_MEM_MAX",),
         unit="C",
-        q="Temperature/Memory Max Operating Temp",
+        q="gpudiag/Memory Max Operating Temp",
     ),
     # The PCI ids and class codes in one call (nvmlDeviceGetPciInfoExt, a struct by reference); drivers
     # before R550: the ids from nvmlDeviceGetPciInfo, without the class codes.
@@ -494,7 +706,7 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             codec=BOOL,
             show="enabled",
             query=f"gsp.mode.{which}",
-            q=f"GSP Firmware Mode/{which.title()}",
+            q=f"gpudiag/GSP Firmware Mode/{which.title()}",
         )
         for index, which in ((0, "current"), (1, "default"))
     ),
@@ -509,13 +721,19 @@ DETAIL_READINGS: tuple[Spec, ...] = (
     _detail(
         "identity.vbios_version", call="nvmlDeviceGetVbiosVersion", codec=TEXT, query="vbios_version", q="VBIOS Version"
     ),
-    _detail("identity.board_part_number", call="nvmlDeviceGetBoardPartNumber", codec=TEXT, q="Board Part Number"),
+    _detail(
+        "identity.board_part_number",
+        call="nvmlDeviceGetBoardPartNumber",
+        codec=TEXT,
+        q="Board Part Number",
+        smi="board_part_number",
+    ),
     _detail("identity.board_id", call="nvmlDeviceGetBoardId", q_show="pyhex", q="Board ID"),
     _detail(
         "identity.module_id",
         call="nvmlDeviceGetModuleId",
         query="platform.module_id",
-        q="Module Id",
+        q="Platform Info/Module Id",
         smi="platformInfo/module_id",
     ),
     _detail(
@@ -554,7 +772,7 @@ DETAIL_READINGS: tuple[Spec, ...] = (
         codec=BOOL,
         show="enabled",
         query="display_mode=deprecated;display_attached=yes",
-        q="Display Mode",
+        q="Display Mode=deprecated_q;Display Attached=yes",
     ),
     _detail(
         "identity.display_active",
@@ -665,7 +883,7 @@ DETAIL_READINGS: tuple[Spec, ...] = (
         for index, name, query, label, unit in (
             (0, "sessions", "sessionCount", "Active Sessions", ""),
             (1, "average_fps", "averageFps", "Average FPS", ""),
-            (2, "average_latency_us", "averageLatency", "Average Latency", "us"),
+            (2, "average_latency_us", "averageLatency", "Average Latency", ""),  # nvidia-smi shows no unit
         )
     ),
     *(
@@ -687,4 +905,272 @@ DETAIL_READINGS: tuple[Spec, ...] = (
     _detail("nvlinks", call="nvmlDeviceGetNvLinkState", custom=True),  # each link, with FactGroup.LINKS
     _detail("affinity", call="nvmlDeviceGetCpuAffinity", custom=True),  # topology to each peer, with LINKS
     _detail("process_load", call="nvmlDeviceGetProcessUtilization", custom=True),
+    # --- nvidia-smi -q parity (issue 24): driver 580's remaining labels, each from its NVML call -------
+    _detail("identity.brand", call="nvmlDeviceGetBrand", codec=BRAND, q="Product Brand"),
+    *(
+        _detail(
+            f"identity.driver_model_{which}",
+            call="nvmlDeviceGetDriverModel_v2",
+            fallback="nvmlDeviceGetDriverModel",
+            pick=index,
+            codec=DRIVER_MODEL,
+            query=f"driver_model.{which}",
+            q=f"Driver Model/{which.title()}",
+        )
+        for index, which in ((0, "current"), (1, "pending"))
+    ),
+    _detail("identity.pdi", call="nvmlDeviceGetPdi", show="hex16l", q="GPU PDI", smi="pdi"),
+    _detail("identity.multi_gpu_board", call="nvmlDeviceGetMultiGpuBoard", codec=BOOL, show="yes", q="MultiGPU Board"),
+    _detail(
+        "identity.platform",  # a struct by reference
+        call="nvmlDeviceGetPlatformInfo",
+        struct="c_nvmlPlatformInfo_v2_t",
+        codec=PLATFORM,
+        query="platform.chassis_serial_number:chassis_serial_number;platform.slot_number:slot_number;"
+        "platform.tray_index:tray_index;platform.host_id:host_id;platform.peer_type:peer_type=peer_type;"
+        "platform.gpu_fabric_guid:fabric_guid",
+        q="Platform Info/Chassis Serial Number:chassis_serial_number;Platform Info/Slot Number:slot_number;"
+        "Platform Info/Tray Index:tray_index;Platform Info/Host ID:host_id;Platform Info/Peer Type:peer_type=peer_type;"
+        "Platform Info/GPU Fabric GUID:fabric_guid",
+    ),
+    _detail(
+        "identity.bbx_flush",  # (timestamp, duration in µs); NOT_READY until the InfoROM BBX was first flushed
+        call="nvmlDeviceGetLastBBXFlushTime",
+        codec=PAIR,
+        q="Inforom BBX Object Flush/Latest Timestamp:0;Inforom BBX Object Flush/Latest Duration:1",
+    ),
+    *(
+        _detail(
+            f"identity.gom_{which}",
+            call="nvmlDeviceGetGpuOperationMode",
+            pick=index,
+            codec=GPU_OPERATION_MODE,
+            query=f"gom.{which}",
+            q=f"GPU Operation Mode/{which.title()}",
+        )
+        for index, which in ((0, "current"), (1, "pending"))
+    ),
+    _detail(
+        "identity.virtualization_mode",
+        call="nvmlDeviceGetVirtualizationMode",
+        codec=VIRTUALIZATION_MODE,
+        q="GPU Virtualization Mode/Virtualization Mode",
+    ),
+    _detail(
+        "identity.host_vgpu_mode",
+        call="nvmlDeviceGetHostVgpuMode",
+        codec=HOST_VGPU_MODE,
+        q="GPU Virtualization Mode/Host VGPU Mode",
+    ),
+    _detail(
+        "identity.vgpu_heterogeneous_mode",
+        call="nvmlDeviceGetVgpuHeterogeneousMode",
+        codec=BOOL,
+        show="enabled",
+        q="GPU Virtualization Mode/vGPU Heterogeneous Mode",
+    ),
+    _detail(
+        "identity.egm",
+        call="nvmlDeviceGetCapabilities",
+        struct="c_nvmlDeviceCapabilities_v1_t",
+        pick="capMask",
+        codec=EGM,
+        show="lower_enabled",
+        q="Capabilities/EGM",
+    ),
+    _detail(
+        "identity.fabric",
+        call="nvmlDeviceGetGpuFabricInfoV",
+        struct="c_nvmlGpuFabricInfo_v3_t",
+        codec=FABRIC,
+        query=";".join(
+            f"fabric.{name}:{part}=fabric_{fmt}"
+            for name, part, fmt in (
+                ("state", "state", "state"),
+                ("status", "status", "status"),
+                ("cliqueId", "clique_id", "number"),
+                ("clusterUuid", "cluster_uuid", "uuid"),
+                ("health.summary", "health_summary", "summary"),
+                ("health.bandwidth", "health_mask", "bandwidth"),
+                ("health.route_recovery_in_progress", "health_mask", "route_recovery"),
+                ("health.route_unhealthy", "health_mask", "route_unhealthy"),
+                ("health.access_timeout_recovery", "health_mask", "access_timeout"),
+                ("health.incorrect_configuration", "health_mask", "configuration"),
+                ("health.partition_assigned", "health_mask", "partition"),
+            )
+        ),
+        q=";".join(
+            f"Fabric/{label}:{part}=fabric_{fmt}"
+            for label, part, fmt in (
+                ("State", "state", "state"),
+                ("Status", "status", "status"),
+                ("CliqueId", "clique_id", "number"),
+                ("ClusterUUID", "cluster_uuid", "uuid"),
+                ("Health/Summary", "health_summary", "summary"),
+                ("Health/Bandwidth", "health_mask", "bandwidth"),
+                ("Health/Route Recovery in progress", "health_mask", "route_recovery"),
+                ("Health/Route Unhealthy", "health_mask", "route_unhealthy"),
+                ("Health/Access Timeout Recovery", "health_mask", "access_timeout"),
+                ("Health/Incorrect Configuration", "health_mask", "configuration"),
+                ("Health/Partition Assigned", "health_mask", "partition"),
+            )
+        ),
+    ),
+    _detail(
+        "pcie.replay_rollovers",
+        field=FI_PCIE_REPLAY_ROLLOVER,
+        q="PCI/Replay Number Rollovers",
+        smi="pci/replay_rollover_counter",
+    ),
+    *(
+        _detail(
+            f"pcie.atomic_caps_{direction}",
+            field=field,
+            show="hex",
+            q=f"PCI/Atomic Caps {direction.title()}",
+        )
+        for direction, field in (("outbound", FI_PCIE_ATOMICS_OUTBOUND), ("inbound", FI_PCIE_ATOMICS_INBOUND))
+    ),
+    _detail(
+        "pcie.bridge_chips",
+        call="nvmlDeviceGetBridgeChipInfo",
+        codec=BRIDGES,
+        q="PCI/Bridge Chip/Type=bridge_type;PCI/Bridge Chip/Firmware=bridge_firmware",
+    ),
+    *(
+        _detail(f"codecs.fbc_{name}", call="nvmlDeviceGetFBCStats", pick=member, q=f"FBC Stats/{label}")
+        for name, member, label in (
+            ("sessions", "sessionsCount", "Active Sessions"),
+            ("average_fps", "averageFPS", "Average FPS"),
+            ("average_latency_us", "averageLatency", "Average Latency"),
+        )
+    ),
+    *(
+        _detail(
+            f"memory_health.dram_encryption_{which}",
+            call="nvmlDeviceGetDramEncryptionMode",
+            pick=index,
+            codec=BOOL,
+            show="enabled",
+            query=f"dramEncryption.mode.{which}",
+            q=f"DRAM Encryption Mode/{which.title()}",
+        )
+        for index, which in ((0, "current"), (1, "pending"))
+    ),
+    *(
+        _detail(
+            f"memory_health.{name}_repair_pending",
+            call="nvmlDeviceGetRepairStatus",
+            pick=index,
+            codec=BOOL,
+            show="yes",
+            q=f"ECC Errors/{label} Repair Pending",
+        )
+        for index, name, label in ((0, "channel", "Channel"), (1, "tpc", "TPC"))
+    ),
+    _detail(
+        "memory_health.unrepairable_memory",
+        call="nvmlDeviceGetUnrepairableMemoryFlag_v1",
+        codec=BOOL,
+        show="yes",
+        q="ECC Errors/Unrepairable Memory",
+    ),
+    *(
+        _detail(
+            f"temperatures.{name}_tlimit_c",  # signed: degrees beyond (negative) or below the T.Limit
+            field=field,
+            value_type=5,
+            unit="C",
+            q=f"Temperature/{label}",
+        )
+        for name, field, label in (
+            ("shutdown", FI_TEMPERATURE_SHUTDOWN_TLIMIT, "GPU Shutdown T.Limit Temp"),
+            ("slowdown", FI_TEMPERATURE_SLOWDOWN_TLIMIT, "GPU Slowdown T.Limit Temp"),
+            ("gpu_max", FI_TEMPERATURE_GPU_MAX_TLIMIT, "GPU Max Operating T.Limit Temp"),
+            ("memory_max", FI_TEMPERATURE_MEM_MAX_TLIMIT, "Memory Max Operating T.Limit Temp"),
+        )
+    ),
+    *(
+        _detail(
+            f"temperatures.{name}",  # the target set with nvidia-smi -gtt, and the range it takes
+            call="nvmlDeviceGetTemperatureThreshold",
+            args=(f"NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_{threshold}",),
+            unit="C",
+            q=label,
+        )
+        for name, threshold, label in (
+            ("target_c", "CURR", "Temperature/GPU Target Temperature"),
+            ("target_min_c", "MIN", "Supported GPU Target Temp/GPU Target Temp Min"),
+            ("target_max_c", "MAX", "Supported GPU Target Temp/GPU Target Temp Max"),
+        )
+    ),
+    *(
+        _detail(
+            f"power.{scope_name}_{name}_w",
+            field=field,
+            scope=scope,
+            codec=MILLIWATTS,
+            unit="W",
+            show="2f",
+            query=query if scope_name == "module" else "",
+            q=f"{heading}/{label}",
+            smi=f"gpu_memory_power_readings/{smi}" if scope_name == "memory" and name == "average" else "",
+        )
+        for scope_name, scope, heading, readings in (
+            (
+                "memory",
+                POWER_SCOPE_MEMORY,
+                "GPU Memory Power Readings",
+                (("average", FI_POWER_AVERAGE), ("instant", FI_POWER_INSTANT)),
+            ),
+            (
+                "module",
+                POWER_SCOPE_MODULE,
+                "Module Power Readings",
+                (
+                    ("average", FI_POWER_AVERAGE),
+                    ("instant", FI_POWER_INSTANT),
+                    ("current_limit", FI_POWER_CURRENT_LIMIT),
+                    ("requested_limit", FI_POWER_REQUESTED_LIMIT),
+                    ("default_limit", FI_POWER_DEFAULT_LIMIT),
+                    ("min_limit", FI_POWER_MIN_LIMIT),
+                    ("max_limit", FI_POWER_MAX_LIMIT),
+                ),
+            ),
+        )
+        for name, field in readings
+        for label, query, smi in (_POWER_LINES[name],)
+    ),
+    _detail("power.smoothing", field=FI_POWER_SMOOTHING_ENABLED, codec=BOOL, show="enabled", q="Power Smoothing"),
+    *(
+        _detail(
+            f"power.profiles_{which}",
+            call="nvmlDeviceWorkloadPowerProfileGetCurrentProfiles",
+            struct="c_nvmlWorkloadPowerProfileCurrentProfiles_v1_t",
+            pick=f"{which}ProfilesMask",
+            codec=PROFILES,
+            show="profiles",
+            q=f"Workload Power Profiles/{which.title()} Profiles",
+        )
+        for which in ("requested", "enforced")
+    ),
+    _detail(
+        "clocks.max_customer_boost_graphics",
+        call="nvmlDeviceGetMaxCustomerBoostClock",
+        args=("NVML_CLOCK_GRAPHICS",),
+        unit="MHz",
+        q="Max Customer Boost Clocks/Graphics",
+    ),
+    *(
+        _detail(
+            f"clocks.auto_boost{suffix}",
+            call="nvmlDeviceGetAutoBoostedClocksEnabled",
+            pick=index,
+            codec=BOOL,
+            show="on",
+            q=f"Clock Policy/Auto Boost{label}",
+        )
+        for index, suffix, label in ((0, "", ""), (1, "_default", " Default"))
+    ),
+    _detail("clocks.supported", call="nvmlDeviceGetSupportedMemoryClocks", custom=True),  # with each's graphics clocks
 )

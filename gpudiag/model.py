@@ -298,6 +298,28 @@ class GpuProcess(msgspec.Struct, frozen=True):
     compute_instance_id: int | None = None
 
 
+class Bar1(msgspec.Struct, frozen=True):
+    """The BAR1 aperture through which the host maps GPU memory (nvmlDeviceGetBAR1MemoryInfo)."""
+
+    total_bytes: int
+    used_bytes: int
+    free_bytes: int
+
+
+class MigAttributes(msgspec.Struct, frozen=True):
+    """What a MIG device is given of the GPU (nvmlDeviceGetAttributes on its handle)."""
+
+    multiprocessors: int
+    copy_engines: int  # shared with the other compute instances of its GPU instance, as the rest
+    decoders: int
+    encoders: int
+    jpeg_decoders: int
+    ofas: int
+    gpu_instance_slices: int
+    compute_instance_slices: int
+    memory_mib: int
+
+
 class MigDevice(msgspec.Struct, frozen=True):
     index: int  # position under its parent GPU
     uuid: Reading[str]
@@ -305,6 +327,9 @@ class MigDevice(msgspec.Struct, frozen=True):
     compute_instance_id: Reading[int]
     name: Reading[str]
     memory: Reading[Memory]
+    # Read with the details (`list -q`, snapshot); nvitop reads BAR1 of every MIG device.
+    bar1: Reading[Bar1] = msgspec.field(default_factory=not_recorded)
+    attributes: Reading[MigAttributes] = msgspec.field(default_factory=not_recorded)
 
 
 class MigProfile(msgspec.Struct, frozen=True):

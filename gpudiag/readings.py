@@ -9,7 +9,7 @@ outputs show it: its ``--query-gpu`` names, its ``nvidia-smi -q`` line, its unit
 
 - the probe (``probe/nvml.py``, ``probe/details.py``) makes the calls and builds the model;
 - the fake NVML (``replay/fake_nvml.py``) answers the same calls from a machine file;
-- the capture tool (``replay/capture.py``) answers them from the real H100's recording;
+- the capture tool (``tests/hardware/capture.py``) answers them from the real H100's recording;
 - ``list --query`` (``render/csv_query.py``) and ``list -q`` (``render/details_view.py``) show them.
 
 :data:`GPU_READINGS` are the per-GPU readings every command may read (here, on the path of
@@ -139,6 +139,22 @@ FI_POWER_AVERAGE = 185
 FI_POWER_INSTANT = 186
 FI_REMAPPED_COR_INACTIVE = 301
 FI_REMAPPED_UNC_INACTIVE = 302
+FI_PCIE_REPLAY_ROLLOVER = 95
+FI_POWER_MIN_LIMIT = 187
+FI_POWER_MAX_LIMIT = 188
+FI_POWER_DEFAULT_LIMIT = 189
+FI_POWER_CURRENT_LIMIT = 190
+FI_POWER_REQUESTED_LIMIT = 192
+FI_TEMPERATURE_SHUTDOWN_TLIMIT = 193  # signed: degrees from the T.Limit
+FI_TEMPERATURE_SLOWDOWN_TLIMIT = 194
+FI_TEMPERATURE_MEM_MAX_TLIMIT = 195
+FI_TEMPERATURE_GPU_MAX_TLIMIT = 196
+FI_PCIE_ATOMICS_OUTBOUND = 228
+FI_PCIE_ATOMICS_INBOUND = 229
+FI_POWER_SMOOTHING_ENABLED = 251
+# A power field's scopeId (nvmlPowerScopeType_t); 0 is the GPU's own.
+POWER_SCOPE_MODULE = 1
+POWER_SCOPE_MEMORY = 2
 # NVML_FI_DEV_PERF_POLICY_*: time (ns) each policy held the clocks down, by Violations' field names. 74 and
 # 76 are also the SwPowerCap and SyncBoost clock-event counters (nvidia-ml-py names them both ways).
 FI_PERF_POLICIES = (
@@ -258,8 +274,13 @@ class Spec(msgspec.Struct, frozen=True, kw_only=True):
     call: str = ""  # the NVML function; with ``field``: nvmlDeviceGetFieldValues
     args: tuple[str | int, ...] = ()  # after the device handle: NVML constants by name (looked up on the module)
     field: int = 0  # an NVML field id, read in one nvmlDeviceGetFieldValues call with the group's others
-    scope: int = 0  # with ``field``: its scopeId (a link; ALL_LINKS sums them), where the field takes one
-    value_type: int = 1  # the field's nvmlValueType_t: 1 unsigned int, 3 unsigned long long
+    # with ``field``: its scopeId, where the field takes one (a link, ALL_LINKS for their sum; power:
+    # NVML_POWER_SCOPE_GPU 0, MODULE 1, MEMORY 2)
+    scope: int = 0
+    value_type: int = 1  # the field's nvmlValueType_t: 1 unsigned int, 3 unsigned long long, 5 signed int
+    # A struct the call fills by reference (nvidia-ml-py's class name, made with its version set):
+    # the call is made as ``call(handle, *args, byref(struct))`` and ``pick`` reads the struct.
+    struct: str = ""
     pick: int | str | None = None  # the part of the answer: an index of a list, an attribute of a struct
     codec: Codec = INT
     fallback: str = ""  # the same answer's older NVML name, called when the driver lacks ``call``
@@ -332,7 +353,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         fixed=True,
         group=_G.THERMAL,
         unit="C",
-        q="Temperature/GPU Slowdown Temp",
+        q="gpudiag/GPU Slowdown Temp",  # driver 580's -q shows it from the T.Limit (details)
         metric="gpudiag_gpu_slowdown_temperature_celsius",
     ),
     Spec(
@@ -342,7 +363,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         fixed=True,
         group=_G.THERMAL,
         unit="C",
-        q="Temperature/GPU Shutdown Temp",
+        q="gpudiag/GPU Shutdown Temp",
     ),
     Spec(
         key="fan_percent",
@@ -361,7 +382,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         unit="W",
         show="2f",
         query="power.draw",
-        q="GPU Power Readings/Power Draw",
+        q="gpudiag/Power Draw",  # driver 580's -q shows the 1 s average and the instant reading only
         metric="gpudiag_gpu_power_watts",
     ),
     Spec(
@@ -381,7 +402,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         group=_G.PERFORMANCE,
         show="pstate",
         query="pstate",
-        q="Performance State",
+        q="Performance State;GPU Power Readings/Power State;Module Power Readings/Power State",
         metric="gpudiag_gpu_performance_state",
     ),
     Spec(
@@ -425,7 +446,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         call="nvmlDeviceGetCurrPcieLinkGeneration",
         group=_G.PCIE,
         query="pcie.link.gen.current;pcie.link.gen.gpucurrent",
-        q="PCI/GPU Link Info/PCIe Generation/Current",
+        q="PCI/GPU Link Info/PCIe Generation/Current;PCI/GPU Link Info/PCIe Generation/Device Current",
         metric="gpudiag_gpu_pcie_link_generation",
     ),
     Spec(
@@ -491,7 +512,6 @@ GPU_READINGS: tuple[Spec, ...] = (
             group=_G.ECC,
             query=f"ecc.errors.{kind}.{counter}.total",
             metric=f'gpudiag_gpu_ecc_errors_total{{error="{kind}",counter="{counter}"}}',
-            q=f"ECC Errors/{counter.title()}/Total {'Correctable' if kind == 'corrected' else 'Uncorrectable'}",
         )
         for counter, kind in (
             ("volatile", "corrected"),
@@ -506,9 +526,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         custom=True,
         group=_G.MEMORY_HEALTH,
         query="retired_pages.single_bit_ecc.count:single_bit;retired_pages.double_bit.count:double_bit;"
-        "retired_pages.pending:pending=yes",
-        q="Retired Pages/Single Bit ECC:single_bit;Retired Pages/Double Bit ECC:double_bit;"
-        "Retired Pages/Pending Page Blacklist:pending=yes",
+        "retired_pages.pending:pending=yes",  # -q: a block of the details view (its XML nests otherwise)
         metric="gpudiag_gpu_retired_pages",
     ),
     Spec(
@@ -528,7 +546,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         show="valid",
         q_show="VALID",
         query="inforom.checksum_validation",
-        q="Inforom Version/Checksum Validation",
+        q="gpudiag/Inforom Checksum Validation",  # --query-gpu's, not in -q
     ),
     Spec(
         key="recovery_action",
@@ -684,6 +702,11 @@ def pick(raw: Any, part: int | str | None) -> Any:
     if isinstance(part, int):
         return raw[part]
     return getattr(raw, part)
+
+
+def field_key(spec: Spec) -> int | tuple[int, int]:
+    """A field row's id as nvmlDeviceGetFieldValues is asked: the id, or (id, scope) for a scoped one."""
+    return (spec.field, spec.scope) if spec.scope else spec.field
 
 
 def reading_at(gpu: Any, key: str) -> Reading[Any]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import time
 from collections.abc import Callable
 
 import pytest
@@ -15,6 +17,11 @@ from typer.testing import CliRunner
 
 from gpudiag.model import Machine
 from gpudiag.replay import fixtures
+
+# Replays show the local time their snapshot was taken (as nvidia-smi shows its own): in UTC here, so
+# that rendered output is the same on every machine that runs the tests.
+os.environ["TZ"] = "UTC"
+time.tzset()
 
 
 @pytest.fixture

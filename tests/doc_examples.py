@@ -19,6 +19,7 @@ import os
 import re
 import shlex
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,7 +65,10 @@ def examples(path: Path) -> list[Example]:
 
 
 def run(example: Example) -> str:
-    """What the example's command prints here, as a user sees it: no colour, ``WIDTH`` columns."""
+    """What the example's command prints here, as a user sees it: no colour, ``WIDTH`` columns; in
+    UTC (a replay shows when its snapshot was taken, in local time), so the same everywhere."""
+    os.environ["TZ"] = "UTC"
+    time.tzset()
     from typer.testing import CliRunner
 
     from gpudiag.cli.app import app

@@ -219,13 +219,13 @@ def test_the_gpm_metrics_are_nvmls_and_dcgms() -> None:
 
 
 def test_the_gpm_recording_is_read_back_by_the_capture_tool(tmp_path: Any) -> None:
-    """``python -m gpudiag.replay.capture --record-gpm`` (run on the GPU machine) records what NVML's
+    """``python -m tests.hardware.capture --record-gpm`` (run on the GPU machine) records what NVML's
     GPM answered; the capture tool answers GPM from it, and says "not recorded" without it. Recorded
     here from the fake NVML, as the real one is recorded on hardware."""
     import json
     import shutil
 
-    from gpudiag.replay import capture
+    from tests.hardware import capture
 
     machine = load(BUSY)[0]
     recorded = capture.record_gpm(FakeNvml(machine), window_s=0.0)

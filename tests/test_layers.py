@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gpudiag"
-REPLAY = PACKAGE / "replay"  # the fake NVML, the example machines' loader, the capture tool
+REPLAY = PACKAGE / "replay"  # the fake NVML, the example machines' loader
 STANDALONE_CHILDREN = (
     "protocol",
     "torch_probe",
@@ -190,9 +190,6 @@ KNOWN_CYCLES = {
     # read its call log, GPU lookup and recorded-value rule (_value) back. Breaking it means moving
     # that rule and FakeHandle into a module of their own and handing the families the callables.
     frozenset({"gpudiag.replay.fake_nvml", "gpudiag.replay.fake_details", "gpudiag.replay.fake_mig"}),
-    # list --watch reuses list's NVML check and GPU selection, and list starts the watch: it goes
-    # when that shared part moves below the CLI into a request module, as check's and memory's did.
-    frozenset({"gpudiag.cli.list_cmd", "gpudiag.cli.list_watch"}),
 }
 
 

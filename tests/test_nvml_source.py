@@ -515,10 +515,10 @@ def test_the_import_finder_finds_every_spelling(tmp_path: Path) -> None:
 
 
 def test_only_the_live_source_and_the_fake_import_pynvml() -> None:
-    # The fake (with its detail and MIG calls) and the capture replayer stand in for pynvml and use its constants.
+    # The fake (with its detail and MIG calls) stand in for pynvml and use its constants.
     allowed = {
         "probe/collect.py",
-        *(f"replay/{m}.py" for m in ("fake_nvml", "fake_details", "fake_mig", "capture")),
+        *(f"replay/{m}.py" for m in ("fake_nvml", "fake_details", "fake_mig")),
     }
     importers = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if _pynvml_imports(p)}
     assert importers <= allowed, importers - allowed

@@ -78,7 +78,8 @@ class MachineSource:
         return Machine(
             schema=MACHINE_SCHEMA,
             source=self.name,
-            collected_at=time.time(),
+            # A replay holds one moment: the time its snapshot was taken (0: the file does not say).
+            collected_at=self.recorded.collected_at if self.recorded is not None else time.time(),
             nvml=self.session.info,
             gpus=gpus,
             host=self.host_info,
@@ -216,7 +217,4 @@ def collect(
 ) -> Machine:
     """One reading of the machine's ``facts`` (every group unless a command asks for fewer)."""
     with open_source(replay, environ, facts) as source:
-        machine = source.read()
-    if replay:
-        machine = replace(machine, collected_at=0.0)  # replays are deterministic
-    return machine
+        return source.read()

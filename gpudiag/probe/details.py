@@ -132,6 +132,7 @@ class DetailsProbe:
                 "details.affinity": Reading.of(self._affinity(h, peers)) if links else not_read
             },
             "details.process_load": lambda: {"details.process_load": self._process_load(index, h)},
+            "details.clocks.supported": lambda: {"details.clocks.supported": self._supported_clocks(h)},
         }
         values = self._session.read_specs(None, h, DETAIL_READINGS, lambda key: composite[key]())
         details: dict[str, Any] = fields_from(GpuDetails, {key[len("details.") :]: v for key, v in values.items()})
@@ -157,6 +158,19 @@ class DetailsProbe:
             for spec in DETAIL_READINGS
             if spec.call == "nvmlDeviceGetPciInfoExt"
         }
+
+    def _supported_clocks(self, h: Any) -> Reading[tuple[tuple[int, tuple[int, ...]], ...]]:
+        """Each supported memory clock with the graphics clocks it allows (1 + one call per memory clock)."""
+        memory: Reading[Any] = self._read("nvmlDeviceGetSupportedMemoryClocks", h)
+        if memory.value is None:
+            return Reading.missing_like(memory)
+        pairs = []
+        for clock in memory.value:
+            graphics: Reading[Any] = self._read("nvmlDeviceGetSupportedGraphicsClocks", h, clock)
+            if graphics.value is None:
+                return Reading.missing_like(graphics)
+            pairs.append((int(clock), tuple(int(g) for g in graphics.value)))
+        return Reading.of(tuple(pairs))
 
     def _ecc(self, h: Any) -> tuple[EccLocation, ...]:
         lib = self._lib

@@ -21,12 +21,14 @@ from msgspec.structs import replace
 
 from gpudiag.model import (
     ALL_GROUPS,
+    Bar1,
     FactGroup,
     Gpu,
     GpuProcess,
     GpuState,
     HostProcess,
     Memory,
+    MigAttributes,
     MigDevice,
     NvmlInfo,
     NvmlStatus,
@@ -35,7 +37,7 @@ from gpudiag.model import (
     Reason,
     RetiredPages,
 )
-from gpudiag.readings import NO_INSTANCE, Spec, builder, field_types, group_readings, pick, text
+from gpudiag.readings import NO_INSTANCE, Spec, builder, field_key, field_types, group_readings, pick, text
 
 T = TypeVar("T")
 
@@ -55,11 +57,6 @@ class _GpuLostError(Exception):
 
 def _decode_part(decode: Callable[[Any], Any], part: int | str, raw: Any) -> Any:
     return decode(pick(raw, part))
-
-
-def _field_id(spec: Spec) -> Any:
-    """A row's field as nvmlDeviceGetFieldValues is asked it: the id, or (id, scope) where it has one."""
-    return (spec.field, spec.scope) if spec.scope else spec.field
 
 
 # How read_specs reads a row: the only row of its call; the same, asked once per session; one of the
@@ -223,8 +220,9 @@ class NvmlSession:
     def _reason(self, exc: Exception, function: str, missing_function: bool = True) -> tuple[Reason, str]:
         """Why ``function`` gave no answer; a call the driver lacks is noted (``missing_function``)."""
         lib = self._lib
-        if getattr(exc, "gpudiag_reason", None) == Reason.NOT_RECORDED.value:  # a replay's snapshot lacks it
-            return Reason.NOT_RECORDED, ""
+        recorded = getattr(exc, "gpudiag_reason", None)  # a replay: what its snapshot says (or lacks)
+        if recorded is not None:
+            return Reason(recorded), getattr(exc, "gpudiag_detail", "")
         if isinstance(exc, lib.NVMLError_NotSupported):
             return Reason.NOT_SUPPORTED, ""
         if isinstance(exc, lib.NVMLError_NoPermission):
@@ -237,6 +235,8 @@ class NvmlSession:
             return Reason.FUNCTION_NOT_FOUND, f"{function} is not in this driver"
         if isinstance(exc, lib.NVMLError_NotFound):
             return Reason.NOT_FOUND, ""
+        if getattr(exc, "value", None) == getattr(lib, "NVML_ERROR_NOT_READY", None):  # e.g. no InfoROM BBX flush yet
+            return Reason.UNAVAILABLE, f"{function}: not ready"
         return Reason.UNKNOWN_ERROR, f"{function}: {exc}"
 
     @property
@@ -369,6 +369,12 @@ class NvmlSession:
                 gpus[index] = failed_gpu(index, GpuState.LOST, f"GPU is lost ({lost.detail})")
         found = with_nvlink_counts(found, [g.pci_bus_id.value for g in gpus])
         out = [g if d is None else replace(g, details=Reading.of(d)) for g, d in zip(gpus, found, strict=True)]
+        for i, g in enumerate(out):
+            if g.state is GpuState.OK and g.mig_devices:
+                try:
+                    out[i] = self._mig_details(g, self._handles[i])
+                except _GpuLostError as lost:
+                    out[i] = failed_gpu(i, GpuState.LOST, f"GPU is lost ({lost.detail})")
         return [
             replace(g, details=self.unrecorded_details[i])
             if i in self.unrecorded_details and g.state is GpuState.OK
@@ -406,9 +412,11 @@ class NvmlSession:
                     continue
             if kind is _ALONE or kind is _FIXED:  # the only row of its call: read and decoded at once
                 try:
-                    found = Reading(value=decode(getattr(lib, call)(h, *args)))
+                    found = Reading(value=decode(_invoke(lib, spec, call, h, args)))
                 except lib.NVMLError as exc:
                     found = self._failed(exc, spec, h, args, decode)
+                except AttributeError:  # an nvidia-ml-py older than the call (or its struct)
+                    found = _not_in_bindings(spec)
                 if kind is _FIXED and handles is not None and found.value is not None:
                     handles.fixed[key] = found  # only answers are kept, never errors
                 out[key] = found
@@ -419,7 +427,7 @@ class NvmlSession:
                 if kind is _FIELD:
                     if fields is None:  # where the first field's row is: the NVML calls keep the rows' order
                         fields = self.field_values(h, ids)
-                    raw = fields[call]
+                    raw = fields[field_key(spec)]
                 else:
                     asked = (call, *args)
                     raw = answers.get(asked)  # type: ignore[assignment]
@@ -462,9 +470,9 @@ class NvmlSession:
             return None
 
     def _plan(self, specs: tuple[Spec, ...]) -> tuple[list[Any], list[tuple[Any, ...]]]:
-        """How to read ``specs``: their field ids, and each row's key, kind (see _ALONE), call (a field
-        row's: its id, or (id, scope)) and arguments (NVML's constants looked up), decoder, and the row.
-        Made once per tuple of rows, which live as long as the program."""
+        """How to read ``specs``: their field ids (see readings.field_key), and each row's key, kind (see
+        _ALONE), call and arguments (NVML's constants looked up), decoder, and the row. Made once per
+        tuple of rows, which live as long as the program."""
         plan = self._plans.get(id(specs))
         if plan is None:
             calls = [(spec.call, spec.args) for spec in specs if not spec.field and not spec.custom]
@@ -482,17 +490,24 @@ class NvmlSession:
                     kind = _SHARED
                 else:
                     kind = _FIXED if spec.fixed else _ALONE
-                call = _field_id(spec) if kind is _FIELD else spec.call  # a field row: what it is asked as
-                steps.append((spec.key, kind, call, args, decode, spec))
-            plan = self._plans[id(specs)] = ([_field_id(spec) for spec in specs if spec.field], steps)
+                steps.append((spec.key, kind, spec.call, args, decode, spec))
+            plan = self._plans[id(specs)] = ([field_key(spec) for spec in specs if spec.field], steps)
         return plan
 
     def _ask(self, h: Any, spec: Spec, args: tuple[Any, ...]) -> Reading[Any]:
         """NVML's raw answer to a row's call (its older name when the driver lacks it)."""
-        answer: Reading[Any] = self._read(spec.call, h, *args)
+        answer = self._row_read(spec.call, spec, h, args)
         if answer.reason is Reason.FUNCTION_NOT_FOUND and spec.fallback:
-            return self._read(spec.fallback, h, *args)
+            return self._row_read(spec.fallback, spec, h, args)
         return answer
+
+    def _row_read(self, call: str, spec: Spec, h: Any, args: tuple[Any, ...]) -> Reading[Any]:
+        if not hasattr(self._lib, call) or (spec.struct and not hasattr(self._lib, spec.struct)):
+            return _not_in_bindings(spec)
+        if not spec.struct:
+            return self._read(call, h, *args)
+        struct = getattr(self._lib, spec.struct)()
+        return self._read(call, h, *args, ctypes.byref(struct), convert=lambda _: struct)
 
     def _failed(
         self, exc: Exception, spec: Spec, h: Any, args: tuple[Any, ...], decode: Callable[[Any], Any]
@@ -503,7 +518,8 @@ class NvmlSession:
         if reason is Reason.GPU_LOST:
             raise _GpuLostError(f"{spec.call}: GPU is lost") from None
         if reason is Reason.FUNCTION_NOT_FOUND and spec.fallback:
-            return self._read(spec.fallback, h, *args, convert=decode)
+            raw = self._row_read(spec.fallback, spec, h, args)
+            return raw if raw.value is None else Reading(value=decode(raw.value))
         return Reading.missing(reason, detail)
 
     def field_values(self, h: Any, ids: list[Any]) -> dict[Any, Reading[Any]]:
@@ -519,10 +535,10 @@ class NvmlSession:
                 member = _VALUE_MEMBERS.get(int(getattr(value, "valueType", 1)), "uiVal")
                 out[fid] = Reading.of(getattr(value.value, member))
                 continue
-            missing = out[fid] = self.missing_for(code, f"field {fid}")
-            unrecorded = getattr(lib, "gpudiag_unrecorded_field", None)  # a replay's: its snapshot lacks it
-            if missing.reason is Reason.UNKNOWN_ERROR and unrecorded is not None and unrecorded(h, fid):
-                out[fid] = Reading.missing(Reason.NOT_RECORDED)
+            if getattr(lib, "field_not_recorded", None) is not None and lib.field_not_recorded(value):
+                out[fid] = Reading.missing(Reason.NOT_RECORDED)  # a replay's snapshot lacks it
+                continue
+            out[fid] = self.missing_for(code, f"field {fid}")
         return out
 
     def _memory(self, h: Any) -> Reading[Memory]:
@@ -617,7 +633,27 @@ class NvmlSession:
             memory=self._read(
                 "nvmlDeviceGetMemoryInfo", mh, convert=lambda m: Memory(int(m.total), int(m.used), int(m.free))
             ),
+            bar1=NOT_READ,  # read with the details (_mig_details)
+            attributes=NOT_READ,
         )
+
+    def _mig_details(self, gpu: Gpu, handles: _Handles) -> Gpu:
+        """The MIG devices' BAR1 and attributes, read with the details (`-q`'s MIG Devices section)."""
+        by_slot = dict(handles.mig)
+        migs = tuple(
+            replace(
+                mig,
+                bar1=self._read(
+                    "nvmlDeviceGetBAR1MemoryInfo",
+                    by_slot[mig.index],
+                    convert=lambda b: Bar1(int(b.bar1Total), int(b.bar1Used), int(b.bar1Free)),
+                ),
+                attributes=self._read("nvmlDeviceGetAttributes_v2", by_slot[mig.index], convert=_mig_attributes),
+            )
+            for mig in gpu.mig_devices
+            if mig.index in by_slot
+        )
+        return replace(gpu, mig_devices=migs) if migs else gpu
 
     # -- processes -------------------------------------------------------------------
 
@@ -772,6 +808,33 @@ def _query_processes_v1(lib: Any, handle: Any, symbol: str) -> list[Any]:
 class _V1Process(msgspec.Struct):
     pid: int
     usedGpuMemory: int | None  # noqa: N815 - mirrors the NVML struct
+
+
+def _mig_attributes(a: Any) -> MigAttributes:
+    return MigAttributes(
+        multiprocessors=int(a.multiprocessorCount),
+        copy_engines=int(a.sharedCopyEngineCount),
+        decoders=int(a.sharedDecoderCount),
+        encoders=int(a.sharedEncoderCount),
+        jpeg_decoders=int(a.sharedJpegCount),
+        ofas=int(a.sharedOfaCount),
+        gpu_instance_slices=int(a.gpuInstanceSliceCount),
+        compute_instance_slices=int(a.computeInstanceSliceCount),
+        memory_mib=int(a.memorySizeMB),
+    )
+
+
+def _invoke(lib: Any, spec: Spec, call: str, h: Any, args: tuple[Any, ...]) -> Any:
+    """A row's call: its answer, or the struct it filled by reference (``Spec.struct``)."""
+    if not spec.struct:
+        return getattr(lib, call)(h, *args)
+    struct = getattr(lib, spec.struct)()
+    getattr(lib, call)(h, *args, ctypes.byref(struct))
+    return struct
+
+
+def _not_in_bindings(spec: Spec) -> Reading[Any]:
+    return Reading.missing(Reason.FUNCTION_NOT_FOUND, f"{spec.call} is not in this nvidia-ml-py")
 
 
 def failed_gpu(index: int, state: GpuState, detail: str) -> Gpu:

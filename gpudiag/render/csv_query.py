@@ -12,7 +12,6 @@ in ``docs/hardware/h100-80gb-hbm3-driver580/``.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import time
 from collections.abc import Callable
@@ -20,8 +19,7 @@ from typing import Any
 
 import msgspec
 
-from gpudiag.errors import UsageError
-from gpudiag.model import FactGroup, Gpu, GpuProcess, Machine, ProcessKind, Reading, Reason, cuda_version_text
+from gpudiag.model import FactGroup, Gpu, Machine, Reading, Reason, cuda_version_text
 from gpudiag.readings import CLOCK_EVENTS, GPU_READINGS, Spec, pick, reading_at
 from gpudiag.render.format import VALUE_FORMATS
 from gpudiag.render.printable import csv_field
@@ -314,8 +312,16 @@ def _answers(rows: tuple[Spec, ...]) -> dict[str, _Answer]:
     return out
 
 
-def _timestamp(t: float) -> str:
+def timestamp(t: float) -> str:
+    """nvidia-smi's CSV timestamp, in local time."""
     return time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
+
+
+def recorded_at(machine: Machine) -> Reading[float]:
+    """When the machine was read (a replay: when its snapshot was taken); 0 means not recorded."""
+    if machine.collected_at > 0:
+        return Reading.of(machine.collected_at)
+    return Reading.missing(Reason.NOT_RECORDED, "the snapshot does not say when it was taken")
 
 
 def _event(bit: int) -> Reader:
@@ -356,7 +362,7 @@ _ECC_PLACES = (
 
 # The fields derived here rather than read from one reading.
 _DERIVED: dict[str, _Answer] = {
-    "timestamp": _Answer(lambda m, g: Reading.of(m.collected_at), _timestamp),
+    "timestamp": _Answer(lambda m, g: recorded_at(m), timestamp),
     "driver_version": _Answer(lambda m, g: m.nvml.driver_version),
     "count": _Answer(lambda m, g: Reading.of(len(m.gpus))),
     "index": _Answer(lambda m, g: Reading.of(g.index)),
@@ -425,43 +431,20 @@ class CsvFormat(msgspec.Struct, frozen=True):
     units: bool = True
 
 
-def parse_format(spec: str) -> CsvFormat:
-    """``csv``, ``csv,noheader``, ``csv,noheader,nounits`` as nvidia-smi takes them."""
-    parts = [p.strip().lower() for p in spec.split(",") if p.strip()]
-    if not parts or parts[0] != "csv":
-        raise UsageError(f"--format {spec!r}: only csv is supported (csv[,noheader][,nounits])")
-    unknown = set(parts[1:]) - {"noheader", "nounits"}
-    if unknown:
-        raise UsageError(f"--format: unknown option(s) {', '.join(sorted(unknown))} (noheader, nounits)")
-    return CsvFormat(header="noheader" not in parts, units="nounits" not in parts)
-
-
 class Column(msgspec.Struct, frozen=True):
     typed: str  # the name as the user wrote it: the header shows it, as nvidia-smi does
     field: Field
 
 
-def parse_query(spec: str) -> list[Column]:
-    columns = []
-    for raw in spec.split(","):
-        typed = raw.strip()
-        if not typed:
-            continue
-        found = field(typed)
-        if found is None:
-            close = difflib.get_close_matches(typed.lower(), _spellings(), n=1)
-            hint = f"; did you mean {_spelling(close[0])!r}?" if close else ""
-            raise UsageError(f"--query: unknown field {typed!r}{hint} (nvidia-smi --help-query-gpu lists them)")
-        columns.append(Column(typed, found))
-    if not columns:
-        raise UsageError("--query needs at least one field, e.g. --query name,memory.used")
-    return columns
-
-
-def _spelling(lowered: str) -> str:
+def spelling(lowered: str) -> str:
     """nvidia-smi's own spelling of a lower-cased name or alias."""
     name = _spellings()[lowered]
     return next((n for n in (name.name, *name.aliases) if n.lower() == lowered), lowered)
+
+
+def spellings() -> dict[str, Any]:
+    """Every accepted spelling, lower-cased."""
+    return _spellings()
 
 
 def groups(columns: list[Column]) -> frozenset[FactGroup]:
@@ -490,68 +473,32 @@ def render_csv(machine: Machine, gpus: tuple[Gpu, ...], columns: list[Column], f
     return "".join(line + "\n" for line in lines)
 
 
-# -- --query-compute-apps ---------------------------------------------------------------
+QUERY_SCHEMA = "gpudiag.query/1"
 
 
-class AppField(msgspec.Struct, frozen=True):
-    name: str
-    aliases: tuple[str, ...]
-    unit: str
-    read: Callable[[Machine, Gpu, GpuProcess], Reading[Any]]
-    show: Formatter = str
-    group: FactGroup | None = None
-
-
-# nvidia-smi --help-query-compute-apps, in its order.
-APP_FIELDS: tuple[AppField, ...] = (
-    AppField("timestamp", (), "", lambda m, g, p: Reading.of(m.collected_at), _timestamp),
-    AppField("gpu_name", (), "", lambda m, g, p: g.name),
-    AppField("gpu_bus_id", (), "", lambda m, g, p: g.pci_bus_id),
-    AppField("gpu_serial", (), "", lambda m, g, p: reading_at(g, "details.identity.serial"), group=FactGroup.DETAILS),
-    AppField("gpu_uuid", (), "", lambda m, g, p: g.uuid),
-    AppField("pid", (), "", lambda m, g, p: Reading.of(p.pid)),
-    AppField("process_name", ("name",), "", lambda m, g, p: p.host.name),
-    AppField("used_gpu_memory", ("used_memory",), "MiB", lambda m, g, p: p.used_memory_bytes, VALUE_FORMATS["mib"]),
-)
-APPS_BY_NAME: dict[str, AppField] = {n.lower(): f for f in APP_FIELDS for n in (f.name, *f.aliases)}
-
-
-def parse_apps_query(spec: str) -> list[tuple[str, AppField]]:
-    columns = []
-    for raw in spec.split(","):
-        typed = raw.strip()
-        if not typed:
+def typed(text: str) -> Any:
+    """A cell written without its unit, as JSON: a whole number or a decimal as a number, "[N/A]" as
+    null, anything else as the text nvidia-smi writes."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
             continue
-        field = APPS_BY_NAME.get(typed.lower())
-        if field is None:
-            close = difflib.get_close_matches(typed.lower(), APPS_BY_NAME, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            known = ", ".join(f.name for f in APP_FIELDS)
-            raise UsageError(f"--query-compute-apps: unknown field {typed!r}{hint} (known: {known})")
-        columns.append((typed, field))
-    if not columns:
-        raise UsageError("--query-compute-apps needs at least one field, e.g. pid,process_name,used_memory")
-    return columns
+    return None if text in ("[N/A]", "N/A") else text
 
 
-def render_apps_csv(
-    machine: Machine, gpus: tuple[Gpu, ...], columns: list[tuple[str, AppField]], fmt: CsvFormat
-) -> str:
-    """One row per compute process (graphics-only processes are left out, as nvidia-smi does)."""
-    lines = []
-    if fmt.header:
-        lines.append(", ".join(f"{typed} [{f.unit}]" if f.unit else typed for typed, f in columns))
-    for gpu in gpus:
-        for proc in gpu.processes.get(()):
-            if proc.kind is ProcessKind.GRAPHICS:
-                continue
-            cells = []
-            for _, f in columns:
-                reading = f.read(machine, gpu, proc)
-                if reading.value is None:
-                    cells.append("[N/A]")
-                else:
-                    text = f.show(reading.value)
-                    cells.append(f"{text} {f.unit}" if fmt.units and f.unit else text)
-            lines.append(", ".join(csv_field(cell) for cell in cells))
-    return "".join(line + "\n" for line in lines)
+def document(option: str, headers: list[tuple[str, str]], cells: list[list[str]]) -> dict[str, Any]:
+    """A query's rows as JSON (schema gpudiag.query/1): each row an object keyed by the names asked
+    for, values as nvidia-smi writes them without units (numbers as numbers, N/A as null), the
+    units apart."""
+    return {
+        "schema": QUERY_SCHEMA,
+        "query": option,
+        "units": {name: unit for name, unit in headers if unit},
+        "rows": [{name: typed(cell) for (name, _), cell in zip(headers, row, strict=True)} for row in cells],
+    }
+
+
+def cells(machine: Machine, gpus: tuple[Gpu, ...], columns: list[Column], units: bool = False) -> list[list[str]]:
+    """Each GPU's row as nvidia-smi writes it."""
+    return [[value(machine, gpu, c.field, units) for c in columns] for gpu in gpus]

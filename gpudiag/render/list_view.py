@@ -78,9 +78,14 @@ def header(machine: Machine) -> Text:
     return line
 
 
+def _watts(w: float) -> str:
+    """Whole watts, cut as nvidia-smi cuts them: 71.936 W is "71W" (the idle H100's table)."""
+    return f"{int(w)}W"
+
+
 def _power(gpu: Gpu) -> str:
-    draw = text(gpu.power_draw_w, lambda w: f"{w:.0f}W")
-    cap = text(gpu.power_limit_w, lambda w: f"{w:.0f}W")
+    draw = text(gpu.power_draw_w, _watts)
+    cap = text(gpu.power_limit_w, _watts)
     return f"{draw} / {cap}"
 
 

@@ -234,6 +234,19 @@ class FakeDetails:
     def nvmlDeviceGetMemoryAffinity(self, handle: Any, words: int, scope: int) -> list[int]:
         return _mask(_value(_value(self._details("nvmlDeviceGetMemoryAffinity", handle).affinity).numa_nodes), words)
 
+    # -- clocks ----------------------------------------------------------------------
+
+    def nvmlDeviceGetSupportedMemoryClocks(self, handle: Any) -> list[int]:
+        supported = _value(self._details("nvmlDeviceGetSupportedMemoryClocks", handle).clocks.supported)
+        return [memory for memory, _ in supported]
+
+    def nvmlDeviceGetSupportedGraphicsClocks(self, handle: Any, memory: int) -> list[int]:
+        supported = _value(self._details("nvmlDeviceGetSupportedGraphicsClocks", handle).clocks.supported)
+        for clock, graphics in supported:
+            if clock == memory:
+                return list(graphics)
+        return list(_raise(pynvml.NVML_ERROR_INVALID_ARGUMENT))  # a memory clock it does not have
+
     # -- processes -------------------------------------------------------------------
 
     def nvmlDeviceGetProcessUtilization(self, handle: Any, since: int) -> list[Any]:

@@ -38,7 +38,7 @@ from gpudiag.model import (
     Reading,
     Reason,
 )
-from gpudiag.readings import GPM_METRICS, GPU_READINGS, NO_INSTANCE, Spec, reading_at
+from gpudiag.readings import GPM_METRICS, GPU_READINGS, NO_INSTANCE, Spec, field_key, reading_at
 
 _INIT_ERRORS = {
     NvmlStatus.LIBRARY_NOT_FOUND: pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,
@@ -119,6 +119,8 @@ _PADDING: dict[str, tuple[Any, ...]] = {
 _STRUCTS: dict[str, Callable[[], Any]] = {"nvmlDeviceGetUtilizationRates": pynvml.c_nvmlUtilization_t}
 # GPM metric ids by the model.Profiling field that keeps each, and the factor from GPM's unit to the model's.
 _GPM_FIELDS = {metric: (name, factor) for name, metric, factor in GPM_METRICS}
+# nvmlFieldValue_t's value member by its valueType (nvmlValueType_t).
+_VALUE_MEMBERS = {1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 # Per-link field ids (the link is the scope), answered from the recorded NVLinks, and their value types.
 _NVLINK_FIELDS = {
     pynvml.NVML_FI_DEV_NVLINK_GET_SPEED: pynvml.NVML_VALUE_TYPE_UNSIGNED_INT,
@@ -224,7 +226,33 @@ def _calls_of(row: Spec) -> list[Any]:
 
 
 def _fields_of(row: Spec) -> list[Any]:
-    return [row.field] if row.field else []
+    return [field_key(row)] if row.field else []
+
+
+@functools.cache
+def _struct_calls() -> frozenset[str]:
+    """The detail calls that fill a struct passed by reference (rows with ``struct``)."""
+    from gpudiag.details import DETAIL_READINGS
+
+    return frozenset(name for row in DETAIL_READINGS if row.struct for name in _calls_of(row))
+
+
+def fill_struct(struct: Any, data: Any) -> None:
+    """Set a ctypes struct's members from an answer (a namespace or dict; nested structs and arrays
+    from nested dicts and lists), as the C library fills a struct passed by reference."""
+    items = vars(data) if not isinstance(data, dict) else data
+    for name, value in items.items():
+        if isinstance(value, dict | SimpleNamespace):
+            fill_struct(getattr(struct, name), value)
+        elif isinstance(value, list):
+            array = getattr(struct, name)
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    fill_struct(array[i], item)
+                else:
+                    array[i] = item
+        else:
+            setattr(struct, name, value)
 
 
 # The calls the per-GPU rows (gpudiag.readings.GPU_READINGS) declare, answered from them (indexed on
@@ -301,7 +329,14 @@ def _value(reading: Reading[Any]) -> Any:
         return reading.value
     if reading.reason is Reason.NOT_RECORDED or reading.reason is Reason.NOT_READ:  # the file does not hold it
         raise NotRecordedError()
-    return _raise(_REASON_ERRORS[reading.reason])
+    code = _REASON_ERRORS[reading.reason]
+    if reading.reason is Reason.UNAVAILABLE and reading.detail.endswith(": not ready"):
+        code = pynvml.NVML_ERROR_NOT_READY  # as the probe read it (the InfoROM BBX not flushed yet)
+    exc = pynvml.NVMLError(code)
+    if reading.reason in (Reason.UNAVAILABLE, Reason.UNKNOWN_ERROR) and reading.detail:
+        # What the recording said, for gpudiag's probe (NVML's unknown error to other readers).
+        exc.gpudiag_reason, exc.gpudiag_detail = reading.reason.value, reading.detail
+    raise exc
 
 
 def _bus_id_key(bus_id: str) -> tuple[int, ...] | None:
@@ -358,6 +393,7 @@ class FakeNvml(ModuleType):
         # GPM sample buffers (nvmlGpmSampleAlloc), by address: the GPU sampled into each (its position)
         # and its profiling reading then, or None while the buffer holds no sample.
         self._gpm_samples: dict[int, tuple[int, Reading[Any]] | None] = {}
+        self._unrecorded_fields: set[int] = set()  # addresses of field slots answered "not recorded"
 
     @property
     def calls(self) -> list[str]:
@@ -449,8 +485,13 @@ class FakeNvml(ModuleType):
 
     def answer(self, name: str, handle: FakeHandle, *args: Any) -> Any:
         """The answer to ``name(handle, *args)`` from the readings whose rows declare that call (a
-        subclass that overrides a call for a test gives the rest to this)."""
+        subclass that overrides a call for a test gives the rest to this). A call that fills a struct
+        passed by reference (its last argument) fills it and answers NVML_SUCCESS, as nvidia-ml-py's."""
         self._enter(name)
+        if name in _struct_calls():
+            *rest, ref = args
+            fill_struct(ref._obj, self._answer(name, self._gpu(handle), handle, None, tuple(rest)))
+            return pynvml.NVML_SUCCESS
         return self._answer(name, self._gpu(handle), handle, _gpu_calls().get(name), args)
 
     def _answer(self, name: str, gpu: Gpu, handle: FakeHandle, own: _Call | None, args: tuple[Any, ...]) -> Any:
@@ -659,6 +700,37 @@ class FakeNvml(ModuleType):
         self._enter("nvmlDeviceGetPowerManagementLimit")
         return round(float(_value(self._full_gpu(handle).power_limit_w)) * 1000)
 
+    # -- MIG devices' own answers (nvitop reads BAR1 of each) ---------------------------
+
+    def nvmlDeviceGetBAR1MemoryInfo(self, handle: FakeHandle) -> Any:
+        if handle.mig_slot is None:  # the GPU's own: from its details' row
+            return self.answer("nvmlDeviceGetBAR1MemoryInfo", handle)
+        self._enter("nvmlDeviceGetBAR1MemoryInfo")
+        bar1 = _value(self._mig(handle).bar1)
+        return SimpleNamespace(bar1Total=bar1.total_bytes, bar1Used=bar1.used_bytes, bar1Free=bar1.free_bytes)
+
+    def nvmlDeviceGetAttributes_v2(self, handle: FakeHandle) -> Any:
+        """A MIG device's share of its GPU; a whole GPU answers NOT_SUPPORTED (captured on the H100)."""
+        self._enter("nvmlDeviceGetAttributes_v2")
+        if handle.mig_slot is None:
+            self._gpu(handle)
+            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        a = _value(self._mig(handle).attributes)
+        return SimpleNamespace(
+            multiprocessorCount=a.multiprocessors,
+            sharedCopyEngineCount=a.copy_engines,
+            sharedDecoderCount=a.decoders,
+            sharedEncoderCount=a.encoders,
+            sharedJpegCount=a.jpeg_decoders,
+            sharedOfaCount=a.ofas,
+            gpuInstanceSliceCount=a.gpu_instance_slices,
+            computeInstanceSliceCount=a.compute_instance_slices,
+            memorySizeMB=a.memory_mib,
+        )
+
+    def nvmlDeviceGetAttributes(self, handle: FakeHandle) -> Any:
+        return self.nvmlDeviceGetAttributes_v2(handle)
+
     # -- health ----------------------------------------------------------------------
 
     def nvmlDeviceGetRetiredPages(self, handle: FakeHandle, cause: int) -> list[int]:
@@ -694,7 +766,13 @@ class FakeNvml(ModuleType):
             _raise(code)
         return values
 
+    def field_not_recorded(self, slot: Any) -> bool:
+        """Whether a field value this fake answered with an error is one the snapshot does not hold
+        (NVML's unknown error to gpustat and nvitop; gpudiag's probe asks, to say "not recorded")."""
+        return ctypes.addressof(slot) in self._unrecorded_fields
+
     def _fill_field_values(self, handle: FakeHandle, field_ids: list[Any], values: Any) -> int:
+        self._unrecorded_fields.clear()  # the slots of the latest call only
         try:
             gpu = self._full_gpu(handle)
         except pynvml.NVMLError as exc:
@@ -706,24 +784,13 @@ class FakeNvml(ModuleType):
                 value, value_type = self._field(gpu, handle, int(slot.fieldId), int(slot.scopeId))
             except pynvml.NVMLError as exc:
                 slot.nvmlReturn = int(exc.value)
+                if isinstance(exc, NotRecordedError):
+                    self._unrecorded_fields.add(ctypes.addressof(slot))
                 continue
             slot.nvmlReturn = pynvml.NVML_SUCCESS
             slot.valueType = value_type
-            setattr(slot.value, "ullVal" if value_type == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG else "uiVal", value)
+            setattr(slot.value, _VALUE_MEMBERS.get(value_type, "uiVal"), value)
         return int(pynvml.NVML_SUCCESS)
-
-    def gpudiag_unrecorded_field(self, handle: FakeHandle, field: Any) -> bool:
-        """Whether the snapshot does not hold a field value (an id, or an (id, scope) pair): NVML's
-        field values carry a status code each, which has no word for "not recorded", so the probe
-        asks this where a call's NotRecordedError would say it."""
-        field_id, scope = field if isinstance(field, tuple) else (field, 0)
-        try:
-            self._field(self._full_gpu(handle), handle, int(field_id), int(scope))
-        except NotRecordedError:
-            return True
-        except pynvml.NVMLError:
-            return False
-        return False
 
     def _field(self, gpu: Gpu, handle: FakeHandle, field_id: int, scope: int) -> tuple[int, int]:
         """One field value and its nvmlValueType_t, from the row that declares the field (or the call)."""
@@ -731,10 +798,10 @@ class FakeNvml(ModuleType):
             call, value_type = _FIELDS_OF_CALLS[field_id]
             found = self._rows(gpu, handle, _gpu_calls().get(call), _detail_rows_by_call, call, ())
         else:
-            own = _gpu_fields().get(field_id)
-            if own is not None and all(spec.scope != scope for a in own.by_args.values() for spec in a.specs):
-                own = None  # the row reads the field for another scope (ALL_LINKS): one link's is the link's
-            found = self._rows(gpu, handle, own, _detail_rows_by_field, field_id, ())
+            # A row answers only the scope it declares (readings.field_key): the all-links NVLink data
+            # (ALL_LINKS) is not one link's, and a scoped power field (the module's) is its own row.
+            key = (field_id, scope) if scope else field_id
+            found = self._rows(gpu, handle, _gpu_fields().get(key), _detail_rows_by_field, key, ())
             value_type = found.specs[0].value_type if found is not None else 0
         if found is not None:
             return int(found.encodes[0](_value(found.reads[0](gpu)))), value_type

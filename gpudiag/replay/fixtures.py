@@ -208,6 +208,8 @@ def _mig_layout_of(gpu: Gpu) -> Gpu:
     return replace(gpu, mig_profiles=off, mig_instances=instances)
 
 
+# Readings NVML gives as signed integers (nvmlValueType_t 5): a threshold relative to the T.Limit.
+SIGNED_KEYS = ("_tlimit_c",)
 # NVML reports power in milliwatts as an unsigned int: no reading in watts is larger than this.
 MAX_WATTS = (2**32 - 1) / 1000
 
@@ -225,6 +227,8 @@ def _impossible_number(data: Any) -> str | None:
             stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
         elif isinstance(value, bool) or value is None or isinstance(value, str):
             continue
+        elif isinstance(value, int) and path.endswith(SIGNED_KEYS) and -(2**31) <= value < 2**31:
+            continue  # NVML's signed field values: degrees beyond a T.Limit
         elif isinstance(value, int) and not 0 <= value <= UINT64_MAX:
             return f"{path}: {shorten(str(value))} is outside 0..2**64-1"
         elif isinstance(value, float) and not (math.isfinite(value) and value >= 0):

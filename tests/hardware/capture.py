@@ -1,17 +1,21 @@
 """Example machines built from a real-hardware capture, by running gpudiag's own probe on it.
 
+A developer tool, kept with the acceptance tooling (not in the installed package):
 ``docs/hardware/<gpu>/nvml-getters-*.json`` holds what every simple NVML getter returned on
-one GPU (a value, or the NVMLError class it raised). :class:`CaptureNvml` answers the same
-calls from that file, so :class:`~gpudiag.probe.nvml.NvmlSession` reads the captured GPU
-exactly as it read the real one. The few calls that take arguments the capture did not try
-(InfoROM objects, affinity masks, some field values) are answered from nvidia-smi's own
-output of the same GPU (``nvidia-smi-query-gpu-each-field.tsv``, ``nvidia-smi-topo-m.txt``),
-listed in :data:`FROM_NVIDIA_SMI` with where each comes from.
+one GPU (a value, or the NVMLError class it raised; ``tests/hardware/tools/nvml_getters.py``
+records it). :class:`CaptureNvml` answers the same calls from that file, so
+:class:`~gpudiag.probe.nvml.NvmlSession` reads the captured GPU exactly as it read the real one.
+The calls that take arguments or structs the capture did not try (InfoROM objects, affinity
+masks, some field values, structs passed by reference) are answered from nvidia-smi's own output
+of the same GPU (``nvidia-smi-query-gpu-each-field.tsv``, ``nvidia-smi-q.txt``, ``-q.xml``,
+``nvidia-smi-topo-m.txt``), listed in :data:`FROM_NVIDIA_SMI` with where each comes from; the
+few nothing recorded (:data:`NOT_CAPTURED`) answer "not recorded".
 
-    python -m gpudiag.replay.capture idle > tests/machines/h100-capture-idle.json
+    python -m tests.hardware.capture idle > machine.json
+    python -m tests.hardware.capture --into gpudiag/machines/h100-driver580-idle.json idle
 
 NVML's GPM (profiling metrics) is recorded apart, on the GPU machine, as ``nvml-gpm-<moment>.json``
-(``python -m gpudiag.replay.capture --record-gpm [SECONDS]``); the capture tool answers GPM's calls
+(``python -m tests.hardware.capture --record-gpm [SECONDS]``); the capture tool answers GPM's calls
 from it, and "not recorded" without it (the H100 capture of 2026-11-22 has none).
 """
 
@@ -27,11 +31,12 @@ import pynvml
 
 from gpudiag.model import ALL_GROUPS, MACHINE_SCHEMA, HostProcess, HostState, Machine, Reading, Reason
 from gpudiag.probe.nvml import NvmlSession
-from gpudiag.readings import GPU_READINGS, TEXT, Spec
+from gpudiag.readings import GPU_READINGS, TEXT, Spec, field_key
 from gpudiag.replay import fixtures
-from gpudiag.replay.fake_nvml import NotRecordedError
+from gpudiag.replay.fake_nvml import NotRecordedError, fill_struct
 
 CAPTURE_DIR = Path(__file__).resolve().parent.parent.parent / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
+MIB = 1 << 20
 
 _ERROR_CODES = {
     type(pynvml.NVMLError(getattr(pynvml, name))).__name__: getattr(pynvml, name)
@@ -61,10 +66,50 @@ FROM_NVIDIA_SMI: dict[str, Any] = {
     "nvmlDeviceGetMemoryErrorCounter(1, 0, 7)": 0,
     "nvmlDeviceGetMemoryErrorCounter(1, 1, 7)": 0,
     "nvmlDeviceGetRetiredPages(0,)": "NVMLError_NotSupported",  # retired_pages.single_bit_ecc.count [N/A]
+    # -q -x's supported_clocks: each memory clock's graphics clocks, 1980 down to 345 MHz by 15.
+    "nvmlDeviceGetSupportedGraphicsClocks(2619,)": list(range(1980, 344, -15)),
+    "nvmlDeviceGetSupportedGraphicsClocks(1593,)": list(range(1980, 344, -15)),
+    # Structs passed by reference, which the getter capture could not call:
+    "nvmlDeviceGetCapabilities": {"capMask": 0},  # -q: Capabilities / EGM : disabled
+    "nvmlDeviceGetGpuFabricInfoV": "NVMLError_NotSupported",  # -q: every Fabric line N/A (fabric.* N/A)
+    "nvmlDeviceWorkloadPowerProfileGetCurrentProfiles": "NVMLError_NotSupported",  # Workload Power Profiles N/A
 }
-# Field values by id: power.draw.average / .instant (mW) and the clock-event counters (ns).
-FIELDS_FROM_NVIDIA_SMI = {
-    "idle": {185: 71290, 186: 71890, 74: 0, 76: 0, 269: 0, 270: 0, 271: 0, 230: 0, 301: 0, 302: 0},
+# Calls nothing of the capture answers: "not recorded" in the examples, until a capture records them
+# (tests/hardware/tools/nvml_getters.py now calls them). nvmlDeviceGetPlatformInfo: -q printed N/A for
+# the platform lines while --query-gpu printed placeholder values on another board of the kind, so
+# neither can stand for the call's answer.
+NOT_CAPTURED = frozenset({"nvmlDeviceGetPlatformInfo"})
+# Field values by id (a scoped one by (id, scope)): power.draw.average / .instant (mW), the clock-event
+# counters (ns); from -q: Replay Number Rollovers 0, the T.Limit thresholds (-8, -2, 0, 0 C), the memory's
+# average power (mW); what -q printed N/A for: NVML's NOT_SUPPORTED.
+_NOT_SUPPORTED = "NVMLError_NotSupported"
+_FROM_Q: dict[Any, Any] = {
+    95: 0,
+    193: -8,
+    194: -2,
+    195: 0,
+    196: 0,
+    228: _NOT_SUPPORTED,  # Atomic Caps Outbound N/A
+    229: _NOT_SUPPORTED,  # Atomic Caps Inbound N/A
+    251: _NOT_SUPPORTED,  # Power Smoothing N/A
+    (186, 2): _NOT_SUPPORTED,  # GPU Memory Power Readings / Instantaneous Power Draw N/A
+    **{(field, 1): _NOT_SUPPORTED for field in (185, 186, 187, 188, 189, 190, 192)},  # Module Power Readings N/A
+}
+FIELDS_FROM_NVIDIA_SMI: dict[str, dict[Any, Any]] = {
+    "idle": {
+        185: 71290,
+        186: 71890,
+        74: 0,
+        76: 0,
+        269: 0,
+        270: 0,
+        271: 0,
+        230: 0,
+        301: 0,
+        302: 0,
+        (185, 2): 37640,  # nvidia-smi-q.txt: GPU Memory Power Readings / Average Power Draw 37.64 W
+        **_FROM_Q,
+    },
     "busy": {
         185: 118690,
         186: 119570,
@@ -76,6 +121,8 @@ FIELDS_FROM_NVIDIA_SMI = {
         230: 0,
         301: 0,
         302: 0,
+        (185, 2): 36070,  # nvidia-smi-q-busy.xml: gpu_memory_power_readings/average_power_draw
+        **_FROM_Q,
     },  # from nvidia-smi-q-busy.xml
 }
 # The busy capture's process as nvidia-smi --query-compute-apps showed it (pid 1128, python3).
@@ -92,12 +139,14 @@ FIELDS_NOT_CAPTURED = {
     197: "PCIe bytes sent: not asked in the getter capture",
     198: "PCIe bytes received: idem",
 }
-# NVML GPM (profiling metrics), recorded by `python -m gpudiag.replay.capture --record-gpm` into this file
+# NVML GPM (profiling metrics), recorded by `python -m tests.hardware.capture --record-gpm` into this file
 # beside the getter capture; without it, GPM's calls answer "not recorded".
 GPM_CAPTURE = "nvml-gpm-{moment}.json"
 
 
 def _namespace(value: Any) -> Any:
+    if isinstance(value, dict) and set(value) == {"hex"}:  # a byte array of a struct (nvml_getters.py)
+        return bytes.fromhex(value["hex"])
     if isinstance(value, dict):
         return SimpleNamespace(**{k: _namespace(v) for k, v in value.items()})
     if isinstance(value, list):
@@ -114,15 +163,16 @@ def _answer(value: Any) -> Any:
 class CaptureNvml:
     """A ``pynvml`` stand-in for the one captured GPU: each call answers as the capture shows."""
 
-    def __init__(self, getters: dict[str, Any], fields: dict[int, int], gpm: dict[str, Any] | None = None) -> None:
+    def __init__(self, getters: dict[str, Any], fields: dict[Any, Any], gpm: dict[str, Any] | None = None) -> None:
         self._system = getters["system"]
         self._device = getters["device0"]
         self._gpm = gpm
-        self._fields: dict[int, Any] = dict(fields)
+        self._fields: dict[Any, Any] = dict(fields)
         for key, entry in self._device.items():
             if key.startswith("nvmlDeviceGetFieldValues(") and "ok" in entry:
                 for item in entry["ok"]:
-                    self._fields[item["fieldId"]] = item
+                    scope = item.get("scopeId", 0)
+                    self._fields[(item["fieldId"], scope) if scope else item["fieldId"]] = item
         self.unanswered: list[str] = []  # calls neither the capture nor nvidia-smi's output answer
 
     def __getattr__(self, name: str) -> Any:
@@ -173,23 +223,28 @@ class CaptureNvml:
     def nvmlDeviceGetFieldValues(self, handle: int, ids: list[Any]) -> list[Any]:
         out = []
         for fid in ids:
-            fid = fid[0] if isinstance(fid, tuple) else fid
-            if fid in FIELDS_NOT_CAPTURED:
-                out.append(SimpleNamespace(fieldId=fid, nvmlReturn=pynvml.NVML_ERROR_UNKNOWN))
+            key = fid if isinstance(fid, tuple) and fid[1] else (fid[0] if isinstance(fid, tuple) else fid)
+            number, scope = key if isinstance(key, tuple) else (key, 0)
+            if number in FIELDS_NOT_CAPTURED:
+                out.append(SimpleNamespace(fieldId=number, scopeId=scope, nvmlReturn=pynvml.NVML_ERROR_UNKNOWN))
                 continue
-            if fid not in self._fields:
-                self.unanswered.append(f"nvmlDeviceGetFieldValues([{fid}])")
-                out.append(SimpleNamespace(fieldId=fid, nvmlReturn=pynvml.NVML_ERROR_NOT_SUPPORTED))
+            if key not in self._fields:
+                self.unanswered.append(f"nvmlDeviceGetFieldValues([{key}])")
+                out.append(SimpleNamespace(fieldId=number, scopeId=scope, nvmlReturn=pynvml.NVML_ERROR_NOT_SUPPORTED))
                 continue
-            item = self._fields[fid]
+            item = self._fields[key]
             if isinstance(item, dict):
                 out.append(_namespace(item))
+            elif isinstance(item, str):  # an NVMLError class name
+                code = _ERROR_CODES[item]
+                out.append(SimpleNamespace(fieldId=number, scopeId=scope, nvmlReturn=code))
             else:
-                value_type = _field_value_types().get(fid, pynvml.NVML_VALUE_TYPE_UNSIGNED_INT)
-                member = "ullVal" if value_type == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG else "uiVal"
+                value_type = _field_value_types().get(key, pynvml.NVML_VALUE_TYPE_UNSIGNED_INT)
+                member = {3: "ullVal", 5: "siVal"}.get(value_type, "uiVal")
                 out.append(
                     SimpleNamespace(
-                        fieldId=fid,
+                        fieldId=number,
+                        scopeId=scope,
                         nvmlReturn=pynvml.NVML_SUCCESS,
                         valueType=value_type,
                         value=SimpleNamespace(**{member: item}),
@@ -197,9 +252,10 @@ class CaptureNvml:
                 )
         return out
 
-    def gpudiag_unrecorded_field(self, handle: int, field: Any) -> bool:
-        """Field values this capture does not hold (see the fake NVML's method of the same name)."""
-        return (field[0] if isinstance(field, tuple) else field) in FIELDS_NOT_CAPTURED
+    def field_not_recorded(self, slot: Any) -> bool:
+        """Whether a field value answered with an error is one this capture does not hold (see the fake
+        NVML's method of the same name)."""
+        return int(slot.nvmlReturn) == pynvml.NVML_ERROR_UNKNOWN and int(slot.fieldId) in FIELDS_NOT_CAPTURED
 
     # GPM, from its recording (GPM_CAPTURE): the metrics of one window, whatever two samples are asked.
 
@@ -237,18 +293,27 @@ class CaptureNvml:
     def _call(self, name: str, args: tuple[Any, ...]) -> Any:
         table = self._system if name.startswith("nvmlSystem") else self._device
         rest = args[1:] if name.startswith("nvmlDevice") else args
+        ref = rest[-1] if rest and hasattr(rest[-1], "_obj") else None  # a struct passed by reference
+        if ref is not None:
+            rest = rest[:-1]
         if name in ("nvmlDeviceGetMemoryInfo",) and rest:
             rest = (int(rest[0]),)
         key = f"{name}{rest!r}" if rest else name
-        if key in FROM_NVIDIA_SMI:
-            return _answer(FROM_NVIDIA_SMI[key])
         entry = table.get(key)
-        if entry is None or "signature" in entry:
-            self.unanswered.append(key)
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
-        if "error" in entry:
-            return _answer(entry["error"])
-        return _namespace(entry["ok"])
+        if entry is not None and ("ok" in entry or "error" in entry):  # what the GPU answered
+            if "error" in entry:
+                return _answer(entry["error"])
+            answer = _namespace(entry["ok"])
+        elif key in FROM_NVIDIA_SMI:  # what nvidia-smi printed of it
+            answer = _answer(FROM_NVIDIA_SMI[key])
+        else:
+            if name not in NOT_CAPTURED:
+                self.unanswered.append(key)
+            raise NotRecordedError()
+        if ref is None:
+            return answer
+        fill_struct(ref._obj, answer)
+        return pynvml.NVML_SUCCESS
 
 
 def _detail_rows() -> tuple[Spec, ...]:
@@ -257,8 +322,8 @@ def _detail_rows() -> tuple[Spec, ...]:
     return DETAIL_READINGS
 
 
-def _field_value_types() -> dict[int, int]:
-    return {row.field: row.value_type for row in (*GPU_READINGS, *_detail_rows()) if row.field}
+def _field_value_types() -> dict[Any, int]:
+    return {field_key(row): row.value_type for row in (*GPU_READINGS, *_detail_rows()) if row.field}
 
 
 def _host(pid: int) -> HostProcess:
@@ -286,7 +351,7 @@ def build(moment: str, capture_dir: Path = CAPTURE_DIR) -> tuple[Machine, list[s
     machine = Machine(
         schema=MACHINE_SCHEMA,
         source="fixture",
-        collected_at=0.0,
+        collected_at=snapshot.collected_at,  # when the snapshot of this moment was taken
         nvml=session.info,
         gpus=gpus,
         host=snapshot.host,
@@ -319,6 +384,8 @@ def details_for_snapshot(moment: str, capture_dir: Path = CAPTURE_DIR) -> dict[s
 
     def number(path: str) -> int | float:
         text = gpu.findtext(path, "").split()[0]
+        if text.startswith("0x"):  # the PDI
+            return int(text, 16)
         return float(text) if "." in text else int(text)
 
     for row in _detail_rows():
@@ -328,6 +395,11 @@ def details_for_snapshot(moment: str, capture_dir: Path = CAPTURE_DIR) -> dict[s
             for part in path:
                 node = node[part]
             node[name] = gpu.findtext(row.smi) if row.codec is TEXT else number(row.smi)
+    # BAR1 of this GPU, as -q -x shows it (whole MiB: nvidia-smi rounds up, and these add to the total).
+    details["bar1"] = {
+        part: int(number(f"bar1_memory_usage/{name}")) * MIB
+        for part, name in (("total_bytes", "total"), ("used_bytes", "used"), ("free_bytes", "free"))
+    }
     snapshot, _ = fixtures.load(str(capture_dir / f"gpudiag-snapshot-{moment}.json"))
     pids = {p.pid for p in snapshot.gpus[0].processes.get(())}
     loads = details["process_load"]
