@@ -13,11 +13,12 @@ from gpudiag.fleet import hostlists, nodefiles, outliers, report
 from gpudiag.fleet.nodefiles import Kind
 from gpudiag.fleet.report import State
 from tests import fleet_files as ff
+from tests import golden
 from tests.conftest import Cli
 
 BROKEN = "a100-ecc-errors"  # ECC errors, a pending row remap, NVML asks for a GPU reset
 HEALTHY = "h100x8-healthy"
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = golden.GOLDEN
 
 
 def fleet(tmp_path: Path, nodes: dict[str, str]) -> Path:
@@ -285,8 +286,7 @@ def test_rendered_report_at_a_fixed_width(cli: Cli, tmp_path: Path) -> None:
     ff.write(directory, "gpu5.json", b"")
     code, out, _ = cli("report", str(directory), "--expect", "gpu[1-5]", width=100)
     assert code == ExitCode.FAILED
-    expected = (GOLDEN / "report-fleet.txt").read_text().replace("{directory}", str(directory))
-    assert out == expected
+    golden.assert_matches_golden(GOLDEN / "report-fleet.txt", out.replace(str(directory), "{directory}"))
 
 
 def test_check_json_carries_the_figures_and_the_slurm_node(cli: Cli) -> None:
@@ -298,6 +298,7 @@ def test_check_json_carries_the_figures_and_the_slurm_node(cli: Cli) -> None:
     assert (memory["host"], memory["slurm_node"]) == ("a100-node-31", "gpu003")
 
 
+@pytest.mark.slow
 def test_real_bench_transfer_output_is_read(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """bench-transfer --json as the command writes it (the real child on fake copies), healthy and trained down."""
     from tests.test_bench_cli import _fake_child
