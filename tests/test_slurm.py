@@ -174,7 +174,8 @@ def cluster() -> Iterator[Cluster]:
     conf = _write_config(root, node)
     # gpudiag as installed on a node: this checkout's, with this interpreter.
     gpudiag = root / "bin" / "gpudiag"
-    gpudiag.write_text(f'#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m gpudiag "$@"\n')
+    python = os.path.abspath(sys.executable)  # slurmd runs it elsewhere: never a relative path
+    gpudiag.write_text(f'#!/bin/sh\nPYTHONPATH={ROOT} exec {python} -m gpudiag "$@"\n')
     gpudiag.chmod(0o755)
     # The example Prolog, installed as slurm.conf's Prolog, reading its settings file.
     prolog = root / "etc" / "prolog.sh"
