@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -22,16 +23,23 @@ REPLAY = next((PACKAGE / name for name in ("replay", "testing") if (PACKAGE / na
 STANDALONE_CHILDREN = ("protocol", "torch_probe", "functional", "visible_probe")
 
 
-def imports(path: Path) -> set[str]:
+@functools.cache
+def tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for every rule here."""
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
+def imports(path: Path) -> frozenset[str]:
     """Every module a file imports, anywhere in it (functions and TYPE_CHECKING blocks included)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(tree(path)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module is not None and node.level == 0:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return found
+    return frozenset(found)
 
 
 def modules(folder: Path = PACKAGE) -> list[Path]:
@@ -82,8 +90,7 @@ def test_no_program_lives_in_a_string() -> None:
     """Children are run by path; nothing builds code for ``python -c`` (or exec) any more."""
     offenders = []
     for path in modules():
-        tree = ast.parse(path.read_text(), str(path))
-        for node in ast.walk(tree):
+        for node in ast.walk(tree(path)):
             if isinstance(node, ast.Constant) and node.value == "-c":
                 offenders.append(f"{name(path)}:{node.lineno} passes -c")
             # (eval of a type annotation, as serialize does, is typing, not a program)
