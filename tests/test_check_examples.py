@@ -71,6 +71,7 @@ def run_prolog(bindir: Path, **env: str) -> int:
     return subprocess.run(["bash", str(PROLOG)], env=full, timeout=120).returncode
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_drains_with_the_failing_checks_from_a_real_run(tmp_path: Path) -> None:
     bindir, log = fake_bin(tmp_path, f'exec {sys.executable} -m gpudiag --replay misconfigured-node "$@"\n')
@@ -88,6 +89,7 @@ exit 5
 """
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_drains_when_gpudiag_could_not_run(tmp_path: Path) -> None:
     bindir, log = fake_bin(tmp_path, COULD_NOT_RUN)
@@ -95,6 +97,7 @@ def test_prolog_drains_when_gpudiag_could_not_run(tmp_path: Path) -> None:
     assert "Reason=gpudiag: could not run: the torch probe could not start: x (exit 5)" in log.read_text()
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_can_let_jobs_run_when_gpudiag_could_not_run(tmp_path: Path) -> None:
     bindir, log = fake_bin(tmp_path, COULD_NOT_RUN)
@@ -103,6 +106,7 @@ def test_prolog_can_let_jobs_run_when_gpudiag_could_not_run(tmp_path: Path) -> N
     assert "scontrol update" not in text and "logger -t gpudiag-prolog" in text
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_treats_a_hang_as_a_drain(tmp_path: Path) -> None:
     bindir, log = fake_bin(tmp_path, "exec sleep 30\n")
@@ -110,6 +114,7 @@ def test_prolog_treats_a_hang_as_a_drain(tmp_path: Path) -> None:
     assert "timed out after 1 s" in log.read_text()
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_passes_the_expected_gpu_count(tmp_path: Path) -> None:
     bindir, log = fake_bin(tmp_path, f'exec {sys.executable} -m gpudiag --replay h100x8-healthy "$@"\n')
@@ -119,6 +124,7 @@ def test_prolog_passes_the_expected_gpu_count(tmp_path: Path) -> None:
     assert "Reason=gpudiag: nvml.gpu_count" in log.read_text()
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_reads_its_settings_file(tmp_path: Path) -> None:
     bindir, log = fake_bin(tmp_path, f'exec {sys.executable} -m gpudiag --replay h100x8-healthy "$@"\n')

@@ -104,6 +104,7 @@ def run(cli: Cli, slurm: FakeSlurm, *args: str) -> tuple[int, str, str]:
     return cli("drain", *args, env={"PATH": f"{slurm.bindir}:{os.environ['PATH']}"})
 
 
+@pytest.mark.slow
 def test_dry_run_prints_and_changes_nothing(cli: Cli, tmp_path: Path, report_file: Path) -> None:
     slurm = install(tmp_path, {"gpu1": ("IDLE", ""), "gpu2": ("IDLE", ""), "gpu3": ("ALLOCATED", "admin: keep")})
     code, out, _ = run(cli, slurm, str(report_file))
@@ -115,6 +116,7 @@ def test_dry_run_prints_and_changes_nothing(cli: Cli, tmp_path: Path, report_fil
     assert slurm.updates() == []
 
 
+@pytest.mark.slow
 def test_execute_drains_and_resume_undrains_only_ours(cli: Cli, tmp_path: Path, report_file: Path) -> None:
     slurm = install(
         tmp_path,
@@ -137,12 +139,14 @@ def test_execute_drains_and_resume_undrains_only_ours(cli: Cli, tmp_path: Path, 
     assert slurm.nodes()["gpu1"] == {"state": "IDLE", "reason": ""}
 
 
+@pytest.mark.slow
 def test_drain_takes_node_files_directly(cli: Cli, tmp_path: Path, report_file: Path) -> None:
     slurm = install(tmp_path, {"gpu2": ("IDLE", ""), "gpu3": ("IDLE", "")})
     _, out, _ = run(cli, slurm, str(tmp_path / "nodes"))
     assert out.count("State=DRAIN") == 2
 
 
+@pytest.mark.slow
 def test_a_failed_update_fails_the_command(cli: Cli, tmp_path: Path, report_file: Path) -> None:
     slurm = install(tmp_path, {"gpu2": ("IDLE", ""), "gpu3": ("IDLE", "")}, fail_updates=True)
     code, _, err = run(cli, slurm, str(report_file), "--execute")
