@@ -27,8 +27,8 @@ from pathlib import Path
 import msgspec
 from prometheus_client import CollectorRegistry, generate_latest
 
-from gpudiag.fleet.attribution import ProcReader
-from gpudiag.fleet.exporter import Attributor, Exporter
+from gpudiag.export.attribution import ProcReader
+from gpudiag.export.exporter import Attributor, Exporter
 from gpudiag.model import Machine, Reading
 from gpudiag.probe.collect import MachineSource, open_source
 from gpudiag.probe.host import PsutilHost

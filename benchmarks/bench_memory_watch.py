@@ -32,13 +32,17 @@ from pathlib import Path
 import msgspec
 from rich.console import Console
 
-from gpudiag import memory, track
+from gpudiag import track
+from gpudiag.memory.build import build
+from gpudiag.memory.state import WatchState
+from gpudiag.memory.view import GROUPS, MemoryView
 from gpudiag.model import Machine, Reading
 from gpudiag.probe.collect import MachineSource, open_source
 from gpudiag.probe.host import PsutilHost
 from gpudiag.render import memory_view
 from gpudiag.replay.fake_nvml import FakeNvml
 from gpudiag.replay.fixtures import load
+from gpudiag.track import entries
 
 TARGET_PERCENT = 2.0
 EXAMPLE = "h100x8-training-64procs"
@@ -49,30 +53,28 @@ def _cpu_ms(costs: list[float]) -> tuple[float, float]:
     return statistics.median(body) * 1000, body[int(len(body) * 0.9)] * 1000
 
 
-def _refreshes(
-    source: MachineSource, refreshes: int, render: Callable[[memory.MemoryView, memory.WatchState], None]
-) -> list[float]:
-    state = memory.WatchState()
+def _refreshes(source: MachineSource, refreshes: int, render: Callable[[MemoryView, WatchState], None]) -> list[float]:
+    state = WatchState()
     costs = []
     for _ in range(refreshes):
         start = time.process_time()
-        view = state.update(memory.build(source.read(), track.read_entries()), time.time())
+        view = state.update(build(source.read(), entries.read_entries()), time.time())
         render(view, state)
         costs.append(time.process_time() - start)
     return costs
 
 
-def _live_renderer() -> Callable[[memory.MemoryView, memory.WatchState], None]:
+def _live_renderer() -> Callable[[MemoryView, WatchState], None]:
     console = Console(file=io.StringIO(), width=160, height=50, force_terminal=True)  # a 160x50 terminal
 
-    def render(view: memory.MemoryView, state: memory.WatchState) -> None:
+    def render(view: MemoryView, state: WatchState) -> None:
         console.file = io.StringIO()
         console.print(memory_view.render(view, state, console.height))
 
     return render
 
 
-def _json_renderer(view: memory.MemoryView, state: memory.WatchState) -> None:
+def _json_renderer(view: MemoryView, state: WatchState) -> None:
     json.dumps(memory_view.to_json(view, state.last_at, state))
 
 
@@ -89,7 +91,8 @@ def _with_pids(machine: Machine, pids: list[int]) -> Machine:
 def bench_watch(refreshes: int) -> bool:
     print(f"`memory --watch`, {EXAMPLE} (8 GPUs, 64 processes), {refreshes} refreshes, CPU time per refresh:")
     ok = True
-    with open_source(EXAMPLE) as source:
+    with open_source(EXAMPLE, facts=GROUPS) as source:  # what `memory --watch` reads, no more
+        source.read()  # the first read also fetches the handles
         calls_before = len(source.lib.calls)
         source.read()
         per_read = len(source.lib.calls) - calls_before
@@ -114,6 +117,7 @@ def bench_watch(refreshes: int) -> bool:
             env=machine.env,
             torch_build=machine.torch_build,
             kernel_module_version=machine.nvml.kernel_module_version,
+            facts=GROUPS,
         )
         with source:
             median, p90 = _cpu_ms(_refreshes(source, refreshes, _live_renderer()))
@@ -162,11 +166,11 @@ def bench_tracker(steps: int, runs: int) -> None:
     cuda = "CUDA initialised" if track.snapshot(torch)["devices"] else "no CUDA initialised: no devices to read"
     print(f"tracker, torch {torch.__version__} ({cuda}):")
     print(
-        f"  one publish: {per_publish:.0f} us of CPU; every {track.DEFAULT_INTERVAL_S:g} s that is "
-        f"{per_publish / 1e6 / track.DEFAULT_INTERVAL_S * 100:.4f}% of a core"
+        f"  one publish: {per_publish:.0f} us of CPU; every {entries.DEFAULT_INTERVAL_S:g} s that is "
+        f"{per_publish / 1e6 / entries.DEFAULT_INTERVAL_S * 100:.4f}% of a core"
     )
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, track.DIR_ENV: tmp}
+        env = {**os.environ, entries.DIR_ENV: tmp}
         variants = {
             "off": ["off", "2"],
             "off, again (noise floor)": ["off", "2"],

@@ -6,36 +6,44 @@ _gpudiag() {
     cmd=""
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            bench-transfer|check|drain|examples|exporter|list|memory|report|snapshot|visible) cmd="${COMP_WORDS[i]}"; break ;;
+            bench-transfer|check|dmon|drain|examples|exporter|list|memory|mig|nvlink|pmon|report|snapshot|stat|topo|visible) cmd="${COMP_WORDS[i]}"; break ;;
         esac
     done
     case "$prev" in
         --alert-free-below) return ;;
         --alert-oom-within) return ;;
         --bind) return ;;
+        --budget) return ;;
         --color) COMPREPLY=($(compgen -W "auto always never" -- "$cur")); return ;;
         --compat) return ;;
         --count) return ;;
         --deadline) return ;;
+        --delay) return ;;
         --description) return ;;
         --device) return ;;
+        --display) return ;;
         --expect) return ;;
         --expect-gpus) return ;;
+        --filename) return ;;
         --format) COMPREPLY=($(compgen -W "csv csv,noheader csv,nounits csv,noheader,nounits" -- "$cur")); return ;;
+        --getthroughput) return ;;
         --hostname) return ;;
         --id) return ;;
         --interval) return ;;
         --iters) return ;;
         --junit) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --kubelet-socket) return ;;
+        --level) return ;;
         --log) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --max-process-series) return ;;
         --min-free) return ;;
         --mode) return ;;
         --modes) return ;;
         --only) return ;;
+        --options) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --order) return ;;
         --output) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --p2pstatus) return ;;
         --plot) return ;;
         --port) return ;;
         --postmortem) return ;;
@@ -45,7 +53,10 @@ _gpudiag() {
         --query) return ;;
         --query-compute-apps) return ;;
         --query-gpu) return ;;
-        --replay) COMPREPLY=($(compgen -W "a100-ecc-errors a100-mig a100-mig-no-instances a100x2-pcie-one-at-x8 container-pids driver-mismatch driver535-torch-cu128 geforce-no-ecc-power gpu-lost gtx1050-desktop h100-driver580-busy h100-driver580-idle h100-fragmented h100-leak-per-step h100-pcie-gen2-trained-down h100x8-healthy h100x8-nvswitch h100x8-ranks-imbalance h100x8-training-64procs hidepid-processes misconfigured-node mixed-gpus-workstation no-driver no-nvml-library no-permission old-driver-v1-processes p100-torch-cu128 rtx5090-torch-cu124 v100-pcie-gen3-x16 v100x4-tutorial zero-gpus" -- "$cur") $(compgen -f -- "$cur")); return ;;
+        --query-remapped-rows) return ;;
+        --query-retired-pages) return ;;
+        --query-supported-clocks) return ;;
+        --replay) COMPREPLY=($(compgen -W "a100-ecc-errors a100-mig a100-mig-no-instances a100x2-pcie-one-at-x8 container-pids driver-mismatch driver535-torch-cu128 geforce-no-ecc-power gpu-lost gtx1050-desktop h100-driver580-busy h100-driver580-idle h100-fragmented h100-leak-per-step h100-pcie-gen2-trained-down h100x8-healthy h100x8-nvswitch h100x8-ranks-imbalance h100x8-training-64procs hidepid-processes hostile-strings misconfigured-node mixed-gpus-workstation no-driver no-nvml-library no-permission old-driver-v1-processes p100-torch-cu128 rtx5090-torch-cu124 v100-pcie-gen3-x16 v100x4-tutorial zero-gpus" -- "$cur") $(compgen -f -- "$cur")); return ;;
         --require-capability) return ;;
         --require-cuda) return ;;
         --require-driver) return ;;
@@ -61,22 +72,33 @@ _gpudiag() {
         --torch-snapshot) return ;;
         --until-free) return ;;
         --value) return ;;
+        -c) return ;;
         -d) return ;;
+        -f) return ;;
+        -gt) return ;;
         -i) return ;;
         -o) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        -p2p) return ;;
+        -s) return ;;
     esac
     case "$cmd" in
         bench-transfer) COMPREPLY=($(compgen -W "--sizes --sweep --modes --device --iters --samples --gib --json --csv --help" -- "$cur")) ;;
-        check) COMPREPLY=($(compgen -W "--quick --json --junit --strict --only --skip --expect-gpus --min-free --temp-margin --allow-processes --require-driver --require-cuda --require-capability --require-gpu --require-torch --python --no-torch --timeout --textfile --npd --mode --deadline --help" -- "$cur")) ;;
+        check) COMPREPLY=($(compgen -W "--quick --json --junit --strict --only --skip --expect-gpus --min-free --temp-margin --allow-processes --require-driver --require-cuda --require-capability --require-gpu --require-torch --python --no-torch --timeout --textfile --npd --mode --deadline --level --budget --force --help" -- "$cur")) ;;
+        dmon) COMPREPLY=($(compgen -W "--id -i --select -s --count -c --delay -d --options -o --format --filename -f --json --help" -- "$cur")) ;;
         drain) COMPREPLY=($(compgen -W "--execute --resume --help" -- "$cur")) ;;
         examples) COMPREPLY=($(compgen -W " --help" -- "$cur")) ;;
         exporter) COMPREPLY=($(compgen -W "--port --bind --compat --max-process-series --kubelet-socket --no-kubelet --proc-root --hostname --once --help" -- "$cur")) ;;
-        list) COMPREPLY=($(compgen -W "--json --id -i --no-processes --details -q --query --query-gpu --query-compute-apps --format --watch -w --interval --count --help" -- "$cur")) ;;
+        list) COMPREPLY=($(compgen -W "--json --id -i --no-processes --details -q --display -d --xml-format -x --list-gpus -L --query --query-gpu --query-compute-apps --query-retired-pages --query-remapped-rows --query-supported-clocks --format --filename -f --watch -w --interval --count --help" -- "$cur")) ;;
         memory) COMPREPLY=($(compgen -W "--watch -w --interval --count --id -i --json --log --until-free --timeout --alert-free-below --alert-oom-within --postmortem --torch-snapshot --plot --output -o --prometheus --bind --textfile --help" -- "$cur")) ;;
-        report) COMPREPLY=($(compgen -W "--expect --json --junit --brief --help" -- "$cur")) ;;
+        mig) COMPREPLY=($(compgen -W "--id -i --list-gpu-instance-profiles -lgip --list-gpu-instances -lgi --list-compute-instances -lci --json --help" -- "$cur")) ;;
+        nvlink) COMPREPLY=($(compgen -W "--id -i --status -s --errorcounters -e --getthroughput -gt --json --help" -- "$cur")) ;;
+        pmon) COMPREPLY=($(compgen -W "--id -i --select -s --count -c --delay -d --options -o --format --filename -f --json --help" -- "$cur")) ;;
+        report) COMPREPLY=($(compgen -W "--expect --json --junit --nodes --brief --help" -- "$cur")) ;;
         snapshot) COMPREPLY=($(compgen -W "--output -o --description -d --no-torch --help" -- "$cur")) ;;
+        stat) COMPREPLY=($(compgen -W "--id -i --show-cmd -c --show-pid -p --show-power -P --no-processes --watch -w --interval --count --json --help" -- "$cur")) ;;
+        topo) COMPREPLY=($(compgen -W "--matrix -m --p2pstatus -p2p --json --help" -- "$cur")) ;;
         visible) COMPREPLY=($(compgen -W "--value --unset --order --select --probe --json --help" -- "$cur")) ;;
-        "") COMPREPLY=($(compgen -W "bench-transfer check drain examples exporter list memory report snapshot visible --replay --color --debug --version --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "bench-transfer check dmon drain examples exporter list memory mig nvlink pmon report snapshot stat topo visible --replay --color --debug --version --help" -- "$cur")) ;;
     esac
 }
 complete -o default -F _gpudiag gpudiag

@@ -23,6 +23,12 @@ COMMANDS = (
     "exporter",
     "report",
     "drain",
+    "dmon",
+    "pmon",
+    "topo",
+    "nvlink",
+    "mig",
+    "stat",
 )
 # Global options that take a value, so that their value is not read as a command name.
 VALUE_OPTIONS = ("--replay", "--color")

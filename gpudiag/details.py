@@ -1,15 +1,52 @@
-"""The detail facts of a GPU that `nvidia-smi -q` shows beyond its summary table.
+"""The detail facts of a GPU that `nvidia-smi -q` shows beyond its summary table, and their readings.
 
 Kept apart from :mod:`gpudiag.model` so that plain `gpudiag list` never pays for creating
-these classes: they load only when a command reads, shows or replays details. Every value
-is a :class:`~gpudiag.model.Reading`, so a GPU that lacks one says why.
+these classes: they load only when a command reads, shows or replays details. Frozen msgspec
+Structs like the model's (a frozen dataclass costs ~1 ms at import). Every value is a
+:class:`~gpudiag.model.Reading`, so a GPU that lacks one says why. :data:`DETAIL_READINGS`
+declares how NVML answers each (see :mod:`gpudiag.readings`): a reading is its field here and
+its row there.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import ctypes
+import uuid
+from typing import Any
 
-from gpudiag.model import Reading
+import msgspec
+
+from gpudiag.model import Bar1, FactGroup, Reading, not_recorded
+from gpudiag.readings import (
+    BOOL,
+    CLOCK_EVENTS,
+    FI_MEMORY_TEMP,
+    FI_PCIE_ATOMICS_INBOUND,
+    FI_PCIE_ATOMICS_OUTBOUND,
+    FI_PCIE_REPLAY_ROLLOVER,
+    FI_POWER_AVERAGE,
+    FI_POWER_CURRENT_LIMIT,
+    FI_POWER_DEFAULT_LIMIT,
+    FI_POWER_INSTANT,
+    FI_POWER_MAX_LIMIT,
+    FI_POWER_MIN_LIMIT,
+    FI_POWER_REQUESTED_LIMIT,
+    FI_POWER_SMOOTHING_ENABLED,
+    FI_REMAPPED_COR_INACTIVE,
+    FI_REMAPPED_UNC_INACTIVE,
+    FI_TEMPERATURE_GPU_MAX_TLIMIT,
+    FI_TEMPERATURE_MEM_MAX_TLIMIT,
+    FI_TEMPERATURE_SHUTDOWN_TLIMIT,
+    FI_TEMPERATURE_SLOWDOWN_TLIMIT,
+    MILLIWATTS,
+    NS_AS_US,
+    POWER_SCOPE_MEMORY,
+    POWER_SCOPE_MODULE,
+    TEXT,
+    Codec,
+    Spec,
+    text,
+)
 
 # NVML's memory locations (nvmlMemoryLocation_t), in nvidia-smi's names.
 ECC_LOCATIONS = (
@@ -24,8 +61,7 @@ ECC_LOCATIONS = (
 )
 
 
-@dataclass(frozen=True)
-class ClockSet:
+class ClockSet(msgspec.Struct, frozen=True):
     """One kind of clock (current, max, application, default application) in MHz."""
 
     graphics: Reading[int]
@@ -34,8 +70,7 @@ class ClockSet:
     video: Reading[int]
 
 
-@dataclass(frozen=True)
-class Clocks:
+class Clocks(msgspec.Struct, frozen=True):
     current: ClockSet
     max: ClockSet
     applications: ClockSet
@@ -43,10 +78,14 @@ class Clocks:
     event_reasons_supported: Reading[int]  # NVML bitmask of the reasons this GPU reports
     # Time (µs) spent in each clock-event reason since the driver loaded, by nvidia-smi's name.
     event_reason_counters_us: tuple[tuple[str, Reading[int]], ...]
+    max_customer_boost_graphics: Reading[int] = msgspec.field(default_factory=not_recorded)  # MHz
+    auto_boost: Reading[bool] = msgspec.field(default_factory=not_recorded)
+    auto_boost_default: Reading[bool] = msgspec.field(default_factory=not_recorded)
+    # Each supported memory clock (MHz) with the graphics clocks (MHz) it allows, fastest first.
+    supported: Reading[tuple[tuple[int, tuple[int, ...]], ...]] = msgspec.field(default_factory=not_recorded)
 
 
-@dataclass(frozen=True)
-class PowerDetail:
+class PowerDetail(msgspec.Struct, frozen=True):
     management: Reading[bool]
     average_w: Reading[float]  # over the last second
     instant_w: Reading[float]
@@ -55,18 +94,61 @@ class PowerDetail:
     min_limit_w: Reading[float]
     max_limit_w: Reading[float]
     energy_mj: Reading[int]  # millijoules since the driver loaded
+    # The memory's and the whole module's readings (field values of scope MEMORY and MODULE).
+    memory_average_w: Reading[float] = msgspec.field(default_factory=not_recorded)
+    memory_instant_w: Reading[float] = msgspec.field(default_factory=not_recorded)
+    module_average_w: Reading[float] = msgspec.field(default_factory=not_recorded)
+    module_instant_w: Reading[float] = msgspec.field(default_factory=not_recorded)
+    module_current_limit_w: Reading[float] = msgspec.field(default_factory=not_recorded)
+    module_requested_limit_w: Reading[float] = msgspec.field(default_factory=not_recorded)
+    module_default_limit_w: Reading[float] = msgspec.field(default_factory=not_recorded)
+    module_min_limit_w: Reading[float] = msgspec.field(default_factory=not_recorded)
+    module_max_limit_w: Reading[float] = msgspec.field(default_factory=not_recorded)
+    smoothing: Reading[bool] = msgspec.field(default_factory=not_recorded)  # power smoothing enabled
+    # Workload power profiles (NVML_POWER_PROFILE_* ids) requested and enforced.
+    profiles_requested: Reading[tuple[int, ...]] = msgspec.field(default_factory=not_recorded)
+    profiles_enforced: Reading[tuple[int, ...]] = msgspec.field(default_factory=not_recorded)
 
 
-@dataclass(frozen=True)
-class Temperatures:
+class Temperatures(msgspec.Struct, frozen=True):
     memory_c: Reading[int]
     margin_c: Reading[int]  # degrees below the slowdown limit (nvidia-smi's temperature.gpu.tlimit)
     gpu_max_c: Reading[int]  # the most the GPU is designed to run at
     memory_max_c: Reading[int]
+    # Each limit as degrees from the T.Limit (driver 580's -q: negative beyond it, 0 at it).
+    shutdown_tlimit_c: Reading[int] = msgspec.field(default_factory=not_recorded)
+    slowdown_tlimit_c: Reading[int] = msgspec.field(default_factory=not_recorded)
+    gpu_max_tlimit_c: Reading[int] = msgspec.field(default_factory=not_recorded)
+    memory_max_tlimit_c: Reading[int] = msgspec.field(default_factory=not_recorded)
+    target_c: Reading[int] = msgspec.field(default_factory=not_recorded)  # the GPU target temperature set
+    target_min_c: Reading[int] = msgspec.field(default_factory=not_recorded)
+    target_max_c: Reading[int] = msgspec.field(default_factory=not_recorded)
 
 
-@dataclass(frozen=True)
-class Identity:
+class PlatformInfo(msgspec.Struct, frozen=True):
+    """Where the GPU sits in its system (nvmlDeviceGetPlatformInfo, nvmlPlatformInfo_v2_t)."""
+
+    chassis_serial_number: str
+    slot_number: int
+    tray_index: int
+    host_id: int
+    peer_type: int  # NVML's code (see PEER_TYPES)
+    module_id: int
+    fabric_guid: str  # ibGuid, its 16 bytes in hex
+
+
+class Fabric(msgspec.Struct, frozen=True):
+    """The GPU's NVLink fabric registration (nvmlDeviceGetGpuFabricInfoV, nvmlGpuFabricInfo_v3_t)."""
+
+    state: int  # nvmlGpuFabricState_t: 0 not supported, 1 not started, 2 in progress, 3 completed
+    status: int  # the registration's nvmlReturn_t
+    clique_id: int
+    cluster_uuid: str
+    health_mask: int  # NVML_GPU_FABRIC_HEALTH_MASK_* fields
+    health_summary: int  # NVML_GPU_FABRIC_HEALTH_SUMMARY_*
+
+
+class Identity(msgspec.Struct, frozen=True):
     serial: Reading[str]
     vbios_version: Reading[str]
     board_part_number: Reading[str]
@@ -95,10 +177,24 @@ class Identity:
     c2c_enabled: Reading[bool]
     # Confidential-computing protected memory: (total, used, free) bytes.
     protected_memory_bytes: Reading[tuple[int, int, int]]
+    architecture: Reading[str] = msgspec.field(default_factory=not_recorded)  # "Hopper"
+    brand: Reading[str] = msgspec.field(default_factory=not_recorded)  # "NVIDIA", "GeForce RTX"
+    driver_model_current: Reading[str] = msgspec.field(default_factory=not_recorded)  # Windows only
+    driver_model_pending: Reading[str] = msgspec.field(default_factory=not_recorded)
+    pdi: Reading[int] = msgspec.field(default_factory=not_recorded)  # the GPU's per-device identifier
+    multi_gpu_board: Reading[bool] = msgspec.field(default_factory=not_recorded)
+    platform: Reading[PlatformInfo] = msgspec.field(default_factory=not_recorded)
+    bbx_flush: Reading[tuple[int, int]] = msgspec.field(default_factory=not_recorded)  # (time, duration µs)
+    gom_current: Reading[str] = msgspec.field(default_factory=not_recorded)  # GPU operation mode
+    gom_pending: Reading[str] = msgspec.field(default_factory=not_recorded)
+    virtualization_mode: Reading[str] = msgspec.field(default_factory=not_recorded)
+    host_vgpu_mode: Reading[str] = msgspec.field(default_factory=not_recorded)
+    vgpu_heterogeneous_mode: Reading[bool] = msgspec.field(default_factory=not_recorded)
+    egm: Reading[bool] = msgspec.field(default_factory=not_recorded)  # extended GPU memory capability
+    fabric: Reading[Fabric] = msgspec.field(default_factory=not_recorded)
 
 
-@dataclass(frozen=True)
-class EccLocation:
+class EccLocation(msgspec.Struct, frozen=True):
     location: str  # one of ECC_LOCATIONS
     volatile_corrected: Reading[int]
     volatile_uncorrected: Reading[int]
@@ -106,8 +202,7 @@ class EccLocation:
     aggregate_uncorrected: Reading[int]
 
 
-@dataclass(frozen=True)
-class RowRemapHistogram:
+class RowRemapHistogram(msgspec.Struct, frozen=True):
     """Banks by how many spare rows they have left (nvmlRowRemapperHistogramValues_t)."""
 
     max: int
@@ -117,8 +212,7 @@ class RowRemapHistogram:
     none: int
 
 
-@dataclass(frozen=True)
-class SramErrors:
+class SramErrors(msgspec.Struct, frozen=True):
     """SRAM ECC errors by kind and, for aggregate uncorrectable ones, by unit (Hopper and later)."""
 
     volatile_corrected: int
@@ -135,8 +229,7 @@ class SramErrors:
     threshold_exceeded: bool  # enough uncorrectable SRAM errors that the GPU should be serviced
 
 
-@dataclass(frozen=True)
-class MemoryHealth:
+class MemoryHealth(msgspec.Struct, frozen=True):
     ecc_by_location: tuple[EccLocation, ...]
     row_remap_histogram: Reading[RowRemapHistogram]
     sram: Reading[SramErrors]
@@ -145,24 +238,25 @@ class MemoryHealth:
     remapped_inactive_uncorrectable: Reading[int]
     retired_single_bit_addresses: Reading[tuple[int, ...]]
     retired_double_bit_addresses: Reading[tuple[int, ...]]
+    channel_repair_pending: Reading[bool] = msgspec.field(default_factory=not_recorded)
+    tpc_repair_pending: Reading[bool] = msgspec.field(default_factory=not_recorded)
+    unrepairable_memory: Reading[bool] = msgspec.field(default_factory=not_recorded)
+    dram_encryption_current: Reading[bool] = msgspec.field(default_factory=not_recorded)
+    dram_encryption_pending: Reading[bool] = msgspec.field(default_factory=not_recorded)
 
 
-@dataclass(frozen=True)
-class Bar1:
-    total_bytes: int
-    used_bytes: int
-    free_bytes: int
-
-
-@dataclass(frozen=True)
-class PcieDetail:
+class PcieDetail(msgspec.Struct, frozen=True):
     tx_kbps: Reading[int]  # KB/s over the last 20 ms, as NVML samples it
     rx_kbps: Reading[int]
     replay_counter: Reading[int]
+    replay_rollovers: Reading[int] = msgspec.field(default_factory=not_recorded)
+    atomic_caps_outbound: Reading[int] = msgspec.field(default_factory=not_recorded)  # NVML_PCIE_ATOMICS_CAP_*
+    atomic_caps_inbound: Reading[int] = msgspec.field(default_factory=not_recorded)
+    # Bridge chips between the host and the GPU, as (type, firmware version).
+    bridge_chips: Reading[tuple[tuple[str, int], ...]] = msgspec.field(default_factory=not_recorded)
 
 
-@dataclass(frozen=True)
-class Codecs:
+class Codecs(msgspec.Struct, frozen=True):
     encoder_percent: Reading[int]
     decoder_percent: Reading[int]
     jpeg_percent: Reading[int]
@@ -170,10 +264,12 @@ class Codecs:
     encoder_sessions: Reading[int]
     encoder_average_fps: Reading[int]
     encoder_average_latency_us: Reading[int]
+    fbc_sessions: Reading[int] = msgspec.field(default_factory=not_recorded)  # frame buffer capture
+    fbc_average_fps: Reading[int] = msgspec.field(default_factory=not_recorded)
+    fbc_average_latency_us: Reading[int] = msgspec.field(default_factory=not_recorded)
 
 
-@dataclass(frozen=True)
-class NvLink:
+class NvLink(msgspec.Struct, frozen=True):
     link: int
     active: Reading[bool]
     version: Reading[int]
@@ -184,10 +280,15 @@ class NvLink:
     recovery_errors: Reading[int]
     crc_flit_errors: Reading[int]
     crc_data_errors: Reading[int]
+    # Throughput counters since the driver loaded, KiB (NVML_FI_DEV_NVLINK_THROUGHPUT_*, `nvlink -gt`):
+    # the payload (data) and everything on the wire (raw: headers, replays, flow control too).
+    data_tx_kib: Reading[int] = msgspec.field(default_factory=not_recorded)
+    data_rx_kib: Reading[int] = msgspec.field(default_factory=not_recorded)
+    raw_tx_kib: Reading[int] = msgspec.field(default_factory=not_recorded)
+    raw_rx_kib: Reading[int] = msgspec.field(default_factory=not_recorded)
 
 
-@dataclass(frozen=True)
-class PeerLink:
+class PeerLink(msgspec.Struct, frozen=True):
     """How this GPU reaches another one (a cell of `nvidia-smi topo -m`)."""
 
     gpu: int  # the other GPU's NVML index
@@ -195,17 +296,19 @@ class PeerLink:
     nvlinks: int  # active NVLinks to the other GPU: direct, or through NVSwitches when P2P over NVLink is OK
     p2p_read: Reading[str]  # nvmlDeviceGetP2PStatus(READ): "OK" or why not
     p2p_nvlink: Reading[str]  # nvmlDeviceGetP2PStatus(NVLINK)
+    # The other capabilities `nvidia-smi topo -p2p w|a|p` shows (write, atomics, PCIe/"prop").
+    p2p_write: Reading[str] = msgspec.field(default_factory=not_recorded)
+    p2p_atomics: Reading[str] = msgspec.field(default_factory=not_recorded)
+    p2p_prop: Reading[str] = msgspec.field(default_factory=not_recorded)
 
 
-@dataclass(frozen=True)
-class Affinity:
+class Affinity(msgspec.Struct, frozen=True):
     cpus: Reading[str]  # CPU list, e.g. "0-15"
     numa_nodes: Reading[str]  # host NUMA nodes near the GPU, e.g. "0"
     peers: tuple[PeerLink, ...]
 
 
-@dataclass(frozen=True)
-class ProcessLoad:
+class ProcessLoad(msgspec.Struct, frozen=True):
     """One process's share of the GPU (nvmlDeviceGetProcessUtilization) and its host view."""
 
     pid: int
@@ -219,8 +322,7 @@ class ProcessLoad:
     started_at: Reading[float]  # unix time
 
 
-@dataclass(frozen=True)
-class GpuDetails:
+class GpuDetails(msgspec.Struct, frozen=True):
     clocks: Clocks
     power: PowerDetail
     temperatures: Temperatures
@@ -233,3 +335,842 @@ class GpuDetails:
     affinity: Reading[Affinity]
     # Per-process load; NOT_FOUND when no process ran since the last sample (NVML's answer).
     process_load: Reading[tuple[ProcessLoad, ...]]
+
+
+# --- how NVML answers each detail reading (gpudiag.readings.Spec rows) -----------------------
+
+BAR1 = Codec(
+    lambda b: Bar1(int(b.bar1Total), int(b.bar1Used), int(b.bar1Free)),
+    lambda b: {"bar1Total": b.total_bytes, "bar1Used": b.used_bytes, "bar1Free": b.free_bytes},
+)
+ROW_REMAP_HISTOGRAM = Codec(
+    lambda r: RowRemapHistogram(int(r.max), int(r.high), int(r.partial), int(r.low), int(r.none)),
+    lambda h: {"max": h.max, "high": h.high, "partial": h.partial, "low": h.low, "none": h.none},
+)
+PROTECTED_MEMORY = Codec(
+    lambda m: (int(m.total), int(m.used), int(m.free)),
+    lambda t: {"total": t[0], "used": t[1], "free": t[2]},
+)
+ADDRESSES = Codec(lambda pages: tuple(int(page) for page in pages), list)
+# nvmlDeviceArchitecture_t by NVML's names (NVML_DEVICE_ARCH_*: 9 is "Hopper" in the H100's nvidia-smi -q);
+# another code as its number.
+ARCHITECTURES = {
+    2: "Kepler",
+    3: "Maxwell",
+    4: "Pascal",
+    5: "Volta",
+    6: "Turing",
+    7: "Ampere",
+    8: "Ada",
+    9: "Hopper",
+    10: "Blackwell",
+    13: "Rubin",
+}
+ARCHITECTURE = Codec(
+    lambda code: ARCHITECTURES.get(int(code), str(int(code))),
+    lambda name: next((code for code, known in ARCHITECTURES.items() if known == name), None) or int(name),
+)
+
+
+def _named(names: dict[int, str]) -> Codec:
+    """An NVML enumeration by nvidia-smi's names (another code as its number), and back."""
+    codes = {name: code for code, name in names.items()}
+    return Codec(lambda code: names.get(int(code), str(int(code))), lambda name: codes.get(name) or int(name))
+
+
+# nvmlBrandType_t (NVML_BRAND_*), as nvidia-smi's Product Brand: 14 is "NVIDIA" on the captured H100.
+BRAND = _named(
+    {
+        0: "Unknown",
+        1: "Quadro",
+        2: "Tesla",
+        3: "NVS",
+        4: "Grid",
+        5: "GeForce",
+        6: "Titan",
+        7: "NVIDIA Virtual Applications",
+        8: "NVIDIA Virtual PC",
+        9: "NVIDIA Virtual Compute Server",
+        10: "NVIDIA RTX Virtual Workstation",
+        11: "NVIDIA Cloud Gaming",
+        12: "Quadro RTX",
+        13: "NVIDIA RTX",
+        14: "NVIDIA",
+        15: "GeForce RTX",
+        16: "Titan RTX",
+    }
+)
+DRIVER_MODEL = _named({0: "WDDM", 1: "TCC", 2: "MCDM"})  # nvmlDriverModel_t: Windows only
+GPU_OPERATION_MODE = _named({0: "All On", 1: "Compute", 2: "Low Double Precision", 3: "All Off"})
+# nvmlGpuVirtualizationMode_t: 1 is "Pass-Through" on the captured H100 (a VM's GPU).
+VIRTUALIZATION_MODE = _named({0: "None", 1: "Pass-Through", 2: "VGPU", 3: "Host VGPU", 4: "Host VSGA"})
+HOST_VGPU_MODE = _named({0: "Non SR-IOV", 1: "SR-IOV"})
+BRIDGE_TYPES = {0: "PLX", 1: "BR04"}  # nvmlBridgeChipType_t
+PAIR = Codec(lambda p: (int(p[0]), int(p[1])), list)
+
+
+def _byte(value: Any) -> int:
+    """A ``c_char`` member (one byte, read as ``bytes``) as its number."""
+    return value[0] if isinstance(value, bytes) and value else int(value or 0)
+
+
+def _raw(struct: Any, member: str, size: int) -> bytes:
+    """A ``c_char`` array member's bytes, NULs included (reading it as an attribute stops at one)."""
+    return ctypes.string_at(ctypes.addressof(struct) + getattr(type(struct), member).offset, size)
+
+
+PLATFORM = Codec(
+    lambda s: PlatformInfo(
+        chassis_serial_number=text(s.chassisSerialNumber),
+        slot_number=_byte(s.slotNumber),
+        tray_index=_byte(s.trayIndex),
+        host_id=_byte(s.hostId),
+        peer_type=_byte(s.peerType),
+        module_id=_byte(s.moduleId),
+        fabric_guid="0x" + _raw(s, "ibGuid", 16).hex(),
+    ),
+    lambda p: {
+        "chassisSerialNumber": p.chassis_serial_number.encode(),
+        "slotNumber": bytes([p.slot_number]),
+        "trayIndex": bytes([p.tray_index]),
+        "hostId": bytes([p.host_id]),
+        "peerType": bytes([p.peer_type]),
+        "moduleId": bytes([p.module_id]),
+        "ibGuid": bytes.fromhex(p.fabric_guid[2:]),
+    },
+)
+FABRIC = Codec(
+    lambda s: Fabric(
+        state=int(s.state),
+        status=int(s.status),
+        clique_id=int(s.cliqueId),
+        cluster_uuid=str(uuid.UUID(bytes=bytes(list(s.clusterUuid)))),
+        health_mask=int(s.healthMask),
+        health_summary=int(getattr(s, "healthSummary", 0)),
+    ),
+    lambda f: {
+        "state": f.state,
+        "status": f.status,
+        "cliqueId": f.clique_id,
+        "clusterUuid": list(uuid.UUID(f.cluster_uuid).bytes),
+        "healthMask": f.health_mask,
+        "healthSummary": f.health_summary,
+    },
+)
+EGM = Codec(lambda mask: bool(int(mask) & 0x1), lambda on: int(bool(on)))  # NVML_DEV_CAP_EGM: bit 0
+PROFILES = Codec(  # a nvmlMask255_t as the profile ids it sets, and back
+    lambda m: tuple(i for i in range(255) if int(m.mask[i // 32]) >> (i % 32) & 1),
+    lambda ids: {"mask": [sum(1 << (i % 32) for i in ids if i // 32 == word) for word in range(8)]},
+)
+BRIDGES = Codec(
+    lambda h: tuple(
+        (BRIDGE_TYPES.get(int(c.type), str(int(c.type))), int(c.fwVersion))
+        for c in list(h.bridgeChipInfo)[: int(h.bridgeCount)]
+    ),
+    lambda chips: {
+        "bridgeCount": len(chips),
+        "bridgeChipInfo": [
+            {"type": next((k for k, v in BRIDGE_TYPES.items() if v == kind), 0), "fwVersion": fw} for kind, fw in chips
+        ],
+    },
+)
+# The clock-event counters' labels in nvidia-smi -q (driver 580), by --query-gpu's name.
+COUNTER_LABELS = {
+    "sw_power_cap": "SW Power Capping",
+    "sync_boost": "Sync Boost",
+    "sw_thermal_slowdown": "SW Thermal Slowdown",
+    "hw_thermal_slowdown": "HW Thermal Slowdown",
+    "hw_power_brake_slowdown": "HW Power Braking",
+}
+
+
+def _detail(key: str, **kw: Any) -> Spec:
+    """A detail row: read with the details (fact group DETAILS); the fake answers a MIG device's
+    handle with its GPU's details."""
+    return Spec(key=f"details.{key}", group=FactGroup.DETAILS, whole_gpu=False, **kw)
+
+
+def _clock_rows(kind: str, call: str, heading: str, shown: tuple[str, ...], queries: dict[str, str]) -> list[Spec]:
+    return [
+        _detail(
+            f"clocks.{kind}.{clock}",
+            call=call,
+            args=(f"NVML_CLOCK_{nvml}",),
+            unit="MHz",
+            query=queries.get(clock, ""),
+            q=f"{heading}/{'SM' if clock == 'sm' else clock.title()}" if clock in shown else "",
+            smi=f"clocks/{'mem' if clock == 'memory' else clock}_clock" if kind == "current" else "",
+        )
+        for clock, nvml in (("graphics", "GRAPHICS"), ("sm", "SM"), ("memory", "MEM"), ("video", "VIDEO"))
+    ]
+
+
+_ALL_CLOCKS = ("graphics", "sm", "memory", "video")
+_APP_CLOCKS = ("graphics", "memory")
+
+# Each scoped power reading's -q label, --query-gpu name (module scope) and -q -x element.
+_POWER_LINES = {
+    "average": ("Average Power Draw", "module.power.draw.average", "average_power_draw"),
+    "instant": ("Instantaneous Power Draw", "module.power.draw.instant", "instant_power_draw"),
+    "current_limit": ("Current Power Limit", "module.enforced.power.limit", "current_power_limit"),
+    "requested_limit": ("Requested Power Limit", "module.power.limit", "requested_power_limit"),
+    "default_limit": ("Default Power Limit", "module.power.default_limit", "default_power_limit"),
+    "min_limit": ("Min Power Limit", "module.power.min_limit", "min_power_limit"),
+    "max_limit": ("Max Power Limit", "module.power.max_limit", "max_power_limit"),
+}
+
+# In the order the probe asks NVML. The field values of every row with a ``field`` are read first, in
+# one nvmlDeviceGetFieldValues call.
+DETAIL_READINGS: tuple[Spec, ...] = (
+    _detail(
+        "temperatures.memory_c",
+        field=FI_MEMORY_TEMP,
+        unit="C",
+        query="temperature.memory",
+        q="Temperature/Memory Current Temp",
+        smi="temperature/memory_temp",
+    ),
+    _detail(
+        "power.average_w",  # over the last second
+        field=FI_POWER_AVERAGE,
+        codec=MILLIWATTS,
+        unit="W",
+        show="2f",
+        query="power.draw.average",
+        q="GPU Power Readings/Average Power Draw",
+        smi="gpu_power_readings/average_power_draw",
+    ),
+    _detail(
+        "power.instant_w",
+        field=FI_POWER_INSTANT,
+        codec=MILLIWATTS,
+        unit="W",
+        show="2f",
+        query="power.draw.instant",
+        q="GPU Power Readings/Instantaneous Power Draw",
+        smi="gpu_power_readings/instant_power_draw",
+    ),
+    *(
+        _detail(
+            f"clocks.event_reason_counters_us[{event.query}]",
+            field=event.counter_field,
+            value_type=3,
+            codec=NS_AS_US,
+            unit="us",
+            query=f"clocks_event_reasons_counters.{event.query}",
+            q=f"Clocks Event Reasons Counters/{COUNTER_LABELS[event.query]}",
+        )
+        for event in CLOCK_EVENTS
+        if event.counter_field
+    ),
+    _detail(
+        "memory_health.remapped_inactive_correctable",
+        field=FI_REMAPPED_COR_INACTIVE,
+        query="remapped_rows.correctable_inactive",
+    ),
+    _detail(
+        "memory_health.remapped_inactive_uncorrectable",
+        field=FI_REMAPPED_UNC_INACTIVE,
+        query="remapped_rows.uncorrectable_inactive",
+    ),
+    _detail(
+        "clocks.event_reasons_supported",
+        call="nvmlDeviceGetSupportedClocksEventReasons",
+        fallback="nvmlDeviceGetSupportedClocksThrottleReasons",  # drivers before R535
+        show="hex16",
+        query="clocks_event_reasons.supported",
+    ),
+    *_clock_rows(
+        "current",
+        "nvmlDeviceGetClockInfo",
+        "Clocks",
+        _ALL_CLOCKS,
+        {c: f"clocks.current.{c}" for c in _ALL_CLOCKS},
+    ),
+    *_clock_rows(
+        "max",
+        "nvmlDeviceGetMaxClockInfo",
+        "Max Clocks",
+        _ALL_CLOCKS,
+        {c: f"clocks.max.{c}" for c in ("graphics", "sm", "memory")},
+    ),
+    *_clock_rows(
+        "applications",
+        "nvmlDeviceGetApplicationsClock",
+        "Applications Clocks",
+        _APP_CLOCKS,
+        {c: f"clocks.applications.{c}" for c in _APP_CLOCKS},
+    ),
+    *_clock_rows(
+        "default_applications",
+        "nvmlDeviceGetDefaultApplicationsClock",
+        "Default Applications Clocks",
+        _APP_CLOCKS,
+        {c: f"clocks.default_applications.{c}" for c in _APP_CLOCKS},
+    ),
+    *(
+        _detail(
+            f"power.{which}_limit_w",
+            call="nvmlDeviceGetPowerManagementLimitConstraints",
+            pick=index,
+            codec=MILLIWATTS,
+            unit="W",
+            show="2f",
+            query=f"power.{which}_limit",
+            q=f"GPU Power Readings/{which.title()} Power Limit",
+        )
+        for index, which in ((0, "min"), (1, "max"))
+    ),
+    _detail(
+        "power.management",
+        call="nvmlDeviceGetPowerManagementMode",
+        codec=BOOL,
+        show="enabled",
+        query="power.management",
+        q="gpudiag/Power Management",
+    ),
+    _detail(
+        "power.requested_limit_w",  # what the administrator set (nvidia-smi's power.limit)
+        call="nvmlDeviceGetPowerManagementLimit",
+        codec=MILLIWATTS,
+        unit="W",
+        show="2f",
+        query="power.limit",
+        q="GPU Power Readings/Requested Power Limit",
+    ),
+    _detail(
+        "power.default_limit_w",
+        call="nvmlDeviceGetPowerManagementDefaultLimit",
+        codec=MILLIWATTS,
+        unit="W",
+        show="2f",
+        query="power.default_limit",
+        q="GPU Power Readings/Default Power Limit",
+    ),
+    _detail(
+        "power.energy_mj",  # millijoules since the driver loaded
+        call="nvmlDeviceGetTotalEnergyConsumption",
+        unit="J",
+        q_show="thousandths",
+        q="gpudiag/Total Energy Consumption",
+    ),
+    _detail(
+        "temperatures.margin_c",
+        call="nvmlDeviceGetMarginTemperature",
+        unit="C",
+        query="temperature.gpu.tlimit",
+        q="Temperature/GPU T.Limit Temp",
+        smi="temperature/gpu_temp_tlimit",
+    ),
+    _detail(
+        "temperatures.gpu_max_c",
+        call="nvmlDeviceGetTemperatureThreshold",
+        args=("NVML_TEMPERATURE_THRESHOLD_GPU_MAX",),
+        unit="C",
+        q="gpudiag/GPU Max Operating Temp",
+    ),
+    _detail(
+        "temperatures.memory_max_c",
+        call="nvmlDeviceGetTemperatureThreshold",
+        args=("NVML_TEMPERATURE_THRESHOLD_MEM_MAX",),
+        unit="C",
+        q="gpudiag/Memory Max Operating Temp",
+    ),
+    # The PCI ids and class codes in one call (nvmlDeviceGetPciInfoExt, a struct by reference); drivers
+    # before R550: the ids from nvmlDeviceGetPciInfo, without the class codes.
+    *(
+        _detail(
+            f"identity.pci_{name}",
+            call="nvmlDeviceGetPciInfoExt",
+            pick=member,
+            custom=True,
+            show=show,
+            query=query,
+            q=f"PCI/{label}",
+        )
+        for name, member, show, query, label in (
+            ("domain", "domain", "hex4", "pci.domain", "Domain"),
+            ("bus", "bus", "hex2", "pci.bus", "Bus"),
+            ("device", "device", "hex2", "pci.device", "Device"),
+            ("device_id", "pciDeviceId", "hex8", "pci.device_id", "Device Id"),  # e.g. 0x233010DE
+            ("subsystem_id", "pciSubSystemId", "hex8", "pci.sub_device_id", "Sub System Id"),
+            ("base_class", "baseClass", "hex", "pci.baseClass", "Base Classcode"),  # 0x3: display controller
+            ("sub_class", "subClass", "hex", "pci.subClass", "Sub Classcode"),
+        )
+    ),
+    *(
+        _detail(
+            f"identity.gsp_mode_{which}",
+            call="nvmlDeviceGetGspFirmwareMode",
+            pick=index,
+            codec=BOOL,
+            show="enabled",
+            query=f"gsp.mode.{which}",
+            q=f"gpudiag/GSP Firmware Mode/{which.title()}",
+        )
+        for index, which in ((0, "current"), (1, "default"))
+    ),
+    _detail(
+        "identity.serial",
+        call="nvmlDeviceGetSerial",
+        codec=TEXT,
+        query="serial",
+        q="Serial Number",
+        smi="serial",
+    ),
+    _detail(
+        "identity.vbios_version", call="nvmlDeviceGetVbiosVersion", codec=TEXT, query="vbios_version", q="VBIOS Version"
+    ),
+    _detail(
+        "identity.board_part_number",
+        call="nvmlDeviceGetBoardPartNumber",
+        codec=TEXT,
+        q="Board Part Number",
+        smi="board_part_number",
+    ),
+    _detail("identity.board_id", call="nvmlDeviceGetBoardId", q_show="pyhex", q="Board ID"),
+    _detail(
+        "identity.module_id",
+        call="nvmlDeviceGetModuleId",
+        query="platform.module_id",
+        q="Platform Info/Module Id",
+        smi="platformInfo/module_id",
+    ),
+    _detail(
+        "identity.inforom_image",
+        call="nvmlDeviceGetInforomImageVersion",
+        codec=TEXT,
+        query="inforom.img",
+        q="Inforom Version/Image Version",
+    ),
+    *(
+        _detail(
+            f"identity.inforom_{name}",
+            call="nvmlDeviceGetInforomVersion",
+            args=(f"NVML_INFOROM_{nvml}",),
+            codec=TEXT,
+            query=f"inforom.{query}",
+            q=f"Inforom Version/{label}",
+        )
+        for name, nvml, query, label in (
+            ("oem", "OEM", "oem", "OEM Object"),
+            ("ecc", "ECC", "ecc", "ECC Object"),
+            ("power", "POWER", "pwr", "Power Management Object"),
+        )
+    ),
+    _detail("identity.inforom_checksum", call="nvmlDeviceGetInforomConfigurationChecksum"),
+    _detail("identity.architecture", call="nvmlDeviceGetArchitecture", codec=ARCHITECTURE, q="Product Architecture"),
+    _detail(
+        "identity.gsp_firmware_version",
+        call="nvmlDeviceGetGspFirmwareVersion",
+        codec=TEXT,
+        q="GSP Firmware Version",
+    ),
+    _detail(
+        "identity.display_mode",
+        call="nvmlDeviceGetDisplayMode",
+        codec=BOOL,
+        show="enabled",
+        query="display_mode=deprecated;display_attached=yes",
+        q="Display Mode=deprecated_q;Display Attached=yes",
+    ),
+    _detail(
+        "identity.display_active",
+        call="nvmlDeviceGetDisplayActive",
+        codec=BOOL,
+        show="enabled",
+        query="display_active",
+        q="Display Active",
+    ),
+    _detail(
+        "identity.accounting_mode",
+        call="nvmlDeviceGetAccountingMode",
+        codec=BOOL,
+        show="enabled",
+        query="accounting.mode",
+        q="Accounting Mode",
+    ),
+    _detail(
+        "identity.accounting_buffer_size",
+        call="nvmlDeviceGetAccountingBufferSize",
+        query="accounting.buffer_size",
+        q="Accounting Mode Buffer Size",
+    ),
+    _detail(
+        "identity.addressing_mode",  # 0 none, 1 HMM, 2 ATS
+        call="nvmlDeviceGetAddressingMode",
+        show="addressing",
+        query="addressing_mode",
+        q="Addressing Mode",
+    ),
+    _detail(
+        "identity.c2c_enabled",
+        call="nvmlDeviceGetC2cModeInfoV",
+        pick="isC2cEnabled",
+        codec=BOOL,
+        show="enabled",
+        query="c2c.mode",
+        q="GPU C2C Mode",
+    ),
+    _detail(
+        "identity.protected_memory_bytes",  # confidential computing: (total, used, free)
+        call="nvmlDeviceGetConfComputeProtectedMemoryUsage",
+        codec=PROTECTED_MEMORY,
+        query="protected_memory.total:0=mib;protected_memory.used:1=mib;protected_memory.free:2=mib",
+    ),
+    _detail(
+        "memory_health.ecc_by_location",  # 4 counters at each of ECC_LOCATIONS
+        call="nvmlDeviceGetMemoryErrorCounter",
+        custom=True,
+    ),
+    _detail(
+        "memory_health.sram",  # a struct by reference
+        call="nvmlDeviceGetSramEccErrorStatus",
+        custom=True,
+        query="ecc.errors.uncorrected.volatile.sram.parity:volatile_uncorrected_parity;"
+        "ecc.errors.uncorrected.volatile.sram.secded:volatile_uncorrected_secded;"
+        "ecc.errors.uncorrected.aggregate.sram.parity:aggregate_uncorrected_parity;"
+        "ecc.errors.uncorrected.aggregate.sram.secded:aggregate_uncorrected_secded;"
+        "ecc.errors.uncorrected.aggregate.sram.thresholdExceeded:threshold_exceeded=yes;"
+        "ecc.errors.uncorrected.aggregate.sram.l2:aggregate_l2;"
+        "ecc.errors.uncorrected.aggregate.sram.sm:aggregate_sm;"
+        "ecc.errors.uncorrected.aggregate.sram.mcu:aggregate_mcu;"
+        "ecc.errors.uncorrected.aggregate.sram.pcie:aggregate_pcie;"
+        "ecc.errors.uncorrected.aggregate.sram.other:aggregate_other",
+    ),
+    _detail(
+        "memory_health.row_remap_histogram",
+        call="nvmlDeviceGetRowRemapperHistogram",
+        codec=ROW_REMAP_HISTOGRAM,
+        query=";".join(f"remapped_rows.histogram.{a}:{a}" for a in ("max", "high", "partial", "low", "none")),
+    ),
+    *(
+        _detail(
+            f"memory_health.retired_{kind}_addresses",
+            call="nvmlDeviceGetRetiredPages",
+            args=(f"NVML_PAGE_RETIREMENT_CAUSE_{cause}",),
+            codec=ADDRESSES,
+        )
+        for kind, cause in (("single_bit", "MULTIPLE_SINGLE_BIT_ECC_ERRORS"), ("double_bit", "DOUBLE_BIT_ECC_ERROR"))
+    ),
+    _detail("bar1", call="nvmlDeviceGetBAR1MemoryInfo", codec=BAR1),
+    *(
+        _detail(
+            f"pcie.{direction}_kbps",  # KB/s over the last 20 ms, as NVML samples it
+            call="nvmlDeviceGetPcieThroughput",
+            args=(f"NVML_PCIE_UTIL_{direction.upper()}_BYTES",),
+            unit="KB/s",
+            q=f"PCI/{direction.title()} Throughput",
+            smi=f"pci/{direction}_util",
+        )
+        for direction in ("tx", "rx")
+    ),
+    _detail(
+        "pcie.replay_counter",
+        call="nvmlDeviceGetPcieReplayCounter",
+        q="PCI/Replays Since Reset",
+        smi="pci/replay_counter",
+    ),
+    *(
+        _detail(
+            f"codecs.encoder_{name}",
+            call="nvmlDeviceGetEncoderStats",
+            pick=index,
+            unit=unit,
+            query=f"encoder.stats.{query}",
+            q=f"Encoder Stats/{label}",
+        )
+        for index, name, query, label, unit in (
+            (0, "sessions", "sessionCount", "Active Sessions", ""),
+            (1, "average_fps", "averageFps", "Average FPS", ""),
+            (2, "average_latency_us", "averageLatency", "Average Latency", ""),  # nvidia-smi shows no unit
+        )
+    ),
+    *(
+        _detail(
+            f"codecs.{name}_percent",
+            call=call,
+            pick=0,  # (percent, sampling period in µs)
+            unit="%",
+            query=f"utilization.{name}",
+            q=f"Utilization/{label}",
+        )
+        for name, call, label in (
+            ("encoder", "nvmlDeviceGetEncoderUtilization", "Encoder"),
+            ("decoder", "nvmlDeviceGetDecoderUtilization", "Decoder"),
+            ("jpeg", "nvmlDeviceGetJpgUtilization", "JPEG"),
+            ("ofa", "nvmlDeviceGetOfaUtilization", "OFA"),
+        )
+    ),
+    _detail("nvlinks", call="nvmlDeviceGetNvLinkState", custom=True),  # each link, with FactGroup.LINKS
+    _detail("affinity", call="nvmlDeviceGetCpuAffinity", custom=True),  # topology to each peer, with LINKS
+    _detail("process_load", call="nvmlDeviceGetProcessUtilization", custom=True),
+    # --- nvidia-smi -q parity (issue 24): driver 580's remaining labels, each from its NVML call -------
+    _detail("identity.brand", call="nvmlDeviceGetBrand", codec=BRAND, q="Product Brand"),
+    *(
+        _detail(
+            f"identity.driver_model_{which}",
+            call="nvmlDeviceGetDriverModel_v2",
+            fallback="nvmlDeviceGetDriverModel",
+            pick=index,
+            codec=DRIVER_MODEL,
+            query=f"driver_model.{which}",
+            q=f"Driver Model/{which.title()}",
+        )
+        for index, which in ((0, "current"), (1, "pending"))
+    ),
+    _detail("identity.pdi", call="nvmlDeviceGetPdi", show="hex16l", q="GPU PDI", smi="pdi"),
+    _detail("identity.multi_gpu_board", call="nvmlDeviceGetMultiGpuBoard", codec=BOOL, show="yes", q="MultiGPU Board"),
+    _detail(
+        "identity.platform",  # a struct by reference
+        call="nvmlDeviceGetPlatformInfo",
+        struct="c_nvmlPlatformInfo_v2_t",
+        codec=PLATFORM,
+        query="platform.chassis_serial_number:chassis_serial_number;platform.slot_number:slot_number;"
+        "platform.tray_index:tray_index;platform.host_id:host_id;platform.peer_type:peer_type=peer_type;"
+        "platform.gpu_fabric_guid:fabric_guid",
+        q="Platform Info/Chassis Serial Number:chassis_serial_number;Platform Info/Slot Number:slot_number;"
+        "Platform Info/Tray Index:tray_index;Platform Info/Host ID:host_id;Platform Info/Peer Type:peer_type=peer_type;"
+        "Platform Info/GPU Fabric GUID:fabric_guid",
+    ),
+    _detail(
+        "identity.bbx_flush",  # (timestamp, duration in µs); NOT_READY until the InfoROM BBX was first flushed
+        call="nvmlDeviceGetLastBBXFlushTime",
+        codec=PAIR,
+        q="Inforom BBX Object Flush/Latest Timestamp:0;Inforom BBX Object Flush/Latest Duration:1",
+    ),
+    *(
+        _detail(
+            f"identity.gom_{which}",
+            call="nvmlDeviceGetGpuOperationMode",
+            pick=index,
+            codec=GPU_OPERATION_MODE,
+            query=f"gom.{which}",
+            q=f"GPU Operation Mode/{which.title()}",
+        )
+        for index, which in ((0, "current"), (1, "pending"))
+    ),
+    _detail(
+        "identity.virtualization_mode",
+        call="nvmlDeviceGetVirtualizationMode",
+        codec=VIRTUALIZATION_MODE,
+        q="GPU Virtualization Mode/Virtualization Mode",
+    ),
+    _detail(
+        "identity.host_vgpu_mode",
+        call="nvmlDeviceGetHostVgpuMode",
+        codec=HOST_VGPU_MODE,
+        q="GPU Virtualization Mode/Host VGPU Mode",
+    ),
+    _detail(
+        "identity.vgpu_heterogeneous_mode",
+        call="nvmlDeviceGetVgpuHeterogeneousMode",
+        codec=BOOL,
+        show="enabled",
+        q="GPU Virtualization Mode/vGPU Heterogeneous Mode",
+    ),
+    _detail(
+        "identity.egm",
+        call="nvmlDeviceGetCapabilities",
+        struct="c_nvmlDeviceCapabilities_v1_t",
+        pick="capMask",
+        codec=EGM,
+        show="lower_enabled",
+        q="Capabilities/EGM",
+    ),
+    _detail(
+        "identity.fabric",
+        call="nvmlDeviceGetGpuFabricInfoV",
+        struct="c_nvmlGpuFabricInfo_v3_t",
+        codec=FABRIC,
+        query=";".join(
+            f"fabric.{name}:{part}=fabric_{fmt}"
+            for name, part, fmt in (
+                ("state", "state", "state"),
+                ("status", "status", "status"),
+                ("cliqueId", "clique_id", "number"),
+                ("clusterUuid", "cluster_uuid", "uuid"),
+                ("health.summary", "health_summary", "summary"),
+                ("health.bandwidth", "health_mask", "bandwidth"),
+                ("health.route_recovery_in_progress", "health_mask", "route_recovery"),
+                ("health.route_unhealthy", "health_mask", "route_unhealthy"),
+                ("health.access_timeout_recovery", "health_mask", "access_timeout"),
+                ("health.incorrect_configuration", "health_mask", "configuration"),
+                ("health.partition_assigned", "health_mask", "partition"),
+            )
+        ),
+        q=";".join(
+            f"Fabric/{label}:{part}=fabric_{fmt}"
+            for label, part, fmt in (
+                ("State", "state", "state"),
+                ("Status", "status", "status"),
+                ("CliqueId", "clique_id", "number"),
+                ("ClusterUUID", "cluster_uuid", "uuid"),
+                ("Health/Summary", "health_summary", "summary"),
+                ("Health/Bandwidth", "health_mask", "bandwidth"),
+                ("Health/Route Recovery in progress", "health_mask", "route_recovery"),
+                ("Health/Route Unhealthy", "health_mask", "route_unhealthy"),
+                ("Health/Access Timeout Recovery", "health_mask", "access_timeout"),
+                ("Health/Incorrect Configuration", "health_mask", "configuration"),
+                ("Health/Partition Assigned", "health_mask", "partition"),
+            )
+        ),
+    ),
+    _detail(
+        "pcie.replay_rollovers",
+        field=FI_PCIE_REPLAY_ROLLOVER,
+        q="PCI/Replay Number Rollovers",
+        smi="pci/replay_rollover_counter",
+    ),
+    *(
+        _detail(
+            f"pcie.atomic_caps_{direction}",
+            field=field,
+            show="hex",
+            q=f"PCI/Atomic Caps {direction.title()}",
+        )
+        for direction, field in (("outbound", FI_PCIE_ATOMICS_OUTBOUND), ("inbound", FI_PCIE_ATOMICS_INBOUND))
+    ),
+    _detail(
+        "pcie.bridge_chips",
+        call="nvmlDeviceGetBridgeChipInfo",
+        codec=BRIDGES,
+        q="PCI/Bridge Chip/Type=bridge_type;PCI/Bridge Chip/Firmware=bridge_firmware",
+    ),
+    *(
+        _detail(f"codecs.fbc_{name}", call="nvmlDeviceGetFBCStats", pick=member, q=f"FBC Stats/{label}")
+        for name, member, label in (
+            ("sessions", "sessionsCount", "Active Sessions"),
+            ("average_fps", "averageFPS", "Average FPS"),
+            ("average_latency_us", "averageLatency", "Average Latency"),
+        )
+    ),
+    *(
+        _detail(
+            f"memory_health.dram_encryption_{which}",
+            call="nvmlDeviceGetDramEncryptionMode",
+            pick=index,
+            codec=BOOL,
+            show="enabled",
+            query=f"dramEncryption.mode.{which}",
+            q=f"DRAM Encryption Mode/{which.title()}",
+        )
+        for index, which in ((0, "current"), (1, "pending"))
+    ),
+    *(
+        _detail(
+            f"memory_health.{name}_repair_pending",
+            call="nvmlDeviceGetRepairStatus",
+            pick=index,
+            codec=BOOL,
+            show="yes",
+            q=f"ECC Errors/{label} Repair Pending",
+        )
+        for index, name, label in ((0, "channel", "Channel"), (1, "tpc", "TPC"))
+    ),
+    _detail(
+        "memory_health.unrepairable_memory",
+        call="nvmlDeviceGetUnrepairableMemoryFlag_v1",
+        codec=BOOL,
+        show="yes",
+        q="ECC Errors/Unrepairable Memory",
+    ),
+    *(
+        _detail(
+            f"temperatures.{name}_tlimit_c",  # signed: degrees beyond (negative) or below the T.Limit
+            field=field,
+            value_type=5,
+            unit="C",
+            q=f"Temperature/{label}",
+        )
+        for name, field, label in (
+            ("shutdown", FI_TEMPERATURE_SHUTDOWN_TLIMIT, "GPU Shutdown T.Limit Temp"),
+            ("slowdown", FI_TEMPERATURE_SLOWDOWN_TLIMIT, "GPU Slowdown T.Limit Temp"),
+            ("gpu_max", FI_TEMPERATURE_GPU_MAX_TLIMIT, "GPU Max Operating T.Limit Temp"),
+            ("memory_max", FI_TEMPERATURE_MEM_MAX_TLIMIT, "Memory Max Operating T.Limit Temp"),
+        )
+    ),
+    *(
+        _detail(
+            f"temperatures.{name}",  # the target set with nvidia-smi -gtt, and the range it takes
+            call="nvmlDeviceGetTemperatureThreshold",
+            args=(f"NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_{threshold}",),
+            unit="C",
+            q=label,
+        )
+        for name, threshold, label in (
+            ("target_c", "CURR", "Temperature/GPU Target Temperature"),
+            ("target_min_c", "MIN", "Supported GPU Target Temp/GPU Target Temp Min"),
+            ("target_max_c", "MAX", "Supported GPU Target Temp/GPU Target Temp Max"),
+        )
+    ),
+    *(
+        _detail(
+            f"power.{scope_name}_{name}_w",
+            field=field,
+            scope=scope,
+            codec=MILLIWATTS,
+            unit="W",
+            show="2f",
+            query=query if scope_name == "module" else "",
+            q=f"{heading}/{label}",
+            smi=f"gpu_memory_power_readings/{smi}" if scope_name == "memory" and name == "average" else "",
+        )
+        for scope_name, scope, heading, readings in (
+            (
+                "memory",
+                POWER_SCOPE_MEMORY,
+                "GPU Memory Power Readings",
+                (("average", FI_POWER_AVERAGE), ("instant", FI_POWER_INSTANT)),
+            ),
+            (
+                "module",
+                POWER_SCOPE_MODULE,
+                "Module Power Readings",
+                (
+                    ("average", FI_POWER_AVERAGE),
+                    ("instant", FI_POWER_INSTANT),
+                    ("current_limit", FI_POWER_CURRENT_LIMIT),
+                    ("requested_limit", FI_POWER_REQUESTED_LIMIT),
+                    ("default_limit", FI_POWER_DEFAULT_LIMIT),
+                    ("min_limit", FI_POWER_MIN_LIMIT),
+                    ("max_limit", FI_POWER_MAX_LIMIT),
+                ),
+            ),
+        )
+        for name, field in readings
+        for label, query, smi in (_POWER_LINES[name],)
+    ),
+    _detail("power.smoothing", field=FI_POWER_SMOOTHING_ENABLED, codec=BOOL, show="enabled", q="Power Smoothing"),
+    *(
+        _detail(
+            f"power.profiles_{which}",
+            call="nvmlDeviceWorkloadPowerProfileGetCurrentProfiles",
+            struct="c_nvmlWorkloadPowerProfileCurrentProfiles_v1_t",
+            pick=f"{which}ProfilesMask",
+            codec=PROFILES,
+            show="profiles",
+            q=f"Workload Power Profiles/{which.title()} Profiles",
+        )
+        for which in ("requested", "enforced")
+    ),
+    _detail(
+        "clocks.max_customer_boost_graphics",
+        call="nvmlDeviceGetMaxCustomerBoostClock",
+        args=("NVML_CLOCK_GRAPHICS",),
+        unit="MHz",
+        q="Max Customer Boost Clocks/Graphics",
+    ),
+    *(
+        _detail(
+            f"clocks.auto_boost{suffix}",
+            call="nvmlDeviceGetAutoBoostedClocksEnabled",
+            pick=index,
+            codec=BOOL,
+            show="on",
+            q=f"Clock Policy/Auto Boost{label}",
+        )
+        for index, suffix, label in ((0, "", ""), (1, "_default", " Default"))
+    ),
+    _detail("clocks.supported", call="nvmlDeviceGetSupportedMemoryClocks", custom=True),  # with each's graphics clocks
+)

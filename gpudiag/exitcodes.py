@@ -21,7 +21,9 @@ class ExitCode(enum.IntEnum):
     NVML_NO_PERMISSION = 4
     CHECK_INCOMPLETE = 5  # `check` could not run a requested check; the rest was reported
     REPORT_UNREADABLE = 6  # `report`: a node file could not be read, and every readable node is ready
+    NOT_FOUND = 6  # the nvidia-smi views: no GPU (or no MIG-enabled GPU, no instance) to show: nvidia-smi's 6
     NOTHING_CHECKED = 7  # `check`: every selected check was skipped; nothing was verified
+    GPU_BUSY = 8  # `check --level 2-4`: other processes use the GPUs; the deep tests did not start
     NVML_DRIVER_NOT_LOADED = 9
     NVML_LIBRARY_NOT_FOUND = 12
     GPU_LOST = 15  # at least one GPU is lost; the others were still shown
@@ -57,16 +59,22 @@ DESCRIPTIONS = {
     ExitCode.NVML_NO_PERMISSION: "NVML: no permission to open /dev/nvidia*",
     ExitCode.CHECK_INCOMPLETE: "`check` could not run a requested check (e.g. the functional test's child could not "
     "start) and nothing failed; the rest is reported",
-    ExitCode.REPORT_UNREADABLE: "`report`: a node's file is empty, truncated, malformed or of another schema, and "
-    "no node failed or is missing (`report` exits 1 when one did)",
+    ExitCode.REPORT_UNREADABLE: "`report`: a node's file is not exactly one valid gpudiag output (empty, truncated, "
+    "two runs in one file, stderr mixed in, another schema, an invalid node name, not a regular file), and no node "
+    "is not ready or missing (`report` exits 1 when one is); `dmon`, `pmon`, `topo`, `nvlink`, `mig`, `stat`: "
+    'nothing to show, as nvidia-smi exits 6 for it: no GPU ("No devices were found"), no MIG-enabled GPU, no '
+    "GPU or compute instance",
     ExitCode.NOTHING_CHECKED: "`check`: every selected check was skipped (e.g. `--only func` where CUDA cannot run, "
     "`--only compat.torch --no-torch`): nothing was verified, so the verdict is UNKNOWN, never READY (5 when a "
     "requested check could not run as well)",
+    ExitCode.GPU_BUSY: "`check --level 2`, `3` or `4`: other processes use the GPUs, so nothing was run (the deep "
+    "tests would take their memory and compute); `--force` runs them anyway",
     ExitCode.NVML_DRIVER_NOT_LOADED: "NVML: NVIDIA driver not loaded",
     ExitCode.NVML_LIBRARY_NOT_FOUND: "NVML: libnvidia-ml.so.1 not found (no driver installed)",
     ExitCode.GPU_LOST: "a GPU is lost (fallen off the bus): `list`, `memory` and `visible` still print everything, "
-    "then one line on stderr names the lost GPU (`check` reports it as a failing check, exit 1; `snapshot` "
-    "records it, exit 0)",
+    "then one line on stderr names the lost GPU; the nvidia-smi views (`dmon`, `pmon`, `topo`, `nvlink`, `mig`, "
+    "`stat`) first print nvidia-smi's line for it on stderr (\"Unable to determine the device handle for GPU2: "
+    '…"), then the other GPUs (`check` reports it as a failing check, exit 1; `snapshot` records it, exit 0)',
     ExitCode.NVML_VERSION_MISMATCH: "NVML: driver/library version mismatch (reboot or reload the modules)",
     ExitCode.INTERNAL: "internal error in gpudiag (a bug: please report it with `--debug` output)",
     ExitCode.OUTPUT_ERROR: "output could not be written: standard output, or a file an option names (`snapshot -o`, "

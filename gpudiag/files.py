@@ -19,11 +19,17 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from gpudiag import edge
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
+
+# What a document is: its text or bytes, or a function that writes it into a binary file as it
+# goes (a 50,000-node JUnit report is never held whole in memory).
+Content = str | bytes | Callable[[BinaryIO], None]
 
 
 def output_error(path: Path | str, exc: OSError) -> GpudiagError:
@@ -33,8 +39,9 @@ def output_error(path: Path | str, exc: OSError) -> GpudiagError:
     return GpudiagError(f"cannot write {path}: {exc.strerror or exc}", code)
 
 
-def write_atomic(path: Path, data: str | bytes, *, mode: int = 0o666) -> None:
-    """Replace ``path`` with ``data`` (text is UTF-8) all at once, or leave it as it was.
+def write_atomic(path: Path, data: Content, *, mode: int = 0o666) -> None:
+    """Replace ``path`` with ``data`` (text is UTF-8; a callable writes into the file) all at once,
+    or leave it as it was.
 
     ``mode`` is the new file's permissions before the umask (0o600 for private files); an existing
     file keeps its own. Raises :class:`GpudiagError` (see :func:`output_error`).
@@ -71,7 +78,7 @@ def write_atomic(path: Path, data: str | bytes, *, mode: int = 0o666) -> None:
         edge.untrack_temporary(temporary)
 
 
-def _write_in_place(path: Path, payload: bytes) -> None:
+def _write_in_place(path: Path, payload: bytes | Callable[[BinaryIO], None]) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
         try:
@@ -82,7 +89,11 @@ def _write_in_place(path: Path, payload: bytes) -> None:
         raise output_error(path, exc) from None
 
 
-def _write_all(fd: int, payload: bytes) -> None:
+def _write_all(fd: int, payload: bytes | Callable[[BinaryIO], None]) -> None:
+    if callable(payload):
+        with os.fdopen(fd, "wb", closefd=False) as out:  # buffered; flushed (and errors raised) on exit
+            payload(out)
+        return
     view = memoryview(payload)
     while view:
         view = view[os.write(fd, view) :]

@@ -7,13 +7,20 @@ microseconds. Copy with changes through ``msgspec.structs.replace``.
 Every fact that a source may fail to read is a :class:`Reading`: it holds a value
 *or* the reason it is missing. A Reading never pretends to be a number, so a missing
 value cannot be added, compared or formatted by accident.
+
+One vocabulary says why a value is absent (:class:`Reason`, each with its text): the hardware or
+driver does not support it (``not_supported``, ``function_not_found``), the snapshot being
+replayed does not hold it (``not_recorded``), the command did not ask for it (``not_read``), or
+reading it failed (``no_permission``, ``gpu_lost``, ``not_found``, ``unavailable``,
+``unknown_error``, with the error in ``detail``). :meth:`Reading.missing` builds a missing
+reading, :meth:`Reading.missing_like` passes one on as another type.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:  # loaded only where details are read or shown (see gpudiag.serialize)
     from gpudiag.details import GpuDetails
@@ -22,20 +29,6 @@ import msgspec
 
 T = TypeVar("T")
 U = TypeVar("U")
-
-
-# NVML's clock event (throttle reason) bits, named as nvidia-smi names them.
-CLOCK_EVENT_NAMES = {
-    0x1: "GpuIdle",
-    0x2: "ApplicationsClocksSetting",
-    0x4: "SwPowerCap",
-    0x8: "HwSlowdown",
-    0x10: "SyncBoost",
-    0x20: "SwThermalSlowdown",
-    0x40: "HwThermalSlowdown",
-    0x80: "HwPowerBrakeSlowdown",
-    0x100: "DisplayClockSetting",
-}
 
 
 class Reason(str, enum.Enum):
@@ -51,6 +44,9 @@ class Reason(str, enum.Enum):
     # The command did not ask for this fact (see FactGroup): says nothing about the hardware, and
     # renderers of a command never show a fact their command did not read.
     NOT_READ = "not_read"
+    # The replayed snapshot does not hold this fact (taken before gpudiag read it, or without the
+    # group that reads it): says nothing about the hardware either.
+    NOT_RECORDED = "not_recorded"
 
     @property
     def label(self) -> str:
@@ -66,6 +62,7 @@ _REASON_LABELS = {
     Reason.UNAVAILABLE: "unavailable",
     Reason.UNKNOWN_ERROR: "unknown error",
     Reason.NOT_READ: "not read by this command",
+    Reason.NOT_RECORDED: "not recorded in this snapshot",
 }
 
 
@@ -86,7 +83,16 @@ class Reading(msgspec.Struct, Generic[T], frozen=True):
 
     @classmethod
     def missing(cls, reason: Reason, detail: str = "") -> Reading[T]:
+        """The one way to build a missing reading."""
         return cls(reason=reason, detail=detail)
+
+    @classmethod
+    def missing_like(cls, other: Reading[Any]) -> Reading[T]:
+        """``other``'s absence (reason and detail) as a reading of another type: a fact built
+        from a missing one is missing for the same reason."""
+        if other.reason is None:
+            raise ValueError("missing_like needs a missing reading")
+        return cls(reason=other.reason, detail=other.detail)
 
     @property
     def ok(self) -> bool:
@@ -97,20 +103,17 @@ class Reading(msgspec.Struct, Generic[T], frozen=True):
 
     def map(self, fn: Callable[[T], U]) -> Reading[U]:
         if self.value is None:
-            return Reading(reason=self.reason, detail=self.detail)
+            return Reading.missing_like(self)
         return Reading(value=fn(self.value))
 
     def __bool__(self) -> bool:  # pragma: no cover - guard against `if reading:` misuse
         raise TypeError("use Reading.ok or Reading.value; truthiness is ambiguous")
 
 
-def unavailable(reason: Reason, detail: str = "") -> Reading[T]:
-    return Reading(reason=reason, detail=detail)
-
-
-def _not_recorded() -> Reading[int]:
-    """Snapshots that predate a field replay it as a GPU without it: N/A, never a number."""
-    return Reading(reason=Reason.NOT_SUPPORTED)
+def not_recorded() -> Reading[Any]:
+    """The default of a reading added after snapshots were taken without it: replayed, they say
+    "not recorded", never a number and never "not supported"."""
+    return Reading.missing(Reason.NOT_RECORDED)
 
 
 # --- enumerations --------------------------------------------------------------------
@@ -155,9 +158,6 @@ class HostState(str, enum.Enum):
     OTHER_NAMESPACE = "other_pid_namespace"  # a host PID seen from inside a container
 
 
-DETAILS_NOT_RECORDED = "not recorded in this snapshot"
-
-
 class FactGroup(str, enum.Enum):
     """Groups of per-GPU facts a command asks the source for; each group costs NVML calls per GPU.
 
@@ -190,6 +190,9 @@ class FactGroup(str, enum.Enum):
     # With DETAILS: each NVLink and how each GPU reaches each other one (topology, P2P, CPU/NUMA
     # affinity): ~8 calls per link and 3 per GPU pair, so `--query` fields leave it out.
     LINKS = "links"
+    # MIG's GPU instance profiles (with the room left for each) and the GPU and compute instances
+    # (`gpudiag mig`, `nvidia-smi mig -lgip/-lgi/-lci`): ~40 calls on a MIG-enabled GPU, one on others.
+    MIG_LAYOUT = "mig_layout"
 
 
 ALL_GROUPS: frozenset[FactGroup] = frozenset(FactGroup)
@@ -202,7 +205,7 @@ class Memory(msgspec.Struct, frozen=True):
     total_bytes: int
     used_bytes: int
     free_bytes: int
-    reserved_bytes: Reading[int] = msgspec.field(default_factory=lambda: unavailable(Reason.NOT_SUPPORTED))
+    reserved_bytes: Reading[int] = msgspec.field(default_factory=lambda: Reading.missing(Reason.NOT_SUPPORTED))
 
 
 class Utilization(msgspec.Struct, frozen=True):
@@ -254,6 +257,28 @@ class GpuProcess(msgspec.Struct, frozen=True):
     compute_instance_id: int | None = None
 
 
+class Bar1(msgspec.Struct, frozen=True):
+    """The BAR1 aperture through which the host maps GPU memory (nvmlDeviceGetBAR1MemoryInfo)."""
+
+    total_bytes: int
+    used_bytes: int
+    free_bytes: int
+
+
+class MigAttributes(msgspec.Struct, frozen=True):
+    """What a MIG device is given of the GPU (nvmlDeviceGetAttributes on its handle)."""
+
+    multiprocessors: int
+    copy_engines: int  # shared with the other compute instances of its GPU instance, as the rest
+    decoders: int
+    encoders: int
+    jpeg_decoders: int
+    ofas: int
+    gpu_instance_slices: int
+    compute_instance_slices: int
+    memory_mib: int
+
+
 class MigDevice(msgspec.Struct, frozen=True):
     index: int  # position under its parent GPU
     uuid: Reading[str]
@@ -261,6 +286,49 @@ class MigDevice(msgspec.Struct, frozen=True):
     compute_instance_id: Reading[int]
     name: Reading[str]
     memory: Reading[Memory]
+    # Read with the details (`list -q`, snapshot); nvitop reads BAR1 of every MIG device.
+    bar1: Reading[Bar1] = msgspec.field(default_factory=not_recorded)
+    attributes: Reading[MigAttributes] = msgspec.field(default_factory=not_recorded)
+
+
+class MigProfile(msgspec.Struct, frozen=True):
+    """A GPU instance profile (nvmlDeviceGetGpuInstanceProfileInfoV) and how many more fit now
+    (nvmlDeviceGetGpuInstanceRemainingCapacity): a line of `nvidia-smi mig -lgip`."""
+
+    index: int  # the NVML_GPU_INSTANCE_PROFILE_* it answers (0 is 1_SLICE)
+    id: int  # NVML's profile id (A100: 19 is 1g.5gb, 0 is 7g.40gb)
+    name: str  # "MIG 1g.5gb"
+    slices: int
+    instances: int  # how many of it the GPU holds at most
+    remaining: Reading[int]  # how many more can be created now
+    memory_mib: int
+    p2p: bool
+    sms: int
+    copy_engines: int
+    decoders: int
+    encoders: int
+    jpeg: int
+    ofa: int
+
+
+class MigComputeInstance(msgspec.Struct, frozen=True):
+    """A compute instance inside a GPU instance (nvmlComputeInstanceGetInfo): a line of `mig -lci`."""
+
+    id: int
+    profile_id: int
+    name: str  # its profile's name: "MIG 1g.5gb", or "MIG 1c.3g.20gb" for a share of a larger instance
+    placement_start: int
+    placement_size: int
+
+
+class MigGpuInstance(msgspec.Struct, frozen=True):
+    """A GPU instance (nvmlGpuInstanceGetInfo) and its compute instances: a line of `mig -lgi`."""
+
+    id: int
+    profile_id: int
+    placement_start: int
+    placement_size: int
+    compute_instances: tuple[MigComputeInstance, ...]
 
 
 class Gpu(msgspec.Struct, frozen=True):
@@ -290,7 +358,7 @@ class Gpu(msgspec.Struct, frozen=True):
     ecc_errors: EccCounts
     retired_pages: Reading[RetiredPages]
     remapped_rows: Reading[RemappedRows]
-    clock_event_reasons: Reading[int]  # NVML bitmask, see CLOCK_EVENT_NAMES
+    clock_event_reasons: Reading[int]  # NVML bitmask, see readings.CLOCK_EVENTS
     inforom_valid: Reading[bool]
     recovery_action: Reading[int]  # NVML_GPU_RECOVERY_ACTION_*; 0 means none needed
     mig_mode_current: Reading[bool]
@@ -298,13 +366,16 @@ class Gpu(msgspec.Struct, frozen=True):
     mig_devices: tuple[MigDevice, ...]
     processes: Reading[tuple[GpuProcess, ...]]
     # Read for the exporter; snapshots taken before these existed load them as not recorded.
-    clock_sm_mhz: Reading[int] = msgspec.field(default_factory=lambda: _not_recorded())
-    clock_memory_mhz: Reading[int] = msgspec.field(default_factory=lambda: _not_recorded())
-    clock_graphics_mhz: Reading[int] = msgspec.field(default_factory=lambda: _not_recorded())
-    energy_mj: Reading[int] = msgspec.field(default_factory=lambda: _not_recorded())  # since the driver loaded
-    pcie_replays: Reading[int] = msgspec.field(default_factory=lambda: _not_recorded())  # link-level retries
+    clock_sm_mhz: Reading[int] = msgspec.field(default_factory=not_recorded)
+    clock_memory_mhz: Reading[int] = msgspec.field(default_factory=not_recorded)
+    clock_graphics_mhz: Reading[int] = msgspec.field(default_factory=not_recorded)
+    energy_mj: Reading[int] = msgspec.field(default_factory=not_recorded)  # since the driver loaded
+    pcie_replays: Reading[int] = msgspec.field(default_factory=not_recorded)  # link-level retries
+    # MIG's layout (`gpudiag mig`): the GPU instance profiles and the instances created.
+    mig_profiles: Reading[tuple[MigProfile, ...]] = msgspec.field(default_factory=not_recorded)
+    mig_instances: Reading[tuple[MigGpuInstance, ...]] = msgspec.field(default_factory=not_recorded)
     # What `nvidia-smi -q` adds (clocks, NVLink, topology, ...); only commands that show it read it.
-    details: Reading[GpuDetails] = msgspec.field(default_factory=lambda: unavailable(Reason.NOT_READ))
+    details: Reading[GpuDetails] = msgspec.field(default_factory=lambda: Reading.missing(Reason.NOT_READ))
 
     @property
     def label(self) -> str:
@@ -387,7 +458,7 @@ class Machine(msgspec.Struct, frozen=True):
     torch_build: Reading[TorchBuild]
     # Only `check` and `snapshot` ask torch (in a child); other readings leave this unrecorded.
     torch_runtime: Reading[TorchRuntime] = msgspec.field(
-        default_factory=lambda: unavailable(Reason.UNAVAILABLE, "torch runtime not probed")
+        default_factory=lambda: Reading.missing(Reason.UNAVAILABLE, "torch runtime not probed")
     )
 
     @property

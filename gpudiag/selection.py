@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpudiag.errors import UsageError
 from gpudiag.model import Gpu
-from gpudiag.numbers import parse_count, shorten
+from gpudiag.parsing import parse_count, shorten
 
 
 def normalize_bus_id(bus_id: str) -> str:

@@ -8,7 +8,6 @@ describe a different machine.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import importlib
 import sys
@@ -38,8 +37,6 @@ def to_data(obj: Any) -> Any:
         return to_data(obj.value)
     if isinstance(obj, msgspec.Struct):  # the model
         return {name: to_data(getattr(obj, name)) for name in obj.__struct_fields__}
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, (tuple, list)):
@@ -75,17 +72,11 @@ def _hint(cls: type, name: str, annotation: Any) -> Any:
 
 
 def _fields(cls: Any) -> dict[str, tuple[Any, bool]]:
-    """Each field's annotation (maybe still a string) and whether data must give it: a model
-    Struct or a dataclass (gpudiag.details)."""
-    if issubclass(cls, msgspec.Struct):
-        names = cls.__struct_fields__
-        optional = len(cls.__struct_defaults__)  # defaults belong to the last fields
-        annotations = typing.cast(dict[str, Any], cls.__annotations__)
-        return {n: (annotations[n], i < len(names) - optional) for i, n in enumerate(names)}
-    return {
-        f.name: (f.type, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
-        for f in dataclasses.fields(cls)
-    }
+    """Each field of a model Struct: its annotation (maybe still a string) and whether data must give it."""
+    names = cls.__struct_fields__
+    optional = len(cls.__struct_defaults__)  # defaults belong to the last fields
+    annotations = typing.cast(dict[str, Any], cls.__annotations__)
+    return {n: (annotations[n], i < len(names) - optional) for i, n in enumerate(names)}
 
 
 def _load(tp: Any, data: Any, path: str) -> Any:
@@ -104,7 +95,7 @@ def _load(tp: Any, data: Any, path: str) -> Any:
             detail = data.get("detail", "")
             if not isinstance(detail, str):
                 raise SchemaError(f"{path}.detail: expected a string")
-            return Reading(reason=reason, detail=detail)
+            return Reading.missing(reason, detail)
         if data is None:
             raise SchemaError(f'{path}: null is not a reading; write {{"unavailable": reason}}')
         return Reading(value=_load(args[0], data, path))
@@ -123,7 +114,7 @@ def _load(tp: Any, data: Any, path: str) -> Any:
         if len(data) != len(args):
             raise SchemaError(f"{path}: expected {len(args)} items, got {len(data)}")
         return tuple(_load(a, item, f"{path}[{i}]") for i, (a, item) in enumerate(zip(args, data, strict=True)))
-    if isinstance(tp, type) and (issubclass(tp, msgspec.Struct) or dataclasses.is_dataclass(tp)):
+    if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
         if not isinstance(data, dict):
             raise SchemaError(f"{path}: expected an object, got {type(data).__name__}")
         fields = _fields(tp)

@@ -1,4 +1,5 @@
-"""Sizes as users write them (``20GiB``, ``512MB``, ``1.5G``) and as nvidia-smi shows them."""
+"""Sizes and durations as users write them (``20GiB``, ``512MB``, ``1.5G``, ``10m``), checked as options take
+them, and sizes as nvidia-smi shows them."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import math
 import re
 
 from gpudiag.errors import UsageError
-from gpudiag.numbers import shorten
+from gpudiag.parsing import shorten
 
 _UNITS = {
     "b": 1,
@@ -78,3 +79,42 @@ def parse_duration(text: str) -> float:
     if not match or float(match.group(1)) <= 0:
         raise UsageError(f"invalid duration {shorten(text)!r}: use a positive number of seconds or e.g. 90s, 10m, 1h")
     return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+
+
+# What users give options: sizes, durations and seconds, checked, each error naming its option.
+
+# The longest wait or interval any option takes: a year is beyond any real use, and far inside
+# what time.sleep and the clocks accept (1e20 s overflowed them: an internal error).
+MAX_SECONDS = 365 * 24 * 3600.0
+
+
+def seconds(value: float | None, option: str, at_least: float = 0.0) -> float | None:
+    """A number of seconds given to ``option``: finite, more than ``at_least`` (0: more than 0,
+    else at least it) and at most a year. nan, inf, 0 and 1e20 are usage errors."""
+    if value is None:
+        return None
+    if not math.isfinite(value) or value <= 0 or value > MAX_SECONDS:
+        raise UsageError(f"{option} {shorten(str(value))}: expected a number of seconds, more than 0, at most a year")
+    if value < at_least:
+        raise UsageError(f"{option} {value:g}: use at least {at_least:g} seconds")
+    return value
+
+
+def size(value: str | None, option: str) -> int | None:
+    """Bytes from a size given to ``option`` (``20GiB``), or None when it was not given."""
+    if value is None:
+        return None
+    try:
+        return parse_size(value)
+    except UsageError as exc:
+        raise UsageError(f"{option}: {exc.message}") from None
+
+
+def duration(value: str | None, option: str) -> float | None:
+    """Seconds from a duration given to ``option`` (``10m``), or None when it was not given."""
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except UsageError as exc:
+        raise UsageError(f"{option}: {exc.message}") from None

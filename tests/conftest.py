@@ -16,8 +16,10 @@ import compileall
 import contextlib
 import functools
 import importlib.util
+import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
@@ -60,6 +62,12 @@ def skip_without_torch() -> None:
     and an import here would cost each worker seconds."""
     if importlib.util.find_spec("torch") is None:
         pytest.skip("needs torch (a CPU build will do)")
+
+
+# Replays show the local time their snapshot was taken (as nvidia-smi shows its own): in UTC here, so
+# that rendered output is the same on every machine that runs the tests.
+os.environ["TZ"] = "UTC"
+time.tzset()
 
 
 @pytest.fixture

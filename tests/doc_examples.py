@@ -19,6 +19,7 @@ import os
 import re
 import shlex
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,7 +65,10 @@ def examples(path: Path) -> list[Example]:
 
 
 def run(example: Example) -> str:
-    """What the example's command prints here, as a user sees it: no colour, ``WIDTH`` columns."""
+    """What the example's command prints here, as a user sees it: no colour, ``WIDTH`` columns; in
+    UTC (a replay shows when its snapshot was taken, in local time), so the same everywhere."""
+    os.environ["TZ"] = "UTC"
+    time.tzset()
     from typer.testing import CliRunner
 
     from gpudiag.cli.app import app
@@ -74,7 +78,12 @@ def run(example: Example) -> str:
     while _ASSIGNMENT.match(words[0]):
         name, _, value = words.pop(0).partition("=")
         env[name] = value
-    result = CliRunner().invoke(app, words[1:], env=env)
+    here = os.getcwd()
+    os.chdir(ROOT)  # paths in examples (docs/samples/fleet/nodes/) are relative to the repository
+    try:
+        result = CliRunner().invoke(app, words[1:], env=env)
+    finally:
+        os.chdir(here)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise RuntimeError(f"{example.name}: `{example.command}` raised {result.exception!r}")
     text = result.stdout + result.stderr

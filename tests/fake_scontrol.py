@@ -1,48 +1,79 @@
-"""A fake `scontrol` on PATH for the drain rules: `show node` and `update`, state in a JSON file.
+"""A fake `scontrol` on PATH for `gpudiag drain` and the scheduler scripts: `show node`, `update`.
 
-It answers in Slurm 22.05's format (checked against the real one in tests/test_slurm.py) and
-logs every call, so tests see exactly what gpudiag ran.
+It answers in Slurm 22.05's format (checked against the real one in tests/test_slurm.py), keeps
+the cluster in a JSON file, and logs every call's exact argv (one JSON list per line), so a test
+sees what gpudiag ran. Like the real one it reads ``NodeName=`` as a hostlist: ``gpu[1-3]``
+updates three nodes, so a test catches a node name passed as syntax. Installed as a small shell
+script that runs this file.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-SCRIPT = """#!{python}
-import json, sys
-state_file, log_file = {state!r}, {log!r}
-args = sys.argv[1:]
-with open(log_file, "a") as log:
-    log.write(" ".join(args) + "\\n")
-nodes = json.load(open(state_file))
-if args[:2] == ["show", "node"]:
-    node = nodes.get(args[2])
-    if node is None:
-        print(f"Node {{args[2]}} not found")
-        sys.exit(1)
-    print(f"NodeName={{args[2]}} Arch=x86_64 CoresPerSocket=1")
-    print(f"   State={{node['state']}} ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A")
-    if node["reason"]:
-        print(f"   Reason={{node['reason']}} [admin@2026-11-23T07:19:46]")
-    sys.exit(0)
-if args[:1] == ["update"]:
-    fields = dict(a.split("=", 1) for a in args[1:])
-    node = nodes.get(fields.get("NodeName", ""))
-    if node is None or {fail!r}:
-        print("slurm_update error: Invalid node name specified", file=sys.stderr)
-        sys.exit(1)
-    if fields.get("State") == "DRAIN":
-        node["state"] = node["state"].split("+")[0] + "+DRAIN"
-        node["reason"] = fields["Reason"]
-    elif fields.get("State") == "RESUME":
-        node["state"], node["reason"] = node["state"].split("+")[0], ""
-    json.dump(nodes, open(state_file, "w"))
-    sys.exit(0)
-sys.exit(2)
+SHOW_NODE = """\
+NodeName={name} Arch=x86_64 CoresPerSocket=1
+   CPUAlloc=0 CPUEfctv=2 CPUTot=2 CPULoad=0.01
+   AvailableFeatures=(null)
+   ActiveFeatures=(null)
+   Gres=gpu:8
+   NodeAddr={name} NodeHostName={name} Version=22.05.8
+   RealMemory=1 AllocMem=0 FreeMem=20535 Sockets=2 Boards=1
+   State={state} ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+   Partitions=debug
+   CfgTRES=cpu=2,mem=1M,billing=2
+   AllocTRES=
+{reason}
 """
+
+
+def main(state_file: str, log_file: str, fail_updates: bool, args: list[str]) -> int:
+    with open(log_file, "a") as log:
+        log.write(json.dumps(args) + "\n")
+    nodes = json.loads(Path(state_file).read_text())
+    words = [a for a in args if a not in ("--all", "-a", "--oneliner", "-o")]
+    if words[:2] == ["show", "node"]:
+        names = words[2:3] or list(nodes)
+        if any(n not in nodes for n in names):
+            print(f"Node {names[0]} not found")
+            return 1
+        out = []
+        for name in names:
+            node = nodes[name]
+            reason = f"   Reason={node['reason']} [root@{node['since']}]" if node["reason"] else ""
+            out.append(SHOW_NODE.format(name=name, state=node["state"], reason=reason).replace("\n\n", "\n"))
+        sys.stdout.write("\n".join(out) + "\n")
+        return 0
+    if words[:1] == ["update"]:
+        fields = dict(a.split("=", 1) for a in words[1:])
+        targets = _expand(fields.get("NodeName", ""))
+        if fail_updates or not targets or any(n not in nodes for n in targets):
+            print("slurm_update error: Invalid node name specified", file=sys.stderr)
+            return 1
+        for name in targets:
+            node = nodes[name]
+            if fields.get("State") == "DRAIN":
+                node["state"] = node["state"].split("+")[0] + "+DRAIN"
+                node["reason"], node["since"] = fields["Reason"], time.strftime("%Y-%m-%dT%H:%M:%S")
+            elif fields.get("State") == "RESUME":
+                node["state"], node["reason"] = node["state"].split("+")[0], ""
+        Path(state_file).write_text(json.dumps(nodes))
+        return 0
+    print(f"fake scontrol: not faked: {args}", file=sys.stderr)
+    return 2
+
+
+def _expand(expression: str) -> list[str]:
+    import hostlist
+
+    try:
+        return list(hostlist.expand_hostlist(expression))
+    except hostlist.BadHostlist:
+        return []
 
 
 @dataclass
@@ -55,20 +86,45 @@ class FakeSlurm:
         data: dict[str, dict[str, str]] = json.loads(self.state_file.read_text())
         return data
 
-    def calls(self) -> list[str]:
-        return self.log_file.read_text().splitlines() if self.log_file.exists() else []
+    def calls(self) -> list[list[str]]:
+        if not self.log_file.exists():
+            return []
+        return [json.loads(line) for line in self.log_file.read_text().splitlines()]
 
-    def updates(self) -> list[str]:
-        return [c for c in self.calls() if c.startswith("update")]
+    def updates(self) -> list[list[str]]:
+        return [c for c in self.calls() if c[:1] == ["update"]]
+
+    def set(self, node: str, state: str, reason: str = "", since: str = "2026-11-23T07:19:25") -> None:
+        nodes = self.nodes()
+        nodes[node] = {"state": state, "reason": reason, "since": since}
+        self.state_file.write_text(json.dumps(nodes))
+
+    @property
+    def path(self) -> str:
+        """PATH with this fake first."""
+        import os
+
+        return f"{self.bindir}:{os.environ['PATH']}"
 
 
-def install(directory: Path, nodes: dict[str, tuple[str, str]], fail_updates: bool = False) -> FakeSlurm:
-    """``nodes``: name -> (state, reason). Put ``result.bindir`` first on PATH."""
+def install(
+    directory: Path,
+    nodes: dict[str, tuple[str, str]],
+    fail_updates: bool = False,
+    since: str = "2026-11-23T07:19:25",
+) -> FakeSlurm:
+    """``nodes``: name -> (state, reason), the reasons set at ``since`` (local time, as Slurm
+    prints it). Put ``result.bindir`` first on PATH."""
     bindir = directory / "fake-slurm-bin"
-    bindir.mkdir()
+    bindir.mkdir(parents=True)
     state_file, log_file = directory / "slurm-state.json", directory / "scontrol.log"
-    state_file.write_text(json.dumps({n: {"state": s, "reason": r} for n, (s, r) in nodes.items()}))
+    state_file.write_text(json.dumps({n: {"state": s, "reason": r, "since": since} for n, (s, r) in nodes.items()}))
     script = bindir / "scontrol"
-    script.write_text(SCRIPT.format(python=sys.executable, state=str(state_file), log=str(log_file), fail=fail_updates))
+    here = Path(__file__).resolve()
+    script.write_text(f'#!/bin/sh\nexec {sys.executable} {here} {state_file} {log_file} {int(fail_updates)} "$@"\n')
     script.chmod(0o755)
     return FakeSlurm(bindir, state_file, log_file)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4:]))

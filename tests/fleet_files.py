@@ -20,9 +20,9 @@ def _output(machine: str, *args: str) -> str:
     return result.stdout
 
 
-def check(machine: str, node: str) -> dict[str, Any]:
-    """`gpudiag check --json --no-torch` of an example machine, as Slurm node ``node`` would send it."""
-    data: dict[str, Any] = json.loads(_output(machine, "check", "--json", "--no-torch"))
+def check(machine: str, node: str, *options: str) -> dict[str, Any]:
+    """`gpudiag check --json --no-torch [OPTIONS]` of an example machine, as Slurm node ``node`` would send it."""
+    data: dict[str, Any] = json.loads(_output(machine, "check", "--json", "--no-torch", *options))
     data["slurm_node"] = node
     return data
 
@@ -68,3 +68,27 @@ def write(directory: Path, name: str, data: dict[str, Any] | str | bytes) -> Pat
     else:
         path.write_text(data if isinstance(data, str) else json.dumps(data, indent=2))
     return path
+
+
+EXAMPLE_FLEET = "docs/samples/fleet"  # the README's and docs/commands/report.md's example fleet
+
+
+def example_fleet(directory: Path) -> None:
+    """The docs' example fleet, ``gpu[1-8]``: three healthy nodes, one with a GPU to reset, one that
+    failed only the job's requirement, one that sent nothing, one killed while writing (empty file),
+    one whose file holds two runs appended with ``>>``. Regenerate: ``python -m tests.fleet_files``."""
+    nodes = directory / "nodes"
+    if nodes.exists():
+        for old in nodes.iterdir():
+            old.unlink()
+    for node in ("gpu1", "gpu3", "gpu4"):
+        write(nodes, f"{node}.json", check("h100x8-healthy", node))
+    write(nodes, "gpu2.json", check("a100-ecc-errors", "gpu2"))
+    write(nodes, "gpu8.json", check("h100x8-healthy", "gpu8", "--require-driver", "555"))
+    write(nodes, "gpu6.json", b"")
+    twice = json.dumps(check("h100x8-healthy", "gpu7"), indent=2) + "\n"
+    write(nodes, "gpu7.json", twice + json.dumps(check("a100-ecc-errors", "gpu7"), indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    example_fleet(Path(__file__).resolve().parent.parent / EXAMPLE_FLEET)

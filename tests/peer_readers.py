@@ -1,4 +1,5 @@
-"""Read replayed machines with gpustat or nvitop, unmodified: ``python -m tests.peer_readers TOOL NAME...``.
+"""Read replayed machines with gpustat or nvitop, unmodified: ``python -m tests.peer_readers TOOL NAME...``
+(TOOL: gpustat or nvitop through their APIs; gpustat-cli or nvitop-cli through their command lines).
 
 A child program for tests/test_peers.py. For each machine it installs the replay's fake NVML as
 ``pynvml`` (gpudiag.replay.run.install), imports the tool afresh (both keep NVML state in
@@ -138,15 +139,46 @@ def read_nvitop() -> dict[str, Any]:
     return {"gpus": gpus, "lacking": lacking}
 
 
+def run_cli(tool: str) -> dict[str, Any]:
+    """The tool's own command line, unmodified (``nvitop -1``, ``gpustat``), as a user runs it: its
+    exit status, the exception that ended it (a crash), and the lines it printed."""
+    import contextlib
+    import io
+
+    _fresh(tool)
+    out, err = io.StringIO(), io.StringIO()
+    argv = sys.argv
+    sys.argv = [tool, "-1"] if tool == "nvitop" else [tool]
+    code: Any = 0
+    crash = ""
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            if tool == "nvitop":
+                from nvitop.cli import main as entry
+            else:
+                from gpustat.cli import main as entry
+            code = entry()
+    except SystemExit as exc:
+        code = exc.code
+    except Exception as exc:  # a crash of the tool itself, on this machine's NVML answers
+        crash = f"{type(exc).__name__}: {exc}"
+    finally:
+        sys.argv = argv
+    return {"exit": code, "crash": crash, "lines": len(out.getvalue().splitlines()), "stderr": err.getvalue()[-300:]}
+
+
 def main(argv: list[str]) -> None:
     tool, names = argv[0], argv[1:]
     out = {}
     for name in names:
         fake = install(name)
-        if tool == "gpustat":  # nvitop subclasses psutil.Process and lists NVML's PIDs as they are
+        if tool.startswith("gpustat"):  # nvitop subclasses psutil.Process and lists NVML's PIDs as they are
             _record_processes(fake)
         try:
-            out[name] = read_gpustat() if tool == "gpustat" else read_nvitop()
+            if tool.endswith("-cli"):
+                out[name] = run_cli(tool[: -len("-cli")])
+            else:
+                out[name] = read_gpustat() if tool == "gpustat" else read_nvitop()
         finally:
             psutil.Process, psutil.pid_exists = _REAL_PROCESS, _REAL_PID_EXISTS  # type: ignore[misc]
     json.dump(out, sys.stdout)

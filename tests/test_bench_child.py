@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from gpudiag.bench import child
-from gpudiag.bench.child import EVENT_MARKER, Collector, run_child
+from gpudiag.bench import runner
 from gpudiag.bench.link import Link
 from gpudiag.bench.placement import Placement
 from gpudiag.bench.plan import DeviceInfo, Mode, Task, make_plan
+from gpudiag.bench.runner import Collector, run_child
 from gpudiag.children import bench as bench_child
+from gpudiag.children import protocol
 from gpudiag.children.bench import Watchdog, child_main, numa_node_for
 from gpudiag.probe.child import ChildOutcome, ChildResult, script
 from tests.test_bench_fakes import SCENARIO_ENV, SPEC, Scenario, device
@@ -34,7 +35,7 @@ def no_watchdog_thread_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
-    return [line for line in capsys.readouterr().out.splitlines() if line.startswith(EVENT_MARKER)]
+    return [line for line in capsys.readouterr().out.splitlines() if line.startswith(protocol.EVENT)]
 
 
 def test_child_main_speaks_the_protocol(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,7 +49,7 @@ def test_child_main_speaks_the_protocol(capsys: pytest.CaptureFixture[str], monk
     }
     final: list[dict[str, Any]] = []
     child_main(json.dumps(config), final.append)
-    events = [json.loads(line[len(EVENT_MARKER) :]) for line in _lines(capsys)]
+    events = [json.loads(line[len(protocol.EVENT) :]) for line in _lines(capsys)]
     assert final == [{"done": True}]
     assert [e["kind"] for e in events[:2]] == ["devices", "tasks"]
     assert events[0]["numa_nodes"] == {"0": 0, "1": 1}
@@ -121,7 +122,7 @@ def test_the_watchdog_thread_looks_until_it_fires() -> None:
 
 
 def _events(*events: dict[str, Any]) -> list[str]:
-    return [EVENT_MARKER + json.dumps(e) for e in events]
+    return [protocol.EVENT + json.dumps(e) for e in events]
 
 
 DEVICES = {"kind": "devices", "devices": [vars(device(0))], "peer_access": [], "numa_nodes": {"0": 0}}
@@ -146,7 +147,7 @@ def test_the_collector_reads_events_and_the_link_under_load() -> None:
     placement = {"placement": "not_pinned", "gpu_node": 1, "detail": "cpuset"}
     for line in [
         "some torch warning",
-        EVENT_MARKER + "{not json",
+        protocol.EVENT + "{not json",
         *_events(
             {**DEVICES, "spin_kernel": False, "version": "torch x"},
             TASKS,
@@ -220,7 +221,7 @@ def test_run_child_passes_the_plan_and_a_timeout_to_the_launcher() -> None:
 # --- real child processes --------------------------------------------------------------
 
 
-def _real(monkeypatch: pytest.MonkeyPatch, scenario: Scenario, **kwargs: Any) -> child.Outcome:
+def _real(monkeypatch: pytest.MonkeyPatch, scenario: Scenario, **kwargs: Any) -> runner.Outcome:
     monkeypatch.setenv(SCENARIO_ENV, scenario.to_json())
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     plan = make_plan("h2d_pinned,d2d,h2d_pageable", "64MiB", False, 4, 2, None)

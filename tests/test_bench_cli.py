@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gpudiag.bench import child
+from gpudiag.bench import runner
 from gpudiag.bench.plan import DeviceInfo, GiB
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import ALL_GROUPS, Reading, Reason, TorchBuild
@@ -73,7 +73,7 @@ def _machine(monkeypatch: pytest.MonkeyPatch, example: str) -> None:
 )
 def test_no_driver_or_no_gpu(cli: Cli, monkeypatch: pytest.MonkeyPatch, example: str, message: str) -> None:
     _machine(monkeypatch, example)
-    monkeypatch.setattr(child, "run_child", lambda *a, **k: pytest.fail("must not start torch"))
+    monkeypatch.setattr(runner, "run_child", lambda *a, **k: pytest.fail("must not start torch"))
     code, out, err = cli("bench-transfer")
     assert code == ExitCode.NO_CUDA_DEVICE and out == "" and err.count("\n") == 1
     assert err.startswith("gpudiag: no usable CUDA device: ") and message in err
@@ -89,8 +89,8 @@ def _fake_child(monkeypatch: pytest.MonkeyPatch, example: str, **scenario: Any) 
     ]
     monkeypatch.setenv(SCENARIO_ENV, Scenario(devices=devices, **scenario).to_json())
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    real = child.run_child
-    monkeypatch.setattr(child, "run_child", lambda *a, **k: real(*a, **{**k, "primitives": SPEC}))
+    real = runner.run_child
+    monkeypatch.setattr(runner, "run_child", lambda *a, **k: real(*a, **{**k, "primitives": SPEC}))
 
 
 @pytest.mark.slow

@@ -13,11 +13,11 @@ import pytest
 from msgspec.structs import replace
 
 from gpudiag.bench import engine, report
-from gpudiag.bench.child import Collector, Outcome
 from gpudiag.bench.link import Link, Verdict
 from gpudiag.bench.placement import Placed, Placement
 from gpudiag.bench.plan import DeviceInfo, MiB, Mode, make_plan, tasks
 from gpudiag.bench.preflight import match_gpu
+from gpudiag.bench.runner import Collector, Outcome
 from gpudiag.model import Gpu, Reading
 from gpudiag.probe.child import ChildOutcome, ChildResult
 from gpudiag.replay.fixtures import load

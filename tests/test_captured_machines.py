@@ -118,6 +118,19 @@ def test_identity_and_modes_match_nvidia_smi(name: str, file: str) -> None:
 
 
 @pytest.mark.parametrize(("name", "file"), PAIRS)
+def test_product_architecture_matches_nvidia_smi_and_nvml(name: str, file: str) -> None:
+    """nvmlDeviceGetArchitecture answered 9 on the H100 (nvml-getters-*.json); nvidia-smi -q says Hopper."""
+    _, gpu = reading(name)
+    _, smi = xml_gpu(file)
+    details = gpu.details.value
+    assert details is not None
+    assert details.identity.architecture.value == text(smi, "product_architecture") == "Hopper"
+    moment = "busy" if name.endswith("busy") else "idle"
+    getters = json.loads((CAPTURE / f"nvml-getters-{moment}.json").read_text())["device0"]
+    assert getters["nvmlDeviceGetArchitecture"] == {"ok": 9}
+
+
+@pytest.mark.parametrize(("name", "file"), PAIRS)
 def test_memory_matches_nvidia_smi(name: str, file: str) -> None:
     _, gpu = reading(name)
     _, smi = xml_gpu(file)

@@ -12,13 +12,11 @@ from typing import Any
 
 import pytest
 
-from gpudiag.checks import functional
-from gpudiag.cli.check_cmd import COULD_NOT_RUN
+from gpudiag.children import protocol
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.probe.child import ChildOutcome, ChildResult, Running
 from gpudiag.probe.devices import DeviceFacts, DeviceNode
-from gpudiag.probe.torch_runtime import STAGE_MARKER
 from gpudiag.replay import fixtures
 from tests.conftest import Cli, skip_without_torch
 
@@ -263,8 +261,8 @@ def test_torch_that_cannot_start_means_could_not_run(cli: Cli, monkeypatch: pyte
     monkeypatch.setattr("gpudiag.probe.torch_runtime.start", not_started("cannot run python: Permission denied"))
     code, out, err = cli("check", "--quick", "--only", "compat.torch", "--json")
     data = json.loads(out)
-    assert code == COULD_NOT_RUN == ExitCode.CHECK_INCOMPLETE
-    assert data["verdict"] == "UNKNOWN" and data["exit_code"] == COULD_NOT_RUN
+    assert code == ExitCode.CHECK_INCOMPLETE
+    assert data["verdict"] == "UNKNOWN" and data["exit_code"] == ExitCode.CHECK_INCOMPLETE
     assert data["could_not_run"] == ["the torch probe could not start: cannot run python: Permission denied"]
     assert data["checks"][0]["status"] == "SKIP"
     assert err == "gpudiag: could not run: the torch probe could not start: cannot run python: Permission denied\n"
@@ -284,7 +282,7 @@ def test_a_missing_nvml_binding_means_could_not_run(cli: Cli, monkeypatch: pytes
 
     monkeypatch.setattr("gpudiag.probe.collect._import_pynvml", broken)
     code, out, err = cli("check", "--quick")
-    assert code == COULD_NOT_RUN and out == ""
+    assert code == ExitCode.CHECK_INCOMPLETE and out == ""
     assert err == "gpudiag: check could not run: cannot import pynvml (No module named 'pynvml')\n"
 
 
@@ -357,7 +355,7 @@ class FakeRunning(Running):
         owner.calls.append("probe+functional" if functional_test else "probe")
 
         def stage(facts: dict[str, Any]) -> str:
-            return STAGE_MARKER + json.dumps(facts)
+            return protocol.STAGE + json.dumps(facts)
 
         on_line(stage({"stage": "importing", "python": "/venv/bin/python"}))
         owner.deadlines.append(deadline()[1])
@@ -367,13 +365,13 @@ class FakeRunning(Running):
         if functional_test:
             owner.deadlines.append(deadline()[1])
             for idx, uuid in enumerate(owner.uuids):
-                on_line(f"{functional.START_MARKER} {idx} {uuid}")
+                on_line(f"{protocol.START} {idx} {uuid}")
                 if idx == owner.bad:
                     return ChildResult(owner.outcome, detail="crashed with SIGSEGV")
-                on_line(f"{functional.LOADED_MARKER} {idx} {uuid}")
+                on_line(f"{protocol.LOADED} {idx} {uuid}")
                 result = {"torch_index": idx, "uuid": uuid, "ok": True, "error": "", "context_seconds": 0.3}
                 result |= {"memory_ok": True, "matmul_rel_error": 2e-7, "tflops": 51.2}
-                on_line(f"{functional.RESULT_MARKER} {json.dumps(result)}")
+                on_line(f"{protocol.GPU} {json.dumps(result)}")
         return ChildResult(owner.outcome, dict(RUNTIME))
 
 
@@ -432,7 +430,7 @@ def test_a_gpu_that_crashes_the_test_fails_the_node_and_torch_stays_good(cli: Cl
 def test_a_torch_child_that_cannot_start_means_could_not_run(cli: Cli, child: FakeTorchChild) -> None:
     child.not_started = True
     code, data = check_json(cli, "check")
-    assert code == COULD_NOT_RUN
+    assert code == ExitCode.CHECK_INCOMPLETE
     assert data["could_not_run"] == ["the torch probe could not start: cannot run /venv/bin/python: Permission denied"]
     assert by_id(data)["func.gpu"][0]["finding"] == "needs a torch that can use CUDA (see compat.torch)"
 

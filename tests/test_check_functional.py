@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from gpudiag.checks import functional
+from gpudiag.checks import functional_runner as functional
+from gpudiag.children import protocol
 from gpudiag.probe.child import ChildOutcome, ChildResult
 from gpudiag.probe.devices import read_device_facts
 
@@ -127,8 +128,8 @@ def test_the_gpus_are_tested_at_the_same_time(fake_cuda: Any) -> None:
     results, why = collector.finish(result)
     assert why == "" and results is not None and [r.torch_index for r in results] == [0, 1, 2]
     assert all(r.ok for r in results)
-    markers = [m for m in lines if m in (functional.START_MARKER, functional.RESULT_MARKER)]
-    assert markers == [functional.START_MARKER] * 3 + [functional.RESULT_MARKER] * 3
+    markers = [m for m in lines if m in (protocol.START, protocol.GPU)]
+    assert markers == [protocol.START] * 3 + [protocol.GPU] * 3
 
 
 @pytest.mark.slow
@@ -199,8 +200,8 @@ def test_a_child_that_fails_after_some_gpus_keeps_them(monkeypatch: pytest.Monke
     done = '{"torch_index": 0, "uuid": "fake-0", "ok": true, "error": "", "context_seconds": 0.2, "memory_ok": true, '
     done += '"matmul_rel_error": 1e-7, "tflops": 51.0}'
     lines = [
-        f"{functional.START_MARKER} 0 fake-0",
-        f"{functional.RESULT_MARKER} {done}",
+        f"{protocol.START} 0 fake-0",
+        f"{protocol.GPU} {done}",
         "garbage",
         "@@GPUDIAG_GPU@@ {",
     ]
@@ -220,7 +221,7 @@ def test_a_crash_before_any_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_nan_results_survive_the_json_trip(monkeypatch: pytest.MonkeyPatch) -> None:
     bad = '{"torch_index": 0, "uuid": "fake-0", "ok": true, "error": "", "context_seconds": 0.2, "memory_ok": true, '
     bad += '"matmul_rel_error": NaN, "tflops": 51.0}'
-    lines = [f"{functional.RESULT_MARKER} {bad}"]
+    lines = [f"{protocol.GPU} {bad}"]
     monkeypatch.setattr(functional, "run_child", fake_child(ChildOutcome.OK, {"count": 1}, lines))
     results, _ = functional.run(None, index_of, None, 30)
     assert results is not None and results[0].matmul_rel_error is not None
@@ -303,7 +304,7 @@ def test_the_torch_child_skips_the_test_when_told_so(fake_cuda: Any) -> None:
     running.send("")
     torch, child = torch_runtime.finish(running, 120, lines.append)
     assert torch.value is not None and torch.value.cuda_available
-    assert child.ok and not [line for line in lines if line.startswith(functional.START_MARKER)]
+    assert child.ok and not [line for line in lines if line.startswith(protocol.START)]
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import msgspec
 import pytest
 
 from gpudiag.checks import Action, CheckResult, Facts, FunctionalResult, Options, Scope, Status, rules
+from gpudiag.checks.deep.levels import MAX_LEVEL
 from gpudiag.model import (
     ComputeMode,
     GpuProcess,
@@ -27,7 +28,6 @@ from gpudiag.model import (
     RetiredPages,
     TorchRuntime,
     Utilization,
-    unavailable,
 )
 from gpudiag.probe.collect import collect
 from gpudiag.probe.devices import DeviceFacts, DeviceNode
@@ -115,7 +115,7 @@ def func(**changes: object) -> FunctionalResult:
 
 
 def not_supported() -> Reading[object]:
-    return unavailable(Reason.NOT_SUPPORTED)
+    return Reading.missing(Reason.NOT_SUPPORTED)
 
 
 def process(pid: int, kind: ProcessKind) -> GpuProcess:
@@ -128,7 +128,7 @@ def link(gen: int, width: int, gen_max: int = 5, gpu_max: int = 5, width_max: in
 
 
 def no_link() -> PcieLink:
-    missing: Reading[int] = unavailable(Reason.NOT_SUPPORTED)
+    missing: Reading[int] = Reading.missing(Reason.NOT_SUPPORTED)
     return PcieLink(missing, missing, missing, missing, missing)
 
 
@@ -245,7 +245,7 @@ CASES = [
         "compat.torch",
         FAIL,
         lambda: with_torch(
-            facts("h100x8-healthy"), unavailable(Reason.UNKNOWN_ERROR, "torch fails to import: OSError")
+            facts("h100x8-healthy"), Reading.missing(Reason.UNKNOWN_ERROR, "torch fails to import: OSError")
         ),
         says="OSError",
         name="import error",
@@ -253,14 +253,14 @@ CASES = [
     Case(
         "compat.torch",
         SKIP,
-        lambda: with_torch(facts("h100x8-healthy"), unavailable(Reason.NOT_FOUND, "torch is not installed for /x")),
+        lambda: with_torch(facts("h100x8-healthy"), Reading.missing(Reason.NOT_FOUND, "torch is not installed for /x")),
         says="not installed",
         name="not installed",
     ),
     Case(
         "compat.torch",
         FAIL,
-        lambda: with_torch(facts("h100x8-healthy"), unavailable(Reason.NOT_FOUND, "torch is not installed for /x")),
+        lambda: with_torch(facts("h100x8-healthy"), Reading.missing(Reason.NOT_FOUND, "torch is not installed for /x")),
         Options(torch_expected=True),
         says="not installed",
         name="not installed in --python",
@@ -518,7 +518,7 @@ CASES = [
     Case(
         "health.processes",
         (SKIP, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
-        lambda: with_gpu(facts("h100x8-healthy"), processes=unavailable(Reason.NO_PERMISSION)),
+        lambda: with_gpu(facts("h100x8-healthy"), processes=Reading.missing(Reason.NO_PERMISSION)),
         says="no permission",
     ),
     Case("health.free_memory", PASS, lambda: facts("h100x8-healthy"), says="free of"),
@@ -526,7 +526,7 @@ CASES = [
     Case(
         "health.free_memory",
         (SKIP, PASS, PASS, PASS, PASS, PASS, PASS, PASS),
-        lambda: with_gpu(facts("h100x8-healthy"), memory=unavailable(Reason.UNKNOWN_ERROR, "boom")),
+        lambda: with_gpu(facts("h100x8-healthy"), memory=Reading.missing(Reason.UNKNOWN_ERROR, "boom")),
         says="boom",
     ),
     Case("health.pcie", PASS, lambda: facts("h100x8-healthy"), says="Gen5 x16 (the link's maximum)"),
@@ -639,6 +639,9 @@ CAN_PRODUCE: dict[str, set[Status]] = {
     "health.inforom": {PASS, FAIL, SKIP},
     "health.free_memory": {PASS, FAIL, SKIP},
     "health.pcie": {PASS, WARN, SKIP},
+    "mem.bandwidth": {PASS, FAIL, SKIP},
+    "link.pcie": {PASS, FAIL, SKIP},
+    "link.peer": {PASS, FAIL, SKIP},
     "nvml.gpu_count": {PASS, FAIL, SKIP},
     "nvml.gpu_lost": {PASS, FAIL, SKIP},
     **{f"req.{r}": {PASS, FAIL} for r in ("driver", "cuda", "capability", "gpu", "torch")},
@@ -651,7 +654,7 @@ def _case_id(case: Case) -> str:
 
 
 def _results(case: Case) -> list[CheckResult]:
-    return rules.run(case.build(), case.options, only=(case.check_id,))
+    return rules.run(case.build(), case.options, only=(case.check_id,), level=MAX_LEVEL)
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
@@ -673,8 +676,10 @@ def test_rule(case: Case) -> None:
 
 
 def test_every_rule_is_covered_for_every_status_it_can_produce() -> None:
+    from tests.test_deep_rules import CASES as DEEP_CASES  # the deep diagnostics' rules (check --level 2-4)
+
     covered: dict[str, set[Status]] = {}
-    for case in CASES:
+    for case in [*CASES, *DEEP_CASES]:
         expected = {case.expected} if isinstance(case.expected, Status) else set(case.expected)
         covered.setdefault(case.check_id, set()).update(expected)
     for check in rules.CHECKS:
@@ -700,7 +705,11 @@ def test_only_and_skip_select_by_id_or_area() -> None:
 def test_ids_are_unique_and_areas_consistent() -> None:
     assert len(set(rules.CHECK_IDS)) == len(rules.CHECK_IDS)
     for check in rules.CHECKS:
-        assert check.id.split(".")[0] in {"nvml", "host", "compat", "env", "config", "health", "req", "func"}
+        assert check.id.split(".")[0] in {"nvml", "host", "compat", "env", "config", "health", "req", "func"} | {
+            "mem",
+            "link",
+            "stress",
+        }
 
 
 @pytest.mark.parametrize(
@@ -727,7 +736,7 @@ def test_every_rule_on_whole_machines(name: str) -> None:
         require_gpu="x",
         require_torch=">=0",
     )
-    results = rules.run(facts(name), everything)
+    results = rules.run(facts(name), everything, level=MAX_LEVEL)
     assert {r.id for r in results} == set(rules.CHECK_IDS)
     for r in results:
         assert r.finding and "\n" not in r.finding

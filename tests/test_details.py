@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import ctypes
 import json
 import subprocess
 import sys
@@ -12,13 +13,13 @@ from typing import Any
 import pynvml
 import pytest
 
-from gpudiag.model import ALL_GROUPS, DETAILS_NOT_RECORDED, FactGroup, Reason
+from gpudiag.model import ALL_GROUPS, FactGroup, Reason
 from gpudiag.probe.collect import collect
 from gpudiag.probe.details import cpu_list, ranges
-from gpudiag.replay import capture, fixtures
-from gpudiag.replay.fake_details import FakeDetails
+from gpudiag.replay import fixtures
 from gpudiag.replay.fake_nvml import FakeHandle, FakeNvml
 from tests import golden
+from tests.hardware import capture
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURE = ROOT / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
@@ -31,7 +32,7 @@ def test_the_captured_examples_hold_the_details_the_probe_reads_from_the_capture
     example = f"h100-driver580-{moment}"
     recorded = json.loads((fixtures.EXAMPLES_DIR / f"{example}.json").read_text())["gpus"][0]["details"]
     assert recorded == capture.details_for_snapshot(moment, CAPTURE), (
-        f"regenerate: python -m gpudiag.replay.capture --into gpudiag/machines/{example}.json {moment}"
+        f"regenerate: python -m tests.hardware.capture --into gpudiag/machines/{example}.json {moment}"
     )
 
 
@@ -63,6 +64,7 @@ _NOT_COMPARED = {
     "nvmlDeviceGetGraphicsRunningProcesses": "the pre-R470 query goes through the C entry point",
     "nvmlDeviceGetGpuInstanceId": "a full GPU's answer is not modelled (only MIG handles ask)",
     "nvmlDeviceGetComputeInstanceId": "a full GPU's answer is not modelled (only MIG handles ask)",
+    "nvmlDeviceGetMaxCustomerBoostClock(1,)": "the SM's boost clock is not in the model: -q shows the graphics one",
 }
 
 
@@ -76,7 +78,7 @@ def test_fake_answers_each_captured_call_like_the_real_h100(moment: str) -> None
     mismatched = []
     for key, entry in getters.items():
         name, _, rest = key.partition("(")
-        if "signature" in entry or key in _NOT_COMPARED or not (hasattr(FakeNvml, name) or hasattr(FakeDetails, name)):
+        if "signature" in entry or key in _NOT_COMPARED or not fake.models(name):
             continue  # not a call the fake models (it answers those as a driver without them)
         args = ast.literal_eval(f"({rest}") if rest else ()
         try:
@@ -94,8 +96,8 @@ def test_fake_answers_each_captured_call_like_the_real_h100(moment: str) -> None
 
 def test_old_snapshots_replay_details_as_not_recorded() -> None:
     machine = collect("h100x8-healthy", facts=ALL_GROUPS)
-    assert all(g.details.reason is Reason.UNAVAILABLE for g in machine.gpus)
-    assert machine.gpus[0].details.detail == DETAILS_NOT_RECORDED
+    assert all(g.details.reason is Reason.NOT_RECORDED for g in machine.gpus)
+    assert machine.gpus[0].details.reason.label == "not recorded in this snapshot"
     plain = collect("h100x8-healthy", facts=ALL_GROUPS - {FactGroup.DETAILS})
     assert plain.gpus[0].details.reason is Reason.NOT_READ
 
@@ -164,7 +166,8 @@ def test_process_load_keeps_each_pids_newest_sample_and_its_cursor() -> None:
         ]
         return Reading.of(samples)
 
-    probe = DetailsProbe(pynvml, read, lambda pid: (Reading.of(1.0), Reading.of(2), Reading.of(3.0)), 16)
+    session = SimpleNamespace(lib=pynvml, read=read, read_specs=None, field_values=None)
+    probe = DetailsProbe(session, lambda pid: (Reading.of(1.0), Reading.of(2), Reading.of(3.0)), 16)
     first = probe._process_load(0, object())
     assert first.value is not None and first.value[0].sm_percent == 40
     probe._process_load(0, object())
@@ -214,13 +217,17 @@ def test_host_view_of_a_live_process_and_of_one_that_exited() -> None:
 def test_a_gpu_lost_while_its_details_are_read_becomes_a_lost_row(monkeypatch: pytest.MonkeyPatch) -> None:
     from gpudiag.model import GpuState
 
-    def lost(self: FakeDetails, handle: FakeHandle, clock_type: int) -> int:
-        raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+    answer = FakeNvml.answer
 
-    monkeypatch.setattr(FakeDetails, "nvmlDeviceGetClockInfo", lost)
+    def lost(self: FakeNvml, name: str, handle: FakeHandle, *args: Any) -> Any:
+        if name == "nvmlDeviceGetMaxClockInfo":
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+        return answer(self, name, handle, *args)
+
+    monkeypatch.setattr(FakeNvml, "answer", lost)
     machine = collect("h100-driver580-idle", facts=ALL_GROUPS)
     assert machine.gpus[0].state is GpuState.LOST
-    assert "nvmlDeviceGetClockInfo" in machine.gpus[0].state_detail
+    assert "nvmlDeviceGetMaxClockInfo" in machine.gpus[0].state_detail
 
 
 def test_json_carries_the_details_only_when_asked() -> None:
@@ -233,8 +240,32 @@ def test_json_carries_the_details_only_when_asked() -> None:
     assert json.loads(detailed)["gpus"][0]["details"]["clocks"]["max"]["sm"] == 1980
 
 
-def test_the_fake_lists_every_detail_call_it_loads_lazily() -> None:
-    from gpudiag.replay.fake_nvml import DETAIL_CALLS
+def test_the_fake_answers_every_detail_row_as_the_machine_records_it() -> None:
+    """The fake encodes each recorded detail the way its row decodes NVML's answer: a round trip."""
+    from gpudiag.details import DETAIL_READINGS
+    from gpudiag.readings import pick, reading_at
 
-    modelled = {n for n in vars(FakeDetails) if n.startswith("nvmlDevice") and callable(getattr(FakeDetails, n))}
-    assert modelled == set(DETAIL_CALLS)
+    machine = fixtures.load("h100-driver580-idle")[0]
+    lib = FakeNvml(machine)
+    lib.nvmlInit()
+    gpu, answered = machine.gpus[0], 0
+    for row in DETAIL_READINGS:
+        if row.custom or row.field:
+            continue
+        recorded = reading_at(gpu, row.key)
+        args = [getattr(pynvml, a) if isinstance(a, str) else a for a in row.args]
+        struct = getattr(pynvml, row.struct)() if row.struct else None
+        try:
+            raw = getattr(lib, row.call)(FakeHandle(0), *args, *([ctypes.byref(struct)] if struct is not None else []))
+        except pynvml.NVMLError_NotSupported:
+            assert recorded.reason is Reason.NOT_SUPPORTED, row.key
+            continue
+        except pynvml.NVMLError as exc:  # a reading the example does not hold, or NVML's own error
+            assert recorded.reason is not None and recorded.reason is not Reason.NOT_SUPPORTED, (row.key, exc)
+            continue
+        if struct is not None:  # a struct filled by reference
+            assert raw == pynvml.NVML_SUCCESS
+            raw = struct
+        assert row.codec.decode(pick(raw, row.pick)) == recorded.value, row.key
+        answered += 1
+    assert answered >= 50

@@ -46,13 +46,13 @@ def test_every_check_id_is_in_the_readme() -> None:
 
 
 def test_the_readme_quotes_the_shipped_nhc_and_prolog_settings() -> None:
-    """The README's NHC line is one of examples/nhc-gpudiag.conf's, and the flags it gives for the
+    """The README's NHC line is one of deploy/nhc/nhc-gpudiag.conf's, and the flags it gives for the
     Slurm prolog are the ones the shipped script passes."""
-    conf = (ROOT / "examples" / "nhc-gpudiag.conf").read_text().splitlines()
-    quoted = [line for line in README.splitlines() if "check_cmd_status" in line and line.lstrip().startswith("*")]
+    conf = (ROOT / "deploy" / "nhc" / "nhc-gpudiag.conf").read_text().splitlines()
+    quoted = [line for line in README.splitlines() if "check_gpudiag" in line and line.lstrip().startswith("*")]
     assert quoted
     for line in quoted:
         assert line in conf, line
-    prolog = (ROOT / "examples" / "slurm-prolog.sh").read_text()
+    prolog = (ROOT / "deploy" / "slurm" / "slurm-prolog.sh").read_text()
     for flag in re.findall(r"`gpudiag check (--mode prolog)", README):
         assert flag in prolog

@@ -189,7 +189,7 @@ def test_the_install_steps_give_a_working_exporter_and_npd_plugin(tmp_path: Path
                 [
                     str(root / "opt-gpudiag" / "bin" / "python"),
                     "-c",
-                    "from gpudiag.fleet import kubelet; kubelet._modules()",
+                    "from gpudiag.export import kubelet; kubelet._modules()",
                 ],
                 capture_output=True,
                 text=True,

@@ -37,7 +37,7 @@ def run_prolog(slurm: FakeSlurm, machine: str, expect: str = "", node: str = "no
         "GPUDIAG_PROLOG_CONF": "/nonexistent",
         "SLURMD_NODENAME": node,
     }
-    return subprocess.run(["bash", str(ROOT / "examples" / "slurm-prolog.sh")], env=env, timeout=120).returncode
+    return subprocess.run(["bash", str(ROOT / "deploy" / "slurm" / "slurm-prolog.sh")], env=env, timeout=120).returncode
 
 
 needs_shell = pytest.mark.skipif(
@@ -49,10 +49,11 @@ needs_shell = pytest.mark.skipif(
 @needs_shell
 def test_prolog_drains_a_broken_node_with_the_reason(slurm: FakeSlurm) -> None:
     assert run_prolog(slurm, "a100-ecc-errors") == 1
-    assert slurm.nodes()["node1"] == {
-        "state": "IDLE+DRAIN",
-        "reason": "gpudiag: health.ecc,health.row_remap,health.recovery_action,health.clock_events; GPU reset needed",
-    }
+    node = slurm.nodes()["node1"]
+    assert (node["state"], node["reason"]) == (
+        "IDLE+DRAIN",
+        "gpudiag prolog: health.ecc GPU0 GPU-dead0bad: uncorrected ECC errors; reset (+3 more)",
+    )
 
 
 @pytest.mark.slow
@@ -61,7 +62,8 @@ def test_prolog_passes_a_healthy_node(slurm: FakeSlurm) -> None:
     assert run_prolog(slurm, "h100x8-healthy", "8") == 0
     assert slurm.updates() == []
     assert run_prolog(slurm, "h100x8-healthy", "4") == 1
-    assert slurm.nodes()["node1"]["reason"] == "gpudiag: nvml.gpu_count"
+    reason = "gpudiag prolog: nvml.gpu_count: NVML sees 8 GPU(s), expected 4; fix config"
+    assert slurm.nodes()["node1"]["reason"] == reason
 
 
 @pytest.mark.slow
@@ -80,6 +82,6 @@ def test_prolog_treats_a_missed_deadline_as_unknown(slurm: FakeSlurm, tmp_path: 
     env_conf = {"GPUDIAG_PROLOG_CONF": str(conf)}
     env = {**os.environ, "PATH": f"{slurm.bindir}:{os.environ['PATH']}", "GPUDIAG_REPLAY": "h100x8-healthy"}
     env |= {"SLURMD_NODENAME": "node1", **env_conf}
-    done = subprocess.run(["bash", str(ROOT / "examples" / "slurm-prolog.sh")], env=env, timeout=120)
+    done = subprocess.run(["bash", str(ROOT / "deploy" / "slurm" / "slurm-prolog.sh")], env=env, timeout=120)
     assert done.returncode == 1
-    assert slurm.nodes()["node1"]["reason"].startswith("gpudiag: no verdict within 0.001 s")
+    assert slurm.nodes()["node1"]["reason"].startswith("gpudiag prolog: no verdict within 0.001 s")

@@ -85,9 +85,12 @@ def test_nothing_checked_in_every_output(cli: Cli, tmp_path: Path) -> None:
     assert (code, out) == (2, "unknown: nothing checked: every selected check was skipped\n")
     code, _, err = cli.replay(EXAMPLE, "check", "--only", "func", "--mode", "prolog", "--python", sys.executable)
     assert code == ExitCode.USAGE  # --python asks a live torch; a replay has its own
-    code, _, err = cli.replay(EXAMPLE, "check", "--only", "compat.torch", "--mode", "health-check")
+    code, _, err = cli.replay(EXAMPLE, "check", "--only", "host", "--mode", "health-check")  # not replayed: SKIP
     assert code == ExitCode.NOTHING_CHECKED
-    assert err == "gpudiag: UNKNOWN: nothing checked: every selected check was skipped (compat.torch)\n"
+    assert err == (
+        "gpudiag: UNKNOWN: nothing checked: every selected check was skipped "
+        "(host.device_nodes,host.kernel_modules,host.nouveau)\n"
+    )
     cli.replay(EXAMPLE, "check", "--only", "compat.torch", "--no-torch", "--textfile", str(tmp_path))
     assert "gpudiag_check_exit_code 7.0" in (tmp_path / "gpudiag_check.prom").read_text()
 

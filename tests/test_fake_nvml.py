@@ -17,7 +17,7 @@ from typing import Any
 import pynvml
 import pytest
 
-from gpudiag.replay.fake_nvml import FakeHandle, FakeNvml
+from gpudiag.replay.fake_nvml import FakeHandle, FakeNvml, NotRecordedError
 from gpudiag.replay.fixtures import load
 
 CAPTURE = Path(__file__).resolve().parent.parent / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
@@ -143,8 +143,14 @@ _CONSTANT = [
     "nvmlDeviceGetGraphicsRunningProcesses",
 ]
 # A machine without details (a snapshot of an older gpudiag) does not record thresholds 2 and 3
-# (memory and GPU max operating temperature) or BAR1: the fake says NOT_SUPPORTED for them.
-_NOT_MODELLED = ["nvmlDeviceGetTemperatureThreshold(2,)", "nvmlDeviceGetTemperatureThreshold(3,)"]
+# (memory and GPU max operating temperature), BAR1 or the video clock: the fake says they are not
+# recorded (NVML's "unknown error" to its consumers), never that the GPU does not support them.
+_NOT_RECORDED = [
+    "nvmlDeviceGetTemperatureThreshold(2,)",
+    "nvmlDeviceGetTemperatureThreshold(3,)",
+    "nvmlDeviceGetBAR1MemoryInfo",
+    "nvmlDeviceGetClockInfo(3,)",
+]
 
 
 @pytest.mark.parametrize(("name", "capture"), [("h100-driver580-idle", "idle"), ("h100-driver580-busy", "busy")])
@@ -159,9 +165,10 @@ def test_the_fake_answers_as_nvml_did_on_the_h100(name: str, capture: str, key: 
     assert answer == captured
 
 
-@pytest.mark.parametrize("key", _NOT_MODELLED)
-def test_what_the_model_does_not_record_is_not_supported(key: str) -> None:
-    assert _call(fake("h100x8-healthy"), key) == {"error": "NVMLError_NotSupported"}
+@pytest.mark.parametrize("key", _NOT_RECORDED)
+def test_what_the_snapshot_does_not_record_is_not_recorded_never_not_supported(key: str) -> None:
+    assert _call(fake("h100x8-healthy"), key) == {"error": "NotRecordedError"}
+    assert issubclass(NotRecordedError, pynvml.NVMLError_Unknown)
 
 
 def test_idle_and_busy_answers_match_the_moment_captured() -> None:
@@ -236,7 +243,7 @@ def test_power_management_limit_and_bar1() -> None:
     assert lib.nvmlDeviceGetPowerManagementLimit(h) == lib.nvmlDeviceGetEnforcedPowerLimit(h) == 700000
     assert lib.nvmlDeviceGetBAR1MemoryInfo(h).bar1Total == 137438953472  # recorded with the details
     without = fake("h100x8-healthy")
-    with pytest.raises(pynvml.NVMLError_NotSupported):
+    with pytest.raises(NotRecordedError):
         without.nvmlDeviceGetBAR1MemoryInfo(without.nvmlDeviceGetHandleByIndex(0))
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from gpudiag.model import ALL_GROUPS, DETAILS_NOT_RECORDED, GpuState, Machine, Reason
+from gpudiag.model import ALL_GROUPS, GpuState, Machine, Reason
 from gpudiag.probe.collect import collect
 from gpudiag.replay import fixtures
 from gpudiag.replay.fixtures import FixtureError, example_names, machine_from_data
@@ -67,7 +67,7 @@ def comparable(m: Machine) -> dict[str, Any]:
         if isinstance(node, dict):
             if node.get("unavailable") == Reason.NOT_SUPPORTED.value:
                 return {"unavailable": Reason.NOT_SUPPORTED.value}
-            if node.get("detail") == DETAILS_NOT_RECORDED or node.get("unavailable") == Reason.NOT_READ.value:
+            if node.get("unavailable") in (Reason.NOT_RECORDED.value, Reason.NOT_READ.value):
                 return {"unavailable": "details absent from the file"}
             return {k: walk(v) for k, v in node.items()}
         if isinstance(node, list):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gpudiag.watch import repeat
+from gpudiag.pacing import repeat
 from tests.test_list_cli import run
 
 BUSY = "h100-driver580-busy"

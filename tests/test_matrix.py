@@ -40,6 +40,28 @@ COMMANDS: list[tuple[list[str], set[int]]] = [
     (["visible", "--value", "1,0,-1", "--json"], {ExitCode.OK, ExitCode.GPU_LOST, *NVML_CODES}),
     (["snapshot"], {ExitCode.OK}),
     (["bench-transfer"], {ExitCode.USAGE}),  # measures only the live machine
+    # The nvidia-smi views: nvidia-smi's codes (6: no GPU, no MIG; 15: a lost GPU).
+    *(
+        (args, {ExitCode.OK, ExitCode.GPU_LOST, ExitCode.NOT_FOUND, *NVML_CODES})
+        for args in (
+            ["dmon", "-s", "pucvmet", "--count", "2", "--delay", "0.1"],
+            ["dmon", "--count", "2", "--delay", "0.1", "--json"],
+            ["pmon", "-s", "um", "--count", "2", "--delay", "0.1"],
+            ["pmon", "--count", "1", "--json"],
+            ["topo"],
+            ["topo", "-p2p", "w"],
+            ["topo", "--json"],
+            ["nvlink"],
+            ["nvlink", "-gt", "d"],
+            ["nvlink", "--json"],
+            ["mig"],
+            ["mig", "-lci"],
+            ["mig", "--json"],
+            ["stat"],
+            ["stat", "--json"],
+            ["stat", "--watch", "--count", "2", "--interval", "0.01"],
+        )
+    ),
 ]
 
 
@@ -51,4 +73,7 @@ def test_command_on_machine(cli: Cli, name: str, args: list[str], allowed: set[i
     if code in NVML_CODES or code == ExitCode.USAGE:
         assert len(err.strip().splitlines()) == 1, err  # one line that says why
     if "--json" in args and code in (ExitCode.OK, ExitCode.FAILED, ExitCode.GPU_LOST):
-        assert json.loads(out)["schema"].startswith("gpudiag.")
+        documents = (
+            [json.loads(line) for line in out.splitlines()] if args[0] in ("dmon", "pmon") else [json.loads(out)]
+        )
+        assert documents and all(d["schema"].startswith("gpudiag.") for d in documents)

@@ -17,13 +17,15 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from gpudiag import memory, track
 from gpudiag.cli import memory_cmd
 from gpudiag.exitcodes import ExitCode
-from gpudiag.memory_watch import SinkOptions, Sinks
+from gpudiag.memory.build import build
+from gpudiag.memory.state import WatchState
+from gpudiag.memory.watch import SinkOptions, Sinks
 from gpudiag.model import ALL_GROUPS, Machine
 from gpudiag.probe import collect
 from gpudiag.replay.fixtures import load
+from gpudiag.track import entries
 from tests.conftest import Cli
 from tests.test_memory import MiB, with_free
 from tests.test_memory_watch import Timeline, add_process, lose
@@ -47,7 +49,7 @@ def recorded_entry(directory: Path, pid: int = 31337, **device: Any) -> Path:
     }
     dev.update(device)
     data = {
-        "schema": track.SCHEMA,
+        "schema": entries.SCHEMA,
         "pid": pid,
         "start_ticks": 123,
         "pid_namespace": "pid:[4026531836]",
@@ -64,7 +66,7 @@ def recorded_entry(directory: Path, pid: int = 31337, **device: Any) -> Path:
 @pytest.fixture(autouse=True)
 def no_tracker_dir(monkeypatch: pytest.MonkeyPatch) -> None:
     """A GPUDIAG_TRACK_DIR in the developer's environment must not change what these tests see."""
-    monkeypatch.delenv(track.DIR_ENV, raising=False)
+    monkeypatch.delenv(entries.DIR_ENV, raising=False)
 
 
 @pytest.fixture
@@ -135,14 +137,14 @@ def test_nvml_failure_gives_its_exit_code(cli: Cli) -> None:
 
 def test_a_tracked_process_is_broken_down(cli: Cli, tmp_path: Path) -> None:
     directory = recorded_entry(tmp_path / "track")
-    code, out, _ = cli("--replay", "v100x4-tutorial", "memory", width=160, env={track.DIR_ENV: str(directory)})
+    code, out, _ = cli("--replay", "v100x4-tutorial", "memory", width=160, env={entries.DIR_ENV: str(directory)})
     assert code == 0
     assert "Allocated   Cached free   Context+other" in out
     assert "8000MiB       2000MiB          944MiB" in out
     assert "PID 31337 on GPU 0 (cuda:0): empty_cache() would return 2.0 GiB; 7.8 GiB is tensors" in out
     assert "1 out-of-memory error(s), 3 allocator retries; peaks" in out
     code, out, _ = cli(
-        "--replay", "v100x4-tutorial", "memory", "--json", width=160, env={track.DIR_ENV: str(directory)}
+        "--replay", "v100x4-tutorial", "memory", "--json", width=160, env={entries.DIR_ENV: str(directory)}
     )
     torch = json.loads(out)["processes"][0]["torch"]
     added = {k: torch.pop(k) for k in list(torch)[9:]}  # keys since the fragmentation figures: null here
@@ -162,10 +164,10 @@ def test_a_tracked_process_is_broken_down(cli: Cli, tmp_path: Path) -> None:
 
 def test_a_replay_ignores_this_hosts_live_tracker(cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Live entries belong to this host's processes, not to the replayed machine's PIDs."""
-    monkeypatch.delenv(track.DIR_ENV, raising=False)
+    monkeypatch.delenv(entries.DIR_ENV, raising=False)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     recorded_entry(tmp_path / "gpudiag", updated_at=time.time())
-    monkeypatch.setattr(track, "_same_process", lambda *a: True)
+    monkeypatch.setattr(entries, "_same_process", lambda *a: True)
     _, out, _ = cli("--replay", "v100x4-tutorial", "memory", env={"XDG_RUNTIME_DIR": str(tmp_path)})
     assert "Cached free" not in out
 
@@ -258,11 +260,11 @@ def test_the_live_view_restores_the_terminal() -> None:
     file = StringIO()
     console = Console(file=file, width=120, height=30, force_terminal=True, color_system="standard")
     outputs = Sinks(console, SinkOptions(json_lines=False))
-    state = memory.WatchState()
+    state = WatchState()
     base = load("h100x8-training-64procs")[0]
     try:
         for machine in (base, with_free(base, 0, 100)):
-            outputs.show(state.update(memory.build(machine, {}), at=time.time()), state, 0.0)
+            outputs.show(state.update(build(machine, {}), at=time.time()), state)
     finally:
         outputs.close()
     written = file.getvalue()
@@ -308,7 +310,7 @@ def test_prometheus_serves_each_sample_on_loopback(
     directory = recorded_entry(tmp_path / "track")
     code, _, err = cli(
         "--replay", "v100x4-tutorial", "memory", "--prometheus", str(port), "--count", "3",
-        env={track.DIR_ENV: str(directory)},
+        env={entries.DIR_ENV: str(directory)},
     )  # fmt: skip
     assert code == ExitCode.GPU_LOST
     assert f"serving metrics on http://127.0.0.1:{port}/metrics" in err
@@ -492,8 +494,8 @@ def test_the_readme_section_shows_real_output(cli: Cli, tmp_path: Path) -> None:
     assert len(blocks) >= 3
     for env_text, command, expected in blocks:
         env = dict(pair.split("=", 1) for pair in env_text.split())
-        if track.DIR_ENV in env:
-            env[track.DIR_ENV] = str(recorded)
+        if entries.DIR_ENV in env:
+            env[entries.DIR_ENV] = str(recorded)
         _, out, _ = cli(*command.split(), width=120, env=env)
         shown = "\n".join(line.rstrip() for line in out.splitlines())
         assert shown == expected.rstrip("\n"), command
@@ -514,7 +516,7 @@ def test_piped_watch_prints_the_text_a_terminal_shows_one_block_per_sample() -> 
 
 
 def test_the_command_only_parses_calls_and_renders() -> None:
-    """The watch's sinks (live view, log files, Prometheus) belong to gpudiag.memory_watch, not the command."""
+    """The watch's sinks (live view, log files, Prometheus) belong to gpudiag.memory.watch, not the command."""
     import ast
 
     source = (Path(__file__).resolve().parent.parent / "gpudiag" / "cli" / "memory_cmd.py").read_text()

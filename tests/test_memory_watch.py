@@ -10,8 +10,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from gpudiag import memory, watch
 from gpudiag.exitcodes import ExitCode
+from gpudiag.memory import loop
+from gpudiag.memory.build import build
+from gpudiag.memory.state import max_free, min_free
+from gpudiag.memory.view import MemoryView
 from gpudiag.model import GpuState, Machine, Reading, Reason
 from gpudiag.probe.collect import MachineSource, open_source
 from gpudiag.replay.fixtures import load
@@ -56,14 +59,14 @@ def add_process(machine: Machine, gpu: int, pid: int, used_mib: int) -> Machine:
 
 
 def watch_source(
-    states: list[Machine], options: watch.WatchOptions, name: str = "v100x4-tutorial"
-) -> tuple[watch.Outcome, list[memory.MemoryView], MachineSource, Timeline]:
-    shown: list[memory.MemoryView] = []
+    states: list[Machine], options: loop.WatchOptions, name: str = "v100x4-tutorial"
+) -> tuple[loop.Outcome, list[MemoryView], MachineSource, Timeline]:
+    shown: list[MemoryView] = []
     with open_source(name) as source:
         clock = Timeline(source, states)
-        outcome = watch.run(
-            lambda: memory.build(source.read(), {}),
-            lambda view, state, t: shown.append(view),
+        outcome = loop.run(
+            lambda: build(source.read(), {}),
+            lambda view, state: shown.append(view),
             options,
             clock.now,
             clock.sleep,
@@ -75,7 +78,7 @@ def test_processes_come_and_go_and_a_gpu_is_lost_at_sample_3() -> None:
     base = load("v100x4-tutorial")[0]
     started = add_process(base, 1, 4242, 700)
     states = [base, started, lose(started, 2), lose(base, 2), base]
-    outcome, shown, source, clock = watch_source(states, watch.WatchOptions(interval=1.0, count=5))
+    outcome, shown, source, clock = watch_source(states, loop.WatchOptions(interval=1.0, count=5))
     assert outcome.code is ExitCode.OK and outcome.samples == 5
     assert [r.process.pid for r in shown[1].processes if r.status == "new"] == [4242]
     assert shown[2].lost == (2,) and shown[2].gpus[2].gpu.state is GpuState.LOST
@@ -91,14 +94,14 @@ def test_processes_come_and_go_and_a_gpu_is_lost_at_sample_3() -> None:
 
 def test_a_count_that_ends_with_a_gpu_lost_says_so() -> None:
     base = load("v100x4-tutorial")[0]
-    outcome, _, _, _ = watch_source([base, lose(base, 3)], watch.WatchOptions(interval=1.0, count=2))
+    outcome, _, _, _ = watch_source([base, lose(base, 3)], loop.WatchOptions(interval=1.0, count=2))
     assert outcome.code is ExitCode.GPU_LOST and outcome.message == "GPU 3 is lost (the other GPUs are shown)"
 
 
 def test_until_free_waits_for_a_gpu_then_exits_0() -> None:
     base = load("v100x4-tutorial")[0]
     states = [base, base, base, with_free(base, 2, 15000)]
-    options = watch.WatchOptions(interval=2.0, until_free=14 * 1024 * MiB)
+    options = loop.WatchOptions(interval=2.0, until_free=14 * 1024 * MiB)
     outcome, _, _, clock = watch_source(states, options)
     assert outcome.code is ExitCode.OK and outcome.samples == 4
     assert outcome.message.startswith("GPU 2 has 14.6 GiB free")
@@ -107,7 +110,7 @@ def test_until_free_waits_for_a_gpu_then_exits_0() -> None:
 
 def test_until_free_times_out_with_exit_1_without_oversleeping() -> None:
     base = load("v100x4-tutorial")[0]
-    options = watch.WatchOptions(interval=10.0, until_free=14 * 1024 * MiB, timeout=5.0)
+    options = loop.WatchOptions(interval=10.0, until_free=14 * 1024 * MiB, timeout=5.0)
     outcome, _, _, clock = watch_source([base], options)
     assert outcome.code is ExitCode.FAILED
     assert outcome.message.startswith("timed out after 5 s: no GPU reached 14.0 GiB free (the most: GPU 1")
@@ -116,7 +119,7 @@ def test_until_free_times_out_with_exit_1_without_oversleeping() -> None:
 
 def test_alert_fires_when_free_memory_drops() -> None:
     base = load("h100x8-healthy")[0]
-    options = watch.WatchOptions(interval=1.0, alert_free_below=1024 * MiB)
+    options = loop.WatchOptions(interval=1.0, alert_free_below=1024 * MiB)
     outcome, _, _, _ = watch_source([base, base, with_free(base, 3, 500)], options, "h100x8-healthy")
     assert outcome.code is ExitCode.FAILED and outcome.samples == 3
     assert outcome.message == "alert: GPU 3 has 500.0 MiB free, below 1.0 GiB"
@@ -125,27 +128,27 @@ def test_alert_fires_when_free_memory_drops() -> None:
 def test_a_lost_gpu_neither_fires_the_alert_nor_satisfies_until_free() -> None:
     base = load("h100x8-healthy")[0]
     lost = lose(base, 0)
-    view = memory.build(lost, {})
-    low, high = memory.min_free(view), memory.max_free(view)
+    view = build(lost, {})
+    low, high = min_free(view), max_free(view)
     assert low is not None and high is not None and 0 not in (low[0], high[0])  # the lost GPU 0 is in neither
     outcome, _, _, _ = watch_source(
-        [lost], watch.WatchOptions(interval=1.0, count=3, alert_free_below=MiB), "h100x8-healthy"
+        [lost], loop.WatchOptions(interval=1.0, count=3, alert_free_below=MiB), "h100x8-healthy"
     )
     assert outcome.code is ExitCode.GPU_LOST and outcome.samples == 3
 
 
 def test_ctrl_c_during_a_sleep_goes_through_the_watch() -> None:
     """An interrupted wait is no answer: the interrupt reaches the command, which exits 128+N."""
-    shown: list[memory.MemoryView] = []
+    shown: list[MemoryView] = []
 
     def interrupted(_seconds: float) -> None:
         raise KeyboardInterrupt
 
     with open_source("v100x4-tutorial") as source, pytest.raises(KeyboardInterrupt):
-        watch.run(
-            lambda: memory.build(source.read(), {}),
-            lambda view, state, t: shown.append(view),
-            watch.WatchOptions(interval=1.0),
+        loop.run(
+            lambda: build(source.read(), {}),
+            lambda view, state: shown.append(view),
+            loop.WatchOptions(interval=1.0),
             lambda: 0.0,
             interrupted,
         )
@@ -157,9 +160,9 @@ def test_a_slow_sample_keeps_the_grid() -> None:
     t = [0.0]
     durations = iter([0.1, 2.5, 0.1, 0.1])
     sleeps: list[float] = []
-    base = memory.build(load("v100x4-tutorial")[0], {})
+    base = build(load("v100x4-tutorial")[0], {})
 
-    def sample() -> memory.MemoryView:
+    def sample() -> MemoryView:
         t[0] += next(durations)
         return base
 
@@ -167,5 +170,5 @@ def test_a_slow_sample_keeps_the_grid() -> None:
         sleeps.append(round(seconds, 6))
         t[0] += seconds
 
-    watch.run(sample, lambda *a: None, watch.WatchOptions(interval=1.0, count=4), lambda: t[0], sleep)
+    loop.run(sample, lambda *a: None, loop.WatchOptions(interval=1.0, count=4), lambda: t[0], sleep)
     assert sleeps == [0.9, 0.5, 0.9]  # samples start at 0, 1, then 4 (2 and 3 were missed), 5

@@ -21,12 +21,16 @@ from typing import Any
 
 import pytest
 
-from gpudiag import memory, memory_forecast, track
+from gpudiag import track
 from gpudiag.cli import memory_cmd
 from gpudiag.exitcodes import ExitCode
-from gpudiag.memory_watch import recording_for
+from gpudiag.memory import forecast as memory_forecast
+from gpudiag.memory.build import breakdown, build
+from gpudiag.memory.state import WatchState
+from gpudiag.memory.tracked import recording_for
+from gpudiag.memory.view import MemoryView
 from gpudiag.replay.fixtures import load
-from gpudiag.track import allocator
+from gpudiag.track import allocator, entries
 from gpudiag.track.oom import MAX_REPORTS, Recorder
 from gpudiag.track.report import summary_lines
 from gpudiag.track.steps import StepLog
@@ -43,7 +47,7 @@ OOM_EXAMPLE = training_runs.OOM_EXAMPLE
 
 @pytest.fixture(autouse=True)
 def no_tracker_dir(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(track.DIR_ENV, raising=False)
+    monkeypatch.delenv(entries.DIR_ENV, raising=False)
 
 
 class FakeClock:
@@ -112,9 +116,9 @@ def test_device_figures_split_what_empty_cache_returns_from_what_it_cannot() -> 
     torch = standin()
     fig = allocator.device_figures(torch.cuda.memory_stats(0))
     assert fig["inactive_split_bytes"] == GiB and fig["segments"] == 2 and fig["active_bytes"] == 4 * GiB
-    dev = track.parse_entry({**_entry(), "devices": [{**_device(), **fig}]})
+    dev = entries.parse_entry({**_entry(), "devices": [{**_device(), **fig}]})
     assert dev is not None
-    b = memory.breakdown(None, dev.devices[0])
+    b = breakdown(None, dev.devices[0])
     assert b.releasable_bytes == 512 * MiB  # the whole free segment; the split GiB stays
     assert b.fragmentation_percent == pytest.approx(100 * GiB / (5.5 * GiB))
 
@@ -186,7 +190,7 @@ def test_steps_are_counted_always_and_read_at_most_every_50_ms() -> None:
 
 
 def test_step_never_raises_and_starts_the_tracker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv(track.DIR_ENV, str(tmp_path / "t"))
+    monkeypatch.setenv(entries.DIR_ENV, str(tmp_path / "t"))
     monkeypatch.setattr(track, "_started_once", False)
     broken = SimpleNamespace(cuda=SimpleNamespace(is_initialized=lambda: 1 / 0))
     monkeypatch.setitem(sys.modules, "torch", broken)
@@ -198,7 +202,7 @@ def test_step_never_raises_and_starts_the_tracker(monkeypatch: pytest.MonkeyPatc
 
 
 def _entry() -> dict[str, Any]:
-    return {"schema": track.SCHEMA, "pid": 1, "command": "x", "updated_at": 1.0, "devices": []}
+    return {"schema": entries.SCHEMA, "pid": 1, "command": "x", "updated_at": 1.0, "devices": []}
 
 
 def _device() -> dict[str, Any]:
@@ -421,7 +425,7 @@ def test_the_gpu_forecast_from_nvml_alone_and_the_oom_event(cli: Cli, instant: N
     assert samples[-1]["processes"][0]["oom_reports"] == [str(OOM_EXAMPLE.relative_to(ROOT))]
     code, out, _ = cli("--replay", "h100-leak-per-step", "memory", "--count", "80", width=160)
     last = out.split("\n\nreplay:")[-1]
-    assert "ran out of memory on GPU 0 post-mortem: examples/oom/" in last
+    assert "ran out of memory on GPU 0 post-mortem: docs/samples/oom/" in last
     assert "Full in" in last
 
 
@@ -442,23 +446,23 @@ def test_durations() -> None:
 
 
 def test_metrics_carry_fragmentation_and_forecasts() -> None:
-    from gpudiag.fleet.metrics_native import families
+    from gpudiag.export.metrics_native import families
 
-    def samples(view: memory.MemoryView) -> dict[str, list[tuple[tuple[str, ...], float]]]:
+    def samples(view: MemoryView) -> dict[str, list[tuple[tuple[str, ...], float]]]:
         return {f.name: list(f.rows) for f in families(view)}
 
     machine = load("h100-fragmented")[0]
     recording = recording_for("h100-fragmented")
     assert recording is not None
-    found = samples(memory.build(recording.apply(machine), recording.entries()))
+    found = samples(build(recording.apply(machine), recording.entries()))
     assert found["gpudiag_process_torch_largest_free_block_bytes"][0][1] == 768 * MiB
     assert found["gpudiag_process_torch_inactive_split_bytes"][0][1] > 20 * GiB
     recording = recording_for("h100-leak-per-step")
     assert recording is not None
     base = load("h100-leak-per-step")[0]
-    state = memory.WatchState()
+    state = WatchState()
     for _ in range(memory_forecast.MIN_SAMPLES):
-        view = state.update(memory.build(recording.apply(base), recording.entries()), recording.wall())
+        view = state.update(build(recording.apply(base), recording.entries()), recording.wall())
         recording.advance()
     found = samples(view)
     assert found["gpudiag_process_memory_growth_per_step_bytes"][0][1] == pytest.approx(48 * MiB)
@@ -594,7 +598,7 @@ def test_a_cpu_training_loop_publishes_its_steps(tmp_path: Path) -> None:
         "    gpudiag.track.step()\n"
         "print(json.dumps(gpudiag.track.snapshot()))\n"
     )
-    env = {**os.environ, track.DIR_ENV: str(tmp_path / "track"), "RANK": "0", "WORLD_SIZE": "1"}
+    env = {**os.environ, entries.DIR_ENV: str(tmp_path / "track"), "RANK": "0", "WORLD_SIZE": "1"}
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
     entry = json.loads(result.stdout)

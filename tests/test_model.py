@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpudiag.model import Machine, Reading, Reason, cuda_version_text, unavailable
+from gpudiag.model import Machine, Reading, Reason, cuda_version_text
 from gpudiag.replay import fixtures
 
 
@@ -44,12 +44,22 @@ def test_ok_get_and_map() -> None:
 
 
 def test_constructors_agree() -> None:
-    assert (
-        Reading.missing(Reason.GPU_LOST, "x")
-        == unavailable(Reason.GPU_LOST, "x")
-        == Reading(reason=Reason.GPU_LOST, detail="x")
-    )
+    assert Reading.missing(Reason.GPU_LOST, "x") == Reading(reason=Reason.GPU_LOST, detail="x")
     assert Reading.of("a") == Reading(value="a")
+
+
+def test_a_missing_reading_passes_its_reason_on_and_a_value_cannot_pose_as_one() -> None:
+    lost: Reading[int] = Reading.missing(Reason.GPU_LOST, "x")
+    passed: Reading[str] = Reading.missing_like(lost)
+    assert (passed.reason, passed.detail) == (Reason.GPU_LOST, "x")
+    with pytest.raises(ValueError, match="missing reading"):
+        Reading.missing_like(Reading.of(1))
+
+
+def test_a_reading_added_after_a_snapshot_replays_as_not_recorded_never_not_supported() -> None:
+    old = fixtures.load("a100-ecc-errors")[0].gpus[0]  # taken before gpudiag read clocks and energy
+    assert old.clock_sm_mhz.reason is Reason.NOT_RECORDED and old.energy_mj.reason is Reason.NOT_RECORDED
+    assert Reason.NOT_RECORDED.label == "not recorded in this snapshot"
 
 
 @given(st.integers() | st.text() | st.booleans() | st.floats(allow_nan=False))
@@ -77,6 +87,7 @@ def test_every_reason_has_a_distinct_label_and_a_stable_value() -> None:
         "unavailable",
         "unknown_error",
         "not_read",
+        "not_recorded",
     ]
 
 

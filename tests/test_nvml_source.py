@@ -137,7 +137,7 @@ class LosesGpuMidRead(FakeNvml):
     def nvmlDeviceGetTemperature(self, handle: FakeHandle, sensor: int) -> int:
         if handle.gpu == 1:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
-        return super().nvmlDeviceGetTemperature(handle, sensor)
+        return int(self.answer("nvmlDeviceGetTemperature", handle, sensor))
 
 
 def test_gpu_lost_in_the_middle_of_a_read(machine: Load) -> None:
@@ -231,6 +231,18 @@ def test_missing_readings_keep_their_reason() -> None:
     v100 = collect("v100x4-tutorial").gpus[0]
     assert v100.numa_node.reason is Reason.FUNCTION_NOT_FOUND
     assert "nvmlDeviceGetNumaNodeId" in v100.numa_node.detail
+
+
+def test_a_reading_the_snapshot_lacks_replays_as_not_recorded_not_as_unsupported() -> None:
+    """The file predates clocks and energy: the fake says so (an NVML "unknown error" to its other
+    consumers) and the probe reads "not recorded", which says nothing about the GPU."""
+    gpu = collect("a100-ecc-errors").gpus[0]
+    assert gpu.clock_sm_mhz.reason is Reason.NOT_RECORDED and gpu.energy_mj.reason is Reason.NOT_RECORDED
+    lib = FakeNvml(fixtures.load("a100-ecc-errors")[0])
+    lib.nvmlInit()
+    with pytest.raises(pynvml.NVMLError_Unknown):
+        lib.nvmlDeviceGetClockInfo(FakeHandle(0), pynvml.NVML_CLOCK_SM)
+    assert collect("h100x8-healthy").gpus[0].clock_sm_mhz.value == 345  # recorded: replayed as it is
 
 
 class DeniesTemperature(FakeNvml):
@@ -510,8 +522,11 @@ def test_the_import_finder_finds_every_spelling(tmp_path: Path) -> None:
 
 
 def test_only_the_live_source_and_the_fake_import_pynvml() -> None:
-    # The fake (with its detail calls) and the capture replayer stand in for pynvml and use its constants.
-    allowed = {"probe/collect.py", "replay/fake_nvml.py", "replay/fake_details.py", "replay/capture.py"}
+    # The fake (with its detail and MIG calls) stand in for pynvml and use its constants.
+    allowed = {
+        "probe/collect.py",
+        *(f"replay/{m}.py" for m in ("fake_nvml", "fake_details", "fake_mig")),
+    }
     importers = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if _pynvml_imports(p)}
     assert importers <= allowed, importers - allowed
     # nvml.py works on whatever module it is given; it never imports one itself, not even lazily.

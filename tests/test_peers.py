@@ -184,6 +184,19 @@ def test_nvitop_reads_what_gpudiag_reads(name: str) -> None:
             assert migs[mig["index"]]["processes"] == inside
 
 
+@pytest.mark.parametrize("tool", ["gpustat", "nvitop"])
+def test_the_peers_command_lines_run_on_every_example_machine(tool: str) -> None:
+    """`nvitop -1` and `gpustat`, unmodified, on every example: no crash (nvitop once died on the
+    A100 under MIG, whose MIG devices' BAR1 the fake did not answer), and a broken NVML ends them
+    the way it ends them on real hardware (an error line, no table)."""
+    shown = peer(f"{tool}-cli")
+    assert sorted(shown) == example_names()
+    for name, run in shown.items():
+        assert run["crash"] == "", (name, run)
+        if _nvml_error(name) is None and gpudiag_list(name)["gpus"]:
+            assert run["exit"] in (0, None) and run["lines"] >= 2, (name, run)
+
+
 def test_the_comparison_sees_processes_and_mig_instances() -> None:
     """The examples exercise what the readers are compared on, so the tests above can fail."""
     gpustat, nvitop = peer("gpustat"), peer("nvitop")

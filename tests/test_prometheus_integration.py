@@ -109,9 +109,9 @@ def stack() -> Iterator[Stack]:
     if not (PROMETHEUS and NODE_EXPORTER):
         pytest.skip("prometheus and prometheus-node-exporter are not installed (apt-get install them)")
     pytest.importorskip("grpc")
-    from gpudiag.fleet.exporter import Exporter, Server
+    from gpudiag.export.exporter import Exporter, Server
     from gpudiag.probe.collect import open_source
-    from tests.test_fleet_attribution import FakeKubelet
+    from tests.test_export_attribution import FakeKubelet
 
     procs: list[subprocess.Popen[Any]] = []
     servers: list[Any] = []
@@ -333,7 +333,7 @@ def test_counters_are_typed_on_the_scraped_text_and_prometheus_takes_them_as_cou
 
 def test_a_gpu_lost_mid_run_shows_as_lost_in_both_families(stack: Stack) -> None:
     from gpudiag.replay.fixtures import load
-    from tests.test_fleet_exporter import lose
+    from tests.test_export_exporter import lose
 
     native, dcgm = stack.live["live-native"], stack.live["live-dcgm"]
     a100, h100 = load("a100-ecc-errors")[0], load(EXAMPLE_8)[0]

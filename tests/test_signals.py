@@ -87,6 +87,10 @@ WAITS = {
     "memory --until-free": ["memory", "--until-free", "1000TiB", "--interval", "0.1", "--json"],
     "memory --alert-free-below": ["memory", "--alert-free-below", "1B", "--interval", "0.1", "--json"],
     "list --watch": ["list", "--watch", "--interval", "0.1", "--json"],
+    # A replay plays its recorded series: a long delay keeps the command waiting for the next sample.
+    "dmon": ["dmon", "--delay", "30", "--json"],
+    "pmon": ["pmon", "--delay", "10", "--json"],
+    "stat --watch": ["stat", "--watch", "--interval", "30", "--json"],
 }
 
 
@@ -188,6 +192,12 @@ STARTING = {
     "exporter": ["exporter", "--once"],
     "report": ["report", "."],
     "drain": ["drain", "."],
+    "dmon": ["dmon", "--count", "2"],
+    "pmon": ["pmon", "--count", "2"],
+    "topo": ["topo"],
+    "nvlink": ["nvlink"],
+    "mig": ["mig"],
+    "stat": ["stat"],
 }
 
 

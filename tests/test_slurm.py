@@ -1,273 +1,314 @@
-"""gpudiag against a real Slurm: a single-node cluster (munged + slurmctld + slurmd) on this machine.
+"""gpudiag against a real Slurm (Debian's slurm-wlm 22.05 and munge): a single-node cluster started
+here (tests/slurm_cluster.py), with 8 GPUs as GRES and replayed machines instead of GPUs.
 
-Everything lives in a temporary directory (config, munge key and socket, state, spool, logs) on
-free ports; every daemon started here is stopped at the end, also when a test fails. Needs root
-and Debian's slurm-wlm and munge (`.ci/run` installs them); skipped otherwise. The machines are
-replayed (GPUDIAG_REPLAY), so no GPU is needed: a healthy one and one with ECC errors.
+What each test proves on the real slurmctld/slurmd: the README's srun recipe run line by line;
+deploy/slurm/slurm-fleet-check.sh, then `gpudiag drain` (dry run through a shell, --execute, --resume)
+with its rules; the Prolog draining for a node fault and cancelling the job, not the node, for a
+job fault; the HealthCheckProgram draining and resuming on its own; NHC's check_gpudiag under a
+stand-in for NHC (tests/nhc_harness.sh: NHC itself is not installable here) with the real scontrol.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
-import signal
-import socket
+import re
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-DAEMONS = ("munged", "slurmctld", "slurmd")
-CLIENTS = ("srun", "salloc", "scontrol", "sinfo", "scancel", "munge")
-BROKEN = "a100-ecc-errors"
+from gpudiag.fleet.drain import parse_nodes
+from gpudiag.replay import fixtures
+from tests.slurm_cluster import ROOT, Cluster, needs_slurm, running, wait, write_settings
+
+pytestmark = needs_slurm
+
 HEALTHY = "h100x8-healthy"
-
-pytestmark = [
-    pytest.mark.slurm,
-    pytest.mark.skipif(os.geteuid() != 0, reason="a test cluster's slurmd must run as root"),
-    pytest.mark.skipif(
-        any(shutil.which(p) is None for p in (*DAEMONS, *CLIENTS)),
-        reason="needs slurm-wlm and munge (apt-get install slurm-wlm munge)",
-    ),
-]
+MACHINES = Path(fixtures.__file__).resolve().parent.parent / "machines"
+# The 8-GPU node with uncorrected ECC errors on GPU 3 (GPU-8e1f2a6c-…-2003).
+ECC = "health.ecc GPU3 GPU-8e1f2a6c: uncorrected ECC errors; reset"
 
 
-def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+def broken_machine(root: Path) -> str:
+    data = json.loads((MACHINES / f"{HEALTHY}.json").read_text())
+    data["gpus"][3]["ecc_errors"] = {"volatile_uncorrected": 4, "aggregate_uncorrected": 4}
+    path = root / "broken-h100x8.json"
+    path.write_text(json.dumps(data))
+    return str(path)
 
 
-def _wait(what: str, ready: object, timeout: float = 30.0) -> None:
-    """Poll ``ready()`` until true (no blind sleeps)."""
-    deadline = time.monotonic() + timeout
-    delay = 0.02
-    while time.monotonic() < deadline:
-        if ready():  # type: ignore[operator]
-            return
-        time.sleep(delay)
-        delay = min(delay * 2, 0.25)
-    raise AssertionError(f"timed out waiting for {what}")
+def job_env_machine(root: Path) -> str:
+    """The healthy node, as a job whose CUDA_VISIBLE_DEVICES names no GPU sees it."""
+    data = json.loads((MACHINES / f"{HEALTHY}.json").read_text())
+    data["env"] = [["CUDA_VISIBLE_DEVICES", "-1"]]
+    path = root / "job-env.json"
+    path.write_text(json.dumps(data))
+    return str(path)
 
 
-@dataclass
-class Cluster:
-    root: Path
-    node: str
-    env: dict[str, str]
-
-    def run(self, *args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            list(args), capture_output=True, text=True, timeout=timeout, env={**self.env, **env}, cwd=self.root
-        )
-
-    def show(self) -> tuple[str, str]:
-        """The node's State and Reason."""
-        from gpudiag.fleet.drain import parse_show_node
-
-        current = parse_show_node(self.run("scontrol", "show", "node", self.node).stdout)
-        assert current is not None
-        return current.state, current.reason
-
-    def prolog_machine(self, machine: str) -> None:
-        """What the installed Prolog replays (its settings file, as an admin would write it)."""
-        (self.root / "etc" / "gpudiag-prolog").write_text(
-            f"GPUDIAG={self.root / 'bin' / 'gpudiag'}\nexport GPUDIAG_REPLAY={machine}\n"
-        )
-
-    def resume(self) -> None:
-        self.run("scontrol", "update", f"NodeName={self.node}", "State=RESUME")
-        _wait("the node to be idle", lambda: self.show()[0].split("+")[0] == "IDLE" and "DRAIN" not in self.show()[0])
-
-
-def _write_config(root: Path, node: str) -> Path:
-    ctld_port, slurmd_port = _free_ports(2)
-    conf = root / "etc" / "slurm.conf"
-    conf.write_text(
-        f"""\
-ClusterName=gpudiagtest
-SlurmctldHost={node}(127.0.0.1)
-SlurmctldPort={ctld_port}
-SlurmdPort={slurmd_port}
-AuthType=auth/munge
-AuthInfo=socket={root}/run/munge.socket
-CredType=cred/munge
-SlurmUser=root
-SlurmdUser=root
-StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool
-SlurmctldPidFile={root}/run/slurmctld.pid
-SlurmdPidFile={root}/run/slurmd.pid
-SlurmctldLogFile={root}/log/slurmctld.log
-SlurmdLogFile={root}/log/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/builtin
-JobCompType=jobcomp/none
-AccountingStorageType=accounting_storage/none
-MpiDefault=none
-ReturnToService=2
-Prolog={root}/etc/prolog.sh
-PrologFlags=Alloc
-NodeName={node} NodeAddr=127.0.0.1 CPUs={os.cpu_count() or 1} State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
-"""
+def prolog(root: Path) -> str:
+    """The example Prolog, installed as slurm.conf's Prolog, reading its settings file."""
+    script = root / "etc" / "prolog.sh"
+    script.write_text(
+        f"#!/bin/sh\nGPUDIAG_PROLOG_CONF={root}/etc/gpudiag-prolog exec bash {ROOT}/deploy/slurm/slurm-prolog.sh\n"
     )
-    return conf
-
-
-def _stop(pidfiles: list[Path]) -> None:
-    """SIGTERM every daemon at once, wait for all, SIGKILL what is left after 10 s."""
-    pids = []
-    for pidfile in pidfiles:
-        try:
-            pids.append(int(pidfile.read_text().strip()))
-        except (OSError, ValueError):
-            continue
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-
-    def alive(pid: int) -> bool:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-
-    try:
-        _wait("the daemons to stop", lambda: not any(alive(p) for p in pids), timeout=10)
-    except AssertionError:
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    script.chmod(0o755)
+    return f"Prolog={script}\nPrologFlags=Alloc\n"
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    started = time.monotonic()
-    root = Path(tempfile.mkdtemp(prefix="gpudiag-slurm-"))
-    root.chmod(0o755)  # munged insists that its socket's directories are searchable by all
-    for sub, mode in (("etc", 0o700), ("run", 0o755), ("state", 0o700), ("spool", 0o755), ("log", 0o755)):
-        (root / sub).mkdir(mode=mode)
-        (root / sub).chmod(mode)
-    (root / "bin").mkdir()
-    node = socket.gethostname().split(".")[0]
-    key = root / "etc" / "munge.key"
-    key.write_bytes(os.urandom(1024))
-    key.chmod(0o600)
-    conf = _write_config(root, node)
-    # gpudiag as installed on a node: this checkout's, with this interpreter.
-    gpudiag = root / "bin" / "gpudiag"
-    python = os.path.abspath(sys.executable)  # slurmd runs it elsewhere: never a relative path
-    gpudiag.write_text(f'#!/bin/sh\nPYTHONPATH={ROOT} exec {python} -m gpudiag "$@"\n')
-    gpudiag.chmod(0o755)
-    # The example Prolog, installed as slurm.conf's Prolog, reading its settings file.
-    prolog = root / "etc" / "prolog.sh"
-    prolog.write_text(
-        f"#!/bin/sh\nGPUDIAG_PROLOG_CONF={root}/etc/gpudiag-prolog exec bash {ROOT}/examples/slurm-prolog.sh\n"
+    with running(prolog) as c:
+        c.settings("gpudiag-prolog", GPUDIAG=str(c.root / "bin" / "gpudiag"), GPUDIAG_REPLAY=HEALTHY)
+        yield c
+
+
+def job(cluster: Cluster, job_id: str) -> dict[str, str]:
+    """JobState, Reason and AdminComment of `scontrol show job` (the comment is a line of its own)."""
+    text = cluster.run("scontrol", "show", "job", job_id).stdout
+    found = dict(re.findall(r"\b(JobState|Reason)=(\S+)", text))
+    found.update(re.findall(r"^ *(AdminComment)=(.*?) ?$", text, re.M))
+    return found
+
+
+def since(cluster: Cluster) -> float | None:
+    return parse_nodes(cluster.run("scontrol", "show", "node").stdout)[cluster.node].since
+
+
+# --- the README's srun recipe and the fleet script -------------------------------------------------
+
+
+def readme_recipe() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    block = text.split("<!-- tests/test_slurm.py runs this block", 1)[1].split("```\n", 1)[1].split("```", 1)[0]
+    return block.splitlines()
+
+
+def test_the_readme_recipe_line_by_line(cluster: Cluster) -> None:
+    """Each line fed to a shell as typed: `salloc` starts a shell that reads the lines after it."""
+    lines = readme_recipe()
+    assert lines[0] == "export NODES=128 GPUS_PER_NODE=8"  # the one line changed: this cluster has 1 node
+    work = cluster.root / "recipe"
+    work.mkdir()
+    done = subprocess.run(
+        ["bash"],
+        input="\n".join(["export NODES=1 GPUS_PER_NODE=8", *lines[1:]]) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=work,
+        env={**cluster.env, "GPUDIAG_REPLAY": HEALTHY, "SHELL": "/bin/bash"},
     )
-    prolog.chmod(0o755)
-    env = {
-        "PATH": f"{root / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-        "SLURM_CONF": str(conf),
-        "HOME": str(root),
-        "PYTHONPATH": str(ROOT),
-    }
-    result = Cluster(root, node, env)
-    result.prolog_machine(HEALTHY)
-    try:
-        munged = [
-            "munged",
-            f"--key-file={key}",
-            f"--socket={root}/run/munge.socket",
-            f"--pid-file={root}/run/munged.pid",
-            f"--log-file={root}/log/munged.log",
-            f"--seed-file={root}/state/munged.seed",
-        ]
-        for command in (munged, ["slurmctld", "-f", str(conf)], ["slurmd", "-f", str(conf)]):
-            done = subprocess.run(command, capture_output=True, text=True, timeout=30, env=env)
-            assert done.returncode == 0, f"{command[0]}: {done.stderr}"
-        _wait("the node to be idle", lambda: result.run("sinfo", "-h", "-o", "%T").stdout.strip() == "idle")
-        print(f"\ncluster up in {time.monotonic() - started:.1f} s", file=sys.stderr)
-        yield result
-    finally:
-        subprocess.run(["scancel", "--full", "--user=root"], env=env, capture_output=True, timeout=10)
-        _stop([root / "run" / f"{daemon}.pid" for daemon in DAEMONS])
-        shutil.rmtree(root, ignore_errors=True)
+    node = cluster.node
+    check = json.loads((work / "nodes" / f"{node}.json").read_text())
+    assert (check["slurm_node"], check["verdict"], len(check["gpus"])) == (node, "READY", 8)
+    assert (work / "nodes" / f"{node}.err").read_text() == ""
+    # No CUDA here: bench-transfer refuses a replay, so the node's bench file is empty, and says so.
+    assert "cannot run on a replay" in (work / "bench" / f"{node}.err").read_text()
+    report = json.loads((work / "report.json").read_text())
+    assert [(n["node"], n["state"], n["failures"]) for n in report["nodes"]] == [(node, "unreadable", [])]
+    assert f"1 node(s) expected as {node}: 0 ready, 0 not ready, 1 unreadable, 0 missing" in done.stdout, done.stderr
 
 
-def test_the_srun_recipe_and_the_report(cluster: Cluster) -> None:
-    """examples/slurm-fleet-check.sh in an allocation: check on every node, then `report`."""
-    script = str(ROOT / "examples" / "slurm-fleet-check.sh")
-    done = cluster.run("salloc", "-N1", "bash", script, "healthy", GPUDIAG_REPLAY=HEALTHY, GPUDIAG_FLEET_BENCH="0")
+def test_what_the_recipe_guards_against(cluster: Cluster) -> None:
+    """Slurm's behaviour the recipe's lines answer: a step gets no GPU the allocation did not ask
+    for; --output into a directory that does not exist writes nothing, and srun still exits 0."""
+    gpus = "srun printenv CUDA_VISIBLE_DEVICES"
+    with_gpus = cluster.run("salloc", "-N1", "--exclusive", "--gpus-per-node=8", "bash", "-c", gpus)
+    assert with_gpus.stdout == "0,1,2,3,4,5,6,7\n", with_gpus.stderr
+    without = cluster.run("salloc", "-N1", "--exclusive", "bash", "-c", gpus)
+    assert without.stdout == ""
+    lost = cluster.run("salloc", "-N1", "bash", "-c", "srun --output=no-such-dir/%N.json echo hi")
+    assert lost.returncode == 0 and not (cluster.root / "no-such-dir").exists()
+
+
+def test_the_fleet_script_then_drain_and_resume(cluster: Cluster) -> None:
+    script = str(ROOT / "deploy" / "slurm" / "slurm-fleet-check.sh")
+    broken = broken_machine(cluster.root)
+
+    def fleet(out: str, machine: str, *gpus: str) -> subprocess.CompletedProcess[str]:
+        return cluster.run(
+            "salloc", "-N1", "--exclusive", *gpus, "bash", script, out, GPUDIAG_REPLAY=machine, GPUDIAG_FLEET_BENCH="0"
+        )
+
+    done = fleet("nogpus", HEALTHY)
+    assert done.returncode == 2 and "how many GPUs per node?" in done.stderr
+    done = fleet("before", HEALTHY, "--gpus-per-node=8")
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"1 node(s) expected as {cluster.node}: 1 ready, 0 not ready, 0 unreadable, 0 missing" in done.stdout
-    report = json.loads((cluster.root / "healthy" / "report.json").read_text())
-    (node,) = report["nodes"]
-    assert (node["node"], node["state"], node["gpu_count"]) == (cluster.node, "ready", 8)
-    assert (cluster.root / "healthy" / "report.xml").read_text().count("<testcase") > 20
-
-    done = cluster.run("salloc", "-N1", "bash", script, "broken", GPUDIAG_REPLAY=BROKEN, GPUDIAG_FLEET_BENCH="0")
+    assert (cluster.root / "before" / "report.xml").read_text().count("<testcase") > 20
+    done = fleet("broken", broken, "--gpus-per-node=8")
     assert done.returncode == 1, done.stdout + done.stderr
-    assert f"health.ecc                  1  {cluster.node}" in done.stdout
+    assert re.search(rf"^  health\.ecc +node +1  {cluster.node} ", done.stdout, re.M), done.stdout
+    report = str(cluster.root / "broken" / "report.json")
 
-    # The README's drain step, for real: drains with gpudiag's reason, then --resume undoes only that.
-    broken_report = str(cluster.root / "broken" / "report.json")
-    done = cluster.run("gpudiag", "drain", broken_report, "--execute")
-    assert done.returncode == 0, done.stderr
+    # The dry run's lines, run by a shell, drain exactly as --execute would.
+    dry = cluster.run("gpudiag", "drain", report)
+    assert dry.returncode == 0 and dry.stdout.startswith(f"scontrol update NodeName={cluster.node} State=DRAIN")
+    assert subprocess.run(["sh", "-e"], input=dry.stdout, text=True, env=cluster.env, timeout=30).returncode == 0
     state, reason = cluster.show()
-    assert "DRAIN" in state
-    assert reason.startswith("gpudiag: health.ecc,health.row_remap") and reason.endswith("GPU reset needed")
-    healthy_report = str(cluster.root / "healthy" / "report.json")
-    assert cluster.run("gpudiag", "drain", healthy_report, "--execute", "--resume").returncode == 0
-    _wait("gpudiag's drain to be undone", lambda: "DRAIN" not in cluster.show()[0])
+    assert "DRAIN" in state and reason == f"gpudiag: {ECC}"
+    drained_at = since(cluster)
+    done = cluster.run("gpudiag", "drain", report, "--execute")  # steady: already drained for this fault
+    assert done.returncode == 0 and done.stdout == f"# {cluster.node}: already drained: gpudiag: {ECC}\n"
+    assert since(cluster) == drained_at
 
-    # Someone else's reason is never overwritten.
-    cluster.run("scontrol", "update", f"NodeName={cluster.node}", "State=DRAIN", "Reason=admin: new DIMMs")
-    done = cluster.run("gpudiag", "drain", broken_report, "--execute")
+    # A READY report from before the drain says nothing about the fault: the node stays drained.
+    done = cluster.run("gpudiag", "drain", str(cluster.root / "before" / "report.json"), "--execute", "--resume")
+    assert done.returncode == 0 and "is older than the drain" in done.stdout and "DRAIN" in cluster.show()[0]
+    assert drained_at is not None
+    wait("a second past the drain (Slurm's time has whole seconds)", lambda: time.time() >= drained_at + 1)
+    # A drained node takes no job: it is checked again outside Slurm (as pdsh or ssh would run it).
+    after = cluster.root / "after"
+    after.mkdir()
+    check = cluster.run("gpudiag", "check", "--json", GPUDIAG_REPLAY=HEALTHY, SLURMD_NODENAME=cluster.node)
+    (after / f"{cluster.node}.json").write_text(check.stdout)
+    done = cluster.run("gpudiag", "drain", str(after), "--execute", "--resume")
+    assert done.returncode == 0 and f"resume {cluster.node}: ready again" in done.stdout, done.stdout + done.stderr
+    wait("gpudiag's drain to be undone", lambda: "DRAIN" not in cluster.show()[0])
+
+    # Someone else's reason is never overwritten, nor resumed.
+    cluster.drain("admin: new DIMMs")
+    done = cluster.run("gpudiag", "drain", report, "--execute")
     assert "not drained: reason set by someone else: admin: new DIMMs" in done.stdout
+    cluster.run("gpudiag", "drain", str(after), "--execute", "--resume")
     assert cluster.show()[1] == "admin: new DIMMs"
-    cluster.run("gpudiag", "drain", healthy_report, "--execute", "--resume")
-    assert cluster.show()[1] == "admin: new DIMMs"  # --resume leaves it drained too
     cluster.resume()
 
 
-def test_the_prolog_drains_a_broken_node_and_lets_a_healthy_one_run(cluster: Cluster) -> None:
-    cluster.prolog_machine(HEALTHY)
+def test_a_node_name_is_never_passed_as_syntax(cluster: Cluster) -> None:
+    """A file naming its node `vm,vm` or `vm[1]`: Slurm would read a hostlist; drain never passes it."""
+    nodes = cluster.root / "evil"
+    nodes.mkdir()
+    broken = json.loads(
+        cluster.run("gpudiag", "--replay", broken_machine(cluster.root), "check", "--json", "--no-torch").stdout
+    )
+    for i, name in enumerate((f"{cluster.node},{cluster.node}", f"{cluster.node}[1]")):
+        (nodes / f"n{i}.json").write_text(json.dumps({**broken, "slurm_node": name}))
+    done = cluster.run("gpudiag", "drain", str(nodes), "--execute")
+    # `report` finds each file unreadable for its name; drain names both and never acts on them.
+    assert done.returncode == 1 and done.stdout.count("invalid node name") == 2 and "scontrol" not in done.stdout
+    assert cluster.show() == ("IDLE", "")
+
+
+# --- the Prolog -----------------------------------------------------------------------------------
+
+
+def test_the_prolog_drains_for_a_node_fault_and_slurm_requeues_the_job(cluster: Cluster) -> None:
     done = cluster.run("srun", "-N1", "echo", "job ran")
     assert (done.returncode, done.stdout) == (0, "job ran\n"), done.stderr
 
-    cluster.prolog_machine(BROKEN)
+    cluster.settings(
+        "gpudiag-prolog", GPUDIAG=str(cluster.root / "bin" / "gpudiag"), GPUDIAG_REPLAY=broken_machine(cluster.root)
+    )
     try:
-        done = cluster.run("srun", "-N1", "--immediate=20", "echo", "job ran")
-        assert done.returncode != 0 and "job ran" not in done.stdout
-        assert "Prolog failure" in done.stderr or "prolog" in done.stderr.lower(), done.stderr
-        state, reason = cluster.show()
-        assert "DRAIN" in state
-        assert reason == (
-            "gpudiag: health.ecc,health.row_remap,health.recovery_action,health.clock_events; GPU reset needed"
-        )
+        submitted = cluster.run("sbatch", "--wrap", "echo job ran", "-o", str(cluster.root / "log" / "job.out"))
+        job_id = submitted.stdout.split()[-1]
+        wait("the node to be drained", lambda: "DRAIN" in cluster.show()[0], timeout=60)
+        assert cluster.show()[1] == f"gpudiag prolog: {ECC}"
+        wait("the job to be requeued and held", lambda: "held" in job(cluster, job_id).get("Reason", ""))
+        assert job(cluster, job_id)["JobState"] == "PENDING"
         log = (cluster.root / "log" / "slurmd.log").read_text()
-        assert f"gpudiag-prolog[{cluster.node}]: gpudiag: NOT READY: health.ecc" in log  # the line slurmd logs
+        assert f"gpudiag-prolog[{cluster.node}]: gpudiag: NOT READY: {ECC}" in log  # the line slurmd logs
     finally:
-        cluster.prolog_machine(HEALTHY)
-        subprocess.run(["scancel", "--full", "--user=root"], env=cluster.env, capture_output=True, timeout=10)
+        cluster.settings("gpudiag-prolog", GPUDIAG=str(cluster.root / "bin" / "gpudiag"), GPUDIAG_REPLAY=HEALTHY)
+        cluster.run("scancel", "--full", "--user=root")
         cluster.resume()
     done = cluster.run("srun", "-N1", "echo", "job ran")
     assert done.stdout == "job ran\n", done.stderr
+
+
+def test_the_prolog_cancels_a_job_whose_environment_fails_and_keeps_the_node(cluster: Cluster) -> None:
+    gpudiag = str(cluster.root / "bin" / "gpudiag")
+    cluster.settings("gpudiag-prolog", GPUDIAG=gpudiag, GPUDIAG_REPLAY=job_env_machine(cluster.root))
+    try:
+        submitted = cluster.run("sbatch", "--wrap", "echo job ran", "-o", str(cluster.root / "log" / "env-job.out"))
+        job_id = submitted.stdout.split()[-1]
+        wait("the job to be cancelled", lambda: job(cluster, job_id).get("JobState") == "CANCELLED", timeout=60)
+        comment = job(cluster, job_id)["AdminComment"]
+        assert comment.startswith("gpudiag prolog: env.visible_devices: CUDA_VISIBLE_DEVICES='-1' leaves no device")
+        assert comment.endswith("; fix job")
+        assert cluster.show() == ("IDLE", "")  # the node was not drained for the job's fault
+        assert not (cluster.root / "log" / "env-job.out").exists()  # the job never ran
+        done = cluster.run("srun", "-N1", "echo", "job ran")  # interactive: Slurm's own words for a cancel
+        assert done.returncode != 0 and "job ran" not in done.stdout and cluster.show() == ("IDLE", "")
+    finally:
+        cluster.settings("gpudiag-prolog", GPUDIAG=gpudiag, GPUDIAG_REPLAY=HEALTHY)
+    done = cluster.run("srun", "-N1", "echo", "next job ran")
+    assert done.stdout == "next job ran\n", done.stderr
+
+
+# --- NHC's check_gpudiag, under a stand-in for NHC, with the real scontrol ---------------------------
+
+
+def test_nhc_check_gpudiag_drains_with_the_failing_check_and_resumes(cluster: Cluster) -> None:
+    def nhc(machine: str) -> int:
+        command = [
+            "bash", str(ROOT / "tests" / "nhc_harness.sh"), str(ROOT / "deploy" / "nhc" / "gpudiag.nhc"),
+            cluster.node, "check_gpudiag", "--skip", "health.processes",
+        ]  # fmt: skip
+        return cluster.run(*command, GPUDIAG_REPLAY=machine).returncode
+
+    broken = broken_machine(cluster.root)
+    assert nhc(broken) == 1
+    assert cluster.show()[1] == f"NHC: check_gpudiag:  {ECC}" and "DRAIN" in cluster.show()[0]
+    assert nhc(HEALTHY) == 0
+    wait("NHC's drain to be undone", lambda: cluster.show() == ("IDLE", ""))
+    cluster.drain("admin: new DIMMs")
+    assert nhc(broken) == 1 and cluster.show()[1] == "admin: new DIMMs"
+    assert nhc(HEALTHY) == 0 and cluster.show()[1] == "admin: new DIMMs"
+    cluster.resume()
+
+
+# --- HealthCheckProgram ---------------------------------------------------------------------------
+
+
+def test_the_health_check_drains_and_resumes_on_its_own() -> None:
+    """slurmd runs the example HealthCheckProgram every second here; it ignores the exit status,
+    so the drain and the resume are the script's own."""
+
+    def healthcheck(root: Path) -> str:
+        script = root / "etc" / "healthcheck.sh"
+        script.write_text(
+            f"#!/bin/sh\nGPUDIAG_HEALTHCHECK_CONF={root}/etc/gpudiag-healthcheck "
+            f"exec bash {ROOT}/deploy/slurm/slurm-healthcheck.sh\n"
+        )
+        script.chmod(0o755)
+        settings(root, broken_machine(root))  # from the first run, at slurmd's start
+        return f"HealthCheckProgram={script}\nHealthCheckInterval=1\n"
+
+    def settings(root: Path, machine: str) -> None:
+        # A health check runs with an empty environment: slurm.conf's path comes from the settings.
+        write_settings(
+            root,
+            "gpudiag-healthcheck",
+            GPUDIAG=str(root / "bin" / "gpudiag"),
+            GPUDIAG_REPLAY=machine,
+            SLURM_CONF=str(root / "etc" / "slurm.conf"),
+        )
+
+    with running(healthcheck) as cluster:
+
+        def runs(n: int) -> None:
+            """Wait until the health check has run gpudiag n more times."""
+            start = cluster.gpudiag_calls()
+            wait(f"{n} more health checks", lambda: cluster.gpudiag_calls() >= start + n, timeout=60)
+
+        wait("the health check to drain", lambda: cluster.show()[1] == f"gpudiag health-check: {ECC}", timeout=60)
+        assert "DRAIN" in cluster.show()[0]
+        drained_at = since(cluster)
+        runs(3)
+        assert cluster.show()[1] == f"gpudiag health-check: {ECC}" and since(cluster) == drained_at  # steady
+
+        settings(cluster.root, HEALTHY)
+        wait("the health check to resume", lambda: cluster.show() == ("IDLE", ""), timeout=60)
+
+        cluster.drain("admin: new DIMMs")
+        settings(cluster.root, broken_machine(cluster.root))
+        runs(3)
+        assert cluster.show()[1] == "admin: new DIMMs"
+        settings(cluster.root, HEALTHY)
+        runs(3)
+        assert cluster.show()[1] == "admin: new DIMMs" and "DRAIN" in cluster.show()[0]

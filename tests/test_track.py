@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 
 from gpudiag import track
+from gpudiag.track import entries
 from tests.conftest import skip_without_torch
 
 
 @pytest.fixture
 def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An XDG runtime directory of our own; the tracker's directory under it."""
-    monkeypatch.delenv(track.DIR_ENV, raising=False)
+    monkeypatch.delenv(entries.DIR_ENV, raising=False)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     return tmp_path / "gpudiag"
 
@@ -42,10 +43,10 @@ def entry(pid: int, updated_at: float, **fields: Any) -> dict[str, Any]:
         "ooms": 0,
     }
     data: dict[str, Any] = {
-        "schema": track.SCHEMA,
+        "schema": entries.SCHEMA,
         "pid": pid,
-        "start_ticks": track._start_ticks(pid),
-        "pid_namespace": track._pid_namespace(),
+        "start_ticks": entries.start_ticks(pid),
+        "pid_namespace": entries.pid_namespace(),
         "command": "python train.py",
         "interval_s": 2.0,
         "updated_at": updated_at,
@@ -80,12 +81,12 @@ def test_start_writes_a_private_atomic_entry_and_stop_removes_it(runtime: Path) 
         assert stat.S_IMODE(runtime.stat().st_mode) == 0o700
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         data = json.loads(path.read_text())
-        assert data["schema"] == track.SCHEMA and data["pid"] == os.getpid()
-        assert data["interval_s"] == track.MIN_INTERVAL_S and data["start_ticks"] == track._start_ticks(os.getpid())
+        assert data["schema"] == entries.SCHEMA and data["pid"] == os.getpid()
+        assert data["interval_s"] == track.MIN_INTERVAL_S and data["start_ticks"] == entries.start_ticks(os.getpid())
         assert not list(runtime.glob(".tmp-*"))  # temp files are renamed into place
         assert track.start() and track.running()  # idempotent: still one thread
         assert [t.name for t in threading.enumerate()].count("gpudiag-track") == 1
-        assert os.getpid() in track.read_entries()  # what it writes, the reader accepts
+        assert os.getpid() in entries.read_entries()  # what it writes, the reader accepts
     finally:
         track.stop()
     assert not path.exists() and not track.running()
@@ -104,7 +105,7 @@ def test_entries_are_replaced_whole_while_being_read(runtime: Path, monkeypatch:
         while time.monotonic() < stop:
             track.write_entry(path, track.snapshot(interval=0.02))  # a second writer, as fast as it goes
             data = json.loads(path.read_text())  # never half a file
-            assert data["schema"] == track.SCHEMA
+            assert data["schema"] == entries.SCHEMA
             reads += 1
         assert reads > 10
     finally:
@@ -145,21 +146,21 @@ def test_a_directory_others_can_use_is_refused_and_the_next_one_used(
 
 
 def test_start_never_raises(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv(track.DIR_ENV, str(tmp_path / "file"))
+    monkeypatch.setenv(entries.DIR_ENV, str(tmp_path / "file"))
     (tmp_path / "file").write_text("not a directory")
     assert track.start() is False  # cannot make the directory: untracked, not an exception
 
     def no_threads(*_a: object, **_k: object) -> None:
         raise RuntimeError("can't start new thread")
 
-    monkeypatch.setenv(track.DIR_ENV, str(tmp_path / "ok"))
+    monkeypatch.setenv(entries.DIR_ENV, str(tmp_path / "ok"))
     monkeypatch.setattr(threading.Thread, "start", no_threads)
     assert track.start() is False
 
 
 @pytest.mark.parametrize("interval", [float("nan"), -1.0, 0.0, float("inf"), "soon"])
 def test_a_bad_interval_falls_back_to_the_default(interval: Any) -> None:
-    assert track._checked_interval(interval) == track.DEFAULT_INTERVAL_S
+    assert track._checked_interval(interval) == entries.DEFAULT_INTERVAL_S
 
 
 def test_a_failing_device_does_not_hide_the_others() -> None:
@@ -213,11 +214,11 @@ def test_a_cpu_training_loop_runs_unchanged_with_the_tracker_on(tmp_path: Path) 
         "x, y = torch.randn(256, 32), torch.randn(256, 4)\n"
         "for _ in range(300):\n"
         "    opt.zero_grad(); loss = torch.nn.functional.mse_loss(model(x), y); loss.backward(); opt.step()\n"
-        "d = gpudiag.track.runtime_dir()\n"
+        "d = gpudiag.track.entries.runtime_dirs()[0]\n"
         "print(json.dumps({'entry': json.load(open(d / f'{os.getpid()}.json')), 'loss': loss.item(),\n"
         "                  'cuda_initialized': torch.cuda.is_initialized()}))\n"
     )
-    env = {**os.environ, track.DIR_ENV: str(tmp_path / "track")}
+    env = {**os.environ, entries.DIR_ENV: str(tmp_path / "track")}
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr and "Exception" not in result.stderr
@@ -239,8 +240,8 @@ def test_reader_keeps_fresh_live_entries_and_ignores_the_rest(runtime: Path) -> 
         put(runtime, entry(child.pid, now - 120))  # stale: its writer stopped two minutes ago
         (runtime / "garbage.json").write_text("{not json")
         (runtime / "777.json").write_text(json.dumps({"schema": "something/9", "pid": 777}))
-        (runtime / "778.json").write_text(json.dumps({"schema": track.SCHEMA, "pid": 778}))  # fields missing
-        found = track.read_entries(runtime, now)
+        (runtime / "778.json").write_text(json.dumps({"schema": entries.SCHEMA, "pid": 778}))  # fields missing
+        found = entries.read_entries(runtime, now)
     finally:
         child.kill()
         child.wait()
@@ -252,35 +253,35 @@ def test_reader_keeps_fresh_live_entries_and_ignores_the_rest(runtime: Path) -> 
 def test_staleness_follows_the_writers_interval(runtime: Path) -> None:
     now = time.time()
     put(runtime, entry(os.getpid(), now - 100, interval_s=60.0))  # slow writer: 100 s is < 5 intervals
-    assert os.getpid() in track.read_entries(runtime, now)
+    assert os.getpid() in entries.read_entries(runtime, now)
     put(runtime, entry(os.getpid(), now - 100, interval_s=2.0))
-    assert track.read_entries(runtime, now) == {}
+    assert entries.read_entries(runtime, now) == {}
 
 
 def test_a_reused_pid_is_not_the_tracked_process(runtime: Path) -> None:
-    ticks = track._start_ticks(os.getpid())
+    ticks = entries.start_ticks(os.getpid())
     if ticks is None:
         pytest.skip("no /proc here")
     put(runtime, entry(os.getpid(), time.time(), start_ticks=ticks - 1))  # the writer started earlier: not us
-    assert track.read_entries(runtime) == {}
+    assert entries.read_entries(runtime) == {}
 
 
 def test_an_entry_from_another_pid_namespace_is_foreign(runtime: Path) -> None:
     put(runtime, entry(os.getpid(), time.time(), pid_namespace="pid:[1]"))  # written inside a container
-    assert track.read_entries(runtime) == {}
+    assert entries.read_entries(runtime) == {}
 
 
 def test_a_file_whose_name_is_not_its_pid_is_foreign(runtime: Path) -> None:
     put(runtime, entry(os.getpid(), time.time()), name="12345.json")
-    assert track.read_entries(runtime) == {}
+    assert entries.read_entries(runtime) == {}
 
 
 def test_reader_distrusts_a_directory_others_can_use(runtime: Path) -> None:
     put(runtime, entry(os.getpid(), time.time()))
     runtime.chmod(0o755)
-    assert track.read_entries(runtime) == {}
+    assert entries.read_entries(runtime) == {}
     runtime.chmod(0o700)
-    assert os.getpid() in track.read_entries(runtime)
+    assert os.getpid() in entries.read_entries(runtime)
 
 
 def test_reader_ignores_symlinks(runtime: Path, tmp_path: Path) -> None:
@@ -288,7 +289,7 @@ def test_reader_ignores_symlinks(runtime: Path, tmp_path: Path) -> None:
     outside.write_text(json.dumps(entry(os.getpid(), time.time())))
     runtime.mkdir(mode=0o700)
     (runtime / f"{os.getpid()}.json").symlink_to(outside)
-    assert track.read_entries(runtime) == {}
+    assert entries.read_entries(runtime) == {}
 
 
 def test_reader_looks_in_both_runtime_locations(runtime: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -297,21 +298,21 @@ def test_reader_looks_in_both_runtime_locations(runtime: Path, tmp_path: Path, m
     fallback.mkdir()
     monkeypatch.setattr(tempfile, "gettempdir", lambda: str(fallback))
     put(fallback / f"gpudiag-{os.getuid()}", entry(os.getpid(), time.time()))
-    assert track.runtime_dirs() == [runtime, fallback / f"gpudiag-{os.getuid()}"]
-    assert os.getpid() in track.read_entries()
+    assert entries.runtime_dirs() == [runtime, fallback / f"gpudiag-{os.getuid()}"]
+    assert os.getpid() in entries.read_entries()
 
 
 def test_recorded_entries_are_read_without_asking_the_host(runtime: Path) -> None:
     put(runtime, entry(31337, 0.0, start_ticks=1, pid_namespace="pid:[1]"))  # a replayed machine's process
-    assert track.read_entries(runtime) == {}
-    assert list(track.read_entries(runtime, live=False)) == [31337]
+    assert entries.read_entries(runtime) == {}
+    assert list(entries.read_entries(runtime, live=False)) == [31337]
 
 
 # --- the launcher --------------------------------------------------------------------
 
 
 def _launch(args: list[str], directory: Path, **kw: Any) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, track.DIR_ENV: str(directory)}
+    env = {**os.environ, entries.DIR_ENV: str(directory)}
     return subprocess.run(
         # Absolute: the child may run elsewhere (cwd), and sys.executable is relative when python was
         # found through a relative PATH entry.
@@ -380,8 +381,8 @@ def test_launcher_usage(tmp_path: Path, args: list[str], code: int, message: str
     assert "Traceback" not in result.stderr
 
 
-def test_memory_watch_spells_the_tracker_directory_variable_as_the_tracker_does() -> None:
-    # memory_watch names it itself so that a replay without a recording need not import the tracker.
-    from gpudiag import memory_watch
+def test_the_memory_view_spells_the_tracker_directory_variable_as_the_tracker_does() -> None:
+    # memory.tracked names it itself so that a replay without a recording need not import the tracker.
+    from gpudiag.memory import tracked
 
-    assert memory_watch.TRACK_DIR_ENV == track.DIR_ENV
+    assert tracked.TRACK_DIR_ENV == entries.DIR_ENV

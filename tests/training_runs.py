@@ -6,7 +6,7 @@ OOM recorder), so the shipped recordings are exactly what ``gpudiag.track`` writ
 allocator states. ``tests/test_training_examples.py`` regenerates them and compares; after a
 change to the tracker, rewrite them and review the diff::
 
-    python -m tests.training_runs            # rewrite gpudiag/machines/{*,allocator/*,recordings/*} and examples/oom/
+    python -m tests.training_runs   # rewrite gpudiag/machines/{*,allocator/*,recordings/*} and docs/samples/oom/
 """
 
 from __future__ import annotations
@@ -305,7 +305,7 @@ def leak() -> dict[str, str]:
 
 def machine_at_last_frame(machine_text: str, lines: list[str], at: float) -> dict[str, Any]:
     """What the tracker's publisher adds to a post-mortem: the machine as `memory --json` shows it."""
-    from gpudiag import memory
+    from gpudiag.memory.build import build
     from gpudiag.render.memory_view import to_json
     from gpudiag.replay.fixtures import machine_from_data
     from gpudiag.replay.recording import Recording
@@ -316,7 +316,7 @@ def machine_at_last_frame(machine_text: str, lines: list[str], at: float) -> dic
         recording = Recording(path)
     recording.position = len(recording.frames) - 1
     base = machine_from_data(json.loads(machine_text), "h100-leak-per-step")
-    view = memory.build(recording.apply(base), recording.entries())
+    view = build(recording.apply(base), recording.entries())
     return to_json(view, at)
 
 
@@ -382,7 +382,7 @@ def ranks() -> dict[str, str]:
     }
 
 
-OOM_EXAMPLE = ROOT / "examples" / "oom" / "gpudiag-oom-4242-h100-leak-per-step.json"
+OOM_EXAMPLE = ROOT / "docs" / "samples" / "oom" / "gpudiag-oom-4242-h100-leak-per-step.json"
 
 
 def files() -> dict[Path, str]:

@@ -1,6 +1,6 @@
 """The measuring loop, over injectable copy and clock primitives.
 
-Method (after NVIDIA's nvbandwidth, field notes §3), per task:
+Method (after NVIDIA's nvbandwidth), per task:
 1. buffers allocated once, on the CPUs of the GPU's NUMA node (so host pages are local),
    the source filled with a pattern that differs per task;
 2. untimed warm-up copies (they also enable peer access, which CUDA does lazily), then a

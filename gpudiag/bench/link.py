@@ -1,14 +1,14 @@
 """What a link should deliver, and a verdict on what it did. Rates are bytes per second.
 
-PCIe (field notes §3): per-lane rates after encoding (Gen1/2 8b/10b, Gen3-5 128b/130b,
-Gen6 FLIT 242/256), so x16 allows Gen3 15.75, Gen4 31.5, Gen5 63.0 GB/s. Pinned copies of
-large buffers on healthy systems reach Gen3 11.5-13.2 (below expected under 10), Gen4
-24-26.5 (under 21), Gen5 50-57.5 (under 44); narrower links scale with width ("halve for
-x8"). Gen1/2 and Gen6 have no published figures: they take the Gen3 and Gen5 ratios of
-typical to theoretical (our choice). Pageable copies reach about 40-75 % of pinned.
+PCIe (the figures docs/commands/bench-transfer.md tables): per-lane rates after encoding
+(Gen1/2 8b/10b, Gen3-5 128b/130b, Gen6 FLIT 242/256), so x16 allows Gen3 15.75, Gen4 31.5,
+Gen5 63.0 GB/s. Pinned copies of large buffers on healthy systems reach Gen3 11.5-13.2 (below
+expected under 10), Gen4 24-26.5 (under 21), Gen5 50-57.5 (under 44); narrower links scale with
+width ("halve for x8"). Gen1/2 and Gen6 have no published figures: they take the Gen3 and Gen5
+ratios of typical to theoretical (our choice). Pageable copies reach about 40-75 % of pinned.
 
 Within one GPU: healthy copies reach 74-87 % of the memory's peak counting read + write,
-so 37-43.5 % of the peak counting bytes once, as we do (field notes: V100 670-780,
+so 37-43.5 % of the peak counting bytes once, as we do (typical: V100 670-780,
 A100-40GB 1150-1320, H100 SXM 2470-2900 GB/s counted twice). Below 85 % of the typical
 range's low end is "below expected" (our choice). Peak bandwidths are NVIDIA's datasheet
 figures. NVLink per direction: A100 SXM 265-276, H100 SXM 365-397 GB/s (H200 SXM has the

@@ -17,9 +17,9 @@ from gpudiag.units import parse_size
 KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
-PLATEAU_SIZE = 256 * MiB  # field notes §3: host copies are on their plateau from here
+PLATEAU_SIZE = 256 * MiB  # host copies are on their plateau from here
 SWEEP_SIZES = tuple(4 * KiB * 4**k for k in range(10))  # 4 KiB … 1 GiB, ×4 per step
-L2_FACTOR = 8  # D2D below 8× L2 is inflated by the cache (field notes §3)
+L2_FACTOR = 8  # D2D below 8× L2 is inflated by the cache
 WARMUP_COPIES = 4  # nvbandwidth's untimed warm-up
 ELEMENT = 4  # buffers are int32: sizes are whole 4-byte elements
 

@@ -1,6 +1,6 @@
 """What the child measured, plus what NVML says about each GPU -> judged rows and findings.
 
-Pure: the command gives it the child's :class:`~gpudiag.bench.child.Outcome` and the NVML
+Pure: the command gives it the child's :class:`~gpudiag.bench.runner.Outcome` and the NVML
 GPUs; the renderers take its rows.
 """
 
@@ -10,11 +10,11 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpudiag.bench.child import Outcome
 from gpudiag.bench.link import NONE as NO_EXPECTATION
 from gpudiag.bench.link import Judgement, Link, Verdict, judge_d2d, judge_pageable, judge_peer, judge_pinned
 from gpudiag.bench.placement import Placed
 from gpudiag.bench.plan import DeviceInfo, Mode, Task, size_text
+from gpudiag.bench.runner import Outcome
 from gpudiag.bench.stats import GB, Bandwidth, bandwidth
 from gpudiag.model import Gpu
 
@@ -304,3 +304,24 @@ def notes(table: Sequence[Row], outcome: Outcome, launch_blocking: bool, request
     if small and len(small) < 6:
         out.append(f"not judged at {', '.join(small)}: below the bandwidth plateau or inside the L2 cache")
     return out
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A run judged: its rows, the NVML GPU behind each torch device, the findings and the notes."""
+
+    rows: list[Row]
+    gpus: dict[int, Gpu | None]
+    findings: list[Finding]
+    notes: list[str]
+
+
+def judge_run(
+    outcome: Outcome, machine_gpus: Sequence[Gpu], explicit_peer: bool, launch_blocking: bool = False
+) -> Judged:
+    """The whole judgement of a run (``explicit_peer``: peer modes were asked for by name)."""
+    from gpudiag.bench.preflight import match_gpu
+
+    gpus = {d.ordinal: match_gpu(d.uuid, d.pci_bus_id, machine_gpus) for d in outcome.devices}
+    judged = rows(outcome, gpus)
+    return Judged(judged, gpus, findings(judged, outcome), notes(judged, outcome, launch_blocking, explicit_peer))

@@ -1,7 +1,7 @@
 """The copy and timing primitives, with torch. Imported only in the benchmark's child process
 (and by ``benchmarks/reference_copy.py``), never by the gpudiag command itself.
 
-PyTorch facts this relies on (field notes §3, ``aten/src/ATen/native/cuda/Copy.cu``):
+PyTorch facts this relies on (PyTorch's ``aten/src/ATen/native/cuda/Copy.cu``):
 - a contiguous same-dtype ``copy_`` is one ``cudaMemcpyAsync`` on the current stream of the
   CUDA tensor's device (host copies) or of the source device (GPU to GPU); ``non_blocking``
   only matters for page-locked host memory, pageable copies are synchronous anyway;

@@ -8,18 +8,24 @@ GPU). A field the GPU does not support is SKIP, never FAIL.
 
 Rules by area: ``driver`` (NVML, device nodes, modules), ``software`` (torch, CUDA, cuDNN,
 NCCL; tables in ``compat``), ``config``, ``health`` (with the functional test's verdict),
-``requirements``; ``functional`` runs the functional test's child process.
+``requirements``; ``functional_runner`` runs the functional test's child process, ``gather`` reads
+every fact and ``request`` turns `check`'s options into the run.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
+from gpudiag.exitcodes import ExitCode
 from gpudiag.model import ALL_GROUPS, FactGroup, Machine, Reading, TorchRuntime
 from gpudiag.probe.devices import DeviceFacts
+
+if TYPE_CHECKING:  # loaded only by `check --level 2-4` (a Struct never resolves an annotation it does not decode)
+    from gpudiag.checks.deep.facts import DeepFacts
 
 # What the rules judge: every group but power draw/limit, the NUMA node, the details and the
 # exporter's clocks, energy and PCIe replay counter, which no rule reads.
@@ -79,6 +85,20 @@ def nothing_checked(results: Sequence[CheckResult]) -> bool:
     return all(r.status is Status.SKIP for r in results)
 
 
+def exit_code(results: Sequence[CheckResult], notes: Sequence[str], strict: bool) -> ExitCode:
+    """`check`'s verdict as its exit status: a failure (a warning too with ``strict``) is FAILED; else
+    what could not run (``notes``) makes it CHECK_INCOMPLETE, and a run that verified nothing is
+    NOTHING_CHECKED, never OK."""
+    statuses = {r.status for r in results}
+    if Status.FAIL in statuses or (strict and Status.WARN in statuses):
+        return ExitCode.FAILED
+    if notes:
+        return ExitCode.CHECK_INCOMPLETE
+    if statuses == {Status.SKIP}:
+        return ExitCode.NOTHING_CHECKED
+    return ExitCode.OK
+
+
 class FunctionalResult(msgspec.Struct, frozen=True):
     """The functional test of one GPU, run in a child process."""
 
@@ -113,3 +133,5 @@ class Facts(msgspec.Struct, frozen=True):
     devices: DeviceFacts | None  # None: not recorded (a replay)
     functional: tuple[FunctionalResult, ...] | None = None  # None: not run
     functional_skip_reason: str = ""
+    deep: DeepFacts | None = None  # the deep diagnostics (check --level 2-4); None: not run
+    deep_skip_reason: str = ""

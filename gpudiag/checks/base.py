@@ -8,6 +8,7 @@ import msgspec
 
 from gpudiag.checks import Action, CheckResult, Facts, Options, Scope, Status
 from gpudiag.model import Gpu, GpuState, NvmlStatus, Reason
+from gpudiag.readings import clock_event_bits
 
 DRIVER = "Driver and NVML"
 COMPAT = "Compatibility"
@@ -15,14 +16,19 @@ CONFIG = "Configuration"
 HEALTH = "Health"
 REQUIRE = "Requirements"
 FUNCTIONAL = "Functional test"
-AREAS = (DRIVER, COMPAT, CONFIG, HEALTH, REQUIRE, FUNCTIONAL)  # in the order they are shown
+MEMTEST = "Memory test"  # the deep diagnostics (check --level 2-4): gpudiag/checks/deep/
+INTERCONNECT = "Interconnect"
+STRESS = "Stress"
+AREAS = (DRIVER, COMPAT, CONFIG, HEALTH, REQUIRE, FUNCTIONAL, MEMTEST, INTERCONNECT, STRESS)  # in the order shown
 
 RETIRED_PAGES_LIMIT = 63  # DCGM: 63 or more retired pages fails
 UNCORRECTABLE_REMAP_LIMIT = 512  # DCGM: uncorrectable row remaps
 MATMUL_TOLERANCE = 1e-4  # fp32 (TF32 off) vs float64, relative Frobenius error
 BUSY_PERCENT = 50  # a GPU this busy in P0 has its link at working speed (DCGM judges PCIe in P0)
 
-HW_THERMAL, HW_POWER_BRAKE, HW_SLOWDOWN, SW_THERMAL = 0x40, 0x80, 0x8, 0x20
+# Clock events that fail a GPU (its hardware protects itself) and those that warn.
+HW_PROTECTION = clock_event_bits("HwThermalSlowdown", "HwPowerBrakeSlowdown")
+SLOWDOWN_WARNING = clock_event_bits("HwSlowdown", "SwThermalSlowdown")
 
 RECOVERY_ACTIONS = {
     1: ("GPU reset required", "drain the node and reset the GPU (nvidia-smi -r)"),
@@ -33,9 +39,22 @@ RECOVERY_ACTIONS = {
     6: ("bus reset required", "drain the node and reset the PCIe bus"),
     7: ("system reboot required", "drain the node and reboot it"),
 }
+# What the operator does for each: a GPU or bus reset, or a reboot (IMEX recovery and unknown
+# actions too: the node-wide step that clears the most).
+RECOVERY_OPERATOR_ACTIONS = {
+    1: Action.RESET,
+    2: Action.REBOOT,
+    3: Action.RESET,
+    4: Action.RESET,
+    5: Action.REBOOT,
+    6: Action.RESET,
+    7: Action.REBOOT,
+}
 
 Rule = Callable[[Facts, Options], list[CheckResult]]
-Judge = Callable[[Gpu], tuple[Status, str, str]]
+# A judge gives (status, finding, fix) for one GPU, and may add the action when the finding
+# decides it more precisely than the check's declaration (pending retirement: reset; too many: RMA).
+Judge = Callable[[Gpu], tuple[Status, str, str] | tuple[Status, str, str, Action]]
 
 
 NeedsTorch = Callable[[Options], bool]
@@ -62,6 +81,7 @@ class Check(msgspec.Struct, frozen=True):
     needs_torch: NeedsTorch = never  # whether, with these options, it judges torch's runtime view
     needs_gpu: bool = False  # runs work on the GPUs (the functional test): off with --quick
     exporter: bool = False  # NVML facts only and cheap: judged on every exporter scrape
+    level: int = 1  # the lowest `check --level` that runs it (1: every check; 2-4: the deep diagnostics)
 
 
 DECLARED: list[Check] = []  # in declaration order; gpudiag.checks.rules orders them by area
@@ -77,11 +97,12 @@ def check(
     needs_torch: NeedsTorch = never,
     needs_gpu: bool = False,
     exporter: bool = False,
+    level: int = 1,
 ) -> Callable[[Rule], Rule]:
     """Declare the decorated rule as check ``check_id``."""
 
     def declare(rule: Rule) -> Rule:
-        DECLARED.append(Check(check_id, area, title, rule, scope, action, needs_torch, needs_gpu, exporter))
+        DECLARED.append(Check(check_id, area, title, rule, scope, action, needs_torch, needs_gpu, exporter, level))
         return rule
 
     return declare
@@ -113,7 +134,12 @@ def per_gpu(check_id: str, area: str, facts: Facts, judge: Judge) -> list[CheckR
     gpus = usable_gpus(facts)
     if not gpus:
         return [result(check_id, area, Status.SKIP, "no usable GPU")]
-    return [result(check_id, area, *judge(gpu), gpu.label) for gpu in gpus]
+    out = []
+    for gpu in gpus:
+        judged = judge(gpu)
+        action = judged[3] if len(judged) == 4 else None
+        out.append(result(check_id, area, judged[0], judged[1], judged[2], gpu.label, action))
+    return out
 
 
 def skip_reason(reading_reason: Reason | None, detail: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import re
 
-from gpudiag.numbers import leading_version
+from gpudiag.parsing import leading_version
 
 # Oldest driver that runs any CUDA toolkit of this major version under minor-version
 # compatibility (NVIDIA: "CUDA Compatibility", minor version compatibility).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpudiag.checks import Action, CheckResult, Facts, Options, Scope, Status
 from gpudiag.checks.base import DRIVER, check, no_nvml, result
-from gpudiag.model import GpuState, NvmlStatus, cuda_version_text
+from gpudiag.model import GpuState, NvmlStatus, Reason, cuda_version_text
 
 _NVML_FIXES = {
     NvmlStatus.LIBRARY_NOT_FOUND: "install the NVIDIA driver, or start the container with the NVIDIA runtime (--gpus)",
@@ -61,12 +61,12 @@ def gpu_count(facts: Facts, options: Options) -> list[CheckResult]:
         return no_nvml("nvml.gpu_count", DRIVER, facts)
     n, want = len(facts.machine.gpus), options.expect_gpus
     if want is not None and n != want:
-        fix = (
-            "a missing GPU fell off the bus or is unbound: check `dmesg` for Xid errors, reseat or replace it"
-            if n < want
-            else "fix --expect-gpus, or the node's inventory"
-        )
-        return [result("nvml.gpu_count", DRIVER, Status.FAIL, f"NVML sees {n} GPU(s), expected {want}", fix)]
+        if n < want:
+            fix = "a missing GPU fell off the bus or is unbound: check `dmesg` for Xid errors, reseat or replace it"
+            return [result("nvml.gpu_count", DRIVER, Status.FAIL, f"NVML sees {n} GPU(s), expected {want}", fix)]
+        fix = "fix --expect-gpus, or the node's inventory"
+        finding = f"NVML sees {n} GPU(s), expected {want}"
+        return [result("nvml.gpu_count", DRIVER, Status.FAIL, finding, fix, action=Action.FIX_CONFIG)]
     if n == 0 and want is None:
         return [result("nvml.gpu_count", DRIVER, Status.FAIL, "NVML sees no GPU", "check `lspci | grep -i nvidia`")]
     return [result("nvml.gpu_count", DRIVER, Status.PASS, f"{n} GPU(s)" + (" as expected" if want is not None else ""))]
@@ -99,7 +99,7 @@ def gpu_lost(facts: Facts, options: Options) -> list[CheckResult]:
     ]
 
 
-_NOT_RECORDED = "not recorded in this snapshot"
+_NOT_RECORDED = Reason.NOT_RECORDED.label
 
 
 @check(

@@ -12,19 +12,21 @@ options and renders.
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING
 
 import msgspec
 from msgspec.structs import replace
 
-from gpudiag.checks import LOADED_GROUPS, CheckResult, Facts, FunctionalResult, Options
-from gpudiag.checks import functional as functional_test
+from gpudiag.checks import LOADED_GROUPS, CheckResult, Facts, FunctionalResult, Options, functional_runner
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
-from gpudiag.model import Machine, NvmlStatus, Reading, Reason, TorchRuntime, unavailable
+from gpudiag.model import Machine, NvmlStatus, Reading, Reason, TorchRuntime
 from gpudiag.probe.child import Running
 
 if TYPE_CHECKING:  # imported when used: the torch child starts before NVML, psutil and the host modules load
+    from gpudiag.checks.deep.facts import DeepFacts
+    from gpudiag.checks.deep.progress import Progress
     from gpudiag.probe.collect import MachineSource
 
 
@@ -37,7 +39,10 @@ class Plan(msgspec.Struct, frozen=True):
     functional_off: str
     python: str | None = None
     timeout: float = 90.0  # for torch to answer (import, libraries, CUDA start-up)
-    could_not_run: ExitCode = ExitCode.CHECK_INCOMPLETE  # when gpudiag cannot look at all
+    level: int = 1  # check --level: 2-4 add the deep diagnostics
+    deep: tuple[str, ...] = ()  # the selected deep checks' ids (none: no deep test runs)
+    budget: float | None = None  # seconds the whole run may take (levels 2-4)
+    force: bool = False  # run the deep tests even on GPUs that other processes use
 
 
 class Gathered(msgspec.Struct, frozen=True):
@@ -51,16 +56,24 @@ class CheckRun(msgspec.Struct, frozen=True):
     notes: tuple[str, ...]  # what could not run
 
 
-def run(plan: Plan, options: Options, only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> CheckRun:
+def run(
+    plan: Plan,
+    options: Options,
+    only: tuple[str, ...] = (),
+    skip: tuple[str, ...] = (),
+    progress: Progress | None = None,
+) -> CheckRun:
     """The whole check: gather the facts, then judge them with the selected rules."""
     from gpudiag.checks import rules
 
-    gathered = gather(plan)
-    return CheckRun(gathered.facts, tuple(rules.run(gathered.facts, options, only, skip)), gathered.notes)
+    gathered = gather(plan, progress)
+    results = rules.run(gathered.facts, options, only, skip, plan.level)
+    return CheckRun(gathered.facts, tuple(results), gathered.notes)
 
 
-def gather(plan: Plan) -> Gathered:
-    """Read the machine, ask torch, run the functional test, read the device nodes."""
+def gather(plan: Plan, progress: Progress | None = None) -> Gathered:
+    """Read the machine, ask torch, run the functional test and the deep tests, read the device nodes."""
+    started = time.monotonic()
     live = not plan.replay
     wants_functional = live and not plan.torch_off and not plan.functional_off
     running = _launch(plan, wants_functional) if live and not plan.torch_off else None
@@ -71,14 +84,21 @@ def gather(plan: Plan) -> Gathered:
             machine = source.read()
             if plan.python is not None:
                 # gpudiag's own torch files say nothing about the environment being checked.
-                machine = replace(machine, torch_build=unavailable(Reason.NOT_FOUND, f"see the torch of {plan.python}"))
+                machine = replace(
+                    machine, torch_build=Reading.missing(Reason.NOT_FOUND, f"see the torch of {plan.python}")
+                )
             why = _functional_off(plan, machine, live)
             functional: tuple[FunctionalResult, ...] | None = None
             notes: list[str] = []
+            if running is not None and plan.deep and not plan.force:
+                _refuse_busy(plan, machine, running)
             if running is None:
                 torch = _recorded_torch(machine, plan.torch_off)
             else:
                 torch, functional, why = _torch_child(plan, running, source, machine, why, notes)
+            deep, deep_why = None, ""
+            if plan.deep:
+                deep, deep_why = _deep(plan, source, machine, torch, live, started, progress, notes)
     except BaseException:
         if running is not None:
             running.kill()
@@ -90,7 +110,15 @@ def gather(plan: Plan) -> Gathered:
         from gpudiag.probe.devices import read_device_facts
 
         devices = read_device_facts(tuple(n for g in machine.gpus if (n := g.minor_number.value) is not None))
-    facts = Facts(machine=machine, torch=torch, devices=devices, functional=functional, functional_skip_reason=why)
+    facts = Facts(
+        machine=machine,
+        torch=torch,
+        devices=devices,
+        functional=functional,
+        functional_skip_reason=why,
+        deep=deep,
+        deep_skip_reason=deep_why,
+    )
     return Gathered(facts, tuple(notes))
 
 
@@ -123,7 +151,7 @@ def _open(plan: Plan) -> MachineSource:
     except UsageError:
         raise
     except GpudiagError as exc:  # e.g. the pynvml module is missing or stale: gpudiag cannot look
-        raise GpudiagError(f"check could not run: {exc.message}", plan.could_not_run) from None
+        raise GpudiagError(f"check could not run: {exc.message}", ExitCode.CHECK_INCOMPLETE) from None
 
 
 def _functional_off(plan: Plan, machine: Machine, live: bool) -> str:
@@ -136,6 +164,51 @@ def _functional_off(plan: Plan, machine: Machine, live: bool) -> str:
     if plan.torch_off:
         return "needs torch (see compat.torch)"
     return ""
+
+
+def _refuse_busy(plan: Plan, machine: Machine, running: Running) -> None:
+    """The deep tests take most of every GPU's memory and all its compute: not beside someone's job."""
+    from gpudiag.checks.deep.run import busy
+
+    found = busy(machine, own=(running.proc.pid,) if running.proc is not None else ())
+    if found:
+        raise GpudiagError(
+            f"check --level {plan.level}: other processes use {'; '.join(found)}: the deep tests would take "
+            "their memory and compute; stop them (see `gpudiag list`) or pass --force",
+            ExitCode.GPU_BUSY,
+        )
+
+
+def _deep(
+    plan: Plan,
+    source: MachineSource,
+    machine: Machine,
+    torch: Reading[TorchRuntime],
+    live: bool,
+    started: float,
+    progress: Progress | None,
+    notes: list[str],
+) -> tuple[DeepFacts | None, str]:
+    """Run the deep tests (check --level 2-4) once torch has answered; None and why when they cannot."""
+    from gpudiag.checks.deep.levels import budget_of
+    from gpudiag.checks.deep.run import OVERRIDES, DeepPlan
+    from gpudiag.checks.deep.run import run as run_deep
+
+    why = ""
+    if not live:
+        why = "not run on a replayed machine"
+    elif machine.nvml.status is not NvmlStatus.OK:
+        why = "NVML unavailable (see nvml.init)"
+    elif torch.value is None or not torch.value.cuda_available:
+        why = "needs a torch that can use CUDA (see compat.torch)"
+    if why or torch.value is None:  # asked for and not run: never READY on the checks that could run
+        notes.append(f"the deep tests of --level {plan.level}: {why}")
+        return None, why
+    budget = budget_of(plan.level, plan.budget) or 0.0
+    deep_plan = DeepPlan(plan.level, plan.deep, budget, dict(OVERRIDES))
+    facts, found = run_deep(deep_plan, source, machine, torch.value, plan.python, started, progress)
+    notes.extend(found)
+    return facts, ""
 
 
 def _recorded_torch(machine: Machine, torch_off: str) -> Reading[TorchRuntime]:
@@ -156,10 +229,10 @@ def _torch_child(
         running.send("")  # no test: the child reports torch's facts and ends
         torch, _ = torch_runtime.finish(running, plan.timeout)
         return torch, None, why
-    running.send(json.dumps(functional_test.settings()))
+    running.send(json.dumps(functional_runner.settings()))
     collector = _collector(source, machine)
     torch, child = torch_runtime.finish(
-        running, plan.timeout, collector.on_line, functional_test.budget(len(machine.gpus))
+        running, plan.timeout, collector.on_line, functional_runner.budget(len(machine.gpus))
     )
     if torch.value is None or not torch.value.cuda_available:
         return torch, None, "needs a torch that can use CUDA (see compat.torch)"
@@ -169,7 +242,7 @@ def _torch_child(
     return torch, functional, why
 
 
-def _collector(source: MachineSource, machine: Machine) -> functional_test.Collector:
+def _collector(source: MachineSource, machine: Machine) -> functional_runner.Collector:
     """Collects the functional test's lines; re-reads a GPU's link and clock events when it is busy."""
     uuids = {(g.uuid.value or "").removeprefix("GPU-").lower(): g.index for g in machine.gpus if g.uuid.ok}
 
@@ -181,4 +254,4 @@ def _collector(source: MachineSource, machine: Machine) -> functional_test.Colle
         gen, width = gpu.pcie.gen_current.value, gpu.pcie.width_current.value
         return (gen, width) if gen is not None and width is not None else None, gpu.clock_event_reasons.value
 
-    return functional_test.Collector(nvml_index_of, read_loaded)
+    return functional_runner.Collector(nvml_index_of, read_loaded)

@@ -8,13 +8,12 @@ from gpudiag.checks.base import (
     BUSY_PERCENT,
     FUNCTIONAL,
     HEALTH,
-    HW_POWER_BRAKE,
-    HW_SLOWDOWN,
-    HW_THERMAL,
+    HW_PROTECTION,
     MATMUL_TOLERANCE,
     RECOVERY_ACTIONS,
+    RECOVERY_OPERATOR_ACTIONS,
     RETIRED_PAGES_LIMIT,
-    SW_THERMAL,
+    SLOWDOWN_WARNING,
     UNCORRECTABLE_REMAP_LIMIT,
     always,
     check,
@@ -22,7 +21,8 @@ from gpudiag.checks.base import (
     result,
     skip_reason,
 )
-from gpudiag.model import CLOCK_EVENT_NAMES, Gpu, ProcessKind
+from gpudiag.model import Gpu, ProcessKind
+from gpudiag.readings import CLOCK_EVENT_NAMES
 
 
 @check(
@@ -62,16 +62,21 @@ def ecc(facts: Facts, options: Options) -> list[CheckResult]:
     exporter=True,
 )
 def retired_pages(facts: Facts, options: Options) -> list[CheckResult]:
-    def judge(gpu: Gpu) -> tuple[Status, str, str]:
+    def judge(gpu: Gpu) -> tuple[Status, str, str] | tuple[Status, str, str, Action]:
         pages = gpu.retired_pages
         if pages.value is None:
             return Status.SKIP, skip_reason(pages.reason, pages.detail), ""
         p = pages.value
         total = p.single_bit + p.double_bit
-        if p.pending:
-            return Status.FAIL, f"page retirement pending ({total} retired)", "reset the GPU to retire the pages"
-        if total >= RETIRED_PAGES_LIMIT:
+        if total >= RETIRED_PAGES_LIMIT:  # a reset would retire more pages; the GPU goes back either way
             return Status.FAIL, f"{total} retired pages (limit {RETIRED_PAGES_LIMIT})", "replace the GPU (RMA)"
+        if p.pending:
+            return (
+                Status.FAIL,
+                f"page retirement pending ({total} retired)",
+                "reset the GPU to retire the pages",
+                Action.RESET,
+            )
         return Status.PASS, f"{total} retired pages", ""
 
     return per_gpu("health.retired_pages", HEALTH, facts, judge)
@@ -86,21 +91,21 @@ def retired_pages(facts: Facts, options: Options) -> list[CheckResult]:
     exporter=True,
 )
 def row_remap(facts: Facts, options: Options) -> list[CheckResult]:
-    def judge(gpu: Gpu) -> tuple[Status, str, str]:
+    def judge(gpu: Gpu) -> tuple[Status, str, str] | tuple[Status, str, str, Action]:
         rows = gpu.remapped_rows
         if rows.value is None:
             return Status.SKIP, skip_reason(rows.reason, rows.detail), ""
         r = rows.value
         if r.failure:
-            return Status.FAIL, "row remapping failed: no spare rows left", "replace the GPU (RMA)"
+            return Status.FAIL, "row remapping failed: no spare rows left", "replace the GPU (RMA)", Action.RMA
+        if r.uncorrectable >= UNCORRECTABLE_REMAP_LIMIT:  # pending or not: the GPU goes back
+            return Status.FAIL, f"{r.uncorrectable} uncorrectable row remaps", "replace the GPU (RMA)", Action.RMA
         if r.pending:
             return (
                 Status.FAIL,
                 f"row remap pending ({r.uncorrectable} uncorrectable remaps)",
                 "reset the GPU (nvidia-smi -r) to apply it",
             )
-        if r.uncorrectable >= UNCORRECTABLE_REMAP_LIMIT:
-            return Status.FAIL, f"{r.uncorrectable} uncorrectable row remaps", "replace the GPU (RMA)"
         return Status.PASS, f"{r.correctable} correctable, {r.uncorrectable} uncorrectable remaps", ""
 
     return per_gpu("health.row_remap", HEALTH, facts, judge)
@@ -115,13 +120,13 @@ def row_remap(facts: Facts, options: Options) -> list[CheckResult]:
     exporter=True,
 )
 def recovery_action(facts: Facts, options: Options) -> list[CheckResult]:
-    def judge(gpu: Gpu) -> tuple[Status, str, str]:
+    def judge(gpu: Gpu) -> tuple[Status, str, str] | tuple[Status, str, str, Action]:
         action = gpu.recovery_action
         if action.value is None:
             return Status.SKIP, skip_reason(action.reason, action.detail), ""
         if action.value:
             what, fix = RECOVERY_ACTIONS.get(action.value, (f"recovery action {action.value}", "see NVIDIA's docs"))
-            return Status.FAIL, f"NVML: {what}", fix
+            return Status.FAIL, f"NVML: {what}", fix, RECOVERY_OPERATOR_ACTIONS.get(action.value, Action.REBOOT)
         return Status.PASS, "no recovery action needed", ""
 
     return per_gpu("health.recovery_action", HEALTH, facts, judge)
@@ -129,9 +134,9 @@ def recovery_action(facts: Facts, options: Options) -> list[CheckResult]:
 
 def _throttle(bits: int) -> tuple[Status, list[str]]:
     names = [name for bit, name in CLOCK_EVENT_NAMES.items() if bits & bit]
-    if bits & (HW_THERMAL | HW_POWER_BRAKE):
+    if bits & HW_PROTECTION:
         return Status.FAIL, names
-    if bits & (HW_SLOWDOWN | SW_THERMAL):
+    if bits & SLOWDOWN_WARNING:
         return Status.WARN, names
     return Status.PASS, names
 

@@ -113,7 +113,7 @@ def _gpu_requirement(check_id: str, facts: Facts, wanted: str, judge: Judge) -> 
         return [result(check_id, REQUIRE, Status.FAIL, f"{wanted} required; no usable GPU", fix)]
     out = []
     for gpu in gpus:
-        status, finding, _ = judge(gpu)
+        status, finding = judge(gpu)[:2]
         out.append(result(check_id, REQUIRE, status, finding, fix if status is Status.FAIL else "", gpu.label))
     return out
 

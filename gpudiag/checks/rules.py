@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 # Importing the rule modules declares their checks.
-from gpudiag.checks import CheckResult, Facts, Options, config, driver, health, requirements, software  # noqa: F401
+from gpudiag.checks import CheckResult, Facts, Options, Status, config, driver, health, requirements, software  # noqa: F401
 from gpudiag.checks.base import AREAS, DECLARED, Check
+from gpudiag.checks.deep import rules as deep_rules  # noqa: F401  (the deep diagnostics, check --level 2-4)
 
 CHECKS: tuple[Check, ...] = tuple(sorted(DECLARED, key=lambda c: AREAS.index(c.area)))  # stable: declaration order
 CHECK_IDS = tuple(c.id for c in CHECKS)
@@ -34,15 +35,39 @@ def selected(check_id: str, only: tuple[str, ...] = (), skip: tuple[str, ...] = 
     return not any(matches(check_id, p) for p in skip)
 
 
+def at_level(check: Check, level: int) -> bool:
+    """Whether `check --level` ``level`` runs this check (level 1: the checks `check` always ran)."""
+    return check.level <= level
+
+
+def deeper(patterns: tuple[str, ...], level: int) -> int | None:
+    """The lowest level above ``level`` whose checks these ``--only`` patterns name, if they name
+    none at ``level`` (``--only mem.test`` at level 1 needs level 2); None otherwise."""
+    named = [c for c in CHECKS if any(matches(c.id, p) for p in patterns)]
+    if not named or any(at_level(c, level) for c in named):
+        return None
+    return min(c.level for c in named)
+
+
+def action(r: CheckResult) -> str | None:
+    """What an operator does about a failure or warning (None when there is nothing to do): the
+    result's own action, else its check's."""
+    if r.status not in (Status.FAIL, Status.WARN):
+        return None
+    return (r.action or BY_ID[r.id].action).value
+
+
 def needs_torch(checks: Iterable[Check], options: Options, gpu_work: bool) -> bool:
     """Whether any of these checks judges torch's runtime view (``gpu_work``: the GPU tests run)."""
     return any(c.needs_torch(options) and (gpu_work or not c.needs_gpu) for c in checks)
 
 
-def run(facts: Facts, options: Options, only: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> list[CheckResult]:
-    """Every selected check's results, in the registry's order."""
+def run(
+    facts: Facts, options: Options, only: tuple[str, ...] = (), skip: tuple[str, ...] = (), level: int = 1
+) -> list[CheckResult]:
+    """Every selected check's results, in the registry's order (those of ``level`` and below)."""
     results: list[CheckResult] = []
     for check in CHECKS:
-        if selected(check.id, only, skip):
+        if at_level(check, level) and selected(check.id, only, skip):
             results.extend(check.rule(facts, options))
     return results

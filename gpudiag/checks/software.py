@@ -17,7 +17,7 @@ from gpudiag.checks.base import (
 )
 from gpudiag.checks.compat import ArchSupport, Verdict, arch_support, driver_vs_runtime, parse_version
 from gpudiag.model import Gpu, NvmlStatus, Reason, TorchRuntime, cuda_version_text
-from gpudiag.numbers import parse_count
+from gpudiag.parsing import parse_count
 
 
 def _runtime_or_skip(check_id: str, facts: Facts) -> tuple[TorchRuntime | None, list[CheckResult]]:

@@ -1,7 +1,7 @@
 """Child: the transfer benchmark, run by gpudiag's own interpreter (it uses gpudiag's engine).
 
 ``python bench.py CONFIG_JSON``: the plan, the NUMA maps and the primitives to time with. It
-prints one event per line after ``protocol.EVENT`` (see :mod:`gpudiag.bench.child`, the parent
+prints one event per line after ``protocol.EVENT`` (see :mod:`gpudiag.bench.runner`, the parent
 side) and ends with one result: ``{"done": true}``, ``{"no_cuda": why}`` or ``{"usage": why}``.
 A watchdog ends it when a task overruns its budget or when gpudiag goes away.
 """

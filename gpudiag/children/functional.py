@@ -1,4 +1,4 @@
-"""Child: the functional test, each visible GPU really computes (see gpudiag.checks.functional).
+"""Child: the functional test, each visible GPU really computes (see gpudiag.checks.functional_runner).
 
 Run inside the torch probe's child (one import, one CUDA start-up) or by path on its own
 (``python functional.py SETTINGS_JSON``). Standard library and :mod:`protocol` only; torch is
@@ -26,7 +26,7 @@ else:  # run by path (any interpreter, even with -P / PYTHONSAFEPATH): import th
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import protocol
 
-# Settings the parent passes (gpudiag.checks.functional.settings): these are the defaults.
+# Settings the parent passes (gpudiag.checks.functional_runner.settings): these are the defaults.
 DEFAULTS: dict[str, Any] = {
     "device_type": "cuda",
     "load_seconds": 0.8,  # how long each GPU is kept busy for the TFLOP/s figure and the NVML re-read

@@ -7,7 +7,8 @@ A child prints ordinary lines and marked lines; the parent reads them as they co
 - ``RESULT {json}``: the child's final answer (one object; the last one counts);
 - ``STAGE {json}``: how far the torch probe got (``{"stage": name, **facts}``);
 - ``START idx uuid`` / ``LOADED idx uuid`` / ``GPU {json}`` / ``NO_CUDA why``: the functional test;
-- ``EVENT {json}``: the benchmark's events.
+- ``EVENT {json}``: the benchmark's events;
+- ``DIAG {json}``: the deep diagnostics' events (``{"kind": ..., ...}``, see ``diag``).
 """
 
 from __future__ import annotations
@@ -25,18 +26,19 @@ LOADED = "@@GPUDIAG_LOADED@@"
 GPU = "@@GPUDIAG_GPU@@"
 NO_CUDA = "@@GPUDIAG_NO_CUDA@@"
 EVENT = "@@GPUDIAG_BENCH@@"
+DIAG = "@@GPUDIAG_DIAG@@"
 
 # The torch probe's stages, in order.
 IMPORTING, IMPORTED, LIBRARIES, CUDA_INIT, RUNTIME = "importing", "imported", "libraries", "cuda_init", "runtime"
 
 
-def exit_now() -> None:
+def exit_now(code: int = 0) -> None:
     """End a child that has said everything, skipping the interpreter's teardown: with torch
     loaded that teardown takes ~0.4 s (CPU torch 2.13 here), which the parent would wait for."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # the parent went away: nothing to tell
             stream.flush()
-    os._exit(0)
+    os._exit(code)
 
 
 def write(marker: str, text: str) -> None:

@@ -21,7 +21,6 @@ else:  # run by path (any interpreter, even with -P / PYTHONSAFEPATH): import th
     import protocol
 
 CUDA_SUCCESS = 0
-CUDA_ERROR_NO_DEVICE = 100
 
 
 def _uuid(raw: Any) -> str:

@@ -7,15 +7,19 @@ the annotations, and string annotations are compiled and evaluated at every star
 command), where evaluated ones come from the cached bytecode.
 """
 
+import contextlib
 import importlib
 import os
 import sys
-from typing import Annotated
+from collections.abc import Iterator
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from gpudiag import __version__, argv
 from gpudiag.argv import CommandLine
+from gpudiag.cli import terminal_env
 from gpudiag.cli.common import DEBUG_ENV, Settings
 
 
@@ -66,13 +70,55 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "exporter": ("exporter_cmd", "command"),
     "report": ("report_cmd", "command"),
     "drain": ("drain_cmd", "command"),
+    # The views nvidia-smi and nvitop users reach for (docs/commands/nvidia-smi.md maps them).
+    "dmon": ("dmon_cmd", "command"),
+    "pmon": ("pmon_cmd", "command"),
+    "topo": ("topo_cmd", "command"),
+    "nvlink": ("nvlink_cmd", "command"),
+    "mig": ("mig_cmd", "command"),
+    "stat": ("stat_cmd", "command"),
 }
+
+
+class _Group(TyperGroup):
+    """The root command: sane terminal sizes, and click's usage errors (which quote the command line,
+    perhaps a value a script took from a node file) printable, since typer prints them through a
+    console of its own."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        # Before typer or rich read them: `--help` and usage errors print through consoles of their own.
+        terminal_env.sanitize(os.environ)
+        terminal_env.never_unencodable(sys.stdout, sys.stderr)
+        return super().main(*args, **kwargs)
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        with _printable_errors():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: Any) -> Any:
+        with _printable_errors():  # the command's own options are parsed in here
+            return super().invoke(ctx)
+
+
+@contextlib.contextmanager
+def _printable_errors() -> Iterator[None]:
+    from gpudiag.render.printable import printable
+
+    # click's base error, whether typer vendors click (0.28) or depends on it
+    click_error: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    try:
+        yield
+    except click_error as exc:
+        message = exc.format_message  # type: ignore[attr-defined]
+        exc.format_message = lambda: printable(message())  # type: ignore[attr-defined]
+        raise
 
 
 def build_app(only: str | None = None) -> typer.Typer:
     """The Typer app with every command, or with just ``only`` (start-up cost of one)."""
     app = typer.Typer(
         name="gpudiag",
+        cls=_Group,
         help="GPU diagnostics: what is on each GPU, is the stack ready, where did the memory go.",
         no_args_is_help=True,
         add_completion=False,  # static scripts ship in completions/ (see gpudiag.completions)

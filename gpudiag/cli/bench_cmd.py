@@ -1,9 +1,10 @@
 """`gpudiag bench-transfer`: host<->device, device-to-device and peer copy bandwidth, judged
 against what the link and the memory can do.
 
-Thin: options -> plan; torch's build and NVML say whether CUDA can work (torch is never
-imported here); the benchmark runs in a child process while this one reads the PCIe link
-under load and shows the progress; then judged rows -> a renderer and an exit code.
+Thin: options -> plan (gpudiag.bench.plan); torch's build and NVML say whether CUDA can work (torch is
+never imported here); the benchmark runs in a child process while this one reads the PCIe link under
+load and shows the progress (gpudiag.bench.runner.measure); then judged rows (gpudiag.bench.report) ->
+a renderer and an exit code.
 """
 
 import json
@@ -12,20 +13,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpudiag.cli.common import Settings, handle_errors, make_console, settings
-from gpudiag.errors import GpudiagError, UsageError
+from gpudiag.cli.common import Settings, echo, handle_errors, make_console, settings
+from gpudiag.errors import UsageError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import FactGroup
 
 if TYPE_CHECKING:
-    from gpudiag.bench.child import Outcome
     from gpudiag.bench.plan import Plan
-    from gpudiag.model import Gpu
-    from gpudiag.probe.collect import MachineSource
-
-
-def _no_device(message: str) -> GpudiagError:
-    return GpudiagError(f"no usable CUDA device: {message}", ExitCode.NO_CUDA_DEVICE)
+    from gpudiag.bench.runner import Outcome
+    from gpudiag.model import Machine
 
 
 @handle_errors
@@ -53,6 +49,7 @@ def command(
     """Measure copy bandwidth (H2D, D2H pageable/pinned, D2D, peer) and judge it against the PCIe/memory limit."""
     from gpudiag.bench.plan import make_plan
     from gpudiag.bench.preflight import nvml_reason, torch_reason
+    from gpudiag.bench.runner import measure, no_device
     from gpudiag.probe.torch_static import torch_build
 
     s = settings(ctx)
@@ -63,105 +60,51 @@ def command(
         raise UsageError("bench-transfer measures this machine; it cannot run on a replay")
     reason = torch_reason(torch_build())
     if reason:
-        raise _no_device(reason)
+        raise no_device(reason)
 
     from gpudiag.probe.collect import open_source
+    from gpudiag.render.bench_progress import BenchProgress
 
     # Placement needs the NUMA node, the verdict the PCIe link; nothing else is shown or judged.
     with open_source(facts=frozenset({FactGroup.PCIE, FactGroup.NUMA})) as source:
         machine = source.read()
         reason = nvml_reason(machine)
         if reason:
-            raise _no_device(reason)
-        outcome = _measure(s, source, machine.gpus, plan)
-    _report(s, outcome, machine.gpus, plan, gib, json_output, csv_output, modes is not None, machine.host.hostname)
-
-
-def _measure(s: Settings, source: "MachineSource", gpus: "tuple[Gpu, ...]", plan: "Plan") -> "Outcome":
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from gpudiag.bench.child import Collector, run_child
-    from gpudiag.bench.link import Link
-    from gpudiag.bench.placement import pci_numa_node
-    from gpudiag.bench.plan import DeviceInfo, Task
-    from gpudiag.bench.preflight import match_gpu, numa_maps
-
-    def read_link(device: DeviceInfo) -> Link | None:
-        # Right after the warm-up the GPU is busy: an idle link downshifts, a loaded one shows its speed.
-        gpu = match_gpu(device.uuid, device.pci_bus_id, gpus)
-        if gpu is None:
-            return None
-        pcie = source.read(frozenset({FactGroup.PCIE})).gpu(gpu.index).pcie
-        gen, width = pcie.gen_current.value, pcie.width_current.value
-        return Link(gen, width) if gen and width else None
-
-    err_console = make_console(s, stderr=True)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=not err_console.is_terminal,  # nothing, not even a blank line, into logs and pipes
-    ) as progress:
-        bar = progress.add_task("starting torch and CUDA in a child process", total=None)
-
-        def on_tasks(planned: list[Task]) -> None:
-            progress.update(bar, total=len(planned), completed=0)
-
-        def on_start(task: Task) -> None:
-            progress.update(bar, description=task.label(), completed=task.index)
-
-        by_uuid, by_pci = numa_maps(gpus, pci_numa_node)
-        outcome = run_child(
-            plan,
-            Collector(read_link, on_tasks, on_start),
-            gpu_count=len(gpus),
-            numa_by_uuid=by_uuid,
-            numa_by_pci=by_pci,
-        )
-    if outcome.no_cuda:
-        raise _no_device(outcome.no_cuda)
-    if outcome.usage:
-        raise UsageError(outcome.usage)
-    if not outcome.devices and outcome.failure:
-        raise _no_device(f"torch could not start CUDA: {outcome.failure}")
-    return outcome
+            raise no_device(reason)
+        with BenchProgress(make_console(s, stderr=True)) as progress:
+            outcome = measure(plan, source, machine.gpus, progress.tasks, progress.start)
+    _report(s, outcome, machine, plan, gib, json_output, csv_output, modes is not None)
 
 
 def _report(
     s: Settings,
     outcome: "Outcome",
-    machine_gpus: "tuple[Gpu, ...]",
+    machine: "Machine",
     plan: "Plan",
     gib: bool,
     json_output: bool,
     csv_output: bool,
     explicit_modes: bool,
-    host: str = "",
 ) -> None:
     from gpudiag.bench import report
-    from gpudiag.bench.preflight import match_gpu
     from gpudiag.render import bench_view
 
-    gpus = {d.ordinal: match_gpu(d.uuid, d.pci_bus_id, machine_gpus) for d in outcome.devices}
-    rows = report.rows(outcome, gpus)
-    found = report.findings(rows, outcome)
     launch_blocking = os.environ.get("CUDA_LAUNCH_BLOCKING", "") == "1"
-    notes = report.notes(rows, outcome, launch_blocking, explicit_modes and any(m.is_peer for m in plan.modes))
+    explicit_peer = explicit_modes and any(m.is_peer for m in plan.modes)
+    judged = report.judge_run(outcome, machine.gpus, explicit_peer, launch_blocking)
+    rows, gpus, found, notes = judged.rows, judged.gpus, judged.findings, judged.notes
     unit = bench_view.BINARY if gib else bench_view.DECIMAL
     if json_output:
         from gpudiag.fleet.identity import slurm_node
 
         data: Any = {
             **bench_view.to_json(rows, outcome, gpus, found, notes, plan),
-            "host": host,
+            "host": machine.host.hostname,
             "slurm_node": slurm_node(),
         }
         typer.echo(json.dumps(data, indent=2))
     elif csv_output:
-        typer.echo(bench_view.to_csv(rows, unit), nl=False)
+        echo(bench_view.to_csv(rows, unit), nl=False)
     else:
         make_console(s).print(bench_view.render(rows, outcome, gpus, found, notes, plan, unit))
     if report.failed(found):

@@ -1,93 +1,35 @@
 """`gpudiag check`: can a job run here, and if not, why and what to do.
 
 Exit codes (schedulers rely on them): 0 no check failed and at least one was not skipped
-(warnings allowed unless --strict); 1 a check failed; 2 usage error; COULD_NOT_RUN when gpudiag
-could not run a requested check (or any check) and nothing failed; 7 every selected check was
-skipped. Any other code (70 internal error, 128+N a signal) also means the verdict is unknown.
+(warnings allowed unless --strict); 1 a check failed; 2 usage error; 5 gpudiag could not run a
+requested check (or any check) and nothing failed; 7 every selected check was skipped. Any other
+code (70 internal error, 128+N a signal) also means the verdict is unknown. The options become a
+run in gpudiag.checks.request, the run happens in gpudiag.checks.gather; this module renders it.
 """
 
-import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gpudiag.cli.common import handle_errors, make_console, seconds, settings, size
+from gpudiag.checks.deep.levels import BUDGET_HELP, FORCE_HELP, LEVEL_HELP
+from gpudiag.cli.common import echo, handle_errors, make_console, settings
 from gpudiag.errors import UsageError
 from gpudiag.exitcodes import ExitCode
 
 if TYPE_CHECKING:
-    from gpudiag.checks import CheckResult, Options
-
-# "check could not run (all or part of it) and nothing failed". The table's CHECK_INCOMPLETE
-# (5) is that code; the lead may rename it (e.g. CHECK_COULD_NOT_RUN) — this is the one use.
-COULD_NOT_RUN = ExitCode.CHECK_INCOMPLETE
-
-
-def _version_option(value: str | None, option: str, example: str) -> str | None:
-    from gpudiag.numbers import parse_version, shorten
-
-    if value is None:
-        return None
-    if parse_version(value) is None:
-        raise UsageError(f"{option} {shorten(value)!r}: expected a version like {example}")
-    return value.strip()
+    from gpudiag.checks.gather import CheckRun
+    from gpudiag.checks.request import Request
+    from gpudiag.cli.common import Settings
+    from gpudiag.render.deep_progress import TerminalProgress
 
 
-def _ids(values: list[str] | None, option: str) -> tuple[str, ...]:
-    from gpudiag.checks.rules import CHECK_IDS, matches
+def _progress(s: "Settings") -> "TerminalProgress":
+    """The deep tests' progress on stderr when it is a terminal (it starts with the first test and
+    ends with the last, whatever happens in between)."""
+    from gpudiag.render.deep_progress import TerminalProgress
 
-    out = []
-    for value in values or []:
-        for item in (v.strip() for v in value.split(",")):
-            if not item:
-                raise UsageError(f"{option} {value!r}: empty entry; give check ids or areas, e.g. health")
-            if not any(matches(cid, item) for cid in CHECK_IDS):
-                raise UsageError(f"{option} {item!r}: no such check or area; ids: {', '.join(CHECK_IDS)}")
-            out.append(item)
-    return tuple(out)
-
-
-def _options(
-    expect_gpus: int | None,
-    min_free: str | None,
-    temp_margin: int,
-    require_driver: str | None,
-    require_cuda: str | None,
-    require_capability: str | None,
-    require_gpu: str | None,
-    require_torch: str | None,
-    allow_processes: bool,
-    python: str | None,
-) -> "Options":
-    from gpudiag.checks import Options
-
-    if expect_gpus is not None and expect_gpus < 0:
-        raise UsageError(f"--expect-gpus {expect_gpus}: must be 0 or more")
-    if not 0 <= temp_margin <= 50:
-        raise UsageError(f"--temp-margin {temp_margin}: expected 0 to 50 (°C below the GPU's slowdown temperature)")
-    if require_gpu is not None and not require_gpu.strip():
-        raise UsageError("--require-gpu: expected part of a GPU name, e.g. H100")
-    if require_torch is not None:
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-        try:
-            SpecifierSet(require_torch)
-        except InvalidSpecifier:
-            raise UsageError(f"--require-torch {require_torch!r}: expected a specifier like '>=2.3'") from None
-    return Options(
-        expect_gpus=expect_gpus,
-        min_free_bytes=size(min_free, "--min-free"),
-        temp_margin_c=temp_margin,
-        require_driver=_version_option(require_driver, "--require-driver", "550 or 550.54.15"),
-        require_cuda=_version_option(require_cuda, "--require-cuda", "12.4"),
-        require_capability=_version_option(require_capability, "--require-capability", "8.0"),
-        require_gpu=require_gpu.strip() if require_gpu is not None else None,
-        require_torch=require_torch,
-        allow_processes=allow_processes,
-        torch_expected=python is not None,
-    )
+    return TerminalProgress(make_console(s, stderr=True))
 
 
 @handle_errors
@@ -171,138 +113,104 @@ def command(
         float | None,
         typer.Option("--deadline", help="With --mode: give up after this many seconds (prolog 20, health-check 4)."),
     ] = None,
+    level: Annotated[int, typer.Option("--level", help=LEVEL_HELP)] = 1,
+    budget: Annotated[float | None, typer.Option("--budget", help=BUDGET_HELP)] = None,
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
 ) -> None:
     """Pre-job health and CUDA/driver/PyTorch compatibility checks, with exit codes for CI and schedulers.
 
     Exit codes: 0 ready (no check failed, at least one was not skipped), 1 a check failed (or warned,
     with --strict), 2 usage error, 5 a requested check could not run and nothing failed, 7 every
-    selected check was skipped (nothing verified).
+    selected check was skipped (nothing verified), 8 (--level 2-4) other processes use the GPUs.
     """
-    from gpudiag.checks import Status
-    from gpudiag.checks import rules as check_rules
-    from gpudiag.checks.gather import Plan, run
+    from gpudiag.checks import exit_code
+    from gpudiag.checks.gather import run
+    from gpudiag.checks.request import Request, prepare
 
     s = settings(ctx)
-    if npd and json_output:
-        raise UsageError("--npd and --json are two different outputs; pick one")
-    if npd and mode is not None:
-        raise UsageError("--npd and --mode are two different outputs; pick one")
-    scheduled_mode = None
-    asked_quick, asked_no_torch = quick, no_torch
-    if mode is not None:
+    request = Request(
+        quick=quick,
+        json_output=json_output,
+        junit=junit,
+        strict=strict,
+        only=only,
+        skip=skip,
+        expect_gpus=expect_gpus,
+        min_free=min_free,
+        temp_margin=temp_margin,
+        allow_processes=allow_processes,
+        require_driver=require_driver,
+        require_cuda=require_cuda,
+        require_capability=require_capability,
+        require_gpu=require_gpu,
+        require_torch=require_torch,
+        python=python,
+        no_torch=no_torch,
+        timeout=timeout,
+        textfile=textfile,
+        npd=npd,
+        mode=mode,
+        deadline=deadline,
+        level=level,
+        budget=budget,
+        force=force,
+    )
+    prepared = prepare(request, s.replay)
+    if prepared.schedule is not None:
         from gpudiag.fleet import scheduled
 
-        if json_output or junit is not None:
-            raise UsageError("--mode gives an exit status and one line on stderr; leave out --json and --junit")
-        scheduled_mode = scheduled.arm(*scheduled.parse(mode, deadline))
-        ctx.call_on_close(scheduled_mode.cancel)  # also when the command raises (and in tests' own process)
-        quick, no_torch = quick or python is None, no_torch or python is None
-    elif deadline is not None:
-        raise UsageError("--deadline goes with --mode prolog or --mode health-check")
-    seconds(timeout, "--timeout")
-    if python is not None:
-        if s.replay:
-            raise UsageError("--python asks a live environment's torch; a replay uses the torch recorded in it")
-        if not (os.path.isfile(python) and os.access(python, os.X_OK)):
-            raise UsageError(f"--python {python!r}: not an executable file")
-        if no_torch:
-            raise UsageError("--python and --no-torch contradict each other")
-    options = _options(
-        expect_gpus,
-        min_free,
-        temp_margin,
-        require_driver,
-        require_cuda,
-        require_capability,
-        require_gpu,
-        require_torch,
-        allow_processes,
-        python,
-    )
-    only_ids, skip_ids = _ids(only, "--only"), _ids(skip, "--skip")
-    selected = [c for c in check_rules.CHECKS if check_rules.selected(c.id, only_ids, skip_ids)]
-    if not selected:  # a run that checks nothing must not say READY
-        skipping = f"--skip {','.join(skip_ids)}"
+        # also when the command raises (and in tests' own process)
+        ctx.call_on_close(scheduled.arm(*prepared.schedule).cancel)
+    progress = _progress(s) if prepared.plan.deep else None  # minutes of GPU tests: how far, on a terminal
+    checked = run(prepared.plan, prepared.options, prepared.only, prepared.skip, progress)
+    if not checked.results:  # e.g. `--only req` without any --require-… option
         raise UsageError(
-            f"--only {','.join(only_ids)} with {skipping} selects no check"
-            if only_ids
-            else f"{skipping} skips every check"
-        )
-    if all(c.needs_gpu for c in selected) and (quick or no_torch):  # known before anything runs, as `--only req` is
-        why = "--quick" if asked_quick else "--no-torch" if asked_no_torch else f"--mode {mode} without --python"
-        raise UsageError(f"--only {','.join(only_ids)} selects only the functional test, which {why} leaves out")
-    functional_wanted = not quick and any(c.needs_gpu for c in selected)
-    torch_wanted = check_rules.needs_torch(selected, options, gpu_work=functional_wanted)
-    checked = run(
-        Plan(
-            replay=s.replay,
-            torch_off="--no-torch: torch not started"
-            if no_torch
-            else ("" if torch_wanted else "not needed by the selected checks"),
-            functional_off="--quick" if quick else ("" if functional_wanted else "not selected"),
-            python=python,
-            timeout=timeout,
-            could_not_run=COULD_NOT_RUN,
-        ),
-        options,
-        only_ids,
-        skip_ids,
-    )
-    facts, results, notes = checked.facts, list(checked.results), list(checked.notes)
-    if not results:  # e.g. `--only req` without any --require-… option
-        raise UsageError(
-            f"--only {','.join(only_ids)}: the selected checks have nothing to check "
+            f"--only {','.join(prepared.only)}: the selected checks have nothing to check "
             "(the req.* checks need their --require-… option)"
         )
+    code = exit_code(checked.results, checked.notes, strict)
+    _report(s, request, checked, code)
+
+
+def _report(s: "Settings", r: "Request", checked: "CheckRun", code: ExitCode) -> None:
+    """The verdict where it was asked for: node_exporter's textfile beside, then one of NPD's line, the
+    scheduler's line, or JUnit beside JSON or the table; what could not run on stderr; the exit code."""
     from gpudiag.render import check_view  # after the run: the torch child starts without waiting for rich
 
-    statuses = {r.status for r in results}
-    if Status.FAIL in statuses or (strict and Status.WARN in statuses):
-        code = ExitCode.FAILED
-    elif notes:
-        code = COULD_NOT_RUN
-    elif statuses == {Status.SKIP}:  # a run that verified nothing must not say READY
-        code = ExitCode.NOTHING_CHECKED
-    else:
-        code = ExitCode.OK
+    facts, results, notes = checked.facts, list(checked.results), list(checked.notes)
+    if r.textfile is not None:
+        from gpudiag.export.textfile import write_check
 
-    if textfile is not None:
-        from gpudiag.fleet.textfile import write_check
-
-        write_check(textfile, results, facts.machine, int(code))
-    if npd:
-        from gpudiag.fleet import pci
-        from gpudiag.fleet.textfile import gpu_absent, npd_verdict
+        write_check(r.textfile, results, facts.machine, int(code))
+    if r.npd:
+        from gpudiag.export import pci
+        from gpudiag.export.textfile import gpu_absent, npd_verdict
 
         # A replayed machine's PCI bus is not this host's: only a live run asks it.
         no_gpu = s.replay is None and gpu_absent(facts.machine, pci.nvidia_gpus())
-        line, npd_code = npd_verdict(results, strict, notes, no_gpu)
-        typer.echo(line)
+        line, npd_code = npd_verdict(results, r.strict, notes, no_gpu)
+        echo(line, one_line=True)
         raise typer.Exit(npd_code)
-    if scheduled_mode is not None:
-        typer.echo(scheduled.line(facts, results, notes, int(code), strict), err=True)
+    if r.mode is not None:
+        from gpudiag.fleet import scheduled
+
+        echo(scheduled.line(facts, results, notes, int(code), r.strict), err=True, one_line=True)
         raise typer.Exit(int(code))
-    if junit is not None:
+    if r.junit is not None:
         from gpudiag.files import write_atomic
 
-        write_atomic(junit, check_view.to_junit(facts, results, strict, notes))
-    if json_output:
+        write_atomic(r.junit, check_view.to_junit(facts, results, r.strict, notes))
+    if r.json_output:
+        import json
+
         from gpudiag.fleet.identity import slurm_node
 
-        data = check_view.to_json(facts, results, strict, int(code), notes, slurm_node())
+        data = check_view.to_json(facts, results, r.strict, int(code), notes, slurm_node())
         typer.echo(json.dumps(data, indent=2))
     else:
-        make_console(s).print(check_view.render(facts, results, strict, notes))
+        make_console(s).print(check_view.render(facts, results, r.strict, notes))
     for note in notes:
-        typer.echo(f"gpudiag: could not run: {note}", err=True)
+        echo(f"gpudiag: could not run: {note}", err=True, one_line=True)
     if code == ExitCode.NOTHING_CHECKED:
-        typer.echo(f"gpudiag: {check_view.NOTHING_CHECKED}: {_skipped(results)}", err=True)
+        echo(f"gpudiag: {check_view.NOTHING_CHECKED}: {check_view.skipped(results)}", err=True, one_line=True)
     raise typer.Exit(int(code))
-
-
-def _skipped(results: "list[CheckResult]") -> str:
-    """``func.gpu (no CUDA device)``: each skipped check once, with why, for the one stderr line."""
-    from gpudiag.numbers import shorten
-
-    why = {r.id: r.finding for r in results}
-    return "; ".join(f"{cid} ({shorten(finding, 80)})" for cid, finding in why.items())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import math
 import os
 import traceback
 from collections.abc import Callable, Iterable
@@ -13,10 +12,10 @@ import msgspec
 import typer
 
 from gpudiag import edge
-from gpudiag.errors import GpudiagError, UsageError
+from gpudiag.cli import terminal_env
+from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import NVML_EXIT, ExitCode
 from gpudiag.model import Gpu, GpuState, NvmlInfo, NvmlStatus
-from gpudiag.numbers import shorten
 from gpudiag.probe.collect import REPLAY_ENV
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -46,8 +45,10 @@ def make_console(s: Settings | None = None, *, stderr: bool = False, file: IO[st
     """A rich Console for this invocation.
 
     Colour: ``--color always|never`` wins; with ``auto``, rich colours a terminal unless NO_COLOR is
-    set. Width: the terminal's, or COLUMNS when set; output to a pipe or file without COLUMNS gets
-    every column (as nvidia-smi prints its full table into a file), not rich's 80-column default.
+    set. Width: the terminal's, or COLUMNS when set (clamped: cli.terminal_env); output to a pipe or
+    file without COLUMNS gets every column (as nvidia-smi prints its full table into a file), not
+    rich's 80-column default, and no padding at the ends of its lines. Every character it writes
+    passes render.printable's guard.
     """
     from rich.console import Console
 
@@ -63,14 +64,34 @@ def make_console(s: Settings | None = None, *, stderr: bool = False, file: IO[st
     if file is not None:
         kwargs["file"] = file
 
+    from rich.segment import Segment
+
+    from gpudiag.render.printable import guard, strip_trailing_blanks
+
     class _Console(Console):
+        piped = False
+
         def on_broken_pipe(self) -> None:
             # rich exits 1 here; a reader that went away (`| head`) is the error edge's to end, quietly.
             self.quiet = True
             raise BrokenPipeError
 
+        def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+            """Where everything this console prints becomes text: outside text that a renderer did
+            not escape (render.printable) cannot reach the terminal as a control here either."""
+            safe = (
+                seg
+                if seg.control or seg.text.isprintable() or seg.text == "\n"
+                else Segment(guard(seg.text), seg.style)
+                for seg in buffer
+            )
+            rendered = super()._render_buffer(safe)
+            return strip_trailing_blanks(rendered) if self.piped else rendered
+
+    terminal_env.sanitize(os.environ)  # rich reads COLUMNS and LINES as they are
     console = _Console(stderr=stderr, **kwargs)
-    if not _is_tty(console.file) and not os.environ.get("COLUMNS", "").strip().isdigit():
+    console.piped = not _is_tty(console.file)
+    if console.piped and "COLUMNS" not in os.environ:
         console.width = UNLIMITED_WIDTH  # forced colour into a pipe too: the pipe has no width
     return console
 
@@ -82,9 +103,20 @@ def _is_tty(stream: IO[str]) -> bool:
         return False
 
 
+def echo(text: str, *, err: bool = False, nl: bool = True, one_line: bool = False) -> None:
+    """Plain text out (CSV, `-q` details, messages): outside text in it cannot reach the terminal
+    as a control (render.printable's guard; with ``one_line``, a line break in it is escaped too).
+    JSON from ``json.dumps`` is ASCII by construction and may skip it."""
+    from gpudiag.render.printable import guard, printable
+
+    typer.echo(printable(text) if one_line else guard(text), err=err, nl=nl)
+
+
 def fail(message: str, code: ExitCode) -> None:
     """Print one line on stderr and exit with ``code``."""
-    edge.say(message)
+    from gpudiag.render.printable import printable
+
+    edge.say(printable(message))
     raise typer.Exit(int(code))
 
 
@@ -103,35 +135,6 @@ def exit_if_lost(gpus: Iterable[Gpu]) -> None:
         return
     said = "; ".join(f"GPU {g.index}: {g.state_detail or 'GPU is lost'}" for g in lost)
     fail(f"{said} (the other GPUs are shown)", ExitCode.GPU_LOST)
-
-
-# The longest wait or interval any option takes: a year is beyond any real use, and far inside
-# what time.sleep and the clocks accept (1e20 s overflowed them: an internal error).
-MAX_SECONDS = 365 * 24 * 3600.0
-
-
-def seconds(value: float | None, option: str, at_least: float = 0.0) -> float | None:
-    """A number of seconds given to ``option``: finite, more than ``at_least`` (0: more than 0,
-    else at least it) and at most a year. nan, inf, 0 and 1e20 are usage errors."""
-    if value is None:
-        return None
-    if not math.isfinite(value) or value <= 0 or value > MAX_SECONDS:
-        raise UsageError(f"{option} {shorten(str(value))}: expected a number of seconds, more than 0, at most a year")
-    if value < at_least:
-        raise UsageError(f"{option} {value:g}: use at least {at_least:g} seconds")
-    return value
-
-
-def size(value: str | None, option: str) -> int | None:
-    """Bytes from a size given to ``option`` (``20GiB``), or None when it was not given."""
-    from gpudiag.units import parse_size
-
-    if value is None:
-        return None
-    try:
-        return parse_size(value)
-    except UsageError as exc:
-        raise UsageError(f"{option}: {exc.message}") from None
 
 
 def handle_errors(fn: F) -> F:

@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from gpudiag.cli.common import handle_errors
+from gpudiag.cli.common import echo, handle_errors
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 
@@ -22,31 +22,36 @@ def command(
         bool, typer.Option("--execute", help="Run the scontrol commands (default: only print them).")
     ] = False,
     resume: Annotated[
-        bool, typer.Option("--resume", help="Also undrain ready nodes that gpudiag drained (never others').")
+        bool,
+        typer.Option(
+            "--resume", help="Also undrain nodes gpudiag drained that are ready in files newer than the drain."
+        ),
     ] = False,
 ) -> None:
-    """Print (or, with --execute, run) `scontrol update NodeName=… State=DRAIN Reason="gpudiag: …"` per failed node.
+    """Print (or, with --execute, run) `scontrol update NodeName=… State=DRAIN Reason=…` per node a check failed.
 
-    A reason someone else set is never overwritten. Exit codes: 0 done (or printed), 1 an scontrol
-    command failed, 2 usage error.
+    One node per command; a reason someone else set is never overwritten. Unreadable and missing
+    nodes, names that are not one Slurm node name, and nodes Slurm does not know are named and
+    left alone. Exit codes: 0 done (or printed), 1 a node needs a look (one of those) or an
+    scontrol command failed, 2 usage error.
     """
     from gpudiag.fleet import drain
 
     targets = drain.load_targets(paths)
+    current: dict[str, drain.Current] | None
     try:
         found = drain.Scontrol()
-        current = {t.node: found.show(t.node) for t in targets}
+        current = found.nodes()
         scontrol: drain.Scontrol | None = found
     except GpudiagError as exc:
         if execute:
             raise
-        typer.echo(f"# {exc.message}; current states and reasons not read", err=True)
-        scontrol, current = None, {t.node: drain.Current("UNKNOWN", "") for t in targets}
-    actions = drain.plan(targets, current, resume)
-    if not any(a.verb is not drain.Verb.KEEP for a in actions):
-        typer.echo("# nothing to drain or resume", err=True)
+        echo(f"# {exc.message}; states and reasons not read: every not-ready node is listed", err=True, one_line=True)
+        scontrol, current = None, None
+    steps = drain.plan(targets, current, resume)
     failed = False
-    for line, ok in drain.carry_out(actions, scontrol if execute else None):
-        typer.echo(line, err=not ok)
+    for line, ok, error in drain.carry_out(steps, scontrol if execute else None):
+        echo(line, err=error, one_line=True)
         failed = failed or not ok
+    echo(drain.summary(targets, steps, execute), err=True, one_line=True)
     raise typer.Exit(int(ExitCode.FAILED if failed else ExitCode.OK))

@@ -1,5 +1,6 @@
 """`gpudiag exporter`: serve the node's GPUs as Prometheus metrics, until stopped."""
 
+import functools
 import os
 import sys
 import threading
@@ -8,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gpudiag.cli.common import handle_errors, settings
+from gpudiag.cli.common import echo, handle_errors, settings
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
 
@@ -17,19 +18,19 @@ NODE_NAME_ENV = "NODE_NAME"  # set from the downward API in deploy/kubernetes/
 
 
 def _attributor(replay: bool, proc_root: Path | None, kubelet_socket: Path | None, explicit_socket: bool) -> Any:
-    from gpudiag.fleet.attribution import ProcReader
-    from gpudiag.fleet.exporter import Attributor
+    from gpudiag.export.attribution import ProcReader
+    from gpudiag.export.exporter import Attributor
 
     # A replayed machine's PIDs are not this host's: read /proc only when a tree is named.
     root = proc_root if proc_root is not None else (None if replay else Path("/proc"))
     kubelet = None
     if kubelet_socket is not None and (explicit_socket or kubelet_socket.exists()):
-        from gpudiag.fleet.kubelet import KubeletClient, KubeletUnavailableError
+        from gpudiag.export.kubelet import KubeletClient, KubeletUnavailableError
 
         try:
             kubelet = KubeletClient(kubelet_socket)
         except KubeletUnavailableError as exc:
-            typer.echo(f"gpudiag: {exc}", err=True)
+            echo(f"gpudiag: {exc}", err=True, one_line=True)
     return Attributor(ProcReader(root) if root is not None else None, kubelet)
 
 
@@ -76,9 +77,9 @@ def command(
     """Prometheus exporter per node: GPU, health and per-process metrics with pod/job attribution."""
     import socket
 
-    from gpudiag import track
-    from gpudiag.fleet.exporter import COMPAT, Exporter
-    from gpudiag.fleet.kubelet import DEFAULT_SOCKET
+    from gpudiag.export.exporter import COMPAT, Exporter
+    from gpudiag.export.kubelet import DEFAULT_SOCKET
+    from gpudiag.memory.tracked import tracked_entries
     from gpudiag.model import NvmlStatus
     from gpudiag.probe.collect import open_source
 
@@ -93,28 +94,29 @@ def command(
         raise UsageError("--kubelet-socket and --no-kubelet contradict each other")
     replayed = s.replay is not None
 
-    def tracked() -> dict[int, track.TrackedProcess]:
-        if not replayed:
-            return track.read_entries()
-        return track.read_entries(live=False) if os.environ.get(track.DIR_ENV) else {}
-
     socket_path = None if no_kubelet else (kubelet_socket or DEFAULT_SOCKET)
     attributor = _attributor(replayed, proc_root, socket_path, kubelet_socket is not None)
     with open_source(s.replay) as source:
         if source.session.info.status is not NvmlStatus.OK:
-            typer.echo(f"gpudiag: {source.session.info.detail}; serving gpudiag_nvml_up 0 and retrying", err=True)
+            echo(
+                f"gpudiag: {source.session.info.detail}; serving gpudiag_nvml_up 0 and retrying",
+                err=True,
+                one_line=True,
+            )
         exporter = Exporter(
             source=source,
             compat=compat,
             hostname=hostname or os.environ.get(NODE_NAME_ENV) or socket.gethostname(),
             max_process_series=max_process_series,
-            tracked=tracked,
+            tracked=functools.partial(tracked_entries, replayed),  # a replay's: those recorded with it
             attributor=attributor,
             log=None if once else _say,  # a check's change of verdict or finding, once (kubectl logs)
         )
         try:
             if once:
-                sys.stdout.write(exporter.render_text().decode())
+                from gpudiag.render.printable import exposition
+
+                sys.stdout.write(exposition(exporter.render_text().decode()))
                 return
             _serve(exporter, bind, port, compat)
         finally:
@@ -123,11 +125,11 @@ def command(
 
 
 def _say(line: str) -> None:
-    typer.echo(line, err=True)
+    echo(line, err=True, one_line=True)  # a check's finding carries outside text
 
 
 def _serve(exporter: Any, bind: str, port: int, compat: str) -> None:
-    from gpudiag.fleet.exporter import Server
+    from gpudiag.export.exporter import Server
 
     try:
         server = Server(exporter, bind, port)

@@ -9,25 +9,26 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-import typer
-from msgspec.structs import replace
-
 from gpudiag import edge
 from gpudiag.cli.common import exit_if_lost, make_console
-from gpudiag.model import Gpu
+from gpudiag.cli.list_modes import Request, View, check_nvml, selected
+from gpudiag.model import Gpu, Machine
+from gpudiag.pacing import repeat
 from gpudiag.probe.collect import open_source
-from gpudiag.watch import repeat
+
+
+def stamp(machine: Machine) -> str:
+    """The sample's time as nvidia-smi -l prints it above each block (not recorded: said so)."""
+    if machine.collected_at <= 0:
+        return "Timestamp not recorded in this snapshot"
+    return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(machine.collected_at))
+
 
 if TYPE_CHECKING:
     from gpudiag.cli.common import Settings
-    from gpudiag.cli.list_cmd import View
 
 
-def watch_list(
-    s: Settings, view: View, ids: str | None, no_processes: bool, interval: float, count: int | None
-) -> None:
-    from gpudiag.cli.list_cmd import _check_nvml, _selected
-
+def watch_list(s: Settings, view: View, request: Request) -> None:
     console = make_console(s)
     live: Any = None
     last: tuple[Gpu, ...] = ()
@@ -35,17 +36,15 @@ def watch_list(
 
         def step(n: int) -> None:
             nonlocal live, last
-            machine = source.read(view.facts)
-            if s.replay:
-                machine = replace(machine, collected_at=time.time())  # stamp each replayed sample
-            _check_nvml(machine, view.kind == "json")
-            gpus = _selected(machine, ids, no_processes)
+            machine = source.read(view.facts)  # a replay's samples: the moment its snapshot was taken
+            check_nvml(machine, view)
+            gpus = selected(machine, request.ids, request.no_processes)
             last = gpus
             if view.plain:
                 block = view.text(machine, gpus, first=n == 0, lines=True)
                 if view.kind == "details" and n:
                     block = "\n" + block
-                typer.echo(block, nl=False)
+                view.echo(block)
             elif console.is_terminal:
                 if live is None:
                     from rich.live import Live
@@ -57,11 +56,11 @@ def watch_list(
             else:
                 if n:
                     console.print()
-                console.print(time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(machine.collected_at)))
+                console.print(stamp(machine))
                 console.print(view.renderable(machine, gpus, console))
 
         try:
-            repeat(step, interval, count, time.monotonic, time.sleep)  # a signal goes through: 128+N
+            repeat(step, request.interval, request.count, time.monotonic, time.sleep)  # a signal goes through: 128+N
         finally:
             if live is not None:
                 live.stop()  # the cursor comes back

@@ -1,16 +1,24 @@
-"""`gpudiag memory [--watch]`: per-GPU and per-process memory, with PyTorch's breakdown."""
+"""`gpudiag memory [--watch]`: per-GPU and per-process memory, with PyTorch's breakdown.
+
+The options are checked in gpudiag.memory.request; a watch runs in gpudiag.memory.watch.
+"""
 
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 import typer
 
-from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, require_nvml, seconds, settings, size
-from gpudiag.errors import GpudiagError, UsageError
+from gpudiag.cli.common import echo, exit_if_lost, handle_errors, make_console, require_nvml, settings
+from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from gpudiag.cli.common import Settings
+    from gpudiag.memory.request import Request
+    from gpudiag.memory.view import MemoryView
 
 
 class Clock(msgspec.Struct):
@@ -24,59 +32,39 @@ class Clock(msgspec.Struct):
 CLOCK = Clock()
 
 
-# nvtop counts its delay in tenths of a second and nvitop refuses less than 0.25 s; NVML itself
-# refreshes utilization every 1/6 s to 1 s. Faster sampling only burns the CPU it measures.
-MIN_INTERVAL_S = 0.1
-
-
-def _duration(value: str | None, option: str) -> float | None:
-    from gpudiag.units import parse_duration
-
-    if value is None:
-        return None
-    try:
-        return parse_duration(value)
-    except UsageError as exc:
-        raise UsageError(f"{option}: {exc.message}") from None
-
-
-def _offline(
-    ctx: typer.Context, postmortem: Path | None, torch_snapshot: Path | None, plot: Path | None, output: Path | None
-) -> None:
+def _offline(s: "Settings", r: "Request") -> None:
     """`--postmortem` and `--plot` read files, not the machine."""
-    if (postmortem is None) == (plot is None):
-        raise UsageError(
-            "--postmortem FILE or --plot LOG (one of them; --torch-snapshot goes with the first, "
-            "--output with the second)"
-        )
-    if postmortem is not None:
-        if output is not None:
-            raise UsageError("--output goes with --plot")
-        from gpudiag import memory_postmortem
+    from gpudiag.memory.request import check_offline
+
+    check_offline(r)
+    if r.postmortem is not None:
+        from gpudiag.memory import postmortem
         from gpudiag.render import postmortem_view
 
-        doc = memory_postmortem.load(postmortem)
-        make_console(settings(ctx)).print(postmortem_view.render(doc, postmortem))
-        if torch_snapshot is not None:
-            if not memory_postmortem.write_torch_snapshot(doc, torch_snapshot):
+        doc = postmortem.load(r.postmortem)
+        make_console(s).print(postmortem_view.render(doc, r.postmortem))
+        if r.torch_snapshot is not None:
+            if not postmortem.write_torch_snapshot(doc, r.torch_snapshot):
                 raise GpudiagError(
-                    f"{postmortem} has no PyTorch snapshot: the program did not call "
+                    f"{r.postmortem} has no PyTorch snapshot: the program did not call "
                     "torch.cuda.memory._record_memory_history() before the OOM",
                     ExitCode.FAILED,
                 )
-            typer.echo(f"gpudiag: wrote {torch_snapshot} (open it at https://pytorch.org/memory_viz)", err=True)
+            echo(
+                f"gpudiag: wrote {r.torch_snapshot} (open it at https://pytorch.org/memory_viz)",
+                err=True,
+                one_line=True,
+            )
         return
-    assert plot is not None
-    if torch_snapshot is not None:
-        raise UsageError("--torch-snapshot goes with --postmortem")
-    from gpudiag import memory_log
+    assert r.plot is not None
+    from gpudiag.memory import log
 
-    target = output or plot.with_suffix(".svg")
-    series = memory_log.read(plot)
+    target = r.output or r.plot.with_suffix(".svg")
+    series = log.read(r.plot)
     from gpudiag.render import memory_plot
 
     memory_plot.write(series, target)
-    typer.echo(f"gpudiag: wrote {target}", err=True)
+    echo(f"gpudiag: wrote {target}", err=True, one_line=True)
 
 
 @handle_errors
@@ -148,72 +136,73 @@ def command(
     ] = None,
 ) -> None:
     """Per-GPU and per-process memory; `--watch` follows it live during training."""
-    if postmortem is not None or plot is not None or torch_snapshot is not None or output is not None:
-        _offline(ctx, postmortem, torch_snapshot, plot, output)
-        return
-    from gpudiag import memory
-    from gpudiag.memory_watch import SinkOptions, follow, one_sample, recording_for
-    from gpudiag.probe.collect import open_source
-    from gpudiag.render import memory_view
-    from gpudiag.selection import select_gpus
-    from gpudiag.watch import WatchOptions
+    from gpudiag.memory.request import Request, watch_options
 
     s = settings(ctx)
-    seconds(interval, "--interval", at_least=MIN_INTERVAL_S)
-    seconds(timeout, "--timeout")
-    if count is not None and count < 1:
-        raise UsageError("--count must be 1 or more")
-    if ids is not None:  # the same rule as `list --id`: '' or '0,,1' is a usage error
-        from gpudiag.selection import parse_ids
-
-        parse_ids(ids)
-    if prometheus is not None and not 0 < prometheus < 65536:
-        raise UsageError(f"--prometheus {prometheus}: not a TCP port")
-    if log is not None and log.suffix.lower() not in (".csv", ".jsonl"):
-        raise UsageError(f"--log {log}: use a .csv or .jsonl file name")
-    if timeout is not None and until_free is None:
-        raise UsageError("--timeout goes with --until-free")
-    options = WatchOptions(
+    r = Request(
+        watch=watch,
         interval=interval,
         count=count,
-        until_free=size(until_free, "--until-free"),
+        ids=ids,
+        json_output=json_output,
+        log=log,
+        until_free=until_free,
         timeout=timeout,
-        alert_free_below=size(alert_free_below, "--alert-free-below"),
-        alert_oom_within=_duration(alert_oom_within, "--alert-oom-within"),
+        alert_free_below=alert_free_below,
+        alert_oom_within=alert_oom_within,
+        postmortem=postmortem,
+        torch_snapshot=torch_snapshot,
+        plot=plot,
+        output=output,
+        prometheus=prometheus,
+        bind=bind,
+        textfile=textfile,
     )
-    looping = watch or any(
-        v is not None for v in (count, until_free, alert_free_below, alert_oom_within, log, prometheus)
-    )
-    if textfile is not None and looping:
-        raise UsageError("--textfile writes one sample (for cron, Prolog, Epilog); serve a watch with --prometheus")
+    if r.offline:
+        _offline(s, r)
+        return
+    from gpudiag.memory.tracked import one_sample, recording_for
+    from gpudiag.memory.view import GROUPS
+    from gpudiag.memory.watch import SinkOptions, follow
+    from gpudiag.probe.collect import open_source
+    from gpudiag.selection import select_gpus
 
-    with open_source(s.replay, facts=memory.GROUPS) as source:
+    options = watch_options(r)  # None: one sample
+    replayed = s.replay is not None
+    with open_source(s.replay, facts=GROUPS) as source:
         first = source.read()
         require_nvml(first.nvml)
         wanted = {g.index for g in select_gpus(first.gpus, ids)} if ids is not None else None
-        replayed = s.replay is not None
         recording = recording_for(s.replay)
-        if looping:
-            sinks = SinkOptions(json_lines=json_output, log=log, prometheus=prometheus, bind=bind)
-            console = make_console(s)
-            outcome = follow(source.read, first, wanted, replayed, options, console, sinks, CLOCK, recording)
-        else:
+        if options is None:
             view = one_sample(first, wanted, replayed, recording)
-    if looping:
+        else:
+            sinks = SinkOptions(json_lines=json_output, log=log, prometheus=prometheus, bind=bind)
+            outcome = follow(source.read, first, wanted, replayed, options, make_console(s), sinks, CLOCK, recording)
+    if options is not None:
         if outcome.message:
-            typer.echo(f"gpudiag: {outcome.message}", err=True)
+            echo(f"gpudiag: {outcome.message}", err=True, one_line=True)
         raise typer.Exit(int(outcome.code))
-    if textfile is not None:
-        from gpudiag.fleet.textfile import write_memory
+    _show(s, r, view)
 
-        write_memory(textfile, view, live=not replayed)
-    elif json_output:
-        stamp = 0.0 if replayed else CLOCK.wall()  # a replay's one-shot is deterministic, as in `list`
+
+def _show(s: "Settings", r: "Request", view: "MemoryView") -> None:
+    """One sample: node_exporter's textfile, JSON or the tables; a lost GPU's line and exit code."""
+    replayed = s.replay is not None
+    if r.textfile is not None:
+        from gpudiag.export.textfile import write_memory
+
+        write_memory(r.textfile, view, live=not replayed)
+    elif r.json_output:
         import json  # only with --json: ~1.5 ms of start-up otherwise
 
         from gpudiag.fleet.identity import slurm_node
+        from gpudiag.render import memory_view
 
+        stamp = 0.0 if replayed else CLOCK.wall()  # a replay's one-shot is deterministic, as in `list`
         typer.echo(json.dumps(memory_view.to_json(view, stamp, slurm_node=slurm_node()), indent=2))
     else:
+        from gpudiag.render import memory_view
+
         make_console(s).print(memory_view.render(view))
-    exit_if_lost(r.gpu for r in view.gpus)
+    exit_if_lost(row.gpu for row in view.gpus)

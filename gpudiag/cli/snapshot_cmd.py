@@ -6,7 +6,7 @@ from typing import Annotated
 import typer
 from msgspec.structs import replace
 
-from gpudiag.cli.common import handle_errors, settings
+from gpudiag.cli.common import echo, handle_errors, settings
 from gpudiag.files import write_atomic
 from gpudiag.model import ALL_GROUPS
 from gpudiag.probe.collect import collect
@@ -40,4 +40,4 @@ def snapshot_command(
         typer.echo(document, nl=False)
         return
     write_atomic(output, document)  # whole or not at all; a full disk is exit 74
-    typer.echo(f"wrote {output} ({len(machine.gpus)} GPU(s), NVML {machine.nvml.status.value})", err=True)
+    echo(f"wrote {output} ({len(machine.gpus)} GPU(s), NVML {machine.nvml.status.value})", err=True, one_line=True)

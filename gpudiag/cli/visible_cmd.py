@@ -1,23 +1,23 @@
-"""`gpudiag visible`: which physical GPUs a CUDA program will see, as which cuda:N."""
+"""`gpudiag visible`: which physical GPUs a CUDA program will see, as which cuda:N.
 
-import os
+The options are checked in gpudiag.visibility.request; visibility.resolve computes the answer,
+gpudiag.probe.visible asks CUDA itself (--probe); this module renders them.
+"""
+
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpudiag.cli.common import exit_if_lost, handle_errors, make_console, require_nvml, settings
-from gpudiag.errors import UsageError
+from gpudiag.cli.common import echo, exit_if_lost, handle_errors, make_console, require_nvml, settings
 from gpudiag.exitcodes import NVML_EXIT, ExitCode
-from gpudiag.model import FactGroup, NvmlStatus
+from gpudiag.model import NvmlStatus
 from gpudiag.probe.collect import collect
-from gpudiag.visibility import ORDER_VAR, ORDERS, VISIBLE_VAR
+from gpudiag.visibility import ORDER_VAR, VISIBLE_VAR
 
 if TYPE_CHECKING:
+    from gpudiag.cli.common import Settings
     from gpudiag.visibility import ProbeReport, Resolution
-
-# What the visibility rules and the view use: memory size, capability, compute mode, MIG instances.
-GROUPS = frozenset({FactGroup.MEMORY, FactGroup.CAPABILITY, FactGroup.MODES, FactGroup.MIG})
-PROBE_TIMEOUT_S = 120.0  # cuInit on many GPUs without persistence mode takes seconds per GPU
+    from gpudiag.visibility.request import Setting
 
 
 @handle_errors
@@ -45,80 +45,67 @@ def command(
     """Show which GPUs CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER make visible, as which cuda:N."""
     from gpudiag import visibility
     from gpudiag.render import visible_view
+    from gpudiag.visibility.request import GROUPS, checked_order, setting
 
     s = settings(ctx)
-    if value is not None and unset:
-        raise UsageError("choose one of --value and --unset")
-    order_option = None
-    if order is not None:
-        order_option = order.strip().upper()
-        if order_option not in ORDERS:
-            raise UsageError(f"--order {order!r}: use FASTEST_FIRST or PCI_BUS_ID")
-    if probe and s.replay:
-        raise UsageError("--probe asks this machine's CUDA runtime; it cannot probe a replayed machine")
-    if probe and select is not None:
-        raise UsageError("choose one of --probe and --select (probe the selection with --value)")
-
+    order_option = checked_order(value, unset, order, select, probe, s.replay)
     machine = collect(s.replay, facts=GROUPS)
-    env = machine.env_map
-    recorded = "recorded environment" if s.replay else "environment"
-    if unset:
-        current, origin = None, "--unset"
-    elif value is not None:
-        current, origin = value, "--value"
-    else:
-        current, origin = env.get(VISIBLE_VAR), recorded
-    current_order, order_origin = (
-        (order_option, "--order") if order_option is not None else (env.get(ORDER_VAR), recorded)
-    )
-
+    current = setting(value, unset, order_option, machine.env_map, bool(s.replay))
     if machine.nvml.status is not NvmlStatus.OK:
-        if not probe:
-            require_nvml(machine.nvml)
-        code = NVML_EXIT[machine.nvml.status]
-        unmapped = _probe(None, current, current_order)
-        if json_output:
-            import json  # only with --json: ~1.5 ms of start-up otherwise
-
-            typer.echo(
-                json.dumps(
-                    {
-                        "schema": visible_view.SCHEMA,
-                        "error": machine.nvml.detail,
-                        "cuda_visible_devices": current,
-                        "cuda_device_order_value": current_order,
-                        "probe": visible_view.probe_json(unmapped),
-                    },
-                    indent=2,
-                )
-            )
-        else:
-            make_console(s).print(visible_view.render_unavailable(machine.nvml.detail, unmapped))
-        typer.echo(f"gpudiag: {machine.nvml.detail}", err=True)
-        # --probe asks CUDA: when it could not answer either, that is exit 3 (as with a
-        # CPU-only torch on a healthy node); NVML's code when only the mapping is missing.
-        raise typer.Exit(int(ExitCode.NO_CUDA_DEVICE if unmapped.status == "could_not_run" else code))
-
+        _without_nvml(s, machine, current, probe, json_output)
     if select is not None:
         _select(machine, select, json_output)
         exit_if_lost(machine.gpus)  # CUDA enumerates every GPU; a lost one may fail cuInit for all
         return
 
-    resolution = visibility.resolve(machine, current, current_order)
+    resolution = visibility.resolve(machine, current.value, current.order)
     hints = visibility.code_hints(resolution)
-    report = _probe(resolution, current, current_order) if probe else None
+    report = _probe(resolution, current) if probe else None
     if json_output:
         import json  # only with --json: ~1.5 ms of start-up otherwise
 
-        typer.echo(json.dumps(visible_view.to_json(resolution, origin, hints, report), indent=2))
+        typer.echo(json.dumps(visible_view.to_json(resolution, current.origin, hints, report), indent=2))
     else:
         console = make_console(s)
-        console.print(visible_view.render(resolution, origin, hints, report, order_origin, console.width))
+        console.print(
+            visible_view.render(resolution, current.origin, hints, report, current.order_origin, console.width)
+        )
     if report is not None and report.status == "disagrees":
         raise typer.Exit(int(ExitCode.FAILED))
     if report is not None and report.status == "could_not_run":
         raise typer.Exit(int(ExitCode.NO_CUDA_DEVICE))
     exit_if_lost(machine.gpus)
+
+
+def _without_nvml(s: "Settings", machine: Any, current: "Setting", probe: bool, json_output: bool) -> None:
+    """No NVML: nvidia-smi's exit code for it; with --probe, what CUDA itself says first."""
+    if not probe:
+        require_nvml(machine.nvml)
+    from gpudiag.render import visible_view
+
+    code = NVML_EXIT[machine.nvml.status]
+    unmapped = _probe(None, current)
+    if json_output:
+        import json  # only with --json: ~1.5 ms of start-up otherwise
+
+        typer.echo(
+            json.dumps(
+                {
+                    "schema": visible_view.SCHEMA,
+                    "error": machine.nvml.detail,
+                    "cuda_visible_devices": current.value,
+                    "cuda_device_order_value": current.order,
+                    "probe": visible_view.probe_json(unmapped),
+                },
+                indent=2,
+            )
+        )
+    else:
+        make_console(s).print(visible_view.render_unavailable(machine.nvml.detail, unmapped))
+    echo(f"gpudiag: {machine.nvml.detail}", err=True, one_line=True)
+    # --probe asks CUDA: when it could not answer either, that is exit 3 (as with a
+    # CPU-only torch on a healthy node); NVML's code when only the mapping is missing.
+    raise typer.Exit(int(ExitCode.NO_CUDA_DEVICE if unmapped.status == "could_not_run" else code))
 
 
 def _select(machine: Any, ids: str, json_output: bool) -> None:
@@ -145,28 +132,18 @@ def _select(machine: Any, ids: str, json_output: bool) -> None:
 
         typer.echo(json.dumps(data, indent=2))
         return
-    typer.echo(lines[0])
+    echo(lines[0], one_line=True)
     if len(lines) > 1:
-        typer.echo(f"# or, immune to ordering: {lines[1]}")
-    typer.echo(f"# then {mapping}")
+        echo(f"# or, immune to ordering: {lines[1]}", one_line=True)
+    echo(f"# then {mapping}", one_line=True)
 
 
-def _probe(resolution: "Resolution | None", value: str | None, order: str | None) -> "ProbeReport":
-    """Run the CUDA runtime with this setting in a child; CUDA is never initialised here."""
+def _probe(resolution: "Resolution | None", current: "Setting") -> "ProbeReport":
+    """What the CUDA runtime says with this setting, in a child; CUDA is never initialised here."""
     from gpudiag import visibility
-    from gpudiag.probe import child
+    from gpudiag.probe.visible import ask
 
-    for name, text in ((VISIBLE_VAR, value), (ORDER_VAR, order)):
-        if text is not None and "\0" in text:
-            raise UsageError(f"{name} cannot contain a NUL character; the probe cannot pass it on")
-    env = dict(os.environ)
-    env.pop(VISIBLE_VAR, None)
-    env.pop(ORDER_VAR, None)
-    if value is not None:
-        env[VISIBLE_VAR] = value
-    if order is not None:
-        env[ORDER_VAR] = order
-    result = child.run_child([str(child.script("visible_probe"))], env=env, timeout=PROBE_TIMEOUT_S)
+    result = ask({VISIBLE_VAR: current.value, ORDER_VAR: current.order})
     if not result.ok:
         return visibility.probe_failed(result.detail)
     return visibility.probe_report(resolution, result.data)

@@ -1,1 +1,2 @@
-"""Fleet integration: what a cluster's monitoring and scheduling stack reads from gpudiag."""
+"""What crosses nodes, on Slurm: per-node output files merged into one report, the drain of the
+nodes it judged not ready, and `check --mode` for the Prolog and the health check."""

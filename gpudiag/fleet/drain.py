@@ -1,19 +1,30 @@
-"""Drain the nodes a fleet report found not ready, the way NHC does it.
+"""Drain the nodes a fleet report found not ready, and resume the ones it found ready again.
 
-Rules: a node is drained with ``Reason="gpudiag: <check ids>[; GPU reset needed]"``; a node that
-already has a reason set by someone else (an admin, Slurm, NHC) is left alone, so that nobody's
-note is overwritten; ``resume`` undrains only ready nodes whose reason gpudiag wrote. Missing and
-unreadable nodes are not drained: gpudiag does not know what is wrong with them.
+Rules (docs/slurm.md):
+- one node per command: a name that is not exactly one Slurm node name
+  (:func:`~gpudiag.fleet.hostlists.is_node_name`) is never passed to scontrol;
+- only node-scope failures drain; a node whose failures are all job-scope stays in service;
+- the reason is :func:`gpudiag.fleet.faults.reason` (steady between runs); a reason someone
+  else set is never overwritten, gpudiag's own (any of ``faults.SOURCES``) is updated;
+- ``resume`` undrains only nodes gpudiag drained that are ready in files written after the drain
+  (a READY file older than the drain says nothing about the fault that drained it);
+- unreadable and missing nodes, names that are not node names and nodes Slurm does not know are
+  never acted on, and each is named: they need a look.
+
+Slurm's view of every node is read in one `scontrol show node` call. The dry run prints exactly
+the argv that ``--execute`` runs, shell-quoted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import re
 import shlex
 import shutil
 import subprocess
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -21,15 +32,16 @@ import msgspec
 
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
-from gpudiag.fleet.faults import REMEDY_CHECKS
-from gpudiag.fleet.report import SCHEMA, Report, State
+from gpudiag.fleet import faults
+from gpudiag.fleet.hostlists import is_node_name
+from gpudiag.fleet.report import SCHEMA, Report
 
-PREFIX = "gpudiag:"  # every reason gpudiag writes starts with this; the Prolog example's too
-MAX_REASON = 200  # keep `sinfo -R` readable
-SCONTROL_TIMEOUT = 15.0
+SCONTROL_TIMEOUT = 30.0  # one `show node` for the whole cluster, or one update
+READY = "ready"
+NOT_READY = "not_ready"
 
-_STATE = re.compile(r"(?:^|\s)State=(\S+)")
-_REASON = re.compile(r"^\s*Reason=(.*?)(?:\s+\[[^\]]*@[^\]]*\])?\s*$", re.MULTILINE)
+# `Reason=text [user@2026-11-23T07:19:25]`: Slurm appends who set the reason and when (local time).
+_REASON_SET = re.compile(r"^(.*?)\s*\[[^\]]*@(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\]\s*$")
 
 
 @dataclass(frozen=True)
@@ -37,9 +49,10 @@ class Target:
     """What the report says about one node."""
 
     node: str
-    ready: bool
-    checks: tuple[str, ...]  # failed check ids
-    remedy: str = ""  # "GPU reset needed", ...
+    state: str  # "ready", "not_ready", "unreadable", "missing" (report --json's words)
+    failures: tuple[faults.Fault, ...] = ()
+    files: tuple[str, ...] = ()
+    problem: str = ""  # why the node could not be judged, or its verdict when no failure is listed
 
 
 @dataclass(frozen=True)
@@ -48,85 +61,150 @@ class Current:
 
     state: str  # e.g. IDLE+DRAIN
     reason: str  # "" when none
+    since: float | None = None  # when the reason was set (unix time), when Slurm said
 
     @property
     def drained(self) -> bool:
         return any(flag in self.state.upper() for flag in ("DRAIN", "DOWN", "FAIL"))
-
-    @property
-    def ours(self) -> bool:
-        return self.reason.startswith(PREFIX)
 
 
 class Verb(str, enum.Enum):
     DRAIN = "drain"
     RESUME = "resume"
     KEEP = "keep"  # nothing to do, with the reason why
+    SKIP = "skip"  # not acted on, and that needs a look: the command exits 1
 
 
 @dataclass(frozen=True)
-class Action:
+class Step:
     node: str
     verb: Verb
-    reason: str  # the drain reason, or why nothing is done
+    note: str  # the drain reason, or why nothing is done
 
-    def command(self) -> list[str]:
+    def argv(self) -> list[str]:
+        """The scontrol command, one node, its name as data (checked by :func:`plan`)."""
         if self.verb is Verb.DRAIN:
-            return ["scontrol", "update", f"NodeName={self.node}", "State=DRAIN", f"Reason={self.reason}"]
+            return ["scontrol", "update", f"NodeName={self.node}", "State=DRAIN", f"Reason={self.note}"]
         if self.verb is Verb.RESUME:
             return ["scontrol", "update", f"NodeName={self.node}", "State=RESUME"]
         return []
 
-    def shell(self) -> str:
-        """The command as NHC prints it: ``... Reason="gpudiag: ..."``."""
-        *head, last = self.command()
-        if self.verb is Verb.DRAIN:
-            text = self.reason
-            quoted = f'"{text}"' if not any(c in text for c in '"$`\\!') else shlex.quote(text)
-            last = f"Reason={quoted}"
-        return " ".join([*(shlex.quote(a) for a in head), last])
+    def line(self) -> str:
+        """What the dry run prints: the argv shell-quoted, or a comment (a shell runs both)."""
+        if self.verb in (Verb.DRAIN, Verb.RESUME):
+            return shlex.join(self.argv())
+        return f"# {faults.escape(self.node)}: {faults.escape(self.note)}"
 
 
-def reason(target: Target) -> str:
-    """``gpudiag: health.ecc,health.row_remap; GPU reset needed`` (at most MAX_REASON characters)."""
-    text = f"{PREFIX} {','.join(target.checks) or 'not ready'}"
-    if target.remedy and any(c in REMEDY_CHECKS for c in target.checks):
-        text += f"; {target.remedy}"
-    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
-
-
-def plan(targets: Iterable[Target], current: dict[str, Current | None], resume: bool) -> list[Action]:
-    """The action per node. ``current[node]`` is None when Slurm does not know the node."""
-    actions = []
+def plan(targets: Iterable[Target], current: dict[str, Current] | None, resume: bool) -> list[Step]:
+    """The step per node. ``current`` is Slurm's view (None: not read, so every not-ready node is
+    listed as if it had no reason); a node missing from it is one Slurm does not know."""
+    steps = []
     for t in targets:
-        now = current.get(t.node)
-        if now is None:
-            if not t.ready:
-                actions.append(Action(t.node, Verb.KEEP, "Slurm does not know this node"))
+        if not is_node_name(t.node):
+            steps.append(Step(t.node, Verb.SKIP, "not one Slurm node name: never passed to scontrol"))
+        elif t.state == NOT_READY:
+            steps.append(_not_ready(t, current))
+        elif t.state != READY:
+            steps.append(Step(t.node, Verb.SKIP, f"{t.state}, not judged, not drained: {t.problem or 'no file'}"))
+        elif resume and current is not None and (now := current.get(t.node)) is not None and now.drained:
+            steps.append(_ready_and_drained(t, now))
+    return steps
+
+
+def _not_ready(t: Target, current: dict[str, Current] | None) -> Step:
+    failed = faults.node_faults(t.failures)
+    if t.failures and not failed:
+        checks = ",".join(dict.fromkeys(f.check for f in t.failures))
+        return Step(t.node, Verb.KEEP, f"left in service: job-scope failures only ({checks})")
+    # Not ready without a failure listed (a --strict warning, a verdict without checks): drain anyway.
+    generic = f"{faults.PREFIX} not ready: verdict {faults.escape(t.problem or '?')}, no failed check listed"
+    wanted = faults.reason(failed) if failed else generic[: faults.MAX_REASON]
+    if current is None:
+        return Step(t.node, Verb.DRAIN, wanted)
+    now = current.get(t.node)
+    if now is None:
+        return Step(t.node, Verb.SKIP, "not drained: Slurm does not know this node")
+    if now.reason and not faults.is_ours(now.reason):
+        if now.drained:
+            return Step(t.node, Verb.KEEP, f"not drained: reason set by someone else: {now.reason}")
+        return Step(t.node, Verb.SKIP, f"not drained, {now.state} with someone else's reason: {now.reason}")
+    if now.drained and now.reason == wanted:
+        return Step(t.node, Verb.KEEP, f"already drained: {wanted}")
+    return Step(t.node, Verb.DRAIN, wanted)
+
+
+def _ready_and_drained(t: Target, now: Current) -> Step:
+    if not faults.is_ours(now.reason):
+        if now.reason:
+            return Step(t.node, Verb.KEEP, f"ready, left drained: reason set by someone else: {now.reason}")
+        return Step(t.node, Verb.KEEP, f"ready, left {now.state}: no reason says gpudiag drained it")
+    seen = newest(t.files)
+    if seen is None or now.since is None:
+        return Step(t.node, Verb.KEEP, "ready, left drained: cannot tell whether its files are newer than the drain")
+    if seen < now.since + 1:  # Slurm's time has whole seconds: newer means a second later at least
+        return Step(
+            t.node, Verb.KEEP, f"ready, left drained: its newest file ({_when(seen)}) is older than the drain "
+            f"({_when(now.since)}): run the check again"
+        )  # fmt: skip
+    return Step(t.node, Verb.RESUME, f"ready again (was: {now.reason})")
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+
+
+class _Stamp(msgspec.Struct):
+    collected_at: float | None = None  # check --json and snapshot: when the node was read
+
+
+def newest(files: Iterable[str]) -> float | None:
+    """When the newest of a node's files was written: its own ``collected_at`` when it has one,
+    else the file's modification time; None when a file cannot be read (then nothing is resumed)."""
+    times = []
+    for path in files:
+        try:
+            with open(path, "rb") as handle:
+                raw = handle.read()
+            stamp = os.stat(path).st_mtime
+        except OSError:
+            return None
+        # Trailing text (Slurm's --output) or a document without the field: the file's time.
+        with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
+            stamp = msgspec.json.decode(raw, type=_Stamp).collected_at or stamp
+        times.append(stamp)
+    return max(times, default=None)
+
+
+def parse_nodes(text: str) -> dict[str, Current]:
+    """Every node's state and reason from `scontrol show node` (Slurm's multi-line format)."""
+    nodes: dict[str, Current] = {}
+    name, state, reason, since = "", "", "", None
+    for line in text.splitlines():
+        if line.startswith("NodeName="):
+            if name:
+                nodes[name] = Current(state, reason, since)
+            name, state, reason, since = line[9:].split(" ", 1)[0], "", "", None
             continue
-        if not t.ready:
-            wanted = reason(t)
-            if now.reason and not now.ours:
-                actions.append(Action(t.node, Verb.KEEP, f"not drained: reason set by someone else: {now.reason}"))
-            elif now.drained and now.reason == wanted:
-                actions.append(Action(t.node, Verb.KEEP, f"already drained: {wanted}"))
-            else:
-                actions.append(Action(t.node, Verb.DRAIN, wanted))
-        elif resume and now.drained and now.ours:
-            actions.append(Action(t.node, Verb.RESUME, f"ready again (was: {now.reason})"))
-        elif resume and now.drained and now.reason:
-            actions.append(Action(t.node, Verb.KEEP, f"ready, left drained: reason set by someone else: {now.reason}"))
-    return actions
+        field = line.lstrip()
+        if field.startswith("State="):
+            state = field[6:].split(" ", 1)[0]
+        elif field.startswith("Reason="):
+            reason, since = _reason(field[7:])
+    if name:
+        nodes[name] = Current(state, reason, since)
+    return nodes
 
 
-def parse_show_node(text: str) -> Current | None:
-    """State and reason from `scontrol show node NAME` (None when there is no such node)."""
-    state = _STATE.search(text)
-    if state is None:
-        return None
-    found = _REASON.search(text)
-    reason_text = found.group(1).strip() if found else ""
-    return Current(state.group(1), "" if reason_text in ("(null)", "none") else reason_text)
+def _reason(text: str) -> tuple[str, float | None]:
+    found = _REASON_SET.match(text)
+    reason, since = (found.group(1), found.group(2)) if found else (text.strip(), None)
+    if reason in ("(null)", "none"):
+        reason = ""
+    try:
+        return reason, time.mktime(time.strptime(since, "%Y-%m-%dT%H:%M:%S")) if since else None
+    except (ValueError, OverflowError):
+        return reason, None
 
 
 class Scontrol:
@@ -141,7 +219,12 @@ class Scontrol:
     def _run(self, args: list[str]) -> subprocess.CompletedProcess[str]:
         try:
             return subprocess.run(
-                [self.program, *args], capture_output=True, text=True, timeout=SCONTROL_TIMEOUT, check=False
+                [self.program, *args],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=SCONTROL_TIMEOUT,
+                check=False,
             )
         except subprocess.TimeoutExpired:
             raise GpudiagError(
@@ -150,18 +233,20 @@ class Scontrol:
         except OSError as exc:
             raise GpudiagError(f"cannot run scontrol: {exc.strerror or exc}", ExitCode.FAILED) from None
 
-    def show(self, node: str) -> Current | None:
-        done = self._run(["show", "node", node])
+    def nodes(self) -> dict[str, Current]:
+        """Every node Slurm knows, in one call."""
+        done = self._run(["show", "node", "--all"])
         if done.returncode != 0:
-            if "not found" in (done.stderr + done.stdout).lower() or "invalid node name" in done.stderr.lower():
-                return None
-            raise GpudiagError(f"scontrol show node {node}: {_first_line(done.stderr or done.stdout)}", ExitCode.FAILED)
-        return parse_show_node(done.stdout)
+            error = faults.escape(_first_line(done.stderr or done.stdout))
+            raise GpudiagError(f"scontrol show node: {error or f'exit {done.returncode}'}", ExitCode.FAILED)
+        return parse_nodes(done.stdout)
 
-    def update(self, action: Action) -> str:
-        """Run the action's update; "" on success, else scontrol's message."""
-        done = self._run(action.command()[1:])
-        return "" if done.returncode == 0 else _first_line(done.stderr or done.stdout) or f"exit {done.returncode}"
+    def update(self, step: Step) -> str:
+        """Run the step's update; "" on success, else scontrol's message."""
+        done = self._run(step.argv()[1:])
+        if done.returncode == 0:
+            return ""
+        return faults.escape(_first_line(done.stderr or done.stdout)) or f"exit {done.returncode}"
 
 
 def _first_line(text: str) -> str:
@@ -169,23 +254,35 @@ def _first_line(text: str) -> str:
 
 
 def from_report(report: Report) -> list[Target]:
-    """Targets: every node that sent something readable; missing and unreadable ones are not judged."""
     return [
-        Target(n.host, n.state is State.READY, tuple(n.failed_checks), n.remedy)
+        Target(n.host, n.state.name.lower(), n.failures, n.files, "; ".join(n.problems) or (n.verdict or ""))
         for n in report.nodes
-        if n.state in (State.READY, State.NOT_READY)
     ]
 
 
 class _ReportFailure(msgspec.Struct):
     check: str
+    target: str | None = None
+    finding: str = ""
+    scope: str | None = None  # absent before scopes were recorded: taken as the node's
+    action: str | None = None
+    uuid: str | None = None
+
+    # A Fault's fields, with the defaults a missing key means.
+    @property
+    def fault(self) -> faults.Failed:
+        return faults.Failed(
+            self.check, self.target or "", self.finding, self.scope or "node", self.action or "", self.uuid or ""
+        )
 
 
 class _ReportNode(msgspec.Struct):
     node: str
     state: str
-    failures: list[_ReportFailure]
-    remedy: str | None = None
+    failures: list[_ReportFailure] = []
+    files: list[str] = []
+    problems: list[str] = []
+    verdict: str | None = None
 
 
 class _ReportFile(msgspec.Struct, tag_field="schema", tag=SCHEMA):
@@ -199,9 +296,14 @@ def from_report_json(raw: bytes, where: str) -> list[Target]:
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise UsageError(f"{where}: not a `gpudiag report --json` output ({SCHEMA}): {exc}") from None
     return [
-        Target(n.node, n.state == "ready", tuple(dict.fromkeys(f.check for f in n.failures)), n.remedy or "")
+        Target(
+            n.node,
+            n.state,
+            tuple(f.fault for f in n.failures),
+            tuple(n.files),
+            "; ".join(n.problems) or (n.verdict or ""),
+        )
         for n in doc.nodes
-        if n.state in ("ready", "not_ready")
     ]
 
 
@@ -227,14 +329,26 @@ def load_targets(paths: list[str]) -> list[Target]:
     return from_report(build(nodefiles.read(f) for f in node_files(paths)))
 
 
-def carry_out(actions: Iterable[Action], scontrol: Scontrol | None) -> Iterator[tuple[str, bool]]:
-    """(line, ok) per action: the command (dry run, ``scontrol`` None), or what running it did."""
-    for action in actions:
-        if action.verb is Verb.KEEP:
-            yield f"# {action.node}: {action.reason}", True
+def carry_out(steps: Iterable[Step], scontrol: Scontrol | None) -> Iterator[tuple[str, bool, bool]]:
+    """(line, ok, error) per step: the command (dry run, ``scontrol`` None) or what running it
+    did; a SKIP is not ok (it needs a look); an update that failed is an error (for stderr)."""
+    for step in steps:
+        if step.verb in (Verb.KEEP, Verb.SKIP):
+            yield step.line(), step.verb is Verb.KEEP, False
         elif scontrol is None:
-            yield action.shell(), True
-        elif error := scontrol.update(action):
-            yield f"gpudiag: {action.verb.value} {action.node} failed: {error}", False
+            yield step.line(), True, False
+        elif error := scontrol.update(step):
+            yield f"gpudiag: {step.verb.value} {step.node} failed: {error}", False, True
         else:
-            yield f"{action.verb.value} {action.node}: {action.reason}", True
+            yield f"{step.verb.value} {step.node}: {faults.escape(step.note)}", True, False
+
+
+def summary(targets: list[Target], steps: list[Step], executed: bool) -> str:
+    """``# 128 node(s): 2 to drain, 1 to resume, 3 left as they are, 1 to look at``."""
+    count = {verb: sum(1 for s in steps if s.verb is verb) for verb in Verb}
+    done = ("drained", "resumed") if executed else ("to drain", "to resume")
+    parts = [f"{count[Verb.DRAIN]} {done[0]}", f"{count[Verb.RESUME]} {done[1]}"]
+    parts.append(f"{count[Verb.KEEP]} left as they are")
+    if count[Verb.SKIP]:
+        parts.append(f"{count[Verb.SKIP]} to look at (not acted on)")
+    return f"# {len(targets)} node(s): {', '.join(parts)}"

@@ -1,21 +1,35 @@
 """Read one node's output file (`check --json`, `snapshot`, `bench-transfer --json`, `memory --json`).
 
-Only what a fleet report compares is kept: the verdict and failures, versions, GPU models,
-and a few figures. A file that is empty, truncated, not JSON, of another schema or of the
-wrong shape becomes a :class:`NodeFile` with a ``problem``: that node's trouble, never ours.
+Every file gets exactly one outcome: read (``kind`` set) or unreadable (``problem`` says why, ``cause``
+names the kind of trouble for grouping). A file is read only when it is exactly one valid document:
+
+- a regular file, not followed through a symbolic link, opened without blocking (a FIFO or a
+  device is never opened for reading), at most :data:`MAX_BYTES`;
+- one JSON document in valid UTF-8, nested no deeper than msgspec recurses, with nothing but
+  white space after it (two appended runs, or stderr text that Slurm mixed in, are unreadable);
+- of a schema gpudiag reads, every field it reads of the right type and in range;
+- consistent with itself: a check file's verdict is the one its results give;
+- named by exactly one valid node name (``slurm_node``, else ``host``, else the file's name):
+  a name is data, never hostlist syntax.
+
+Only what a fleet report compares is kept: the verdict and failures, versions, GPU models and a
+few figures. Whatever the file holds is that node's problem, never ours: nothing here raises for it.
 """
 
 from __future__ import annotations
 
 import enum
-import json
 import os
+import re
+import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 from gpudiag.fleet.faults import remedy
+from gpudiag.fleet.hostlists import is_node_name
 
 
 class Kind(str, enum.Enum):
@@ -44,10 +58,32 @@ _BANDWIDTH_MODES = {
     "d2d_gbps": ("d2d",),
 }
 
-MAX_BYTES = 64 * 1024 * 1024  # a node file larger than this is not one of ours
+MAX_BYTES = 64 * 1024 * 1024  # a node file larger than this is not one of ours (an 8-GPU check is ~30 KiB)
+_EXCERPT = 60  # characters of a file's text quoted in a problem
 
 
-@dataclass(frozen=True)
+class Cause(str, enum.Enum):
+    """Why a file is unreadable, in a few words: the report groups unreadable nodes by it."""
+
+    CANNOT_READ = "cannot read"
+    SYMLINK = "symbolic link"
+    NOT_REGULAR = "not a regular file"
+    TOO_LARGE = "too large"
+    EMPTY = "empty file"
+    TRUNCATED = "truncated JSON"
+    NOT_JSON = "not JSON"
+    BAD_UTF8 = "invalid UTF-8"
+    TOO_DEEP = "nested too deeply"
+    SEVERAL = "several JSON documents"
+    TRAILING_TEXT = "text after the JSON document"
+    NOT_GPUDIAG = "not a gpudiag output"
+    UNKNOWN_SCHEMA = "unknown schema"
+    MALFORMED = "malformed output"
+    CONTRADICTS = "contradicts itself"
+    BAD_NAME = "invalid node name"
+
+
+@dataclass(frozen=True, slots=True)
 class Failure:
     check: str  # check id, or "gpudiag.could_not_run" / "bench-transfer"
     target: str  # "GPU 3", "" for the node
@@ -57,7 +93,7 @@ class Failure:
     uuid: str = ""  # the GPU's UUID when the failure is about one GPU and the file recorded it
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeFile:
     path: str
     host: str  # the node: Slurm's name when recorded, else the hostname, else the file's name
@@ -70,6 +106,9 @@ class NodeFile:
     metrics: dict[str, float] = field(default_factory=dict)
     remedy: str = ""  # "GPU reset needed" etc. (see gpudiag.fleet.faults)
     checks: tuple[tuple[str, str], ...] = ()  # (check id, status) of every result, only when asked (JUnit)
+    cause: Cause | None = None  # set exactly when kind is None
+    name_ok: bool = True  # False: no valid node name at all, ``host`` is the file's name as found
+    figure_gpus: dict[str, int] = field(default_factory=dict)  # the GPU a deep figure is from (its slowest)
 
 
 def file_host(path: str) -> str:
@@ -77,22 +116,68 @@ def file_host(path: str) -> str:
     return os.path.basename(path).split(".", 1)[0] or path
 
 
+def unreadable(path: str, cause: Cause, problem: str, host: str | None = None) -> NodeFile:
+    """A file that is not one valid document, attributed to ``host`` if valid, else to its file's name."""
+    if host is None or not is_node_name(host):
+        host = file_host(path)
+    return NodeFile(path, host, None, problem, cause=cause, name_ok=is_node_name(host))
+
+
+# --- reading: regular files only, never blocking ----------------------------------------------
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_FILE_TYPES = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
 def read(path: str, keep_checks: bool = False) -> NodeFile:
-    """One node file, never raising for its content (an OSError reading it is a problem too)."""
-    try:  # os-level calls: a file object per file costs more than the syscalls, ×10,000
-        fd = os.open(path, os.O_RDONLY)
+    """One node file, never raising and never blocking, whatever the path is."""
+    try:
+        # lstat first: a device or FIFO is never opened (opening some devices does something);
+        # O_NOFOLLOW and O_NONBLOCK then cover a file swapped in between.
+        mode = os.lstat(path).st_mode
+        if not stat.S_ISREG(mode):
+            return _not_regular(path, mode)
+        fd = os.open(path, _OPEN_FLAGS)
         try:
-            size = os.fstat(fd).st_size
-            raw = _read_all(fd, min(size, MAX_BYTES) + 1)
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return _not_regular(path, info.st_mode)
+            if info.st_size > MAX_BYTES:
+                return _too_large(path)
+            raw = _read_all(fd, info.st_size + 1)  # + 1: notice a file that grew
         finally:
             os.close(fd)
     except OSError as exc:
-        return NodeFile(path, file_host(path), None, f"cannot read: {exc.strerror or exc}")
+        if exc.errno == getattr(os, "ELOOP", None):
+            return _not_regular(path, stat.S_IFLNK)
+        return unreadable(path, Cause.CANNOT_READ, f"cannot read: {exc.strerror or exc}")
     return parse(raw, path, keep_checks)
 
 
+def _not_regular(path: str, mode: int) -> NodeFile:
+    if stat.S_ISLNK(mode):
+        return unreadable(path, Cause.SYMLINK, "a symbolic link: report reads node files as regular files, never links")
+    what = _FILE_TYPES.get(stat.S_IFMT(mode), "not a regular file")
+    return unreadable(path, Cause.NOT_REGULAR, f"{what}, not a regular file")
+
+
+def _too_large(path: str) -> NodeFile:
+    return unreadable(path, Cause.TOO_LARGE, f"larger than {MAX_BYTES // 2**20} MiB: not a gpudiag output")
+
+
+def _too_deep(path: str) -> NodeFile:
+    return unreadable(path, Cause.TOO_DEEP, "JSON nested too deeply to be a gpudiag output")
+
+
 def _read_all(fd: int, limit: int) -> bytes:
-    """Up to ``limit`` bytes (the size fstat gave, + 1 to notice a file that grew)."""
+    """Up to ``limit`` bytes, and at most one byte more than MAX_BYTES."""
+    limit = min(limit, MAX_BYTES + 1)
     chunks = []
     while limit > 0:
         chunk = os.read(fd, limit)
@@ -103,146 +188,215 @@ def _read_all(fd: int, limit: int) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+# --- parsing: exactly one valid document --------------------------------------------------
+
+
 def parse(raw: bytes, path: str, keep_checks: bool = False) -> NodeFile:
-    host = file_host(path)
+    """The node file ``raw``, read from ``path``; whatever it holds, a NodeFile."""
     if len(raw) > MAX_BYTES:
-        return NodeFile(path, host, None, f"larger than {MAX_BYTES // 2**20} MiB: not a gpudiag output")
-    if not raw.strip():
-        return NodeFile(path, host, None, "empty file (the node wrote nothing: crashed, killed or timed out?)")
+        return _too_large(path)
+    if not raw or raw.isspace():
+        return unreadable(path, Cause.EMPTY, "empty file (the node wrote nothing: crashed, killed or timed out?)")
+    if not raw.isascii():  # msgspec checks only the strings it keeps; JSON is UTF-8 throughout
+        try:
+            raw.decode()
+        except UnicodeDecodeError as exc:
+            return unreadable(path, Cause.BAD_UTF8, f"not valid UTF-8 (byte {exc.start})")
     try:
         doc = _DECODER.decode(raw)
-    except msgspec.DecodeError:
-        # Not JSON, or JSON with text after it (Slurm's --output gathers stderr too, unless --error splits it).
-        text = _leading_json(raw)
-        if text is None:
-            return NodeFile(path, host, None, _not_json(raw))
-        raw = text
-        try:
-            doc = _DECODER.decode(raw)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            return _explain(raw, path, host, exc)
-    except msgspec.ValidationError as exc:
-        return _explain(raw, path, host, exc)
+    except msgspec.ValidationError as exc:  # JSON, but not a document of ours
+        return _explain(raw, path, str(exc))
+    except msgspec.DecodeError as exc:
+        return _not_one_document(raw, path, str(exc))
+    except UnicodeDecodeError as exc:
+        return unreadable(path, Cause.BAD_UTF8, f"not valid UTF-8 (byte {exc.start})")
+    except RecursionError:
+        return _too_deep(path)
     try:
-        node: NodeFile = _READERS[type(doc)](doc, path, host)
-        if keep_checks and isinstance(doc, _CheckFile):
-            node = replace(node, checks=tuple((c.id, c.status) for c in _CHECKS.decode(doc.checks)))
+        node: NodeFile = _READERS[type(doc)](doc, path, keep_checks)
     except msgspec.ValidationError as exc:  # in the list of checks
-        return _explain(raw, path, host, f"{exc} in `checks`")
+        return _explain(raw, path, f"{exc} in `checks`")
+    except RecursionError:
+        return _too_deep(path)
+    except _InvalidContentError as exc:
+        return unreadable(path, exc.cause, exc.problem, _name(doc)[0])
     return node
 
 
-def _explain(raw: bytes, path: str, host: str, exc: Exception | str) -> NodeFile:
-    """Why a JSON document is not one we read (the error path only: parse it again, plainly)."""
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+
+
+def _not_one_document(raw: bytes, path: str, error: str) -> NodeFile:
+    """Why ``raw`` is not one JSON document: text after it, a second one, cut short, or no JSON."""
+    if found := _TRAILING.search(error):
+        end = int(found.group(1)) - 1  # msgspec counts the offending byte in
+        rest, host = raw[end:].lstrip(), _name_of(raw[:end])
+        if rest[:1] in (b"{", b"["):
+            return unreadable(
+                path,
+                Cause.SEVERAL,
+                "more than one JSON document (runs appended to one file with >>?): give each run a file of its own",
+                host,
+            )
+        return unreadable(
+            path,
+            Cause.TRAILING_TEXT,
+            f"text after the JSON document: {_excerpt(rest)} (stderr mixed in? give srun --error a file of its own)",
+            host,
+        )
+    text = raw.decode("utf-8", "replace").strip()
+    if "truncated" in error or text.startswith(("{", "[")):
+        return unreadable(path, Cause.TRUNCATED, "truncated or malformed JSON (the node was killed while writing?)")
+    return unreadable(path, Cause.NOT_JSON, f"not JSON: {_excerpt(text.encode())}")
+
+
+def _excerpt(raw: bytes) -> str:
+    """The first line of ``raw``, short and quoted with escapes (it is shown on terminals)."""
+    line = raw[: _EXCERPT * 4].decode("utf-8", "replace").strip().split("\n", 1)[0]
+    return repr(line[:_EXCERPT] + ("…" if len(line) > _EXCERPT else ""))
+
+
+def _name_of(raw: bytes) -> str | None:
+    """The node a document names (to attribute a file that cannot be read); None when it names none."""
     try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):
-        return NodeFile(path, host, None, f"malformed JSON: {exc}")
+        return _name(msgspec.json.decode(raw, type=_Named))[0]
+    except (ValueError, RecursionError):  # msgspec's errors are ValueErrors
+        return None
+
+
+def _explain(raw: bytes, path: str, error: str) -> NodeFile:
+    """Why a JSON document is not one we read (the error path only: parsed again, plainly)."""
+    try:
+        data = msgspec.json.decode(raw)
+    except UnicodeDecodeError as exc:
+        return unreadable(path, Cause.BAD_UTF8, f"not valid UTF-8 (byte {exc.start})")
+    except RecursionError:
+        return _too_deep(path)
+    except ValueError:
+        return unreadable(path, Cause.MALFORMED, f"malformed JSON: {error[:200]}")
     if not isinstance(data, dict):
-        return NodeFile(path, host, None, "not a gpudiag output (JSON, but not an object)")
+        return unreadable(path, Cause.NOT_GPUDIAG, "not a gpudiag output (JSON, but not an object)")
     schema = data.get("schema")
-    host = _name(data, host)
-    if schema in SCHEMAS:
-        return NodeFile(path, host, None, f"malformed {schema} output: {exc}")
+    host = _name_of(raw)
+    if isinstance(schema, str) and schema in SCHEMAS:  # a list or an object is not a schema name
+        return unreadable(path, Cause.MALFORMED, f"malformed {schema} output: {error[:200]}", host)
     if isinstance(schema, str) and schema.startswith("gpudiag."):
         known = ", ".join(SCHEMAS)
-        return NodeFile(path, host, None, f"schema {schema!r} is not one this gpudiag reads ({known})")
-    return NodeFile(path, host, None, "not a gpudiag output (no gpudiag schema field)")
+        return unreadable(
+            path, Cause.UNKNOWN_SCHEMA, f"schema {schema[:60]!r} is not one this gpudiag reads ({known})", host
+        )
+    return unreadable(path, Cause.NOT_GPUDIAG, "not a gpudiag output (no gpudiag schema field)", host)
 
 
-def _leading_json(raw: bytes) -> bytes | None:
-    """The JSON document at the start of ``raw`` when text follows it; None when there is none."""
-    text = raw.decode("utf-8", "replace").lstrip()
-    try:
-        _, end = json.JSONDecoder().raw_decode(text)
-    except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
-        return None
-    return text[:end].encode()
+class _InvalidContentError(Exception):
+    """A document of the right shape whose content cannot be taken (a bad name, a contradiction)."""
 
-
-def _not_json(raw: bytes) -> str:
-    text = raw.decode("utf-8", "replace").strip()
-    if text.startswith(("{", "[")):
-        return "truncated or malformed JSON (the node was killed while writing?)"
-    first = text.splitlines()[0][:120]
-    return f"not JSON: {first!r}"
+    def __init__(self, cause: Cause, problem: str) -> None:
+        super().__init__(problem)
+        self.cause, self.problem = cause, problem
 
 
 # --- the fields read, per schema (msgspec skips every other field without building it) ----------
 #
 # A reading NVML could not give is {"unavailable": ...} in a snapshot and null elsewhere; the
-# figures below take both as "not known".
+# figures below take both as "not known". Ranges: what NVML and the benchmark can report; a
+# figure beyond them is a corrupted file, not a fact to compare across the fleet.
 
 _Reading = dict[str, Any] | None
+Count = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
+Index = Annotated[int, msgspec.Meta(ge=0, le=2**31)]
+Celsius = Annotated[float, msgspec.Meta(ge=-273, le=1000)]
+Tflops = Annotated[float, msgspec.Meta(ge=0, le=1e7)]
+BytesPerS = Annotated[float, msgspec.Meta(ge=0, le=1e16)]
+Gbps = Annotated[float, msgspec.Meta(ge=0, le=1e7)]  # GB/s
+CheckStatus = Literal["PASS", "WARN", "FAIL", "SKIP"]
+Verdict = Literal["READY", "NOT READY", "UNKNOWN"]
+
+# A check id: what gpudiag's ids look like (``health.ecc``); anything else is not one of its results.
+_CHECK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
+_valid_ids: set[str] = set()  # ids already matched: a fleet has few distinct ones
+
+
+class _Host(msgspec.Struct):
+    hostname: str | None = None
 
 
 class _Named(msgspec.Struct, kw_only=True):
-    host: str | dict[str, Any] | None = None  # a snapshot's is {"hostname": ...}
+    host: str | _Host | None = None  # a snapshot's is {"hostname": ...}
     slurm_node: str | None = None
 
 
 class _CheckItem(msgspec.Struct):
     id: str
-    status: str
+    status: CheckStatus
     target: str | None = None
     finding: str = ""
-    scope: str | None = None  # absent before gpudiag 0.2.0: taken from the check's declaration
+    scope: Literal["node", "job"] | None = None  # absent before gpudiag 0.2.0: taken from the check's declaration
     action: str | None = None
 
 
 class _CheckGpu(msgspec.Struct):
-    index: int | None = None
+    index: Index | None = None
     name: str | None = None
     uuid: str | None = None
-    temperature_c: float | None = None
-    ecc_aggregate_corrected: int | None = None
-    ecc_aggregate_uncorrected: int | None = None
-    remapped_rows_correctable: int | None = None
-    remapped_rows_uncorrectable: int | None = None
+    temperature_c: Celsius | None = None
+    ecc_aggregate_corrected: Count | None = None
+    ecc_aggregate_uncorrected: Count | None = None
+    remapped_rows_correctable: Count | None = None
+    remapped_rows_uncorrectable: Count | None = None
     remap_pending: bool | None = None
-    retired_pages: int | None = None
-    recovery_action: int | None = None
-    matmul_tflops: float | None = None
+    retired_pages: Count | None = None
+    recovery_action: Index | None = None
+    matmul_tflops: Tflops | None = None
+    # `check --level 2-4` (absent at level 1): what the deep tests measured on this GPU
+    stress_tflops: Tflops | None = None
+    memtest_gbps: Gbps | None = None
+    h2d_gbps: Gbps | None = None
+    d2h_gbps: Gbps | None = None
+    d2d_gbps: Gbps | None = None
+    peer_min_gbps: Gbps | None = None
+    allreduce_busbw_gbps: Gbps | None = None
 
 
 class _CheckFile(_Named, tag_field="schema", tag="gpudiag.check/1"):
-    verdict: str
+    verdict: Verdict
     could_not_run: list[str]
     versions: dict[str, str]
-    checks: msgspec.Raw  # decoded only when needed: scanning is ~4x faster than building
+    checks: msgspec.Raw  # decoded below, once the rest of the file is known to be good
+    strict: bool = False
     gpus: list[_CheckGpu] = []  # absent before gpudiag 0.2.0: no figures then
 
 
 class _Nvml(msgspec.Struct):
     driver_version: str | _Reading = None
-    cuda_driver_version: int | _Reading = None
+    cuda_driver_version: Annotated[int, msgspec.Meta(ge=0, le=10**7)] | _Reading = None
 
 
 class _Ecc(msgspec.Struct):
-    aggregate_corrected: int | _Reading = None
-    aggregate_uncorrected: int | _Reading = None
+    aggregate_corrected: Count | _Reading = None
+    aggregate_uncorrected: Count | _Reading = None
 
 
 class _Rows(msgspec.Struct):
-    correctable: int = 0
-    uncorrectable: int = 0
+    correctable: Count = 0
+    uncorrectable: Count = 0
     pending: bool = False
     unavailable: str | None = None
 
 
 class _Pages(msgspec.Struct):
-    single_bit: int = 0
-    double_bit: int = 0
+    single_bit: Count = 0
+    double_bit: Count = 0
     unavailable: str | None = None
 
 
 class _SnapshotGpu(msgspec.Struct):
     name: str | _Reading = None
-    temperature_c: int | _Reading = None
+    temperature_c: Celsius | _Reading = None
     ecc_errors: _Ecc | None = None
     remapped_rows: _Rows | None = None
     retired_pages: _Pages | None = None
-    recovery_action: int | _Reading = None
+    recovery_action: Index | _Reading = None
 
 
 class _Torch(msgspec.Struct):
@@ -260,15 +414,15 @@ class _SnapshotFile(_Named, tag_field="schema", tag="gpudiag.machine/1"):
 
 class _BenchResult(msgspec.Struct):
     mode: str
-    cuda_device: int
-    size_bytes: int
-    median_bytes_per_s: float | None = None
+    cuda_device: Index
+    size_bytes: Count
+    median_bytes_per_s: BytesPerS | None = None
 
 
 class _BenchFinding(msgspec.Struct):
     severity: str
     message: str
-    cuda_device: int | None = None
+    cuda_device: Index | None = None
 
 
 class _BenchDevice(msgspec.Struct):
@@ -298,16 +452,28 @@ _DECODER = msgspec.json.Decoder(_CheckFile | _SnapshotFile | _BenchFile | _Memor
 _CHECKS = msgspec.json.Decoder(list[_CheckItem])
 
 
-def _name(data: _Named | dict[str, Any], fallback: str) -> str:
-    """Slurm's name for the node when recorded, else its hostname, else the file's name."""
-    node, host = (
-        (data.slurm_node, data.host) if isinstance(data, _Named) else (data.get("slurm_node"), data.get("host"))
-    )
-    if isinstance(node, str) and node:
-        return node
-    if isinstance(host, dict):
-        host = host.get("hostname")
-    return host if isinstance(host, str) and host else fallback
+def _name(data: _Named | None) -> tuple[str | None, str]:
+    """Slurm's name for the node when recorded, else its hostname (None: neither), and the field it came from."""
+    if data is None:
+        return None, ""
+    if data.slurm_node:
+        return data.slurm_node, "slurm_node"
+    host = data.host.hostname if isinstance(data.host, _Host) else data.host
+    return (host, "host") if isinstance(host, str) and host else (None, "")
+
+
+def _node_name(doc: _Named, path: str) -> str:
+    """The node a read document is about; a name that is not exactly one node name makes it unreadable."""
+    name, source = _name(doc)
+    if name is None:
+        name, source = file_host(path), "the file's name"
+    if not is_node_name(name):
+        raise _InvalidContentError(
+            Cause.BAD_NAME,
+            f"invalid node name {name[:100]!r} in {source}: a node name is one name (letters, digits, '.', '_', '-'),"
+            " never a hostlist",
+        )
+    return name
 
 
 def _known(value: Any) -> Any:
@@ -315,23 +481,86 @@ def _known(value: Any) -> Any:
     return None if isinstance(value, dict) else value
 
 
+# Values that repeat across a fleet (version maps, GPU model lists, check lists, failures) are kept
+# once: 50,000 nodes of the same 8 GPUs share one tuple. Cleared when it grows past what a fleet
+# has distinct values for, so that adversarial files cannot grow it without bound.
+_SHARED: dict[Any, Any] = {}
+
+
+def _shared(kind: str, value: Any, key: Any = None) -> Any:
+    """The one kept copy of ``value`` (of its ``kind``: values of different kinds may be equal)."""
+    if len(_SHARED) > 200_000:
+        _SHARED.clear()
+    return _SHARED.setdefault((kind, value if key is None else key), value)
+
+
 # --- per schema ----------------------------------------------------------------------
 
 
-def _check(doc: _CheckFile, path: str, fallback: str) -> NodeFile:
-    # A READY verdict means no check failed (`check` gives it only then): its list need not be read.
-    checks = _CHECKS.decode(doc.checks) if doc.verdict != "READY" else []
-    failures = [_failure(c, doc.gpus) for c in checks if c.status == "FAIL"]
-    failures += [Failure("gpudiag.could_not_run", "", note) for note in doc.could_not_run]
+def _check(doc: _CheckFile, path: str, keep_checks: bool) -> NodeFile:
+    host = _node_name(doc, path)
+    checks = _CHECKS.decode(doc.checks)
+    ids = {c.id for c in checks}
+    if not ids <= _valid_ids:
+        for cid in ids - _valid_ids:
+            if not _CHECK_ID.fullmatch(cid):
+                raise _InvalidContentError(
+                    Cause.MALFORMED, f"malformed gpudiag.check/1 output: {cid[:60]!r} is not a check id"
+                )
+        if len(_valid_ids) < 10_000:  # bounded, whatever the files hold
+            _valid_ids.update(ids)
+    failing = ("FAIL", "WARN") if doc.strict else ("FAIL",)
+    failed = [c for c in checks if c.status in failing]
+    given = "NOT READY" if failed else "UNKNOWN" if doc.could_not_run else "READY"
+    if doc.verdict != given:
+        raise _InvalidContentError(
+            Cause.CONTRADICTS,
+            f"verdict {doc.verdict} contradicts its own results, which give {given} (edited or corrupted?)",
+        )
+    failures = [_failure(c, doc.gpus) for c in failed]
+    # What could not run (the torch probe, the functional test's child) leaves the verdict UNKNOWN:
+    # not ready for the job, but no proof against the node, so not drained for it.
+    failures += [Failure("gpudiag.could_not_run", "", note, "job") for note in doc.could_not_run]
     versions = {
         key: value.split("  (", 1)[0]  # "2.5.1+cu124  (files only: ...)"
         for key, value in doc.versions.items()
         if key in VERSION_FIELDS and value != "N/A"
     }
     names, metrics, rem = _gpu_figures(doc.gpus)
-    return NodeFile(
-        path, _name(doc, fallback), Kind.CHECK, "", doc.verdict, tuple(failures), versions, names, metrics, rem
+    deep: dict[str, int] = {}
+    if doc.gpus and _has_deep(doc.gpus[0]):  # check --level 2-4
+        deep = _deep_figures(doc.gpus, metrics)
+    kept = _shared("checks", _worst_statuses(checks)) if keep_checks else ()
+    node = NodeFile(
+        path,
+        host,
+        Kind.CHECK,
+        "",
+        doc.verdict,
+        tuple(_shared("failure", f) for f in failures),
+        _shared("versions", versions, tuple(versions.items())),
+        names,
+        metrics,
+        rem,
+        kept,
     )
+    return replace(node, figure_gpus=deep) if deep else node
+
+
+_SEVERITY = {"FAIL": 3, "WARN": 2, "PASS": 1, "SKIP": 0}
+
+
+def worst_statuses(results: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """(check id, its worst status) per check, in order of first appearance."""
+    worst: dict[str, str] = {}
+    for cid, status in results:
+        if cid not in worst or _SEVERITY.get(status, 0) > _SEVERITY.get(worst[cid], 0):
+            worst[cid] = status
+    return tuple(_shared("result", item) for item in worst.items())
+
+
+def _worst_statuses(checks: list[_CheckItem]) -> tuple[tuple[str, str], ...]:
+    return worst_statuses((c.id, c.status) for c in checks)
 
 
 def _failure(c: _CheckItem, gpus: list[_CheckGpu]) -> Failure:
@@ -347,7 +576,7 @@ def _failure(c: _CheckItem, gpus: list[_CheckGpu]) -> Failure:
     if target.startswith("GPU ") and target[4:].isdigit():
         index = int(target[4:])
         uuid = next((g.uuid for g in gpus if g.index == index and g.uuid), "")
-    return Failure(c.id, target, c.finding, scope, action, uuid)
+    return Failure(_shared("id", c.id), target, c.finding, scope, action, uuid)
 
 
 def _gpu_figures(gpus: list[_CheckGpu]) -> tuple[tuple[str, ...], dict[str, float], str]:
@@ -394,10 +623,44 @@ def _gpu_figures(gpus: list[_CheckGpu]) -> tuple[tuple[str, ...], dict[str, floa
         sums["temperature_c"] = float(hottest)
     if slowest is not None:
         sums["matmul_tflops"] = slowest
-    return tuple(names), sums, remedy(actions, pending) if actions or pending else ""
+    shared_names: tuple[str, ...] = _shared("gpus", tuple(names))
+    return shared_names, sums, remedy(actions, pending) if actions or pending else ""
 
 
-def _snapshot(doc: _SnapshotFile, path: str, fallback: str) -> NodeFile:
+# Per GPU in `check --json` → the node's figure (the slowest GPU's): the outlier figures of `check --level 2-4`.
+_DEEP_FIGURES = (
+    ("stress_tflops", "stress_tflops"),
+    ("memtest_gbps", "memtest_gbps"),
+    ("h2d_gbps", "h2d_gbps"),
+    ("d2h_gbps", "d2h_gbps"),
+    ("d2d_gbps", "d2d_gbps"),
+    ("peer_min_gbps", "peer_gbps"),
+    ("allreduce_busbw_gbps", "allreduce_busbw_gbps"),
+)
+
+
+def _has_deep(gpu: _CheckGpu) -> bool:
+    return any(getattr(gpu, key) is not None for key, _ in _DEEP_FIGURES)
+
+
+def _deep_figures(gpus: list[_CheckGpu], metrics: dict[str, float]) -> dict[str, int]:
+    """Add the slowest GPU's deep figures to ``metrics``; which GPU each came from."""
+    where: dict[str, int] = {}
+    for key, figure in _DEEP_FIGURES:
+        slowest: _CheckGpu | None = None
+        for g in gpus:
+            value = getattr(g, key)
+            if value is not None and (slowest is None or value < getattr(slowest, key)):
+                slowest = g
+        if slowest is not None:
+            metrics[figure] = float(getattr(slowest, key))
+            if slowest.index is not None:
+                where[figure] = slowest.index
+    return where
+
+
+def _snapshot(doc: _SnapshotFile, path: str, keep_checks: bool) -> NodeFile:
+    host = _node_name(doc, path)
     versions = {}
     if driver := _known(doc.nvml.driver_version):
         versions["Driver"] = driver
@@ -414,9 +677,10 @@ def _snapshot(doc: _SnapshotFile, path: str, fallback: str) -> NodeFile:
         ecc = g.ecc_errors or _Ecc()
         rows = g.remapped_rows if g.remapped_rows is not None and g.remapped_rows.unavailable is None else None
         pages = g.retired_pages if g.retired_pages is not None and g.retired_pages.unavailable is None else None
+        name = _known(g.name)
         gpus.append(
             _CheckGpu(
-                name=_known(g.name),
+                name=name if isinstance(name, str) else None,
                 temperature_c=_known(g.temperature_c),
                 ecc_aggregate_corrected=_known(ecc.aggregate_corrected),
                 ecc_aggregate_uncorrected=_known(ecc.aggregate_uncorrected),
@@ -428,10 +692,12 @@ def _snapshot(doc: _SnapshotFile, path: str, fallback: str) -> NodeFile:
             )
         )
     names, metrics, rem = _gpu_figures(gpus)
-    return NodeFile(path, _name(doc, fallback), Kind.SNAPSHOT, "", None, (), versions, names, metrics, rem)
+    shared = _shared("versions", versions, tuple(versions.items()))
+    return NodeFile(path, host, Kind.SNAPSHOT, "", None, (), shared, names, metrics, rem)
 
 
-def _bench(doc: _BenchFile, path: str, fallback: str) -> NodeFile:
+def _bench(doc: _BenchFile, path: str, keep_checks: bool) -> NodeFile:
+    host = _node_name(doc, path)
     failures = [
         Failure("bench-transfer", f"cuda:{f.cuda_device}" if f.cuda_device is not None else "", f.message)
         for f in doc.findings
@@ -452,13 +718,14 @@ def _bench(doc: _BenchFile, path: str, fallback: str) -> NodeFile:
             if rates:
                 metrics[metric] = min(rates) / 1e9  # the slowest GPU, GB/s
                 break
-    names = tuple(d.name or "unknown GPU" for d in doc.devices)
-    return NodeFile(path, _name(doc, fallback), Kind.BENCH, "", None, tuple(failures), {}, names, metrics)
+    names = _shared("gpus", tuple(d.name or "unknown GPU" for d in doc.devices))
+    return NodeFile(path, host, Kind.BENCH, "", None, tuple(failures), {}, names, metrics)
 
 
-def _memory(doc: _MemoryFile, path: str, fallback: str) -> NodeFile:
-    names = tuple(_known(g.name) or "unknown GPU" for g in doc.gpus)
-    return NodeFile(path, _name(doc, fallback), Kind.MEMORY, gpus=names)
+def _memory(doc: _MemoryFile, path: str, keep_checks: bool) -> NodeFile:
+    host = _node_name(doc, path)
+    names = _shared("gpus", tuple(n if isinstance(n := _known(g.name), str) else "unknown GPU" for g in doc.gpus))
+    return NodeFile(path, host, Kind.MEMORY, gpus=names)
 
 
 _READERS: dict[type, Any] = {

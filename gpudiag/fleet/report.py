@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from gpudiag.errors import UsageError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.fleet import hostlists, outliers
-from gpudiag.fleet.nodefiles import VERSION_FIELDS, Failure, Kind, NodeFile
+from gpudiag.fleet.nodefiles import VERSION_FIELDS, Cause, Failure, Kind, NodeFile, worst_statuses
 
 SCHEMA = "gpudiag.report/1"
 
@@ -28,7 +28,12 @@ class State(str, enum.Enum):
     MISSING = "missing"
 
 
-@dataclass(frozen=True)
+# A node with several files takes the worst of their states: a failure outranks a file that
+# could not be read (something is known to be wrong), which outranks a ready file.
+_RANK = {State.READY: 0, State.UNREADABLE: 1, State.NOT_READY: 2}
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     host: str
     state: State
@@ -42,21 +47,42 @@ class Node:
     metrics: dict[str, float] = field(default_factory=dict)
     remedy: str = ""
     checks: tuple[tuple[str, str], ...] = ()  # (check id, worst status), kept for JUnit only
+    unread: tuple[tuple[str, Cause, str], ...] = ()  # (file, cause, why) per unreadable file, as in ``problems``
+    name_ok: bool = True  # False: no file named a valid node; ``host`` is a file's name, never a target
+    worst: str = ""  # with several files that disagree: the file that gave the node its state
+    figure_gpus: dict[str, int] = field(default_factory=dict)  # the GPU a deep figure is from
 
     @property
     def failed_checks(self) -> list[str]:
         return list(dict.fromkeys(f.check for f in self.failures))
 
+    @property
+    def drain(self) -> bool:
+        """Whether a scheduler should drain the node: it failed a node-scope check. A node whose
+        failures are all job-scope (the job's environment, torch, requirements) fails that job only."""
+        return self.state is State.NOT_READY and any(f.scope == "node" for f in self.failures)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, slots=True)
 class FailureGroup:
     check: str
     hosts: tuple[str, ...]
     finding: str  # the most common finding, as an example
     remedy: str  # of the first node that needs one ("" for none)
+    scope: str = "node"  # "node" when any of these failures is node-scope, else "job"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class ProblemGroup:
+    """Unreadable nodes that share a cause."""
+
+    cause: Cause
+    hosts: tuple[str, ...]  # valid node names and (``name_ok`` False) file names as found
+    example: str  # why one of their files could not be read
+    file: str  # that file
+
+
+@dataclass(frozen=True, slots=True)
 class Skew:
     field: str
     values: tuple[tuple[str, tuple[str, ...]], ...]  # (value, hosts), most hosts first
@@ -71,26 +97,47 @@ class Report:
     skew: tuple[Skew, ...]
     outliers: tuple[outliers.Outlier, ...]
     stats: dict[str, tuple[float, float, int]]  # figure -> (median, scaled MAD, nodes)
+    problems: tuple[ProblemGroup, ...] = ()  # unreadable nodes by cause, most nodes first
 
     def count(self, state: State) -> int:
         return sum(1 for n in self.nodes if n.state is state)
 
     def hosts(self, state: State) -> list[str]:
-        return [n.host for n in self.nodes if n.state is state]
+        """The (validly named) nodes in this state; nodes without a valid name are in :meth:`unnamed`."""
+        return [n.host for n in self.nodes if n.state is state and n.name_ok]
+
+    def unnamed(self) -> list[Node]:
+        """Nodes whose files named no valid node (unreadable): listed by their file's name, never in a hostlist."""
+        return [n for n in self.nodes if not n.name_ok]
+
+    @property
+    def to_drain(self) -> int:
+        return sum(1 for n in self.nodes if n.drain)
 
 
 def node_files(paths: Iterable[str]) -> list[str]:
-    """Files named, and the ``*.json`` files directly inside directories named, sorted per directory."""
+    """Files named, and the ``*.json`` entries directly inside directories named (sub-directories left
+    out; FIFOs, links and the like kept, to be named unreadable), sorted per directory."""
     out: list[str] = []
     for path in paths:
         if os.path.isdir(path):
-            with os.scandir(path) as entries:
-                out += sorted(e.path for e in entries if e.name.endswith(".json") and not e.is_dir())
-        elif os.path.exists(path):
+            try:
+                with os.scandir(path) as entries:
+                    out += sorted(e.path for e in entries if e.name.endswith(".json") and not _is_dir(e))
+            except OSError as exc:
+                raise UsageError(f"{path!r}: cannot list: {exc.strerror or exc}") from None
+        elif os.path.lexists(path):
             out.append(path)
         else:
-            raise UsageError(f"{path}: no such file or directory")
+            raise UsageError(f"{path!r}: no such file or directory")
     return out
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
 
 
 @functools.lru_cache(maxsize=1024)  # a fleet has few distinct GPU sets; asked once per node
@@ -100,13 +147,23 @@ def gpu_summary(gpus: tuple[str, ...]) -> str:
     return " + ".join(f"{n}× {name}" for name, n in counts.items()) or "no GPU"
 
 
+def file_state(f: NodeFile) -> State:
+    """What one file says about its node on its own."""
+    if f.kind is None:
+        return State.UNREADABLE
+    return State.NOT_READY if f.failures or (f.verdict is not None and f.verdict != "READY") else State.READY
+
+
 def _merge(host: str, files: list[NodeFile]) -> Node:
     f = files[0]
-    if len(files) == 1 and f.kind is not None:  # the usual case, kept cheap for 10,000 nodes
-        failed = bool(f.failures) or (f.verdict is not None and f.verdict != "READY")
+    if len(files) == 1:  # the usual case, kept cheap for 50,000 nodes
+        if f.kind is None:
+            problem = f"{f.path}: {f.problem}"
+            why = ((f.path, f.cause or Cause.CANNOT_READ, f.problem),)
+            return Node(host, State.UNREADABLE, (f.path,), problems=(problem,), unread=why, name_ok=f.name_ok)
         return Node(
             host=host,
-            state=State.NOT_READY if failed else State.READY,
+            state=file_state(f),
             files=(f.path,),
             kinds=(f.kind,),
             failures=f.failures,
@@ -115,22 +172,21 @@ def _merge(host: str, files: list[NodeFile]) -> Node:
             gpus=f.gpus,
             metrics=f.metrics,
             remedy=f.remedy,
-            checks=_worst_statuses(list(f.checks)) if f.checks else (),
+            checks=f.checks,
+            figure_gpus=f.figure_gpus,
         )
     readable = [f for f in files if f.kind is not None]
     failures = tuple(x for f in readable for x in f.failures)
-    problems = tuple(f"{f.path}: {f.problem}" for f in files if f.kind is None)
+    bad_files = [f for f in files if f.kind is None]
     verdicts = [f.verdict for f in readable if f.kind is Kind.CHECK and f.verdict is not None]
     # The worst verdict a check file of this node gave.
-    verdict = next((v for v in ("NOT READY", "UNKNOWN", "READY") if v in verdicts), verdicts[0] if verdicts else None)
-    if failures or (verdict is not None and verdict != "READY"):
-        state = State.NOT_READY
-    elif problems:
-        state = State.UNREADABLE
-    else:
-        state = State.READY
+    verdict = next((v for v in ("NOT READY", "UNKNOWN", "READY") if v in verdicts), None)
+    states = [file_state(f) for f in files]
+    state = max(states, key=_RANK.__getitem__)
+    worst = next(f.path for f, s in zip(files, states, strict=True) if s is state) if len(set(states)) > 1 else ""
     versions: dict[str, str] = {}
     metrics: dict[str, float] = {}
+    figure_gpus: dict[str, int] = {}
     gpus: tuple[str, ...] = ()
     # GPU models: a check or snapshot sees every GPU; bench-transfer only those torch could use.
     for kind in (Kind.BENCH, Kind.MEMORY, Kind.SNAPSHOT, Kind.CHECK):
@@ -138,50 +194,57 @@ def _merge(host: str, files: list[NodeFile]) -> Node:
             if f.kind is kind:
                 versions.update(f.versions)
                 metrics.update(f.metrics)
+                figure_gpus.update(f.figure_gpus)
                 gpus = f.gpus or gpus
-    checks = _worst_statuses([c for f in readable for c in f.checks])
     return Node(
         host=host,
         state=state,
         files=tuple(f.path for f in files),
         kinds=tuple(dict.fromkeys(f.kind for f in readable if f.kind is not None)),
         failures=failures,
-        problems=problems,
+        problems=tuple(f"{f.path}: {f.problem}" for f in bad_files),
         verdict=verdict,
         versions=versions,
         gpus=gpus,
         metrics=metrics,
         remedy=", ".join(dict.fromkeys(r for f in readable if (r := f.remedy))),
-        checks=checks,
+        checks=worst_statuses(c for f in readable for c in f.checks),
+        unread=tuple((f.path, f.cause or Cause.CANNOT_READ, f.problem) for f in bad_files),
+        name_ok=all(f.name_ok for f in files),
+        worst=worst,
+        figure_gpus=figure_gpus,
     )
 
 
-_SEVERITY = {"FAIL": 3, "WARN": 2, "PASS": 1, "SKIP": 0}
-
-
-def _worst_statuses(checks: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    worst: dict[str, str] = {}
-    for cid, status in checks:
-        if cid not in worst or _SEVERITY.get(status, 0) > _SEVERITY.get(worst[cid], 0):
-            worst[cid] = status
-    return tuple(worst.items())
+def expected_nodes(expect: str) -> list[str]:
+    """The nodes ``--expect`` names; each must be one valid node name (a name is data, never syntax)."""
+    expected = hostlists.expand(expect)
+    for name in expected:
+        if not hostlists.is_node_name(name):
+            raise UsageError(
+                f"--expect {expect!r}: {name!r} is not a node name (letters, digits, '.', '_', '-'; "
+                "hostlist syntax only as node[001-128],login1)"
+            )
+    return expected
 
 
 def build(files: Iterable[NodeFile], expect: str | None = None) -> Report:
     """The fleet report of these node files; ``expect`` (a hostlist) names the nodes that should have sent one."""
-    expected = hostlists.expand(expect) if expect is not None else None
+    expected = expected_nodes(expect) if expect is not None else None
     by_host: dict[str, list[NodeFile]] = defaultdict(list)
     for f in files:
         by_host[f.host].append(f)
     nodes = {host: _merge(host, group) for host, group in by_host.items()}
+    del by_host
     unexpected: list[str] = []
     if expected is not None:
         expected_set = set(expected)
-        unexpected = [h for h in nodes if h not in expected_set]
+        unexpected = [h for h, n in nodes.items() if h not in expected_set and n.name_ok]
         for host in expected:
             if host not in nodes:
                 nodes[host] = Node(host, State.MISSING)
     ordered = tuple(nodes[h] for h in sorted(nodes, key=hostlists.sort_key))
+    del nodes
 
     groups: dict[str, list[Node]] = defaultdict(list)
     for node in ordered:
@@ -193,9 +256,17 @@ def build(files: Iterable[NodeFile], expect: str | None = None) -> Report:
             f"{f.target}: {f.finding}" if f.target else f.finding for n in members for f in n.failures if f.check == cid
         )
         remedy = next((n.remedy for n in members if n.remedy), "")
-        failure_groups.append(FailureGroup(cid, tuple(n.host for n in members), findings.most_common(1)[0][0], remedy))
+        scope = "node" if any(f.scope == "node" for n in members for f in n.failures if f.check == cid) else "job"
+        failure_groups.append(
+            FailureGroup(cid, tuple(n.host for n in members), findings.most_common(1)[0][0], remedy, scope)
+        )
 
-    found, stats = outliers.find({n.host: n.metrics for n in ordered if n.metrics})
+    measured = [n for n in ordered if n.metrics]
+    found, stats = outliers.find(
+        {n.host: n.metrics for n in measured},
+        models={n.host: gpu_summary(n.gpus) for n in measured},  # per-model figures: like against like
+        gpus={n.host: n.figure_gpus for n in measured if n.figure_gpus},
+    )
     return Report(
         nodes=ordered,
         expected=expect,
@@ -204,7 +275,22 @@ def build(files: Iterable[NodeFile], expect: str | None = None) -> Report:
         skew=_skew(ordered),
         outliers=tuple(found),
         stats=stats,
+        problems=_problem_groups(ordered),
     )
+
+
+def _problem_groups(nodes: tuple[Node, ...]) -> tuple[ProblemGroup, ...]:
+    """Unreadable nodes grouped by why (a node with files unreadable for two reasons is in both)."""
+    groups: dict[Cause, list[Node]] = defaultdict(list)
+    examples: dict[Cause, tuple[str, str]] = {}
+    for n in nodes:
+        if n.state is State.UNREADABLE:
+            for path, cause, why in n.unread:
+                if not groups[cause] or groups[cause][-1] is not n:
+                    groups[cause].append(n)
+                examples.setdefault(cause, (why, path))
+    ranked = sorted(groups.items(), key=lambda item: -len(item[1]))
+    return tuple(ProblemGroup(cause, tuple(n.host for n in members), *examples[cause]) for cause, members in ranked)
 
 
 def _skew(nodes: tuple[Node, ...]) -> tuple[Skew, ...]:

@@ -50,7 +50,6 @@ class ChildResult(msgspec.Struct, frozen=True):
     data: dict[str, Any] = msgspec.field(default_factory=dict)
     detail: str = ""  # one line for users: the error, the signal, the timeout
     seconds: float = 0.0
-    stderr_tail: str = ""
 
     @property
     def ok(self) -> bool:
@@ -132,9 +131,7 @@ class Running:
             if remaining <= 0:
                 self.kill()
                 self._drain.join(timeout=5)
-                return ChildResult(
-                    ChildOutcome.TIMEOUT, detail=why, seconds=time.monotonic() - self.start, stderr_tail=self._tail()
-                )
+                return ChildResult(ChildOutcome.TIMEOUT, detail=why, seconds=time.monotonic() - self.start)
             try:
                 line = self._lines.get(timeout=min(remaining, 0.25))
             except queue.Empty:
@@ -158,18 +155,13 @@ class Running:
                 name = signal.Signals(-code).name
             except ValueError:
                 name = f"signal {-code}"
-            return ChildResult(ChildOutcome.CRASHED, data or {}, f"crashed with {name}", seconds, self._tail())
+            return ChildResult(ChildOutcome.CRASHED, data or {}, f"crashed with {name}", seconds)
         if code != 0:
             err = "".join(self._err)
-            return ChildResult(ChildOutcome.FAILED, data or {}, _last_error_line(err, code), seconds, self._tail())
+            return ChildResult(ChildOutcome.FAILED, data or {}, _last_error_line(err, code), seconds)
         if data is None:
-            return ChildResult(
-                ChildOutcome.NO_RESULT, detail="the child printed no result", seconds=seconds, stderr_tail=self._tail()
-            )
-        return ChildResult(ChildOutcome.OK, data, "", seconds, self._tail())
-
-    def _tail(self, lines: int = 15) -> str:
-        return "\n".join("".join(self._err).strip().splitlines()[-lines:])
+            return ChildResult(ChildOutcome.NO_RESULT, detail="the child printed no result", seconds=seconds)
+        return ChildResult(ChildOutcome.OK, data, "", seconds)
 
 
 def start(

@@ -14,7 +14,6 @@ from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import (
     ALL_GROUPS,
-    DETAILS_NOT_RECORDED,
     MACHINE_SCHEMA,
     FactGroup,
     HostInfo,
@@ -23,7 +22,6 @@ from gpudiag.model import (
     Reason,
     TorchBuild,
     TorchRuntime,
-    unavailable,
 )
 from gpudiag.probe import env as env_probe
 from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
@@ -52,14 +50,18 @@ class MachineSource:
     facts: frozenset[FactGroup] = ALL_GROUPS
     # Recorded in snapshots; a live source leaves it to the commands that start torch.
     torch_runtime: Reading[TorchRuntime] = field(
-        default_factory=lambda: unavailable(Reason.UNAVAILABLE, "torch runtime not probed")
+        default_factory=lambda: Reading.missing(Reason.UNAVAILABLE, "torch runtime not probed")
     )
     # The replayed machine: GPUs it holds without details keep saying "not recorded".
     recorded: Machine | None = None
     # NVML indices of a snapshot of some GPUs (`list --json --id 3`): the fake enumerates
     # them from 0, the readings keep their real numbers. Empty: indices are positions.
     indices: tuple[int, ...] = ()
+    replay: str = ""  # the example name or snapshot file replayed ("" live)
     session: NvmlSession = field(init=False)
+    # A replay playing its recorded series (gpudiag.replay.series): the sample the fake NVML answers.
+    series: Any = None
+    sample: int = 0
 
     def __post_init__(self) -> None:
         self.session = NvmlSession(self.lib, self.host)
@@ -76,7 +78,8 @@ class MachineSource:
         return Machine(
             schema=MACHINE_SCHEMA,
             source=self.name,
-            collected_at=time.time(),
+            # A replay holds one moment: the time its snapshot was taken (0: the file does not say).
+            collected_at=self.recorded.collected_at if self.recorded is not None else time.time(),
             nvml=self.session.info,
             gpus=gpus,
             host=self.host_info,
@@ -84,6 +87,33 @@ class MachineSource:
             torch_build=self.torch_build,
             torch_runtime=self.torch_runtime,
         )
+
+    def play(self) -> int:
+        """Have a replay answer with its recorded series (gpudiag/machines/series/), from its first
+        sample: monitors print what the machine read over time, never one snapshot again and again.
+        Returns how many samples it holds: 1 for a snapshot without a series; 0 live (no end)."""
+        if self.recorded is None:
+            return 0
+        from gpudiag.replay import series
+
+        self.series = series.load_for(self.replay, self.recorded)
+        if self.series is None:
+            return 1
+        self.seek(0)
+        return len(self.series)
+
+    def seek(self, n: int) -> None:
+        """Answer from sample ``n`` of the series being played."""
+        self.sample = n
+        self.lib.set_machine(self.series.machine_at(self.recorded, n))
+
+    def sample_time(self) -> float:
+        """When the sample being read was taken: now live; the series' own time on a replay."""
+        if self.series is not None:
+            return float(self.series.time_of(self.sample))
+        if self.recorded is not None:
+            return self.recorded.collected_at  # a snapshot's one moment
+        return time.time()
 
     def close(self) -> None:
         self.session.close()
@@ -165,13 +195,14 @@ def _replay_source(spec: str) -> MachineSource:
         torch_runtime=machine.torch_runtime,
         recorded=machine,
         indices=indices if indices != tuple(range(len(indices))) else (),
+        replay=spec,
     )
     source.session.cpu_count = 1024  # the recorded machine's CPUs, not this host's, size its affinity masks
     source.session.unrecorded_details = {  # by position: the fake enumerates a snapshot's GPUs from 0
         position: (
-            unavailable(Reason.UNAVAILABLE, DETAILS_NOT_RECORDED)
+            Reading.missing(Reason.NOT_RECORDED)
             if gpu.details.reason is Reason.NOT_READ  # the file holds none (an older gpudiag, or not read)
-            else unavailable(gpu.details.reason, gpu.details.detail)
+            else gpu.details
         )
         for position, gpu in enumerate(machine.gpus)
         if gpu.details.reason is not None
@@ -184,7 +215,4 @@ def collect(
 ) -> Machine:
     """One reading of the machine's ``facts`` (every group unless a command asks for fewer)."""
     with open_source(replay, environ, facts) as source:
-        machine = source.read()
-    if replay:
-        machine = replace(machine, collected_at=0.0)  # replays are deterministic
-    return machine
+        return source.read()

@@ -12,81 +12,69 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from gpudiag.details import (
+    DETAIL_READINGS,
     ECC_LOCATIONS,
     Affinity,
-    Bar1,
-    Clocks,
-    ClockSet,
-    Codecs,
     EccLocation,
     GpuDetails,
-    Identity,
-    MemoryHealth,
     NvLink,
-    PcieDetail,
     PeerLink,
-    PowerDetail,
     ProcessLoad,
-    RowRemapHistogram,
     SramErrors,
-    Temperatures,
 )
-from gpudiag.model import Reading, Reason, unavailable
-
-# nvmlDeviceGetTopologyCommonAncestor's levels in `nvidia-smi topo -m`'s words.
-TOPOLOGY_LEVELS = {0: "SELF", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
-
-# nvmlGpuP2PStatus_t in words (nvidia-smi topo -p2p r).
-P2P_STATUS = {
-    0: "OK",
-    1: "chipset not supported",
-    2: "GPU not supported",
-    3: "IOH topology not supported",
-    4: "disabled by regkey",
-    5: "not supported",
-    6: "unknown",
-}
-P2P_READ = 0  # NVML_P2P_CAPS_INDEX_READ (pynvml defines it as a one-item tuple)
-P2P_NVLINK = 2  # NVML_P2P_CAPS_INDEX_NVLINK
-NVLINK_REMOTE_TYPES = {0: "GPU", 1: "IBM NPU", 2: "switch", 255: "unknown"}
-
-# Clock-event reason counters as field values, in nvidia-smi's names.
-EVENT_COUNTER_FIELDS = (
-    ("sw_power_cap", 74),
-    ("sync_boost", 76),
-    ("sw_thermal_slowdown", 269),
-    ("hw_thermal_slowdown", 270),
-    ("hw_power_brake_slowdown", 271),
+from gpudiag.model import Reading, Reason
+from gpudiag.readings import (
+    FI_NVLINK_GET_SPEED,
+    FI_NVLINK_THROUGHPUT_DATA_RX,
+    FI_NVLINK_THROUGHPUT_DATA_TX,
+    FI_NVLINK_THROUGHPUT_RAW_RX,
+    FI_NVLINK_THROUGHPUT_RAW_TX,
+    NVLINK_REMOTE_TYPES,
+    P2P_ATOMICS,
+    P2P_NVLINK,
+    P2P_PROP,
+    P2P_READ,
+    P2P_STATUS,
+    P2P_WRITE,
+    TOPOLOGY_LEVELS,
+    Spec,
+    fields_from,
+    text,
 )
-FI_MEMORY_TEMP = 82
-FI_TOTAL_ENERGY = 83
-FI_PCIE_REPLAY_COUNTER = 94
-FI_POWER_AVERAGE = 185
-FI_POWER_INSTANT = 186
-FI_NVLINK_GET_SPEED = 164
-FI_REMAPPED_COR_INACTIVE = 301
-FI_REMAPPED_UNC_INACTIVE = 302
+
+# Each link's throughput counters (field id, NvLink field), read in one call with its speed.
+_THROUGHPUT = (
+    (FI_NVLINK_THROUGHPUT_DATA_TX, "data_tx_kib"),
+    (FI_NVLINK_THROUGHPUT_DATA_RX, "data_rx_kib"),
+    (FI_NVLINK_THROUGHPUT_RAW_TX, "raw_tx_kib"),
+    (FI_NVLINK_THROUGHPUT_RAW_RX, "raw_rx_kib"),
+)
+
 NVLINK_MAX_LINKS = 18  # H100; NVML answers INVALID_ARGUMENT / NOT_SUPPORTED beyond a GPU's links
 
-_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 
+class Session(Protocol):
+    """What the details need of an NVML session (probe.nvml.NvmlSession): errors become reasons,
+    a lost GPU ends the GPU's read."""
 
-class Reader(Protocol):
-    """The session's one-call reader: errors become reasons, a lost GPU ends the GPU's read."""
+    @property
+    def lib(self) -> Any: ...
 
-    def __call__(self, function: str, *args: Any, convert: Callable[[Any], Any] | None = None) -> Reading[Any]: ...
+    def read(self, function: str, *args: Any, convert: Callable[[Any], Any] | None = None) -> Reading[Any]: ...
+
+    def read_specs(
+        self, handles: Any, h: Any, specs: tuple[Spec, ...], custom: Callable[[str], dict[str, Any]]
+    ) -> dict[str, Any]: ...
+
+    def field_values(self, h: Any, ids: list[Any]) -> dict[Any, Reading[Any]]: ...
 
 
 ProcessStats = Callable[[int], tuple[Reading[float], Reading[int], Reading[float]]]
 """pid -> (CPU %, resident memory in bytes, start time), from the host's process table."""
 
 
-def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
-
-def _mw(value: Any) -> float:
-    return round(int(value) / 1000.0, 3)
+# The members of nvmlPciInfoExt_t that nvmlPciInfo_t (drivers before R550) lacks.
+_CLASS_CODES = ("baseClass", "subClass")
 
 
 def cpu_list(mask_words: Any) -> str:
@@ -110,181 +98,81 @@ def ranges(numbers: list[int]) -> str:
 def _member(struct: Reading[Any], name: str) -> Reading[int]:
     """One integer of an NVML struct; a struct without it (an older library's layout) says so."""
     if struct.value is None:
-        return Reading(reason=struct.reason, detail=struct.detail)
+        return Reading.missing_like(struct)
     value = getattr(struct.value, name, None)
     if value is None:
-        return unavailable(Reason.NOT_SUPPORTED, f"{name} is not in this NVML's answer")
+        return Reading.missing(Reason.NOT_SUPPORTED, f"{name} is not in this NVML's answer")
     return Reading.of(int(value))
 
 
 class DetailsProbe:
-    """Reads :class:`GpuDetails` for the GPUs of one session; keeps process-utilization cursors."""
+    """Reads :class:`GpuDetails` for the GPUs of one session; keeps process-utilization cursors.
 
-    def __init__(self, lib: Any, read: Reader, process_stats: ProcessStats, cpu_count: int) -> None:
-        self._lib = lib
-        self._read = read
+    The simple readings are ``DETAIL_READINGS``' rows, read by the session; this class reads the
+    composite ones (the PCI ids, ECC by location, SRAM errors, NVLinks, topology, process load).
+    """
+
+    def __init__(self, session: Session, process_stats: ProcessStats, cpu_count: int) -> None:
+        self._session = session
+        self._lib = session.lib
+        self._read = session.read
         self._process_stats = process_stats
         self._cpu_words = max(1, (cpu_count + 63) // 64)
         self._last_seen: dict[int, int] = {}  # GPU index -> NVML timestamp of the last process sample
 
     def read(self, index: int, h: Any, peers: list[tuple[int, Any]], links: bool = True) -> GpuDetails:
         """The GPU's details; ``links`` (FactGroup.LINKS) adds its NVLinks and how it reaches ``peers``."""
-        fields = self._field_values(
-            h,
-            [FI_MEMORY_TEMP, FI_TOTAL_ENERGY, FI_PCIE_REPLAY_COUNTER, FI_POWER_AVERAGE, FI_POWER_INSTANT]
-            + [fid for _, fid in EVENT_COUNTER_FIELDS]
-            + [FI_REMAPPED_COR_INACTIVE, FI_REMAPPED_UNC_INACTIVE],
-        )
-        return GpuDetails(
-            clocks=self._clocks(h, fields),
-            power=self._power(h, fields),
-            temperatures=self._temperatures(h, fields),
-            identity=self._identity(h),
-            memory_health=self._memory_health(h, fields),
-            bar1=self._read(
-                "nvmlDeviceGetBAR1MemoryInfo",
-                h,
-                convert=lambda b: Bar1(int(b.bar1Total), int(b.bar1Used), int(b.bar1Free)),
-            ),
-            pcie=PcieDetail(
-                tx_kbps=self._read("nvmlDeviceGetPcieThroughput", h, self._lib.NVML_PCIE_UTIL_TX_BYTES, convert=int),
-                rx_kbps=self._read("nvmlDeviceGetPcieThroughput", h, self._lib.NVML_PCIE_UTIL_RX_BYTES, convert=int),
-                replay_counter=self._read("nvmlDeviceGetPcieReplayCounter", h, convert=int),
-            ),
-            codecs=self._codecs(h),
-            nvlinks=self._nvlinks(h) if links else unavailable(Reason.NOT_READ),
-            affinity=Reading.of(self._affinity(h, peers)) if links else unavailable(Reason.NOT_READ),
-            process_load=self._process_load(index, h),
-        )
+        not_read: Reading[Any] = Reading.missing(Reason.NOT_READ)
+        composite: dict[str, Callable[[], dict[str, Any]]] = {
+            "details.identity.pci_domain": lambda: self._pci_ids(h),
+            "details.memory_health.ecc_by_location": lambda: {"details.memory_health.ecc_by_location": self._ecc(h)},
+            "details.memory_health.sram": lambda: {"details.memory_health.sram": self._sram(h)},
+            "details.nvlinks": lambda: {"details.nvlinks": self._nvlinks(h) if links else not_read},
+            "details.affinity": lambda: {
+                "details.affinity": Reading.of(self._affinity(h, peers)) if links else not_read
+            },
+            "details.process_load": lambda: {"details.process_load": self._process_load(index, h)},
+            "details.clocks.supported": lambda: {"details.clocks.supported": self._supported_clocks(h)},
+        }
+        values = self._session.read_specs(None, h, DETAIL_READINGS, lambda key: composite[key]())
+        details: dict[str, Any] = fields_from(GpuDetails, {key[len("details.") :]: v for key, v in values.items()})
+        return GpuDetails(**details)
 
-    # -- field values ----------------------------------------------------------------
-
-    def _field_values(self, h: Any, ids: list[Any]) -> dict[Any, Reading[Any]]:
-        lib = self._lib
-        raw: Reading[Any] = self._read("nvmlDeviceGetFieldValues", h, ids)
-        if raw.value is None:
-            return {fid: Reading(reason=raw.reason, detail=raw.detail) for fid in ids}
-        out: dict[Any, Reading[Any]] = {}
-        for fid, value in zip(ids, raw.value, strict=True):
-            if int(value.nvmlReturn) == lib.NVML_SUCCESS:
-                member = _VALUE_MEMBERS.get(int(getattr(value, "valueType", 1)), "uiVal")
-                out[fid] = Reading.of(getattr(value.value, member))
-                continue
-            code = int(value.nvmlReturn)
-            reason = {
-                lib.NVML_ERROR_NOT_SUPPORTED: Reason.NOT_SUPPORTED,
-                lib.NVML_ERROR_NO_PERMISSION: Reason.NO_PERMISSION,
-                lib.NVML_ERROR_NOT_FOUND: Reason.NOT_FOUND,
-            }.get(code, Reason.UNKNOWN_ERROR)
-            out[fid] = unavailable(
-                reason, "" if reason is not Reason.UNKNOWN_ERROR else f"field {fid}: NVML error {code}"
-            )
-        return out
-
-    # -- groups ----------------------------------------------------------------------
-
-    def _clock_set(self, function: str, h: Any) -> ClockSet:
-        lib = self._lib
-        return ClockSet(
-            graphics=self._read(function, h, lib.NVML_CLOCK_GRAPHICS, convert=int),
-            sm=self._read(function, h, lib.NVML_CLOCK_SM, convert=int),
-            memory=self._read(function, h, lib.NVML_CLOCK_MEM, convert=int),
-            video=self._read(function, h, lib.NVML_CLOCK_VIDEO, convert=int),
-        )
-
-    def _clocks(self, h: Any, fields: dict[Any, Reading[Any]]) -> Clocks:
-        supported = self._read("nvmlDeviceGetSupportedClocksEventReasons", h, convert=int)
-        if supported.reason is Reason.FUNCTION_NOT_FOUND:  # drivers before R535
-            supported = self._read("nvmlDeviceGetSupportedClocksThrottleReasons", h, convert=int)
-        return Clocks(
-            current=self._clock_set("nvmlDeviceGetClockInfo", h),
-            max=self._clock_set("nvmlDeviceGetMaxClockInfo", h),
-            applications=self._clock_set("nvmlDeviceGetApplicationsClock", h),
-            default_applications=self._clock_set("nvmlDeviceGetDefaultApplicationsClock", h),
-            event_reasons_supported=supported,
-            # NVML counts nanoseconds; nvidia-smi shows microseconds.
-            event_reason_counters_us=tuple(
-                (name, fields[fid].map(lambda ns: int(ns) // 1000)) for name, fid in EVENT_COUNTER_FIELDS
-            ),
-        )
-
-    def _power(self, h: Any, fields: dict[Any, Reading[Any]]) -> PowerDetail:
-        constraints: Reading[Any] = self._read("nvmlDeviceGetPowerManagementLimitConstraints", h)
-        return PowerDetail(
-            management=self._read("nvmlDeviceGetPowerManagementMode", h, convert=bool),
-            average_w=fields[FI_POWER_AVERAGE].map(_mw),
-            instant_w=fields[FI_POWER_INSTANT].map(_mw),
-            requested_limit_w=self._read("nvmlDeviceGetPowerManagementLimit", h, convert=_mw),
-            default_limit_w=self._read("nvmlDeviceGetPowerManagementDefaultLimit", h, convert=_mw),
-            min_limit_w=constraints.map(lambda c: _mw(c[0])),
-            max_limit_w=constraints.map(lambda c: _mw(c[1])),
-            energy_mj=self._read("nvmlDeviceGetTotalEnergyConsumption", h, convert=int),
-        )
-
-    def _temperatures(self, h: Any, fields: dict[Any, Reading[Any]]) -> Temperatures:
-        lib = self._lib
-        return Temperatures(
-            memory_c=fields[FI_MEMORY_TEMP].map(int),
-            margin_c=self._read("nvmlDeviceGetMarginTemperature", h, convert=int),
-            gpu_max_c=self._read(
-                "nvmlDeviceGetTemperatureThreshold", h, lib.NVML_TEMPERATURE_THRESHOLD_GPU_MAX, convert=int
-            ),
-            memory_max_c=self._read(
-                "nvmlDeviceGetTemperatureThreshold", h, lib.NVML_TEMPERATURE_THRESHOLD_MEM_MAX, convert=int
-            ),
-        )
+    # -- the composite readings ------------------------------------------------------
 
     def _struct(self, function: str, h: Any, struct: Any) -> Reading[Any]:
         """A call that fills a versioned struct the caller passes (nvidia-ml-py's newer getters)."""
         return self._read(function, h, ctypes.byref(struct), convert=lambda _: struct)
 
-    def _identity(self, h: Any) -> Identity:
+    def _pci_ids(self, h: Any) -> dict[str, Reading[Any]]:
+        """The PCI ids and class codes: one nvmlDeviceGetPciInfoExt; drivers before R550 have the ids
+        (nvmlDeviceGetPciInfo) without the class codes."""
         lib = self._lib
         ext = lib.nvmlPciInfoExt_v1_t()
         ext.version = lib.nvmlPciInfoExt_v1
-        pci = pci_ext = self._struct("nvmlDeviceGetPciInfoExt", h, ext)  # ids and class codes in one call
-        if pci_ext.reason is Reason.FUNCTION_NOT_FOUND:  # drivers before R550: the ids without class codes
+        pci = pci_ext = self._struct("nvmlDeviceGetPciInfoExt", h, ext)
+        if pci_ext.reason is Reason.FUNCTION_NOT_FOUND:
             pci = self._read("nvmlDeviceGetPciInfo", h)
-        gsp: Reading[Any] = self._read("nvmlDeviceGetGspFirmwareMode", h)
+        return {
+            spec.key: _member(pci_ext if spec.pick in _CLASS_CODES else pci, str(spec.pick))
+            for spec in DETAIL_READINGS
+            if spec.call == "nvmlDeviceGetPciInfoExt"
+        }
 
-        def inforom(obj: int) -> Reading[str]:
-            return self._read("nvmlDeviceGetInforomVersion", h, obj, convert=_text)
+    def _supported_clocks(self, h: Any) -> Reading[tuple[tuple[int, tuple[int, ...]], ...]]:
+        """Each supported memory clock with the graphics clocks it allows (1 + one call per memory clock)."""
+        memory: Reading[Any] = self._read("nvmlDeviceGetSupportedMemoryClocks", h)
+        if memory.value is None:
+            return Reading.missing_like(memory)
+        pairs = []
+        for clock in memory.value:
+            graphics: Reading[Any] = self._read("nvmlDeviceGetSupportedGraphicsClocks", h, clock)
+            if graphics.value is None:
+                return Reading.missing_like(graphics)
+            pairs.append((int(clock), tuple(int(g) for g in graphics.value)))
+        return Reading.of(tuple(pairs))
 
-        return Identity(
-            serial=self._read("nvmlDeviceGetSerial", h, convert=_text),
-            vbios_version=self._read("nvmlDeviceGetVbiosVersion", h, convert=_text),
-            board_part_number=self._read("nvmlDeviceGetBoardPartNumber", h, convert=_text),
-            board_id=self._read("nvmlDeviceGetBoardId", h, convert=int),
-            module_id=self._read("nvmlDeviceGetModuleId", h, convert=int),
-            pci_domain=_member(pci, "domain"),
-            pci_bus=_member(pci, "bus"),
-            pci_device=_member(pci, "device"),
-            pci_device_id=_member(pci, "pciDeviceId"),
-            pci_subsystem_id=_member(pci, "pciSubSystemId"),
-            pci_base_class=_member(pci_ext, "baseClass"),
-            pci_sub_class=_member(pci_ext, "subClass"),
-            inforom_image=self._read("nvmlDeviceGetInforomImageVersion", h, convert=_text),
-            inforom_oem=inforom(lib.NVML_INFOROM_OEM),
-            inforom_ecc=inforom(lib.NVML_INFOROM_ECC),
-            inforom_power=inforom(lib.NVML_INFOROM_POWER),
-            inforom_checksum=self._read("nvmlDeviceGetInforomConfigurationChecksum", h, convert=int),
-            gsp_firmware_version=self._read("nvmlDeviceGetGspFirmwareVersion", h, convert=_text),
-            gsp_mode_current=gsp.map(lambda m: bool(m[0])),
-            gsp_mode_default=gsp.map(lambda m: bool(m[1])),
-            display_mode=self._read("nvmlDeviceGetDisplayMode", h, convert=bool),
-            display_active=self._read("nvmlDeviceGetDisplayActive", h, convert=bool),
-            accounting_mode=self._read("nvmlDeviceGetAccountingMode", h, convert=bool),
-            accounting_buffer_size=self._read("nvmlDeviceGetAccountingBufferSize", h, convert=int),
-            addressing_mode=self._read("nvmlDeviceGetAddressingMode", h, convert=int),
-            c2c_enabled=self._read("nvmlDeviceGetC2cModeInfoV", h, convert=lambda c: bool(c.isC2cEnabled)),
-            protected_memory_bytes=self._read(
-                "nvmlDeviceGetConfComputeProtectedMemoryUsage",
-                h,
-                convert=lambda m: (int(m.total), int(m.used), int(m.free)),
-            ),
-        )
-
-    def _memory_health(self, h: Any, fields: dict[Any, Reading[Any]]) -> MemoryHealth:
+    def _ecc(self, h: Any) -> tuple[EccLocation, ...]:
         lib = self._lib
         corrected, uncorrected = lib.NVML_MEMORY_ERROR_TYPE_CORRECTED, lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
         volatile, aggregate = lib.NVML_VOLATILE_ECC, lib.NVML_AGGREGATE_ECC
@@ -292,7 +180,7 @@ class DetailsProbe:
         def count(error_type: int, counter: int, location: int) -> Reading[int]:
             return self._read("nvmlDeviceGetMemoryErrorCounter", h, error_type, counter, location, convert=int)
 
-        locations = tuple(
+        return tuple(
             EccLocation(
                 location=name,
                 volatile_corrected=count(corrected, volatile, code),
@@ -303,52 +191,22 @@ class DetailsProbe:
             for name, code in ECC_LOCATIONS
         )
 
-        def retired(cause: int) -> Reading[tuple[int, ...]]:
-            return self._read("nvmlDeviceGetRetiredPages", h, cause, convert=lambda a: tuple(int(x) for x in a))
-
-        return MemoryHealth(
-            ecc_by_location=locations,
-            sram=self._struct("nvmlDeviceGetSramEccErrorStatus", h, lib.c_nvmlEccSramErrorStatus_v1_t()).map(
-                lambda e: SramErrors(
-                    volatile_corrected=int(e.volatileCor),
-                    volatile_uncorrected_parity=int(e.volatileUncParity),
-                    volatile_uncorrected_secded=int(e.volatileUncSecDed),
-                    aggregate_corrected=int(e.aggregateCor),
-                    aggregate_uncorrected_parity=int(e.aggregateUncParity),
-                    aggregate_uncorrected_secded=int(e.aggregateUncSecDed),
-                    aggregate_l2=int(e.aggregateUncBucketL2),
-                    aggregate_sm=int(e.aggregateUncBucketSm),
-                    aggregate_mcu=int(e.aggregateUncBucketMcu),
-                    aggregate_pcie=int(e.aggregateUncBucketPcie),
-                    aggregate_other=int(e.aggregateUncBucketOther),
-                    threshold_exceeded=bool(e.bThresholdExceeded),
-                )
-            ),
-            row_remap_histogram=self._read(
-                "nvmlDeviceGetRowRemapperHistogram",
-                h,
-                convert=lambda r: RowRemapHistogram(int(r.max), int(r.high), int(r.partial), int(r.low), int(r.none)),
-            ),
-            remapped_inactive_correctable=fields[FI_REMAPPED_COR_INACTIVE].map(int),
-            remapped_inactive_uncorrectable=fields[FI_REMAPPED_UNC_INACTIVE].map(int),
-            retired_single_bit_addresses=retired(lib.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS),
-            retired_double_bit_addresses=retired(lib.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR),
-        )
-
-    def _codecs(self, h: Any) -> Codecs:
-        stats: Reading[Any] = self._read("nvmlDeviceGetEncoderStats", h)
-
-        def percent(function: str) -> Reading[int]:
-            return self._read(function, h, convert=lambda u: int(u[0]))  # (percent, sampling period in µs)
-
-        return Codecs(
-            encoder_percent=percent("nvmlDeviceGetEncoderUtilization"),
-            decoder_percent=percent("nvmlDeviceGetDecoderUtilization"),
-            jpeg_percent=percent("nvmlDeviceGetJpgUtilization"),
-            ofa_percent=percent("nvmlDeviceGetOfaUtilization"),
-            encoder_sessions=stats.map(lambda s: int(s[0])),
-            encoder_average_fps=stats.map(lambda s: int(s[1])),
-            encoder_average_latency_us=stats.map(lambda s: int(s[2])),
+    def _sram(self, h: Any) -> Reading[SramErrors]:
+        return self._struct("nvmlDeviceGetSramEccErrorStatus", h, self._lib.c_nvmlEccSramErrorStatus_v1_t()).map(
+            lambda e: SramErrors(
+                volatile_corrected=int(e.volatileCor),
+                volatile_uncorrected_parity=int(e.volatileUncParity),
+                volatile_uncorrected_secded=int(e.volatileUncSecDed),
+                aggregate_corrected=int(e.aggregateCor),
+                aggregate_uncorrected_parity=int(e.aggregateUncParity),
+                aggregate_uncorrected_secded=int(e.aggregateUncSecDed),
+                aggregate_l2=int(e.aggregateUncBucketL2),
+                aggregate_sm=int(e.aggregateUncBucketSm),
+                aggregate_mcu=int(e.aggregateUncBucketMcu),
+                aggregate_pcie=int(e.aggregateUncBucketPcie),
+                aggregate_other=int(e.aggregateUncBucketOther),
+                threshold_exceeded=bool(e.bThresholdExceeded),
+            )
         )
 
     def _nvlinks(self, h: Any) -> Reading[tuple[NvLink, ...]]:
@@ -357,12 +215,15 @@ class DetailsProbe:
         for link in range(NVLINK_MAX_LINKS):
             state = self._read("nvmlDeviceGetNvLinkState", h, link, convert=lambda s: s == lib.NVML_FEATURE_ENABLED)
             if state.value is None:
-                if link == 0:
-                    return Reading(reason=state.reason, detail=state.detail or "this GPU has no NVLink")
+                if link == 0 and state.reason is not None:
+                    no_link = state.reason is Reason.NOT_SUPPORTED and not state.detail
+                    return Reading.missing(state.reason, "this GPU has no NVLink" if no_link else state.detail)
                 break  # past the GPU's last link
             states.append(state)
-        speed_ids = [(FI_NVLINK_GET_SPEED, link) for link in range(len(states))]
-        speeds = self._field_values(h, speed_ids)  # one call for every link's speed
+        ids = [
+            (fid, link) for link in range(len(states)) for fid in (FI_NVLINK_GET_SPEED, *(f for f, _ in _THROUGHPUT))
+        ]
+        speeds = self._session.field_values(h, ids)  # one call for every link's speed and counters
 
         def read(function: str, link: int, *args: Any, convert: Callable[[Any], Any]) -> Reading[Any]:
             return self._read(function, h, link, *args, convert=convert)
@@ -375,7 +236,7 @@ class DetailsProbe:
                     active=state,
                     version=read("nvmlDeviceGetNvLinkVersion", link, convert=int),
                     speed_mbps=speeds[(FI_NVLINK_GET_SPEED, link)].map(int),
-                    remote_pci_bus_id=read("nvmlDeviceGetNvLinkRemotePciInfo", link, convert=lambda p: _text(p.busId)),
+                    remote_pci_bus_id=read("nvmlDeviceGetNvLinkRemotePciInfo", link, convert=lambda p: text(p.busId)),
                     remote_type=read(
                         "nvmlDeviceGetNvLinkRemoteDeviceType",
                         link,
@@ -393,13 +254,28 @@ class DetailsProbe:
                     crc_data_errors=read(
                         "nvmlDeviceGetNvLinkErrorCounter", link, lib.NVML_NVLINK_ERROR_DL_CRC_DATA, convert=int
                     ),
+                    **{name: speeds[(fid, link)].map(int) for fid, name in _THROUGHPUT},
                 )
             )
         return Reading.of(tuple(links))
 
+    def nvlinks(self, h: Any) -> Reading[tuple[NvLink, ...]]:
+        """Each NVLink of the GPU: state, version, speed, far end, error and throughput counters
+        (`gpudiag nvlink`, `topo -m`'s NV#)."""
+        return self._nvlinks(h)
+
+    def affinity(self, h: Any, peers: list[tuple[int, Any]]) -> Affinity:
+        """CPU and NUMA affinity, and how the GPU reaches each of ``peers`` (`gpudiag topo`); NV#
+        counts come from :func:`with_nvlink_counts`, which sees every GPU's links."""
+        return self._affinity(h, peers)
+
     def _affinity(self, h: Any, peers: list[tuple[int, Any]]) -> Affinity:
         lib = self._lib
         links = []
+
+        def p2p(oh: Any, index: int) -> Reading[str]:
+            return self._read("nvmlDeviceGetP2PStatus", h, oh, index, convert=lambda s: P2P_STATUS.get(int(s), str(s)))
+
         for other, oh in peers:
             links.append(
                 PeerLink(
@@ -411,12 +287,11 @@ class DetailsProbe:
                         convert=lambda lv: TOPOLOGY_LEVELS.get(int(lv), "?"),
                     ),
                     nvlinks=0,  # filled in by the session, which sees every GPU's links
-                    p2p_read=self._read(
-                        "nvmlDeviceGetP2PStatus", h, oh, P2P_READ, convert=lambda s: P2P_STATUS.get(int(s), str(s))
-                    ),
-                    p2p_nvlink=self._read(
-                        "nvmlDeviceGetP2PStatus", h, oh, P2P_NVLINK, convert=lambda s: P2P_STATUS.get(int(s), str(s))
-                    ),
+                    p2p_read=p2p(oh, P2P_READ),
+                    p2p_nvlink=p2p(oh, P2P_NVLINK),
+                    p2p_write=p2p(oh, P2P_WRITE),
+                    p2p_atomics=p2p(oh, P2P_ATOMICS),
+                    p2p_prop=p2p(oh, P2P_PROP),
                 )
             )
         return Affinity(
@@ -427,14 +302,18 @@ class DetailsProbe:
             peers=tuple(links),
         )
 
+    def process_load(self, index: int, h: Any) -> Reading[tuple[ProcessLoad, ...]]:
+        """Each process's share of the GPU since the last call for this GPU (`gpudiag pmon`)."""
+        return self._process_load(index, h)
+
     def _process_load(self, index: int, h: Any) -> Reading[tuple[ProcessLoad, ...]]:
         # NVML returns samples newer than the timestamp given: the first read takes all it keeps.
         since = self._last_seen.get(index, 0)
         samples: Reading[Any] = self._read("nvmlDeviceGetProcessUtilization", h, since)
         if samples.value is None:
             if samples.reason is Reason.NOT_FOUND:
-                return unavailable(Reason.NOT_FOUND, "no process ran on the GPU since the last sample")
-            return Reading(reason=samples.reason, detail=samples.detail)
+                return Reading.missing(Reason.NOT_FOUND, "no process ran on the GPU since the last sample")
+            return Reading.missing_like(samples)
         latest: dict[int, Any] = {}
         for s in samples.value:  # several samples per process: keep each one's newest
             if int(s.pid) not in latest or int(s.timeStamp) > int(latest[int(s.pid)].timeStamp):
@@ -464,7 +343,7 @@ def with_nvlink_counts(details: list[GpuDetails | None], bus_ids: list[str | Non
     """Fill each peer's NVLink count, as `nvidia-smi topo -m` shows NV#: the active links whose far
     end is that peer, or, when the two reach each other over NVLink through NVSwitches, every
     active link to a switch."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     by_bus = {bus.lower(): i for i, bus in enumerate(bus_ids) if bus}
     out: list[GpuDetails | None] = []
@@ -472,24 +351,33 @@ def with_nvlink_counts(details: list[GpuDetails | None], bus_ids: list[str | Non
         if d is None or d.nvlinks.value is None or d.affinity.value is None:
             out.append(d)
             continue
-        affinity = d.affinity.value
-        counts: dict[int, int] = {}
-        switched = 0
-        for link in d.nvlinks.value:
-            if not link.active.get(False):
-                continue
-            if link.remote_type.value == "switch":
-                switched += 1
-                continue
-            remote = link.remote_pci_bus_id.value
-            if remote is not None and remote.lower() in by_bus:
-                counts[by_bus[remote.lower()]] = counts.get(by_bus[remote.lower()], 0) + 1
-        peers = tuple(
-            replace(p, nvlinks=counts.get(p.gpu, 0) + (switched if p.p2p_nvlink.value == "OK" else 0))
-            for p in affinity.peers
+        out.append(
+            replace(d, affinity=Reading.of(affinity_with_nvlink_counts(d.affinity.value, d.nvlinks.value, by_bus)))
         )
-        out.append(replace(d, affinity=Reading.of(replace(affinity, peers=peers))))
     return out
+
+
+def affinity_with_nvlink_counts(affinity: Affinity, nvlinks: tuple[NvLink, ...], by_bus: dict[str, int]) -> Affinity:
+    """One GPU's peers with their NV# counts (:func:`with_nvlink_counts`); ``by_bus``: each GPU's
+    position by its bus id, lower case."""
+    from msgspec.structs import replace
+
+    counts: dict[int, int] = {}
+    switched = 0
+    for link in nvlinks:
+        if not link.active.get(False):
+            continue
+        if link.remote_type.value == "switch":
+            switched += 1
+            continue
+        remote = link.remote_pci_bus_id.value
+        if remote is not None and remote.lower() in by_bus:
+            counts[by_bus[remote.lower()]] = counts.get(by_bus[remote.lower()], 0) + 1
+    peers = tuple(
+        replace(p, nvlinks=counts.get(p.gpu, 0) + (switched if p.p2p_nvlink.value == "OK" else 0))
+        for p in affinity.peers
+    )
+    return replace(affinity, peers=peers)
 
 
 class PsutilProcessStats:
@@ -523,9 +411,9 @@ class PsutilProcessStats:
                     cpu = float(proc.cpu_percent(None))
         except psutil.NoSuchProcess:
             self._procs.pop(pid, None)
-            gone: Reading[Any] = unavailable(Reason.NOT_FOUND, "process exited")
+            gone: Reading[Any] = Reading.missing(Reason.NOT_FOUND, "process exited")
             return gone, gone, gone
         except psutil.AccessDenied:
-            denied: Reading[Any] = unavailable(Reason.NO_PERMISSION, "the host hides this process")
+            denied: Reading[Any] = Reading.missing(Reason.NO_PERMISSION, "the host hides this process")
             return denied, denied, denied
         return Reading.of(round(cpu, 1)), Reading.of(rss), Reading.of(started)

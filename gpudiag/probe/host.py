@@ -8,7 +8,7 @@ import socket
 import sys
 from pathlib import Path
 
-from gpudiag.model import HostInfo, HostProcess, HostState, Reading, Reason, unavailable
+from gpudiag.model import HostInfo, HostProcess, HostState, Reading, Reason
 
 _CONTAINER_MARKERS = ("/.dockerenv", "/run/.containerenv")
 _CGROUP_HINTS = ("docker", "kubepods", "containerd", "libpod", "lxc")
@@ -47,12 +47,12 @@ def kernel_module_version(path: Path = Path("/proc/driver/nvidia/version")) -> R
     try:
         first = path.read_text(errors="replace").splitlines()[0]
     except (OSError, IndexError):
-        return unavailable(Reason.NOT_FOUND, f"{path} not readable: no NVIDIA kernel module loaded")
+        return Reading.missing(Reason.NOT_FOUND, f"{path} not readable: no NVIDIA kernel module loaded")
     # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 ..."
     for word in first.split():
         if word[:1].isdigit() and "." in word:
             return Reading.of(word)
-    return unavailable(Reason.UNKNOWN_ERROR, f"unrecognised {path}: {first.strip()}")
+    return Reading.missing(Reason.UNKNOWN_ERROR, f"unrecognised {path}: {first.strip()}")
 
 
 _NVIDIA_DEVICE_PREFIX = "/dev/nvidia"
@@ -63,7 +63,6 @@ class PsutilHost:
 
     def __init__(self, in_container: bool) -> None:
         self.in_container = in_container
-        self._self_pid = os.getpid()
 
     def __call__(self, pid: int) -> HostProcess:
         import psutil  # imported here: only commands that show processes pay for it
@@ -80,10 +79,10 @@ class PsutilHost:
         except psutil.NoSuchProcess:
             if self.in_container:
                 return _other_namespace()
-            missing: Reading[str] = unavailable(Reason.NOT_FOUND, "process exited")
+            missing: Reading[str] = Reading.missing(Reason.NOT_FOUND, "process exited")
             return HostProcess(HostState.VANISHED, missing, missing, missing)
         except psutil.AccessDenied:
-            denied: Reading[str] = unavailable(Reason.NO_PERMISSION, "not allowed to inspect this process")
+            denied: Reading[str] = Reading.missing(Reason.NO_PERMISSION, "not allowed to inspect this process")
             return HostProcess(HostState.NO_PERMISSION, denied, denied, denied)
         state = HostState.NO_PERMISSION if not command.ok and not user.ok else HostState.FOUND
         return HostProcess(state, user, name, command)
@@ -95,11 +94,11 @@ def _guard(read: object) -> Reading[str]:
     try:
         return Reading.of(str(read()))  # type: ignore[operator]
     except psutil.AccessDenied:
-        return unavailable(Reason.NO_PERMISSION, "not allowed to inspect this process")
+        return Reading.missing(Reason.NO_PERMISSION, "not allowed to inspect this process")
     except (psutil.ZombieProcess, psutil.NoSuchProcess):
-        return unavailable(Reason.NOT_FOUND, "process exited")
+        return Reading.missing(Reason.NOT_FOUND, "process exited")
     except KeyError:  # uid without a passwd entry (common in containers)
-        return unavailable(Reason.NOT_FOUND, "uid has no user name")
+        return Reading.missing(Reason.NOT_FOUND, "uid has no user name")
 
 
 def _holds_nvidia_device(proc: object) -> bool:
@@ -128,7 +127,7 @@ def _holds_nvidia_device(proc: object) -> bool:
 
 def _other_namespace() -> HostProcess:
     detail = "PID from the host's PID namespace; not visible in this container (run with --pid=host)"
-    missing: Reading[str] = unavailable(Reason.NOT_FOUND, detail)
+    missing: Reading[str] = Reading.missing(Reason.NOT_FOUND, detail)
     return HostProcess(HostState.OTHER_NAMESPACE, missing, missing, missing)
 
 

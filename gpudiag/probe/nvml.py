@@ -13,7 +13,7 @@ import ctypes
 import functools
 import os
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import msgspec
@@ -21,41 +21,27 @@ from msgspec.structs import replace
 
 from gpudiag.model import (
     ALL_GROUPS,
-    ComputeMode,
-    EccCounts,
+    Bar1,
     FactGroup,
     Gpu,
     GpuProcess,
     GpuState,
     HostProcess,
     Memory,
+    MigAttributes,
     MigDevice,
     NvmlInfo,
     NvmlStatus,
-    PcieLink,
     ProcessKind,
     Reading,
     Reason,
-    RemappedRows,
     RetiredPages,
-    Utilization,
-    unavailable,
 )
-from gpudiag.model import CLOCK_EVENT_NAMES as CLOCK_EVENT_NAMES
+from gpudiag.readings import NO_INSTANCE, Spec, builder, field_key, field_types, group_readings, pick, text
 
 T = TypeVar("T")
 
 HostResolver = Callable[[int], HostProcess]
-
-# NVML's "no instance id" marker for processes on GPUs without MIG.
-_NO_INSTANCE = 0xFFFFFFFF
-
-_COMPUTE_MODES = {
-    0: ComputeMode.DEFAULT,
-    1: ComputeMode.EXCLUSIVE_THREAD,
-    2: ComputeMode.PROHIBITED,
-    3: ComputeMode.EXCLUSIVE_PROCESS,
-}
 
 # Tried in order; the first one this driver has is used for the rest of the session.
 PROCESS_QUERY_APIS = ("_v3", "_v2", "_v1")
@@ -69,8 +55,16 @@ class _GpuLostError(Exception):
         self.detail = detail
 
 
-def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+def _decode_part(decode: Callable[[Any], Any], part: int | str, raw: Any) -> Any:
+    return decode(pick(raw, part))
+
+
+# How read_specs reads a row: the only row of its call; the same, asked once per session; one of the
+# rows of a call; a field value; a composite reading.
+_ALONE, _FIXED, _SHARED, _FIELD, _CUSTOM = range(5)
+
+# nvmlFieldValue_t's value member by its valueType (nvmlValueType_t).
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 
 
 def _init_status(lib: Any, exc: Exception) -> tuple[NvmlStatus, str]:
@@ -100,13 +94,13 @@ def _init_status(lib: Any, exc: Exception) -> tuple[NvmlStatus, str]:
 
 def _unusable(status: NvmlStatus, detail: str, kernel_module_version: Reading[str]) -> NvmlInfo:
     """NVML state when it cannot be used at all: every system reading says why."""
-    missing: Reading[str] = unavailable(Reason.UNAVAILABLE, detail)
+    missing: Reading[str] = Reading.missing(Reason.UNAVAILABLE, detail)
     return NvmlInfo(
         status=status,
         detail=detail,
         driver_version=missing,
         nvml_version=missing,
-        cuda_driver_version=unavailable(Reason.UNAVAILABLE, detail),
+        cuda_driver_version=Reading.missing(Reason.UNAVAILABLE, detail),
         kernel_module_version=kernel_module_version,
         process_query_api="",
         functions_missing=(),
@@ -118,10 +112,12 @@ class _Handles(msgspec.Struct):
     state: GpuState
     state_detail: str
     mig: list[tuple[int, Any]]
-    # Readings that cannot change while the driver stays loaded (name, bus id, thresholds, the
-    # PCIe maxima), kept once read: handles, and so these, are fetched afresh on every reopen, which
-    # a long-running reader does when NVML restarts under it. Only answers are kept, never errors.
-    fixed: dict[tuple[str, tuple[Any, ...]], Reading[Any]] = msgspec.field(default_factory=dict)
+    mig_enabled: bool = False  # MIG mode on at discovery (it changes only with a GPU reset: new handles)
+    # Readings that cannot change while the driver stays loaded (rows with ``fixed``: name, bus id,
+    # thresholds, the PCIe maxima), by key, kept once read: handles, and so these, are fetched afresh on
+    # every reopen, which a long-running reader does when NVML restarts under it. Only answers are
+    # kept, never errors.
+    fixed: dict[str, Reading[Any]] = msgspec.field(default_factory=dict)
 
 
 class NvmlSession:
@@ -134,6 +130,7 @@ class NvmlSession:
         self._lib = lib
         self._host = host
         self._handles: list[_Handles] = []
+        self._plans: dict[int, Any] = {}  # how to read each tuple of rows (see _plan)
         self._process_api: str = ""
         self._missing: list[str] = []
         self.info: NvmlInfo
@@ -199,10 +196,18 @@ class NvmlSession:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def watch_xids(self) -> XidWatch:
+        """Start collecting the critical XID events of every usable GPU (``check --level 2-4``)."""
+        return XidWatch(self._lib, [(i, h.gpu) for i, h in enumerate(self._handles) if h.gpu is not None])
+
     # -- helpers ---------------------------------------------------------------------
 
-    def _reason(self, exc: Exception, function: str) -> tuple[Reason, str]:
+    def _reason(self, exc: Exception, function: str, missing_function: bool = True) -> tuple[Reason, str]:
+        """Why ``function`` gave no answer; a call the driver lacks is noted (``missing_function``)."""
         lib = self._lib
+        recorded = getattr(exc, "gpudiag_reason", None)  # a replay: what its snapshot says (or lacks)
+        if recorded is not None:
+            return Reason(recorded), getattr(exc, "gpudiag_detail", "")
         if isinstance(exc, lib.NVMLError_NotSupported):
             return Reason.NOT_SUPPORTED, ""
         if isinstance(exc, lib.NVMLError_NoPermission):
@@ -210,25 +215,23 @@ class NvmlSession:
         if isinstance(exc, lib.NVMLError_GpuIsLost):
             return Reason.GPU_LOST, "GPU is lost"
         if isinstance(exc, lib.NVMLError_FunctionNotFound):
-            if function not in self._missing:
+            if missing_function and function not in self._missing:
                 self._missing.append(function)
             return Reason.FUNCTION_NOT_FOUND, f"{function} is not in this driver"
         if isinstance(exc, lib.NVMLError_NotFound):
             return Reason.NOT_FOUND, ""
+        if getattr(exc, "value", None) == getattr(lib, "NVML_ERROR_NOT_READY", None):  # e.g. no InfoROM BBX flush yet
+            return Reason.UNAVAILABLE, f"{function}: not ready"
         return Reason.UNKNOWN_ERROR, f"{function}: {exc}"
 
-    def _fixed(
-        self, handles: _Handles, function: str, *args: Any, convert: Callable[[Any], T] | None = None
-    ) -> Reading[T]:
-        """:meth:`_read` of a reading that cannot change while the driver stays loaded: asked once
-        per NVML session (an error is asked again next time)."""
-        key = (function, args[1:])  # args[0] is this GPU's handle
-        found: Reading[T] | None = handles.fixed.get(key)
-        if found is None:
-            found = self._read(function, *args, convert=convert)
-            if found.value is not None:
-                handles.fixed[key] = found
-        return found
+    @property
+    def lib(self) -> Any:
+        """The pynvml module (or the fake) this session calls."""
+        return self._lib
+
+    def read(self, function: str, *args: Any, convert: Callable[[Any], T] | None = None) -> Reading[T]:
+        """:meth:`_read`, for the details probe."""
+        return self._read(function, *args, convert=convert)
 
     def _read(self, function: str, *args: Any, convert: Callable[[Any], T] | None = None) -> Reading[T]:
         """Call one NVML function; errors become a reason, a lost GPU ends the GPU's read."""
@@ -238,7 +241,7 @@ class NvmlSession:
             reason, detail = self._reason(exc, function)
             if reason is Reason.GPU_LOST:
                 raise _GpuLostError(f"{function}: GPU is lost") from None
-            return unavailable(reason, detail)
+            return Reading.missing(reason, detail)
         return Reading(value=convert(raw) if convert else raw)
 
     # -- discovery -------------------------------------------------------------------
@@ -264,28 +267,29 @@ class NvmlSession:
                 )
                 self._handles.append(_Handles(None, state, message, []))
                 continue
-            self._handles.append(_Handles(handle, GpuState.OK, "", self._mig_handles(handle)))
+            enabled, mig = self._mig_handles(handle)
+            self._handles.append(_Handles(handle, GpuState.OK, "", mig, enabled))
 
-    def _mig_handles(self, handle: Any) -> list[tuple[int, Any]]:
+    def _mig_handles(self, handle: Any) -> tuple[bool, list[tuple[int, Any]]]:
         lib = self._lib
         try:
             current, _pending = lib.nvmlDeviceGetMigMode(handle)
             if current != lib.NVML_DEVICE_MIG_ENABLE:
-                return []
+                return False, []
             slots = lib.nvmlDeviceGetMaxMigDeviceCount(handle)
         except lib.NVMLError:
-            return []  # not a MIG-capable GPU; the mode reading says why later
+            return False, []  # not a MIG-capable GPU; the mode reading says why later
         found = []
         for slot in range(slots):
             try:
                 found.append((slot, lib.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)))
             except lib.NVMLError:
                 continue  # an empty slot answers NOT_FOUND
-        return found
+        return True, found
 
     def _system_info(self, kernel_module_version: Reading[str]) -> NvmlInfo:
-        driver = self._read("nvmlSystemGetDriverVersion", convert=_text)
-        nvml_version = self._read("nvmlSystemGetNVMLVersion", convert=_text)
+        driver = self._read("nvmlSystemGetDriverVersion", convert=text)
+        nvml_version = self._read("nvmlSystemGetNVMLVersion", convert=text)
         cuda = self._read("nvmlSystemGetCudaDriverVersion", convert=int)
         return NvmlInfo(
             status=NvmlStatus.OK,
@@ -325,7 +329,7 @@ class NvmlSession:
         from gpudiag.probe.details import DetailsProbe, with_nvlink_counts
 
         if self._details is None:
-            self._details = DetailsProbe(self._lib, self._read, self.process_stats, self.cpu_count)
+            self._details = DetailsProbe(self, self.process_stats, self.cpu_count)
         opened = [(i, hs.gpu) for i, hs in enumerate(self._handles) if hs.gpu is not None]
         found: list[Any] = []
         for index, gpu in enumerate(gpus):
@@ -341,6 +345,12 @@ class NvmlSession:
                 gpus[index] = failed_gpu(index, GpuState.LOST, f"GPU is lost ({lost.detail})")
         found = with_nvlink_counts(found, [g.pci_bus_id.value for g in gpus])
         out = [g if d is None else replace(g, details=Reading.of(d)) for g, d in zip(gpus, found, strict=True)]
+        for i, g in enumerate(out):
+            if g.state is GpuState.OK and g.mig_devices:
+                try:
+                    out[i] = self._mig_details(g, self._handles[i])
+                except _GpuLostError as lost:
+                    out[i] = failed_gpu(i, GpuState.LOST, f"GPU is lost ({lost.detail})")
         return [
             replace(g, details=self.unrecorded_details[i])
             if i in self.unrecorded_details and g.state is GpuState.OK
@@ -350,136 +360,166 @@ class NvmlSession:
 
     def _read_gpu(self, index: int, handles: _Handles, facts: frozenset[FactGroup]) -> Gpu:
         h = handles.gpu
-        identity: dict[str, Any] = {
-            # Asked every time, first: the cheap call that finds a GPU lost since the last read.
-            "uuid": self._read("nvmlDeviceGetUUID", h, convert=_text),
-            "pci_bus_id": self._fixed(handles, "nvmlDeviceGetPciInfo", h, convert=lambda p: _text(p.busId)),
-            "name": self._fixed(handles, "nvmlDeviceGetName", h, convert=_text),
-            "minor_number": self._fixed(handles, "nvmlDeviceGetMinorNumber", h, convert=int),
-        }
-        fields = {**_not_read_fields(), **identity}
-        for group in FactGroup:  # declaration order: the same NVML call order whatever the set
-            if group in facts and group in _FACT_READERS:  # DETAILS: read across GPUs, in read_gpus
-                fields.update(_FACT_READERS[group](self, h, handles))
+        rows, build = _rows_of(facts)
+        read = self.read_specs(handles, h, rows, functools.partial(_custom_reading, self, h, handles))
+        fields = {**_not_read_fields(), **build(read)}
         return Gpu(index=index, state=GpuState.OK, state_detail="", **fields)
 
-    # -- one reader per group of facts: each returns the Gpu fields of its group ------
-
-    def _memory_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {"memory": self._memory(h)}
-
-    def _utilization_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {
-            "utilization": self._read(
-                "nvmlDeviceGetUtilizationRates",
-                h,
-                convert=lambda u: Utilization(gpu_percent=int(u.gpu), memory_percent=int(u.memory)),
-            )
-        }
-
-    def _thermal_facts(self, h: Any, handles: _Handles) -> dict[str, Any]:
+    def read_specs(
+        self,
+        handles: _Handles | None,
+        h: Any,
+        specs: tuple[Spec, ...],
+        custom: Callable[[str], dict[str, Any]],
+    ) -> dict[str, Any]:
+        """The readings of ``specs`` (gpudiag.readings rows) by key. A call several rows read is made
+        once; the rows' field values are read together, in one nvmlDeviceGetFieldValues call where
+        the first of them is; a composite row is read by ``custom(key)``, which may fill several keys."""
+        ids, steps = self._plan(specs)
         lib = self._lib
-        return {
-            "temperature_c": self._read("nvmlDeviceGetTemperature", h, lib.NVML_TEMPERATURE_GPU, convert=int),
-            "temperature_slowdown_c": self._fixed(
-                handles, "nvmlDeviceGetTemperatureThreshold", h, lib.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, convert=int
-            ),
-            "temperature_shutdown_c": self._fixed(
-                handles, "nvmlDeviceGetTemperatureThreshold", h, lib.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, convert=int
-            ),
-            "fan_percent": self._read("nvmlDeviceGetFanSpeed", h, convert=int),
-        }
+        fields: dict[Any, Reading[Any]] | None = None
+        answers: dict[tuple[Any, ...], Reading[Any]] = {}
+        out: dict[str, Any] = {}
+        for key, kind, call, args, decode, spec in steps:
+            if kind is _FIXED and handles is not None:
+                found = handles.fixed.get(key)
+                if found is not None:
+                    out[key] = found
+                    continue
+            if kind is _ALONE or kind is _FIXED:  # the only row of its call: read and decoded at once
+                try:
+                    found = Reading(value=decode(_invoke(lib, spec, call, h, args)))
+                except lib.NVMLError as exc:
+                    found = self._failed(exc, spec, h, args, decode)
+                except AttributeError:  # an nvidia-ml-py older than the call (or its struct)
+                    found = _not_in_bindings(spec)
+                if kind is _FIXED and handles is not None and found.value is not None:
+                    handles.fixed[key] = found  # only answers are kept, never errors
+                out[key] = found
+            elif kind is _CUSTOM:
+                if key not in out:
+                    out.update(custom(key))
+            else:
+                if kind is _FIELD:
+                    if fields is None:  # where the first field's row is: the NVML calls keep the rows' order
+                        fields = self.field_values(h, ids)
+                    raw = fields[field_key(spec)]
+                else:
+                    asked = (call, *args)
+                    raw = answers.get(asked)  # type: ignore[assignment]
+                    if raw is None:
+                        raw = answers[asked] = self._ask(h, spec, args)
+                out[key] = raw if raw.value is None else Reading(value=decode(raw.value))
+        return out
 
-    def _power_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {
-            "power_draw_w": self._read("nvmlDeviceGetPowerUsage", h, convert=_milliwatts),
-            "power_limit_w": self._read("nvmlDeviceGetEnforcedPowerLimit", h, convert=_milliwatts),
-        }
+    # -- a command's own rows (dmon, pmon, stat, topo, nvlink) --------------------------
 
-    def _performance_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {"pstate": self._read("nvmlDeviceGetPerformanceState", h, convert=int)}
+    def gpu_handles(self) -> list[tuple[int, Any]]:
+        """(position, NVML handle) of every GPU whose handle opened: fetched once per session, so a
+        monitor reads through them interval after interval."""
+        return [(position, h.gpu) for position, h in enumerate(self._handles) if h.gpu is not None]
 
-    def _clock_event_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {"clock_event_reasons": self._clock_events(h)}
+    def read_rows(
+        self,
+        position: int,
+        rows: tuple[Spec, ...],
+        composite: Mapping[str, Callable[[int, Any], Reading[Any]]] | None = None,
+    ) -> dict[str, Reading[Any]] | None:
+        """The readings of ``rows`` (gpudiag.readings rows, a tuple kept for the program's life: its
+        plan is made once) of the GPU at ``position``, and nothing else: a monitor reads per interval
+        only what its columns show. A composite row is read by ``composite[key](position, handle)``,
+        or as every read does (processes, memory, ...). None when the GPU is lost (now, or at discovery)."""
+        handles = self._handles[position]
+        h = handles.gpu
+        if h is None:
+            return None
+        extra = composite or {}
 
-    def _modes_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {
-            "persistence_mode": self._read("nvmlDeviceGetPersistenceMode", h, convert=bool),
-            "compute_mode": self._read("nvmlDeviceGetComputeMode", h, convert=_COMPUTE_MODES.__getitem__),
-        }
+        def custom(key: str) -> dict[str, Any]:
+            if key in extra:
+                return {key: extra[key](position, h)}
+            return _custom_reading(self, h, handles, key)
 
-    def _capability_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {
-            "compute_capability": self._read(
-                "nvmlDeviceGetCudaComputeCapability", h, convert=lambda cc: (int(cc[0]), int(cc[1]))
-            )
-        }
+        try:
+            return self.read_specs(handles, h, rows, custom)
+        except _GpuLostError:
+            return None
 
-    def _pcie_facts(self, h: Any, handles: _Handles) -> dict[str, Any]:
-        return {
-            "pcie": PcieLink(
-                gen_current=self._read("nvmlDeviceGetCurrPcieLinkGeneration", h, convert=int),
-                gen_max=self._fixed(handles, "nvmlDeviceGetMaxPcieLinkGeneration", h, convert=int),
-                gen_gpu_max=self._fixed(handles, "nvmlDeviceGetGpuMaxPcieLinkGeneration", h, convert=int),
-                width_current=self._read("nvmlDeviceGetCurrPcieLinkWidth", h, convert=int),
-                width_max=self._fixed(handles, "nvmlDeviceGetMaxPcieLinkWidth", h, convert=int),
-            )
-        }
+    def _plan(self, specs: tuple[Spec, ...]) -> tuple[list[Any], list[tuple[Any, ...]]]:
+        """How to read ``specs``: their field ids, and each row's key, kind (see _ALONE), call and
+        arguments (NVML's constants looked up), decoder, and the row. Made once per tuple of rows,
+        which live as long as the program."""
+        plan = self._plans.get(id(specs))
+        if plan is None:
+            calls = [(spec.call, spec.args) for spec in specs if not spec.field and not spec.custom]
+            steps = []
+            for spec in specs:
+                args = tuple(getattr(self._lib, a) if isinstance(a, str) else a for a in spec.args)
+                decode = spec.codec.decode
+                if spec.pick is not None:
+                    decode = functools.partial(_decode_part, decode, spec.pick)
+                if spec.custom:
+                    kind = _CUSTOM
+                elif spec.field:
+                    kind = _FIELD
+                elif calls.count((spec.call, spec.args)) > 1:
+                    kind = _SHARED
+                else:
+                    kind = _FIXED if spec.fixed else _ALONE
+                steps.append((spec.key, kind, spec.call, args, decode, spec))
+            plan = self._plans[id(specs)] = ([field_key(spec) for spec in specs if spec.field], steps)
+        return plan
 
-    def _numa_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {"numa_node": self._read("nvmlDeviceGetNumaNodeId", h, convert=int)}
+    def _ask(self, h: Any, spec: Spec, args: tuple[Any, ...]) -> Reading[Any]:
+        """NVML's raw answer to a row's call (its older name when the driver lacks it)."""
+        answer = self._row_read(spec.call, spec, h, args)
+        if answer.reason is Reason.FUNCTION_NOT_FOUND and spec.fallback:
+            return self._row_read(spec.fallback, spec, h, args)
+        return answer
 
-    def _ecc_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        ecc: Reading[list[int]] = self._read("nvmlDeviceGetEccMode", h)
-        return {
-            "ecc_mode_current": ecc.map(lambda m: bool(m[0])),
-            "ecc_mode_pending": ecc.map(lambda m: bool(m[1])),
-            "ecc_errors": self._ecc_counts(h),
-        }
+    def _row_read(self, call: str, spec: Spec, h: Any, args: tuple[Any, ...]) -> Reading[Any]:
+        if not hasattr(self._lib, call) or (spec.struct and not hasattr(self._lib, spec.struct)):
+            return _not_in_bindings(spec)
+        if not spec.struct:
+            return self._read(call, h, *args)
+        struct = getattr(self._lib, spec.struct)()
+        return self._read(call, h, *args, ctypes.byref(struct), convert=lambda _: struct)
 
-    def _memory_health_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {
-            "retired_pages": self._retired_pages(h),
-            "remapped_rows": self._read(
-                "nvmlDeviceGetRemappedRows",
-                h,
-                convert=lambda r: RemappedRows(
-                    correctable=int(r[0]), uncorrectable=int(r[1]), pending=bool(r[2]), failure=bool(r[3])
-                ),
-            ),
-        }
+    def _failed(
+        self, exc: Exception, spec: Spec, h: Any, args: tuple[Any, ...], decode: Callable[[Any], Any]
+    ) -> Reading[Any]:
+        """A row's call failed: its older name where the driver lacks it, else why (a lost GPU ends
+        the GPU's read), as :meth:`_read` says it."""
+        reason, detail = self._reason(exc, spec.call)
+        if reason is Reason.GPU_LOST:
+            raise _GpuLostError(f"{spec.call}: GPU is lost") from None
+        if reason is Reason.FUNCTION_NOT_FOUND and spec.fallback:
+            raw = self._row_read(spec.fallback, spec, h, args)
+            return raw if raw.value is None else Reading(value=decode(raw.value))
+        return Reading.missing(reason, detail)
 
-    def _inforom_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {"inforom_valid": self._inforom(h)}
-
-    def _recovery_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {"recovery_action": self._recovery_action(h)}
-
-    def _mig_facts(self, h: Any, handles: _Handles) -> dict[str, Any]:
+    def field_values(self, h: Any, ids: list[Any]) -> dict[Any, Reading[Any]]:
+        """Field values (an id, or an (id, scope) pair) in one call, each with its own status."""
         lib = self._lib
-        mig: Reading[list[int]] = self._read("nvmlDeviceGetMigMode", h)
-        return {
-            "mig_mode_current": mig.map(lambda m: m[0] == lib.NVML_DEVICE_MIG_ENABLE),
-            "mig_mode_pending": mig.map(lambda m: m[1] == lib.NVML_DEVICE_MIG_ENABLE),
-            "mig_devices": tuple(self._mig_device(slot, mh) for slot, mh in handles.mig),
-        }
-
-    def _processes_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {"processes": self._processes(h)}
-
-    def _clock_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        lib = self._lib
-        return {
-            "clock_sm_mhz": self._read("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_SM, convert=int),
-            "clock_memory_mhz": self._read("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_MEM, convert=int),
-            "clock_graphics_mhz": self._read("nvmlDeviceGetClockInfo", h, lib.NVML_CLOCK_GRAPHICS, convert=int),
-        }
-
-    def _energy_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {"energy_mj": self._read("nvmlDeviceGetTotalEnergyConsumption", h, convert=int)}
-
-    def _pcie_replay_facts(self, h: Any, _handles: _Handles) -> dict[str, Any]:
-        return {"pcie_replays": self._read("nvmlDeviceGetPcieReplayCounter", h, convert=int)}
+        raw: Reading[Any] = self._read("nvmlDeviceGetFieldValues", h, ids)
+        if raw.value is None:
+            return {fid: Reading.missing_like(raw) for fid in ids}
+        out: dict[Any, Reading[Any]] = {}
+        for fid, value in zip(ids, raw.value, strict=True):
+            code = int(value.nvmlReturn)
+            if code == lib.NVML_SUCCESS:
+                member = _VALUE_MEMBERS.get(int(getattr(value, "valueType", 1)), "uiVal")
+                out[fid] = Reading.of(getattr(value.value, member))
+                continue
+            if getattr(lib, "field_not_recorded", None) is not None and lib.field_not_recorded(value):
+                out[fid] = Reading.missing(Reason.NOT_RECORDED)  # a replay's snapshot lacks it
+                continue
+            try:
+                raise lib.NVMLError(code)
+            except lib.NVMLError as exc:
+                reason, detail = self._reason(exc, f"field {fid}", missing_function=False)
+            out[fid] = Reading.missing(reason, detail)
+        return out
 
     def _memory(self, h: Any) -> Reading[Memory]:
         lib = self._lib
@@ -496,29 +536,15 @@ class NvmlSession:
                     int(m.total),
                     int(m.used),
                     int(m.free),
-                    unavailable(Reason.FUNCTION_NOT_FOUND, "nvmlDeviceGetMemoryInfo_v2 is not in this driver"),
+                    Reading.missing(Reason.FUNCTION_NOT_FOUND, "nvmlDeviceGetMemoryInfo_v2 is not in this driver"),
                 ),
             )
         except lib.NVMLError as exc:
             reason, detail = self._reason(exc, "nvmlDeviceGetMemoryInfo")
             if reason is Reason.GPU_LOST:
                 raise _GpuLostError("nvmlDeviceGetMemoryInfo: GPU is lost") from None
-            return unavailable(reason, detail)
+            return Reading.missing(reason, detail)
         return Reading.of(Memory(int(m.total), int(m.used), int(m.free), Reading.of(int(m.reserved))))
-
-    def _ecc_counts(self, h: Any) -> EccCounts:
-        lib = self._lib
-
-        def count(error_type: int, counter: int) -> Reading[int]:
-            return self._read("nvmlDeviceGetTotalEccErrors", h, error_type, counter, convert=int)
-
-        corrected, uncorrected = lib.NVML_MEMORY_ERROR_TYPE_CORRECTED, lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-        return EccCounts(
-            volatile_corrected=count(corrected, lib.NVML_VOLATILE_ECC),
-            volatile_uncorrected=count(uncorrected, lib.NVML_VOLATILE_ECC),
-            aggregate_corrected=count(corrected, lib.NVML_AGGREGATE_ECC),
-            aggregate_uncorrected=count(uncorrected, lib.NVML_AGGREGATE_ECC),
-        )
 
     def _retired_pages(self, h: Any) -> Reading[RetiredPages]:
         lib = self._lib
@@ -526,22 +552,15 @@ class NvmlSession:
             "nvmlDeviceGetRetiredPages", h, lib.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, convert=len
         )
         if sbe.value is None:
-            return Reading(reason=sbe.reason, detail=sbe.detail)
+            return Reading.missing_like(sbe)
         dbe = self._read(
             "nvmlDeviceGetRetiredPages", h, lib.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, convert=len
         )
         pending = self._read("nvmlDeviceGetRetiredPagesPendingStatus", h, convert=bool)
         if dbe.value is None or pending.value is None:
             bad = dbe if dbe.value is None else pending
-            return Reading(reason=bad.reason, detail=bad.detail)
+            return Reading.missing_like(bad)
         return Reading.of(RetiredPages(single_bit=sbe.value, double_bit=dbe.value, pending=pending.value))
-
-    def _clock_events(self, h: Any) -> Reading[int]:
-        events = self._read("nvmlDeviceGetCurrentClocksEventReasons", h, convert=int)
-        if events.reason is Reason.FUNCTION_NOT_FOUND:
-            # Drivers before R535 name it "throttle reasons"; same bits.
-            return self._read("nvmlDeviceGetCurrentClocksThrottleReasons", h, convert=int)
-        return events
 
     def _inforom(self, h: Any) -> Reading[bool]:
         lib = self._lib
@@ -553,34 +572,40 @@ class NvmlSession:
             reason, detail = self._reason(exc, "nvmlDeviceValidateInforom")
             if reason is Reason.GPU_LOST:
                 raise _GpuLostError("nvmlDeviceValidateInforom: GPU is lost") from None
-            return unavailable(reason, detail)
+            return Reading.missing(reason, detail)
         return Reading.of(True)
-
-    def _recovery_action(self, h: Any) -> Reading[int]:
-        lib = self._lib
-        values: Reading[Any] = self._read("nvmlDeviceGetFieldValues", h, [lib.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION])
-        if values.value is None:
-            return Reading(reason=values.reason, detail=values.detail)
-        field = values.value[0]
-        if field.nvmlReturn != lib.NVML_SUCCESS:
-            try:
-                raise lib.NVMLError(field.nvmlReturn)
-            except lib.NVMLError as exc:
-                reason, detail = self._reason(exc, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION")
-                return unavailable(reason, detail)
-        return Reading.of(int(field.value.uiVal))
 
     def _mig_device(self, slot: int, mh: Any) -> MigDevice:
         return MigDevice(
             index=slot,
-            uuid=self._read("nvmlDeviceGetUUID", mh, convert=_text),
+            uuid=self._read("nvmlDeviceGetUUID", mh, convert=text),
             gpu_instance_id=self._read("nvmlDeviceGetGpuInstanceId", mh, convert=int),
             compute_instance_id=self._read("nvmlDeviceGetComputeInstanceId", mh, convert=int),
-            name=self._read("nvmlDeviceGetName", mh, convert=_text),
+            name=self._read("nvmlDeviceGetName", mh, convert=text),
             memory=self._read(
                 "nvmlDeviceGetMemoryInfo", mh, convert=lambda m: Memory(int(m.total), int(m.used), int(m.free))
             ),
+            bar1=NOT_READ,  # read with the details (_mig_details)
+            attributes=NOT_READ,
         )
+
+    def _mig_details(self, gpu: Gpu, handles: _Handles) -> Gpu:
+        """The MIG devices' BAR1 and attributes, read with the details (`-q`'s MIG Devices section)."""
+        by_slot = dict(handles.mig)
+        migs = tuple(
+            replace(
+                mig,
+                bar1=self._read(
+                    "nvmlDeviceGetBAR1MemoryInfo",
+                    by_slot[mig.index],
+                    convert=lambda b: Bar1(int(b.bar1Total), int(b.bar1Used), int(b.bar1Free)),
+                ),
+                attributes=self._read("nvmlDeviceGetAttributes_v2", by_slot[mig.index], convert=_mig_attributes),
+            )
+            for mig in gpu.mig_devices
+            if mig.index in by_slot
+        )
+        return replace(gpu, mig_devices=migs) if migs else gpu
 
     # -- processes -------------------------------------------------------------------
 
@@ -616,7 +641,7 @@ class NvmlSession:
                 reason, detail = self._reason(exc, f"nvmlDeviceGet{family}RunningProcesses")
                 if reason is Reason.GPU_LOST:
                     raise _GpuLostError("process query: GPU is lost") from None
-                return unavailable(reason, detail)
+                return Reading.missing(reason, detail)
             for proc in procs:
                 pid = int(proc.pid)
                 if pid not in merged:
@@ -626,8 +651,8 @@ class NvmlSession:
         result = []
         for pid, (kind, proc) in merged.items():
             used = getattr(proc, "usedGpuMemory", None)
-            gi = getattr(proc, "gpuInstanceId", _NO_INSTANCE)
-            ci = getattr(proc, "computeInstanceId", _NO_INSTANCE)
+            gi = getattr(proc, "gpuInstanceId", NO_INSTANCE)
+            ci = getattr(proc, "computeInstanceId", NO_INSTANCE)
             result.append(
                 GpuProcess(
                     pid=pid,
@@ -635,27 +660,72 @@ class NvmlSession:
                     used_memory_bytes=(
                         Reading.of(int(used))
                         if used is not None
-                        else unavailable(Reason.NOT_SUPPORTED, "NVML gives no per-process memory here")
+                        else Reading.missing(Reason.NOT_SUPPORTED, "NVML gives no per-process memory here")
                     ),
                     host=self._host(pid),
-                    gpu_instance_id=None if gi == _NO_INSTANCE else int(gi),
-                    compute_instance_id=None if ci == _NO_INSTANCE else int(ci),
+                    gpu_instance_id=None if gi == NO_INSTANCE else int(gi),
+                    compute_instance_id=None if ci == NO_INSTANCE else int(ci),
                 )
             )
         return Reading.of(tuple(result))
 
 
+class XidWatch:
+    """NVML's critical XID events (``nvmlEventTypeXidCriticalError``: the driver's Xid errors, as
+    `dmesg` shows them) on every GPU, from the moment it is made: :meth:`poll` takes what came.
+
+    ``missing`` names the GPUs that could not be watched and why (GeForce boards and old drivers
+    answer NOT_SUPPORTED): events on them are not seen.
+    """
+
+    def __init__(self, lib: Any, handles: list[tuple[int, Any]]) -> None:
+        self._lib = lib
+        self._set: Any = None
+        self.missing: list[str] = []
+        try:
+            self._set = lib.nvmlEventSetCreate()
+        except lib.NVMLError as exc:
+            self.missing = [f"every GPU ({exc})"]
+            return
+        for index, handle in handles:
+            try:
+                lib.nvmlDeviceRegisterEvents(handle, lib.nvmlEventTypeXidCriticalError, self._set)
+            except lib.NVMLError as exc:
+                self.missing.append(f"GPU {index} ({exc})")
+
+    def poll(self) -> list[tuple[int, int]]:
+        """(GPU index, Xid) of every event since the last poll, without waiting."""
+        lib, found = self._lib, list[tuple[int, int]]()
+        if self._set is None:
+            return found
+        for _ in range(1000):  # a storm of events is read in the next poll
+            try:
+                data = lib.nvmlEventSetWait_v2(self._set, 0)
+            except lib.NVMLError_Timeout:
+                break
+            except lib.NVMLError:
+                break
+            try:
+                index = int(lib.nvmlDeviceGetIndex(data.device))
+            except lib.NVMLError:
+                index = -1
+            found.append((index, int(data.eventData)))
+        return found
+
+    def close(self) -> None:
+        if self._set is not None:
+            with contextlib.suppress(self._lib.NVMLError):
+                self._lib.nvmlEventSetFree(self._set)
+            self._set = None
+
+
 def no_process_stats(pid: int) -> tuple[Reading[float], Reading[int], Reading[float]]:
-    missing: Reading[Any] = unavailable(Reason.UNAVAILABLE, "no host view of processes")
+    missing: Reading[Any] = Reading.missing(Reason.UNAVAILABLE, "no host view of processes")
     return missing, missing, missing
 
 
 class NvmlDiscoveryError(Exception):
     """NVML initialised but could not count the GPUs."""
-
-
-def _milliwatts(value: Any) -> float:
-    return round(int(value) / 1000.0, 3)
 
 
 class _ProcessInfoV1(ctypes.Structure):
@@ -689,36 +759,76 @@ class _V1Process(msgspec.Struct):
     usedGpuMemory: int | None  # noqa: N815 - mirrors the NVML struct
 
 
+def _mig_attributes(a: Any) -> MigAttributes:
+    return MigAttributes(
+        multiprocessors=int(a.multiprocessorCount),
+        copy_engines=int(a.sharedCopyEngineCount),
+        decoders=int(a.sharedDecoderCount),
+        encoders=int(a.sharedEncoderCount),
+        jpeg_decoders=int(a.sharedJpegCount),
+        ofas=int(a.sharedOfaCount),
+        gpu_instance_slices=int(a.gpuInstanceSliceCount),
+        compute_instance_slices=int(a.computeInstanceSliceCount),
+        memory_mib=int(a.memorySizeMB),
+    )
+
+
+def _invoke(lib: Any, spec: Spec, call: str, h: Any, args: tuple[Any, ...]) -> Any:
+    """A row's call: its answer, or the struct it filled by reference (``Spec.struct``)."""
+    if not spec.struct:
+        return getattr(lib, call)(h, *args)
+    struct = getattr(lib, spec.struct)()
+    getattr(lib, call)(h, *args, ctypes.byref(struct))
+    return struct
+
+
+def _not_in_bindings(spec: Spec) -> Reading[Any]:
+    return Reading.missing(Reason.FUNCTION_NOT_FOUND, f"{spec.call} is not in this nvidia-ml-py")
+
+
 def failed_gpu(index: int, state: GpuState, detail: str) -> Gpu:
     """A GPU row whose handle is unusable: every reading says why."""
     reason = Reason.GPU_LOST if state is GpuState.LOST else Reason.UNKNOWN_ERROR
-    return blank_gpu(index, state, detail, unavailable(reason, detail))
+    return blank_gpu(index, state, detail, Reading.missing(reason, detail))
 
 
-NOT_READ: Reading[Any] = unavailable(Reason.NOT_READ)
+NOT_READ: Reading[Any] = Reading.missing(Reason.NOT_READ)
 
-# Which reader fills each group: adding a group is a FactGroup member, a reader method and one line here.
-_FACT_READERS: dict[FactGroup, Callable[[NvmlSession, Any, _Handles], dict[str, Any]]] = {
-    FactGroup.MEMORY: NvmlSession._memory_facts,
-    FactGroup.UTILIZATION: NvmlSession._utilization_facts,
-    FactGroup.THERMAL: NvmlSession._thermal_facts,
-    FactGroup.POWER: NvmlSession._power_facts,
-    FactGroup.PERFORMANCE: NvmlSession._performance_facts,
-    FactGroup.CLOCK_EVENTS: NvmlSession._clock_event_facts,
-    FactGroup.MODES: NvmlSession._modes_facts,
-    FactGroup.CAPABILITY: NvmlSession._capability_facts,
-    FactGroup.PCIE: NvmlSession._pcie_facts,
-    FactGroup.NUMA: NvmlSession._numa_facts,
-    FactGroup.ECC: NvmlSession._ecc_facts,
-    FactGroup.MEMORY_HEALTH: NvmlSession._memory_health_facts,
-    FactGroup.INFOROM: NvmlSession._inforom_facts,
-    FactGroup.RECOVERY: NvmlSession._recovery_facts,
-    FactGroup.MIG: NvmlSession._mig_facts,
-    FactGroup.PROCESSES: NvmlSession._processes_facts,
-    FactGroup.CLOCKS: NvmlSession._clock_facts,
-    FactGroup.ENERGY: NvmlSession._energy_facts,
-    FactGroup.PCIE_REPLAYS: NvmlSession._pcie_replay_facts,
+
+@functools.cache
+def _rows_of(facts: frozenset[FactGroup]) -> tuple[tuple[Spec, ...], Callable[[dict[str, Any]], dict[str, Any]]]:
+    """The per-GPU rows a read of ``facts`` asks, in NVML call order: identity first (the UUID is the
+    cheap call that finds a GPU lost since the last read), then each group as FactGroup declares
+    them, whatever the set (DETAILS is read across GPUs, in read_gpus); and how their readings
+    become the GPU's fields."""
+    rows = group_readings(None) + tuple(row for group in FactGroup if group in facts for row in group_readings(group))
+    return rows, builder(Gpu, tuple(row.key for row in rows))
+
+
+def _mig_layout(key: str, session: NvmlSession, h: Any, handles: _Handles) -> Reading[Any]:
+    """MIG's profiles or instances (probe.mig); a GPU whose MIG mode is off has none, at no call."""
+    if not handles.mig_enabled:
+        return Reading.missing(Reason.NOT_SUPPORTED, "MIG is not enabled on this GPU")
+    from gpudiag.probe import mig
+
+    return mig.profiles(session, h) if key == "mig_profiles" else mig.instances(session, h)
+
+
+# The composite per-GPU readings (rows with custom=True in gpudiag.readings), each read by hand.
+_CUSTOM_READERS: dict[str, Callable[[NvmlSession, Any, _Handles], Any]] = {
+    "memory": lambda session, h, _handles: session._memory(h),
+    "retired_pages": lambda session, h, _handles: session._retired_pages(h),
+    "inforom_valid": lambda session, h, _handles: session._inforom(h),
+    "mig_devices": lambda session, _h, handles: tuple(session._mig_device(slot, mh) for slot, mh in handles.mig),
+    "processes": lambda session, h, _handles: session._processes(h),
+    "mig_profiles": functools.partial(_mig_layout, "mig_profiles"),
+    "mig_instances": functools.partial(_mig_layout, "mig_instances"),
 }
+
+
+def _custom_reading(session: NvmlSession, h: Any, handles: _Handles, key: str) -> dict[str, Any]:
+    return {key: _CUSTOM_READERS[key](session, h, handles)}
+
 
 _GPU_FIXED = ("index", "state", "state_detail")
 
@@ -732,7 +842,7 @@ def _blank_fields(missing: Reading[Any]) -> dict[str, Any]:
     """Every Gpu field but index and state, each ``missing``: found from the Struct, so a new
     reading field needs no line here."""
     values: dict[str, Any] = {}
-    kinds = _gpu_field_types()
+    kinds = field_types(Gpu)
     for name in Gpu.__struct_fields__:
         if name in _GPU_FIXED:
             continue
@@ -750,10 +860,3 @@ def _blank_fields(missing: Reading[Any]) -> dict[str, Any]:
 def _not_read_fields() -> dict[str, Any]:
     """The blank fields of a read GPU, built once: every read copies them (a watch or exporter reads often)."""
     return _blank_fields(NOT_READ)
-
-
-@functools.cache
-def _gpu_field_types() -> dict[str, Any]:
-    # GpuDetails is named only under TYPE_CHECKING (gpudiag.details loads where details are read);
-    # its field is a plain Reading here, so a stand-in resolves it.
-    return typing.get_type_hints(Gpu, localns={"GpuDetails": object})

@@ -19,10 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from gpudiag.children import protocol
-from gpudiag.model import Reading, Reason, TorchDevice, TorchRuntime, unavailable
+from gpudiag.model import Reading, Reason, TorchDevice, TorchRuntime
 from gpudiag.probe.child import ChildOutcome, ChildResult, Running, hung_detail, script, start
 
-STAGE_MARKER = protocol.STAGE
 ASK = "--ask"  # the torch child's argument: read the functional test's settings from stdin
 DEFAULT_TIMEOUT = 90.0
 
@@ -109,9 +108,9 @@ def parse(result: ChildResult, stages: dict[str, Any] | None = None) -> Reading[
         try:
             return Reading.of(_runtime(stages))
         except (KeyError, TypeError, ValueError, IndexError) as exc:
-            return unavailable(Reason.UNKNOWN_ERROR, f"unexpected torch probe answer: {exc!r}")
+            return Reading.missing(Reason.UNKNOWN_ERROR, f"unexpected torch probe answer: {exc!r}")
     if result.outcome is ChildOutcome.NOT_STARTED:
-        return unavailable(Reason.UNAVAILABLE, result.detail)
+        return Reading.missing(Reason.UNAVAILABLE, result.detail)
     if result.outcome in (ChildOutcome.TIMEOUT, ChildOutcome.CRASHED):
 
         def how(where: str) -> str:
@@ -125,19 +124,19 @@ def parse(result: ChildResult, stages: dict[str, Any] | None = None) -> Reading[
         if stage in (protocol.IMPORTED, protocol.LIBRARIES):
             return _stopped_after_import(stages, how("reading its cuDNN/NCCL versions"))
         if stage == protocol.IMPORTING:
-            return unavailable(Reason.UNKNOWN_ERROR, how("during `import torch`"))
-        return unavailable(Reason.UNKNOWN_ERROR, how("before reporting"))
+            return Reading.missing(Reason.UNKNOWN_ERROR, how("during `import torch`"))
+        return Reading.missing(Reason.UNKNOWN_ERROR, how("before reporting"))
     if result.outcome is not ChildOutcome.OK:
-        return unavailable(Reason.UNKNOWN_ERROR, f"torch probe failed: {result.detail}")
+        return Reading.missing(Reason.UNKNOWN_ERROR, f"torch probe failed: {result.detail}")
     data = result.data
     if "missing" in data:
-        return unavailable(Reason.NOT_FOUND, str(data["missing"]))
+        return Reading.missing(Reason.NOT_FOUND, str(data["missing"]))
     if "import_error" in data:
-        return unavailable(Reason.UNKNOWN_ERROR, f"torch fails to import: {data['import_error']}")
+        return Reading.missing(Reason.UNKNOWN_ERROR, f"torch fails to import: {data['import_error']}")
     try:
         return Reading.of(_runtime(data))
     except (KeyError, TypeError, ValueError, IndexError) as exc:
-        return unavailable(Reason.UNKNOWN_ERROR, f"unexpected torch probe answer: {exc!r}")
+        return Reading.missing(Reason.UNKNOWN_ERROR, f"unexpected torch probe answer: {exc!r}")
 
 
 def _stopped_after_import(stages: dict[str, Any], error: str) -> Reading[TorchRuntime]:
@@ -161,7 +160,7 @@ def _stopped_after_import(stages: dict[str, Any], error: str) -> Reading[TorchRu
             }
         )
     except (KeyError, TypeError, ValueError, IndexError):
-        return unavailable(Reason.UNKNOWN_ERROR, error)
+        return Reading.missing(Reason.UNKNOWN_ERROR, error)
     return Reading.of(runtime)
 
 

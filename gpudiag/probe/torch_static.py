@@ -6,16 +6,16 @@ import ast
 import importlib.util
 from pathlib import Path
 
-from gpudiag.model import Reading, Reason, TorchBuild, unavailable
+from gpudiag.model import Reading, Reason, TorchBuild
 
 
 def torch_build() -> Reading[TorchBuild]:
     try:
         spec = importlib.util.find_spec("torch")  # locates the package without running it
     except (ImportError, ValueError) as exc:
-        return unavailable(Reason.UNKNOWN_ERROR, f"cannot locate torch: {exc}")
+        return Reading.missing(Reason.UNKNOWN_ERROR, f"cannot locate torch: {exc}")
     if spec is None or not spec.submodule_search_locations:
-        return unavailable(Reason.NOT_FOUND, "torch is not installed (pip install 'gpudiag[torch]')")
+        return Reading.missing(Reason.NOT_FOUND, "torch is not installed (pip install 'gpudiag[torch]')")
     package_dir = Path(next(iter(spec.submodule_search_locations)))
     return read_version_file(package_dir)
 
@@ -26,7 +26,7 @@ def read_version_file(package_dir: Path) -> Reading[TorchBuild]:
     try:
         tree = ast.parse(path.read_text())
     except (OSError, SyntaxError, ValueError) as exc:
-        return unavailable(Reason.UNKNOWN_ERROR, f"unreadable {path}: {exc}")
+        return Reading.missing(Reason.UNKNOWN_ERROR, f"unreadable {path}: {exc}")
     values: dict[str, object] = {}
     for node in tree.body:
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -39,7 +39,7 @@ def read_version_file(package_dir: Path) -> Reading[TorchBuild]:
                         continue
     version = values.get("__version__")
     if not isinstance(version, str):
-        return unavailable(Reason.UNKNOWN_ERROR, f"{path} has no __version__")
+        return Reading.missing(Reason.UNKNOWN_ERROR, f"{path} has no __version__")
     cuda, hip = values.get("cuda"), values.get("hip")
     return Reading.of(
         TorchBuild(

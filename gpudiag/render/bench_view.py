@@ -14,12 +14,13 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.table import Table
 from rich.text import Text
 
-from gpudiag.bench.child import Outcome
 from gpudiag.bench.link import Verdict
 from gpudiag.bench.plan import Mode, Plan, size_text
 from gpudiag.bench.report import Finding, Row, Severity, device_label, max_link, slower
+from gpudiag.bench.runner import Outcome
 from gpudiag.bench.stats import GB, GiB, saturation_size
 from gpudiag.model import Gpu
+from gpudiag.render.printable import printable
 
 SCHEMA = "gpudiag.bench-transfer/1"
 
@@ -48,7 +49,7 @@ def _rate(value: float | None, unit: Unit) -> str:
 
 def verdict_text(row: Row) -> Text:
     if row.error:
-        return Text(f"error: {row.error}", style="red")
+        return Text(f"error: {printable(row.error)}", style="red")
     if row.failed:
         return Text("DATA MISMATCH: wrong data after copying", style="red bold")
     j = row.judgement
@@ -77,7 +78,7 @@ def devices_table(outcome: Outcome, gpus: dict[int, Gpu | None], rows: Sequence[
         placed = placement.get(d.ordinal)
         t.add_row(
             device_label(d.ordinal, gpu),
-            d.name,
+            printable(d.name),
             str(link) if link else "N/A",
             "N/A" if node is None else str(node),
             placed.placement.value.replace("_", " ") if placed else "",
@@ -260,9 +261,9 @@ def render(
     if found:
         parts.append(Text(""))
         for f in found:
-            parts.append(Text(f.message, style=_SEVERITY_STYLE[f.severity]))
+            parts.append(Text(printable(f.message), style=_SEVERITY_STYLE[f.severity]))
     parts.append(Text(""))
-    parts += [Text(n, style="dim") for n in notes]
+    parts += [Text(printable(n), style="dim") for n in notes]
     parts += conventions(rows, plan, unit)
     return Group(*parts)
 

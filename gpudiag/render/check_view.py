@@ -11,8 +11,9 @@ from rich.table import Table
 from rich.text import Text
 
 from gpudiag.checks import CheckResult, Facts, Status, nothing_checked
-from gpudiag.checks.rules import BY_ID
+from gpudiag.checks.rules import BY_ID, action
 from gpudiag.model import cuda_version_text
+from gpudiag.render.printable import printable
 
 SCHEMA = "gpudiag.check/1"
 _STYLES = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "red bold", Status.SKIP: "dim"}
@@ -58,6 +59,14 @@ def summary(results: list[CheckResult]) -> Counter[Status]:
 NOTHING_CHECKED = "nothing was checked: every selected check was skipped"
 
 
+def skipped(results: list[CheckResult]) -> str:
+    """``func.gpu (no CUDA device)``: each skipped check once, with why, for the one stderr line."""
+    from gpudiag.parsing import shorten
+
+    why = {r.id: r.finding for r in results}
+    return "; ".join(f"{cid} ({shorten(finding, 80)})" for cid, finding in why.items())
+
+
 def verdict(results: list[CheckResult], strict: bool, notes: list[str]) -> str:
     """READY, NOT READY (a failure, or a warning under --strict) or UNKNOWN (something could not
     run, or every selected check was skipped: nothing was verified)."""
@@ -76,7 +85,7 @@ def summary_line(results: list[CheckResult], strict: bool, notes: list[str] | No
     if strict:
         text += " (--strict: warnings fail)"
     if word == "UNKNOWN":
-        text += f"; could not run: {'; '.join(notes)}" if notes else f"; {NOTHING_CHECKED}"
+        text += f"; could not run: {printable('; '.join(notes))}" if notes else f"; {NOTHING_CHECKED}"
     style = {"READY": "green bold", "NOT READY": "red bold", "UNKNOWN": "yellow bold"}[word]
     return Text(text, style=style)
 
@@ -106,7 +115,7 @@ def _grouped(results: list[CheckResult]) -> list[tuple[CheckResult, str]]:
 def render(facts: Facts, results: list[CheckResult], strict: bool, notes: list[str] | None = None) -> Group:
     parts: list[RenderableType] = []
     if facts.machine.source != "live":
-        parts.append(Text(facts.machine.source, style="dim"))
+        parts.append(Text(printable(facts.machine.source), style="dim"))
     table = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1))
     table.add_column("status", no_wrap=True, width=4)
     table.add_column("id", no_wrap=True, style="cyan")
@@ -119,16 +128,16 @@ def render(facts: Facts, results: list[CheckResult], strict: bool, notes: list[s
                 table.add_row("", "", "", "")
             area = r.area
             table.add_row("", Text(area, style="bold underline"), "", "")
-        finding = Text(r.finding)
+        finding = Text(printable(r.finding))
         if r.fix and r.status in (Status.FAIL, Status.WARN):
-            finding.append(f"\n→ {r.fix}", style="italic")
-        table.add_row(Text(r.status.value, style=_STYLES[r.status]), r.id, target, finding)
+            finding.append(f"\n→ {printable(r.fix)}", style="italic")
+        table.add_row(Text(r.status.value, style=_STYLES[r.status]), r.id, printable(target), finding)
     parts += [table, Text("")]
     versions_table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     versions_table.add_column("Versions", style="bold", no_wrap=True)
     versions_table.add_column("")
     for name, value in versions(facts):
-        versions_table.add_row(name, value)
+        versions_table.add_row(name, printable(value))
     parts += [versions_table, Text(""), summary_line(results, strict, notes)]
     return Group(*parts)
 
@@ -144,11 +153,13 @@ def to_json(
     """``slurm_node``: Slurm's name for this node when run by Slurm (what `gpudiag report` and `drain` use)."""
     notes = notes or []
     counts = summary(results)
-    return {
+    data: dict[str, Any] = {
         "schema": SCHEMA,
         "source": facts.machine.source,
         "host": facts.machine.host.hostname,
         "slurm_node": slurm_node,
+        # When the node was read (unix time; null on a replay): `drain --resume` wants evidence newer than a drain.
+        "collected_at": None if facts.machine.source.startswith("replay:") else facts.machine.collected_at,
         "verdict": verdict(results, strict, notes),
         "exit_code": exit_code,
         "strict": strict,
@@ -170,13 +181,9 @@ def to_json(
             for r in results
         ],
     }
-
-
-def action(r: CheckResult) -> str | None:
-    """What an operator does about a failure or warning (None when there is nothing to do)."""
-    if r.status not in (Status.FAIL, Status.WARN):
-        return None
-    return (r.action or BY_ID[r.id].action).value
+    if facts.deep is not None:  # check --level 2-4: what the deep tests measured, in full
+        data["diagnostics"] = diagnostics_json(facts)
+    return data
 
 
 def gpus_json(facts: Facts) -> list[dict[str, Any]]:
@@ -202,7 +209,52 @@ def gpus_json(facts: Facts) -> list[dict[str, Any]]:
                 "matmul_tflops": tflops.get(g.index),
             }
         )
+    if facts.deep is not None:
+        for entry, gpu in zip(out, facts.machine.gpus, strict=True):
+            entry.update(deep_figures(facts, gpu.index))
     return out
+
+
+def deep_figures(facts: Facts, index: int) -> dict[str, Any]:
+    """A GPU's figures from the deep tests (check --level 2-4), for `gpudiag report` to compare across the
+    fleet: null where a test did not run or measured nothing."""
+    deep = facts.deep
+    assert deep is not None
+    memtest = next((g for g in deep.memtest.gpus if g.gpu_index == index), None) if deep.memtest else None
+    stress = next((g for g in deep.stress.gpus if g.gpu_index == index), None) if deep.stress else None
+    links = deep.links
+    pcie = next((g for g in links.pcie or () if g.gpu_index == index), None) if links else None
+    copies = {c.direction: c.gbps for c in pcie.copies} if pcie else {}
+    d2d = next((g.gbps for g in links.d2d or () if g.gpu_index == index), None) if links else None
+    peers = [p.gbps for p in (links.peers or ()) if p.src_gpu == index and p.gbps is not None] if links else []
+    allreduce = deep.allreduce
+    largest = allreduce.largest if allreduce is not None and not allreduce.error else None
+    return {
+        "memtest_gbps": memtest.gbps if memtest else None,
+        "memtest_mismatches": memtest.mismatches if memtest else None,
+        "stress_tflops": stress.tflops_sustained if stress else None,
+        "h2d_gbps": copies.get("h2d"),
+        "d2h_gbps": copies.get("d2h"),
+        "d2d_gbps": d2d,
+        "peer_min_gbps": min(peers) if peers else None,
+        "allreduce_busbw_gbps": largest.busbw_gbps(allreduce.ranks)
+        if largest is not None and allreduce is not None and index in allreduce.gpu_indices
+        else None,
+    }
+
+
+def diagnostics_json(facts: Facts) -> dict[str, Any]:
+    """Everything the deep tests found: per phase its figures, or why it did not run."""
+    import msgspec
+
+    deep = facts.deep
+    assert deep is not None
+    data: dict[str, Any] = msgspec.to_builtins(deep, str_keys=True)
+    if deep.allreduce is not None:
+        for size, shown in zip(deep.allreduce.sizes, data["allreduce"]["sizes"], strict=True):
+            shown["algbw_gbps"] = size.algbw_gbps
+            shown["busbw_gbps"] = size.busbw_gbps(deep.allreduce.ranks)
+    return data
 
 
 def to_junit(facts: Facts, results: list[CheckResult], strict: bool, notes: list[str] | None = None) -> str:

@@ -1,42 +1,31 @@
 """nvidia-smi's ``--query-gpu=… --format=csv`` for users whose scripts speak it.
 
-One declarative table, :data:`FIELDS`: every name (and alias) that driver 580's nvidia-smi
-accepts, with its unit, the reading behind it and how nvidia-smi prints it. Names that NVML
-cannot answer through gpudiag (vGPU, Windows driver model, power smoothing, fabric, ...) are
-accepted and print what nvidia-smi prints when a value is missing. Checked field by field
-against the real H100's output in ``docs/hardware/h100-80gb-hbm3-driver580/``.
+Two declarations meet here: nvidia-smi's vocabulary (:data:`NVIDIA_SMI_FIELDS`: every name and
+alias that driver 580's nvidia-smi accepts, with its unit, in its order) and gpudiag's readings,
+each of which names the fields it answers (``query`` of the rows in :mod:`gpudiag.readings` and
+:mod:`gpudiag.details`). A few fields are derived here: the timestamp, the driver version, the GPU
+count and index, each clock-event bit, the ECC counts by memory location. A name that nothing
+answers (vGPU, Windows driver model, power smoothing, fabric, ...) is accepted and prints what
+nvidia-smi prints when a value is missing. Checked field by field against the real H100's output
+in ``docs/hardware/h100-80gb-hbm3-driver580/``.
 """
 
 from __future__ import annotations
 
-import difflib
+import functools
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
-from gpudiag.errors import UsageError
-from gpudiag.model import (
-    FactGroup,
-    Gpu,
-    GpuProcess,
-    Machine,
-    ProcessKind,
-    Reading,
-    Reason,
-    cuda_version_text,
-    unavailable,
-)
-from gpudiag.units import mib
-
-if TYPE_CHECKING:
-    from gpudiag.details import GpuDetails
+from gpudiag.model import FactGroup, Gpu, Machine, Reading, Reason, cuda_version_text
+from gpudiag.readings import CLOCK_EVENTS, GPU_READINGS, Spec, pick, reading_at
+from gpudiag.render.format import VALUE_FORMATS
+from gpudiag.render.printable import csv_field
 
 Reader = Callable[[Machine, Gpu], Reading[Any]]
 Formatter = Callable[[Any], str]
-
-_G = FactGroup
 
 
 class Field(msgspec.Struct, frozen=True):
@@ -49,142 +38,316 @@ class Field(msgspec.Struct, frozen=True):
     missing: str = "[N/A]"  # what nvidia-smi prints without a value
 
 
-# -- readers ----------------------------------------------------------------------------
+# nvidia-smi --help-query-gpu (driver 580), in its order: each name with its aliases and its [unit];
+# "=TEXT" where nvidia-smi prints TEXT, not "[N/A]", without a value.
+NVIDIA_SMI_FIELDS = """
+timestamp
+driver_version
+vgpu_driver_capability.heterogenous_multivGPU
+count
+name gpu_name
+serial gpu_serial
+uuid gpu_uuid
+pci.bus_id gpu_bus_id
+pci.domain
+pci.bus
+pci.device
+pci.baseClass
+pci.subClass
+pci.device_id
+pci.sub_device_id
+vgpu_device_capability.fractional_multiVgpu
+vgpu_device_capability.heterogeneous_timeSlice_profile
+vgpu_device_capability.heterogeneous_timeSlice_sizes
+vgpu_device_capability.homogeneous_placements
+vgpu_device_capability.mig_timeSlicing
+vgpu_device_capability.mig_timeSlicing_mode
+pcie.link.gen.current
+pcie.link.gen.gpucurrent
+pcie.link.gen.max
+pcie.link.gen.gpumax
+pcie.link.gen.hostmax
+pcie.link.width.current
+pcie.link.width.max
+index
+display_mode
+display_attached
+display_active
+persistence_mode
+addressing_mode
+accounting.mode
+accounting.buffer_size
+driver_model.current
+driver_model.pending
+vbios_version
+inforom.img inforom.image
+inforom.oem
+inforom.ecc
+inforom.pwr inforom.power
+inforom.checksum_validation
+gpu_recovery_action
+gom.current gpu_operation_mode.current
+gom.pending gpu_operation_mode.pending
+fan.speed [%]
+pstate
+clocks_event_reasons.supported clocks_throttle_reasons.supported
+clocks_event_reasons.active clocks_throttle_reasons.active
+clocks_event_reasons.gpu_idle clocks_throttle_reasons.gpu_idle
+clocks_event_reasons.applications_clocks_setting clocks_throttle_reasons.applications_clocks_setting
+clocks_event_reasons.sw_power_cap clocks_throttle_reasons.sw_power_cap
+clocks_event_reasons.hw_slowdown clocks_throttle_reasons.hw_slowdown
+clocks_event_reasons.hw_thermal_slowdown clocks_throttle_reasons.hw_thermal_slowdown
+clocks_event_reasons.hw_power_brake_slowdown clocks_throttle_reasons.hw_power_brake_slowdown
+clocks_event_reasons.sw_thermal_slowdown clocks_throttle_reasons.sw_thermal_slowdown
+clocks_event_reasons.sync_boost clocks_throttle_reasons.sync_boost
+clocks_event_reasons_counters.sw_power_cap [us]
+clocks_event_reasons_counters.sync_boost [us]
+clocks_event_reasons_counters.sw_thermal_slowdown [us]
+clocks_event_reasons_counters.hw_thermal_slowdown [us]
+clocks_event_reasons_counters.hw_power_brake_slowdown [us]
+memory.total [MiB]
+memory.reserved [MiB]
+memory.used [MiB]
+memory.free [MiB]
+compute_mode
+compute_cap
+utilization.gpu [%]
+utilization.memory [%]
+utilization.encoder [%]
+utilization.decoder [%]
+utilization.jpeg [%]
+utilization.ofa [%]
+encoder.stats.sessionCount
+encoder.stats.averageFps
+encoder.stats.averageLatency
+dramEncryption.mode.current
+dramEncryption.mode.pending
+ecc.mode.current
+ecc.mode.pending
+ecc.errors.corrected.volatile.device_memory
+ecc.errors.corrected.volatile.dram
+ecc.errors.corrected.volatile.register_file
+ecc.errors.corrected.volatile.l1_cache
+ecc.errors.corrected.volatile.l2_cache
+ecc.errors.corrected.volatile.texture_memory
+ecc.errors.corrected.volatile.cbu
+ecc.errors.corrected.volatile.sram
+ecc.errors.corrected.volatile.total
+ecc.errors.corrected.aggregate.device_memory
+ecc.errors.corrected.aggregate.dram
+ecc.errors.corrected.aggregate.register_file
+ecc.errors.corrected.aggregate.l1_cache
+ecc.errors.corrected.aggregate.l2_cache
+ecc.errors.corrected.aggregate.texture_memory
+ecc.errors.corrected.aggregate.cbu
+ecc.errors.corrected.aggregate.sram
+ecc.errors.corrected.aggregate.total
+ecc.errors.uncorrected.volatile.device_memory
+ecc.errors.uncorrected.volatile.dram
+ecc.errors.uncorrected.volatile.register_file
+ecc.errors.uncorrected.volatile.l1_cache
+ecc.errors.uncorrected.volatile.l2_cache
+ecc.errors.uncorrected.volatile.texture_memory
+ecc.errors.uncorrected.volatile.cbu
+ecc.errors.uncorrected.volatile.sram
+ecc.errors.uncorrected.volatile.total
+ecc.errors.uncorrected.aggregate.device_memory
+ecc.errors.uncorrected.aggregate.dram
+ecc.errors.uncorrected.aggregate.register_file
+ecc.errors.uncorrected.aggregate.l1_cache
+ecc.errors.uncorrected.aggregate.l2_cache
+ecc.errors.uncorrected.aggregate.texture_memory
+ecc.errors.uncorrected.aggregate.cbu
+ecc.errors.uncorrected.aggregate.sram
+ecc.errors.uncorrected.aggregate.total
+ecc.errors.uncorrected.volatile.sram.parity
+ecc.errors.uncorrected.volatile.sram.secded
+ecc.errors.uncorrected.aggregate.sram.parity
+ecc.errors.uncorrected.aggregate.sram.secded
+ecc.errors.uncorrected.aggregate.sram.thresholdExceeded
+ecc.errors.uncorrected.aggregate.sram.l2
+ecc.errors.uncorrected.aggregate.sram.sm
+ecc.errors.uncorrected.aggregate.sram.mcu
+ecc.errors.uncorrected.aggregate.sram.pcie
+ecc.errors.uncorrected.aggregate.sram.other
+retired_pages.single_bit_ecc.count retired_pages.sbe
+retired_pages.double_bit.count retired_pages.dbe
+retired_pages.pending
+remapped_rows.correctable remapped_rows.sbe
+remapped_rows.correctable_inactive
+remapped_rows.uncorrectable remapped_rows.dbe
+remapped_rows.uncorrectable_inactive
+remapped_rows.pending
+remapped_rows.failure
+remapped_rows.histogram.max
+remapped_rows.histogram.high
+remapped_rows.histogram.partial
+remapped_rows.histogram.low
+remapped_rows.histogram.none
+temperature.gpu
+temperature.gpu.tlimit
+temperature.memory
+power.management
+power.draw [W]
+power.draw.average gpu.power.draw.average [W]
+power.draw.instant gpu.power.draw.instant [W]
+power.limit gpu.power.requested_limit [W]
+enforced.power.limit gpu.power.current_limit [W]
+power.default_limit gpu.power.default_limit [W]
+power.min_limit gpu.power.min_limit [W]
+power.max_limit gpu.power.max_limit [W]
+module.power.draw.average
+module.power.draw.instant
+module.power.limit module.power.requested_limit
+module.enforced.power.limit module.power.current_limit
+module.power.default_limit
+module.power.min_limit
+module.power.max_limit
+power_smoothing.delayed_power_smoothing_supported
+power_smoothing.primary_power_floor
+power_smoothing.secondary_power_floor
+power_smoothing.min_primary_floor_activation_offset
+power_smoothing.min_primary_floor_activation_point
+power_smoothing.window_multiplier
+power_smoothing.curr_profile.secondary_power_floor
+power_smoothing.curr_profile.primary_floor_act_window_multiplier
+power_smoothing.curr_profile.primary_floor_tar_window_multiplier
+power_smoothing.curr_profile.primary_floor_act_offset
+power_smoothing.admin_override.secondary_power_floor
+power_smoothing.admin_override.primary_floor_act_window_multiplier
+power_smoothing.admin_override.primary_floor_tar_window_multiplier
+power_smoothing.admin_override.primary_floor_act_offset
+clocks.current.graphics clocks.gr [MHz]
+clocks.current.sm clocks.sm [MHz]
+clocks.current.memory clocks.mem [MHz]
+clocks.current.video clocks.video [MHz]
+clocks.applications.graphics clocks.applications.gr [MHz]
+clocks.applications.memory clocks.applications.mem [MHz]
+clocks.default_applications.graphics clocks.default_applications.gr [MHz]
+clocks.default_applications.memory clocks.default_applications.mem [MHz]
+clocks.max.graphics clocks.max.gr [MHz]
+clocks.max.sm [MHz]
+clocks.max.memory clocks.max.mem [MHz]
+mig.mode.current
+mig.mode.pending
+gsp.mode.current
+gsp.mode.default
+c2c.mode
+protected_memory.total [MiB]
+protected_memory.used [MiB]
+protected_memory.free [MiB]
+fabric.state =N/A
+fabric.status =N/A
+fabric.cliqueId =N/A
+fabric.clusterUuid =N/A
+fabric.health.summary =N/A
+fabric.health.bandwidth =N/A
+fabric.health.route_recovery_in_progress =N/A
+fabric.health.route_unhealthy =N/A
+fabric.health.access_timeout_recovery =N/A
+fabric.health.incorrect_configuration =N/A
+fabric.health.partition_assigned =N/A
+platform.chassis_serial_number
+platform.slot_number
+platform.tray_index
+platform.host_id
+platform.peer_type
+platform.module_id
+platform.gpu_fabric_guid
+hostname
+"""
+# gpudiag's own names, from before the full table (not nvidia-smi's): kept so scripts keep working.
+GPUDIAG_FIELDS = ("cuda_version", "temperature")
 
 
-def _gpu(pick: Callable[[Gpu], Reading[Any]]) -> Reader:
-    return lambda m, g: pick(g)
+class _Name(msgspec.Struct, frozen=True):
+    name: str
+    aliases: tuple[str, ...]
+    unit: str
+    missing: str
 
 
-def _det(pick: Callable[[GpuDetails], Reading[Any]]) -> Reader:
+@functools.cache
+def _vocabulary() -> tuple[_Name, ...]:
+    names = []
+    for line in NVIDIA_SMI_FIELDS.strip().splitlines():
+        line, _, missing = line.partition(" =")
+        line, _, unit = line.partition(" [")
+        name, *aliases = line.split()
+        names.append(_Name(name, tuple(aliases), unit.rstrip("]"), missing or "[N/A]"))
+    return tuple(names)
+
+
+# -- what answers each name: a reading's row, or a field derived here -------------------------
+
+
+class _Answer(msgspec.Struct, frozen=True):
+    read: Reader
+    show: Formatter = str
+    group: FactGroup | None = None
+
+
+def _row_reader(key: str, part: str) -> Reader:
+    """The reading at a row's key, or one part of its value (an attribute, an index)."""
+    index: int | str | None = int(part) if part.isdigit() else part or None
+
     def read(m: Machine, g: Gpu) -> Reading[Any]:
-        if g.details.value is None:
-            return Reading(reason=g.details.reason, detail=g.details.detail)
-        return pick(g.details.value)
+        reading = reading_at(g, key)
+        if index is None or reading.value is None:
+            return reading
+        value = pick(reading.value, index)
+        return value if isinstance(value, Reading) else Reading.of(value)
 
     return read
 
 
-def _mem(attr: str) -> Reader:
-    return lambda m, g: g.memory.map(lambda x: getattr(x, attr))
+def _answers(rows: tuple[Spec, ...]) -> dict[str, _Answer]:
+    """Each --query-gpu name the rows answer (``query``: ``NAME[:PART][=SHOW]``; see readings.Spec)."""
+    out = {}
+    for row in rows:
+        for entry in filter(None, row.query.split(";")):
+            entry, _, show = entry.partition("=")
+            name, _, part = entry.partition(":")
+            out[name] = _Answer(_row_reader(row.key, part), VALUE_FORMATS[show or row.show], row.group)
+    return out
 
 
-def _reserved(m: Machine, g: Gpu) -> Reading[Any]:
-    if g.memory.value is None:
-        return Reading(reason=g.memory.reason, detail=g.memory.detail)
-    return g.memory.value.reserved_bytes
+def timestamp(t: float) -> str:
+    """nvidia-smi's CSV timestamp, in local time."""
+    return time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
 
 
-def _ecc_total(attr: str) -> Reader:
-    return lambda m, g: getattr(g.ecc_errors, attr)
-
-
-def _ecc_at(location: str, attr: str) -> Reader:
-    def pick(d: GpuDetails) -> Reading[Any]:
-        for loc in d.memory_health.ecc_by_location:
-            if loc.location == location:
-                return getattr(loc, attr)  # type: ignore[no-any-return]
-        return unavailable(Reason.NOT_SUPPORTED)
-
-    return _det(pick)
+def recorded_at(machine: Machine) -> Reading[float]:
+    """When the machine was read (a replay: when its snapshot was taken); 0 means not recorded."""
+    if machine.collected_at > 0:
+        return Reading.of(machine.collected_at)
+    return Reading.missing(Reason.NOT_RECORDED, "the snapshot does not say when it was taken")
 
 
 def _event(bit: int) -> Reader:
     return lambda m, g: g.clock_event_reasons.map(lambda mask: bool(mask & bit))
 
 
-def _event_counter(name: str) -> Reader:
-    return _det(lambda d: dict(d.clocks.event_reason_counters_us)[name])
+def _ecc_at(location: str, attr: str) -> Reader:
+    """One count of the ECC errors at a memory location (a composite reading of the details)."""
+
+    def read(m: Machine, g: Gpu) -> Reading[Any]:
+        locations = reading_at(g, "details.memory_health.ecc_by_location")
+        if locations.value is None:
+            return locations
+        for loc in locations.value:
+            if loc.location == location:
+                return getattr(loc, attr)  # type: ignore[no-any-return]
+        return Reading.missing(Reason.NOT_SUPPORTED)
+
+    return read
 
 
-def _clock(kind: str, clock: str) -> Reader:
-    return _det(lambda d: getattr(getattr(d.clocks, kind), clock))
-
-
-def _retired(attr: str) -> Reader:
-    return lambda m, g: g.retired_pages.map(lambda r: getattr(r, attr))
-
-
-def _remapped(attr: str) -> Reader:
-    return lambda m, g: g.remapped_rows.map(lambda r: getattr(r, attr))
-
-
-def _histogram(attr: str) -> Reader:
-    return _det(lambda d: d.memory_health.row_remap_histogram.map(lambda h: getattr(h, attr)))
-
-
-def _protected(i: int) -> Reader:
-    return _det(lambda d: d.identity.protected_memory_bytes.map(lambda t: t[i]))
-
-
-# -- formatters (nvidia-smi's spelling) -------------------------------------------------
-
-
-def _mib(b: int) -> str:
-    return str(mib(b))  # rounded up, as nvidia-smi does
-
-
-def _w(w: float) -> str:
-    return f"{w:.2f}"
-
-
-def _enabled(v: bool) -> str:
-    return "Enabled" if v else "Disabled"
-
-
-def _yes(v: bool) -> str:
-    return "Yes" if v else "No"
-
-
-def _active(v: bool) -> str:
-    return "Active" if v else "Not Active"
-
-
-def _hex(width: int) -> Formatter:
-    return lambda v: f"0x{int(v):0{width}X}"
-
-
-def _timestamp(t: float) -> str:
-    return time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
-
-
-_ADDRESSING = {0: "None", 1: "HMM", 2: "ATS"}
-_RECOVERY = {0: "None", 1: "Reset", 2: "Reboot", 3: "Drain P2P", 4: "Drain and Reset"}
-
-
-def F(  # noqa: N802 - reads as a table row
-    name: str,
-    read: Reader | None,
-    show: Formatter = str,
-    unit: str = "",
-    aliases: tuple[str, ...] = (),
-    group: FactGroup | None = None,
-    missing: str = "[N/A]",
-) -> Field:
-    return Field(name, aliases, unit, read, show, group, missing)
-
-
-def D(name: str, pick: Callable[[GpuDetails], Reading[Any]], show: Formatter = str, unit: str = "", **kw: Any) -> Field:  # noqa: N802
-    return F(name, _det(pick), show, unit, group=_G.DETAILS, **kw)
-
-
-def _unanswered(*names: str, missing: str = "[N/A]") -> list[Field]:
-    return [F(n, None, missing=missing) for n in names]
-
-
-_VGPU = (
-    "vgpu_device_capability.fractional_multiVgpu",
-    "vgpu_device_capability.heterogeneous_timeSlice_profile",
-    "vgpu_device_capability.heterogeneous_timeSlice_sizes",
-    "vgpu_device_capability.homogeneous_placements",
-    "vgpu_device_capability.mig_timeSlicing",
-    "vgpu_device_capability.mig_timeSlicing_mode",
-)
 _ECC_KINDS = (
-    ("corrected", "volatile", "volatile_corrected"),
-    ("corrected", "aggregate", "aggregate_corrected"),
-    ("uncorrected", "volatile", "volatile_uncorrected"),
-    ("uncorrected", "aggregate", "aggregate_uncorrected"),
+    ("corrected", "volatile"),
+    ("corrected", "aggregate"),
+    ("uncorrected", "volatile"),
+    ("uncorrected", "aggregate"),
 )
 _ECC_PLACES = (
     ("device_memory", "device_memory"),
@@ -196,296 +359,67 @@ _ECC_PLACES = (
     ("cbu", "cbu"),
     ("sram", "sram"),
 )
-_EVENTS = (
-    ("gpu_idle", 0x1),
-    ("applications_clocks_setting", 0x2),
-    ("sw_power_cap", 0x4),
-    ("hw_slowdown", 0x8),
-    ("hw_thermal_slowdown", 0x40),
-    ("hw_power_brake_slowdown", 0x80),
-    ("sw_thermal_slowdown", 0x20),
-    ("sync_boost", 0x10),
-)
-_POWER_SMOOTHING = (
-    "delayed_power_smoothing_supported",
-    "primary_power_floor",
-    "secondary_power_floor",
-    "min_primary_floor_activation_offset",
-    "min_primary_floor_activation_point",
-    "window_multiplier",
-    "curr_profile.secondary_power_floor",
-    "curr_profile.primary_floor_act_window_multiplier",
-    "curr_profile.primary_floor_tar_window_multiplier",
-    "curr_profile.primary_floor_act_offset",
-    "admin_override.secondary_power_floor",
-    "admin_override.primary_floor_act_window_multiplier",
-    "admin_override.primary_floor_tar_window_multiplier",
-    "admin_override.primary_floor_act_offset",
-)
-_FABRIC = (
-    "state",
-    "status",
-    "cliqueId",
-    "clusterUuid",
-    "health.summary",
-    "health.bandwidth",
-    "health.route_recovery_in_progress",
-    "health.route_unhealthy",
-    "health.access_timeout_recovery",
-    "health.incorrect_configuration",
-    "health.partition_assigned",
-)
 
-_SRAM_NUMBERS = (
-    ("volatile.sram.parity", "volatile_uncorrected_parity"),
-    ("volatile.sram.secded", "volatile_uncorrected_secded"),
-    ("aggregate.sram.parity", "aggregate_uncorrected_parity"),
-    ("aggregate.sram.secded", "aggregate_uncorrected_secded"),
-)
-_SRAM_UNITS = ("l2", "sm", "mcu", "pcie", "other")
+# The fields derived here rather than read from one reading.
+_DERIVED: dict[str, _Answer] = {
+    "timestamp": _Answer(lambda m, g: recorded_at(m), timestamp),
+    "driver_version": _Answer(lambda m, g: m.nvml.driver_version),
+    "count": _Answer(lambda m, g: Reading.of(len(m.gpus))),
+    "index": _Answer(lambda m, g: Reading.of(g.index)),
+    "cuda_version": _Answer(lambda m, g: m.nvml.cuda_driver_version.map(cuda_version_text)),
+    **{
+        f"clocks_event_reasons.{e.query}": _Answer(_event(e.bit), VALUE_FORMATS["active"], FactGroup.CLOCK_EVENTS)
+        for e in CLOCK_EVENTS
+    },
+    **{
+        f"ecc.errors.{kind}.{counter}.{place}": _Answer(_ecc_at(location, f"{counter}_{kind}"), group=FactGroup.DETAILS)
+        for kind, counter in _ECC_KINDS
+        for place, location in _ECC_PLACES
+    },
+}
 
 
-def _sram_reading(d: GpuDetails, attr: str) -> Reading[Any]:
-    return d.memory_health.sram.map(lambda e: getattr(e, attr))
+@functools.cache
+def _gpu_answers() -> dict[str, _Answer]:
+    return {**_answers(GPU_READINGS), **_DERIVED}
 
 
-def _sram(attr: str) -> Callable[[GpuDetails], Reading[Any]]:
-    return lambda d: _sram_reading(d, attr)
+@functools.cache
+def _detail_answers() -> dict[str, _Answer]:
+    from gpudiag.details import DETAIL_READINGS  # only for a field of the details
+
+    return _answers(DETAIL_READINGS)
 
 
-# The table, in nvidia-smi's order (`nvidia-smi --help-query-gpu`).
-FIELDS: tuple[Field, ...] = (
-    F("timestamp", lambda m, g: Reading.of(m.collected_at), _timestamp),
-    F("driver_version", lambda m, g: m.nvml.driver_version),
-    *_unanswered("vgpu_driver_capability.heterogenous_multivGPU"),
-    F("count", lambda m, g: Reading.of(len(m.gpus))),
-    F("name", _gpu(lambda g: g.name), aliases=("gpu_name",)),
-    D("serial", lambda d: d.identity.serial, aliases=("gpu_serial",)),
-    F("uuid", _gpu(lambda g: g.uuid), aliases=("gpu_uuid",)),
-    F("pci.bus_id", _gpu(lambda g: g.pci_bus_id), aliases=("gpu_bus_id",)),
-    D("pci.domain", lambda d: d.identity.pci_domain, _hex(4)),
-    D("pci.bus", lambda d: d.identity.pci_bus, _hex(2)),
-    D("pci.device", lambda d: d.identity.pci_device, _hex(2)),
-    D("pci.baseClass", lambda d: d.identity.pci_base_class, lambda v: f"0x{v:X}"),
-    D("pci.subClass", lambda d: d.identity.pci_sub_class, lambda v: f"0x{v:X}"),
-    D("pci.device_id", lambda d: d.identity.pci_device_id, _hex(8)),
-    D("pci.sub_device_id", lambda d: d.identity.pci_subsystem_id, _hex(8)),
-    *_unanswered(*_VGPU),
-    F("pcie.link.gen.current", _gpu(lambda g: g.pcie.gen_current), group=_G.PCIE),
-    F("pcie.link.gen.gpucurrent", _gpu(lambda g: g.pcie.gen_current), group=_G.PCIE),
-    F("pcie.link.gen.max", _gpu(lambda g: g.pcie.gen_max), group=_G.PCIE),
-    F("pcie.link.gen.gpumax", _gpu(lambda g: g.pcie.gen_gpu_max), group=_G.PCIE),
-    *_unanswered("pcie.link.gen.hostmax"),  # nvidia-smi prints [N/A] on this driver
-    F("pcie.link.width.current", _gpu(lambda g: g.pcie.width_current), group=_G.PCIE),
-    F("pcie.link.width.max", _gpu(lambda g: g.pcie.width_max), group=_G.PCIE),
-    F("index", lambda m, g: Reading.of(g.index)),
-    D("display_mode", lambda d: d.identity.display_mode, lambda v: "[Requested functionality has been deprecated]"),
-    D("display_attached", lambda d: d.identity.display_mode, _yes),
-    D("display_active", lambda d: d.identity.display_active, _enabled),
-    F("persistence_mode", _gpu(lambda g: g.persistence_mode), _enabled, group=_G.MODES),
-    D("addressing_mode", lambda d: d.identity.addressing_mode, lambda v: _ADDRESSING.get(v, str(v))),
-    D("accounting.mode", lambda d: d.identity.accounting_mode, _enabled),
-    D("accounting.buffer_size", lambda d: d.identity.accounting_buffer_size),
-    *_unanswered("driver_model.current", "driver_model.pending"),  # Windows only
-    D("vbios_version", lambda d: d.identity.vbios_version),
-    D("inforom.img", lambda d: d.identity.inforom_image, aliases=("inforom.image",)),
-    D("inforom.oem", lambda d: d.identity.inforom_oem),
-    D("inforom.ecc", lambda d: d.identity.inforom_ecc),
-    D("inforom.pwr", lambda d: d.identity.inforom_power, aliases=("inforom.power",)),
-    F(
-        "inforom.checksum_validation",
-        _gpu(lambda g: g.inforom_valid),
-        lambda v: "valid" if v else "invalid",
-        group=_G.INFOROM,
-    ),
-    F("gpu_recovery_action", _gpu(lambda g: g.recovery_action), lambda v: _RECOVERY.get(v, str(v)), group=_G.RECOVERY),
-    # GPU operation mode: Tesla K-series only.
-    F("gom.current", None, aliases=("gpu_operation_mode.current",)),
-    F("gom.pending", None, aliases=("gpu_operation_mode.pending",)),
-    F("fan.speed", _gpu(lambda g: g.fan_percent), unit="%", group=_G.THERMAL),
-    F("pstate", _gpu(lambda g: g.pstate), lambda p: f"P{p}", group=_G.PERFORMANCE),
-    D(
-        "clocks_event_reasons.supported",
-        lambda d: d.clocks.event_reasons_supported,
-        _hex(16),
-        aliases=("clocks_throttle_reasons.supported",),
-    ),
-    F(
-        "clocks_event_reasons.active",
-        _gpu(lambda g: g.clock_event_reasons),
-        _hex(16),
-        aliases=("clocks_throttle_reasons.active",),
-        group=_G.CLOCK_EVENTS,
-    ),
-    *(
-        F(
-            f"clocks_event_reasons.{name}",
-            _event(bit),
-            _active,
-            aliases=(f"clocks_throttle_reasons.{name}",),
-            group=_G.CLOCK_EVENTS,
-        )
-        for name, bit in _EVENTS
-    ),
-    *(
-        F(f"clocks_event_reasons_counters.{name}", _event_counter(name), unit="us", group=_G.DETAILS)
-        for name in (
-            "sw_power_cap",
-            "sync_boost",
-            "sw_thermal_slowdown",
-            "hw_thermal_slowdown",
-            "hw_power_brake_slowdown",
-        )
-    ),
-    F("memory.total", _mem("total_bytes"), _mib, "MiB", group=_G.MEMORY),
-    F("memory.reserved", _reserved, _mib, "MiB", group=_G.MEMORY),
-    F("memory.used", _mem("used_bytes"), _mib, "MiB", group=_G.MEMORY),
-    F("memory.free", _mem("free_bytes"), _mib, "MiB", group=_G.MEMORY),
-    F("compute_mode", _gpu(lambda g: g.compute_mode), lambda c: c.value, group=_G.MODES),
-    F("compute_cap", _gpu(lambda g: g.compute_capability), lambda c: f"{c[0]}.{c[1]}", group=_G.CAPABILITY),
-    F("utilization.gpu", lambda m, g: g.utilization.map(lambda u: u.gpu_percent), unit="%", group=_G.UTILIZATION),
-    F("utilization.memory", lambda m, g: g.utilization.map(lambda u: u.memory_percent), unit="%", group=_G.UTILIZATION),
-    D("utilization.encoder", lambda d: d.codecs.encoder_percent, unit="%"),
-    D("utilization.decoder", lambda d: d.codecs.decoder_percent, unit="%"),
-    D("utilization.jpeg", lambda d: d.codecs.jpeg_percent, unit="%"),
-    D("utilization.ofa", lambda d: d.codecs.ofa_percent, unit="%"),
-    D("encoder.stats.sessionCount", lambda d: d.codecs.encoder_sessions),
-    D("encoder.stats.averageFps", lambda d: d.codecs.encoder_average_fps),
-    D("encoder.stats.averageLatency", lambda d: d.codecs.encoder_average_latency_us),
-    *_unanswered("dramEncryption.mode.current", "dramEncryption.mode.pending"),
-    F("ecc.mode.current", _gpu(lambda g: g.ecc_mode_current), _enabled, group=_G.ECC),
-    F("ecc.mode.pending", _gpu(lambda g: g.ecc_mode_pending), _enabled, group=_G.ECC),
-    *(
-        field
-        for kind, counter, attr in _ECC_KINDS
-        for field in (
-            *(
-                F(f"ecc.errors.{kind}.{counter}.{place}", _ecc_at(location, attr), group=_G.DETAILS)
-                for place, location in _ECC_PLACES
-            ),
-            F(f"ecc.errors.{kind}.{counter}.total", _ecc_total(attr), group=_G.ECC),
-        )
-    ),
-    *(D(f"ecc.errors.uncorrected.{name}", _sram(attr)) for name, attr in _SRAM_NUMBERS),
-    D(
-        "ecc.errors.uncorrected.aggregate.sram.thresholdExceeded",
-        lambda d: _sram_reading(d, "threshold_exceeded"),
-        _yes,
-    ),
-    *(D(f"ecc.errors.uncorrected.aggregate.sram.{name}", _sram(f"aggregate_{name}")) for name in _SRAM_UNITS),
-    F(
-        "retired_pages.single_bit_ecc.count",
-        _retired("single_bit"),
-        aliases=("retired_pages.sbe",),
-        group=_G.MEMORY_HEALTH,
-    ),
-    F("retired_pages.double_bit.count", _retired("double_bit"), aliases=("retired_pages.dbe",), group=_G.MEMORY_HEALTH),
-    F("retired_pages.pending", _retired("pending"), _yes, group=_G.MEMORY_HEALTH),
-    F("remapped_rows.correctable", _remapped("correctable"), aliases=("remapped_rows.sbe",), group=_G.MEMORY_HEALTH),
-    D("remapped_rows.correctable_inactive", lambda d: d.memory_health.remapped_inactive_correctable),
-    F(
-        "remapped_rows.uncorrectable",
-        _remapped("uncorrectable"),
-        aliases=("remapped_rows.dbe",),
-        group=_G.MEMORY_HEALTH,
-    ),
-    D("remapped_rows.uncorrectable_inactive", lambda d: d.memory_health.remapped_inactive_uncorrectable),
-    F("remapped_rows.pending", _remapped("pending"), _yes, group=_G.MEMORY_HEALTH),
-    F("remapped_rows.failure", _remapped("failure"), _yes, group=_G.MEMORY_HEALTH),
-    *(
-        F(f"remapped_rows.histogram.{a}", _histogram(a), group=_G.DETAILS)
-        for a in ("max", "high", "partial", "low", "none")
-    ),
-    F("temperature.gpu", _gpu(lambda g: g.temperature_c), group=_G.THERMAL),
-    D("temperature.gpu.tlimit", lambda d: d.temperatures.margin_c),
-    D("temperature.memory", lambda d: d.temperatures.memory_c),
-    D("power.management", lambda d: d.power.management, _enabled),
-    F("power.draw", _gpu(lambda g: g.power_draw_w), _w, "W", group=_G.POWER),
-    D("power.draw.average", lambda d: d.power.average_w, _w, "W", aliases=("gpu.power.draw.average",)),
-    D("power.draw.instant", lambda d: d.power.instant_w, _w, "W", aliases=("gpu.power.draw.instant",)),
-    D("power.limit", lambda d: d.power.requested_limit_w, _w, "W", aliases=("gpu.power.requested_limit",)),
-    F(
-        "enforced.power.limit",
-        _gpu(lambda g: g.power_limit_w),
-        _w,
-        "W",
-        aliases=("gpu.power.current_limit",),
-        group=_G.POWER,
-    ),
-    D("power.default_limit", lambda d: d.power.default_limit_w, _w, "W", aliases=("gpu.power.default_limit",)),
-    D("power.min_limit", lambda d: d.power.min_limit_w, _w, "W", aliases=("gpu.power.min_limit",)),
-    D("power.max_limit", lambda d: d.power.max_limit_w, _w, "W", aliases=("gpu.power.max_limit",)),
-    # Module (GPU + CPU superchip) power: Grace Hopper only.
-    *_unanswered("module.power.draw.average", "module.power.draw.instant"),
-    F("module.power.limit", None, aliases=("module.power.requested_limit",)),
-    F("module.enforced.power.limit", None, aliases=("module.power.current_limit",)),
-    *_unanswered("module.power.default_limit", "module.power.min_limit", "module.power.max_limit"),
-    *_unanswered(*(f"power_smoothing.{n}" for n in _POWER_SMOOTHING)),
-    F("clocks.current.graphics", _clock("current", "graphics"), unit="MHz", aliases=("clocks.gr",), group=_G.DETAILS),
-    F("clocks.current.sm", _clock("current", "sm"), unit="MHz", aliases=("clocks.sm",), group=_G.DETAILS),
-    F("clocks.current.memory", _clock("current", "memory"), unit="MHz", aliases=("clocks.mem",), group=_G.DETAILS),
-    F("clocks.current.video", _clock("current", "video"), unit="MHz", aliases=("clocks.video",), group=_G.DETAILS),
-    F(
-        "clocks.applications.graphics",
-        _clock("applications", "graphics"),
-        unit="MHz",
-        aliases=("clocks.applications.gr",),
-        group=_G.DETAILS,
-    ),
-    F(
-        "clocks.applications.memory",
-        _clock("applications", "memory"),
-        unit="MHz",
-        aliases=("clocks.applications.mem",),
-        group=_G.DETAILS,
-    ),
-    F(
-        "clocks.default_applications.graphics",
-        _clock("default_applications", "graphics"),
-        unit="MHz",
-        aliases=("clocks.default_applications.gr",),
-        group=_G.DETAILS,
-    ),
-    F(
-        "clocks.default_applications.memory",
-        _clock("default_applications", "memory"),
-        unit="MHz",
-        aliases=("clocks.default_applications.mem",),
-        group=_G.DETAILS,
-    ),
-    F("clocks.max.graphics", _clock("max", "graphics"), unit="MHz", aliases=("clocks.max.gr",), group=_G.DETAILS),
-    F("clocks.max.sm", _clock("max", "sm"), unit="MHz", group=_G.DETAILS),
-    F("clocks.max.memory", _clock("max", "memory"), unit="MHz", aliases=("clocks.max.mem",), group=_G.DETAILS),
-    F("mig.mode.current", _gpu(lambda g: g.mig_mode_current), _enabled, group=_G.MIG),
-    F("mig.mode.pending", _gpu(lambda g: g.mig_mode_pending), _enabled, group=_G.MIG),
-    D("gsp.mode.current", lambda d: d.identity.gsp_mode_current, _enabled),
-    D("gsp.mode.default", lambda d: d.identity.gsp_mode_default, _enabled),
-    D("c2c.mode", lambda d: d.identity.c2c_enabled, _enabled),
-    F("protected_memory.total", _protected(0), _mib, "MiB", group=_G.DETAILS),
-    F("protected_memory.used", _protected(1), _mib, "MiB", group=_G.DETAILS),
-    F("protected_memory.free", _protected(2), _mib, "MiB", group=_G.DETAILS),
-    # Fabric (NVSwitch/NVL systems) and platform (GB200 racks): not read; nvidia-smi prints bare N/A.
-    *_unanswered(*(f"fabric.{n}" for n in _FABRIC), missing="N/A"),
-    *_unanswered(
-        "platform.chassis_serial_number",
-        "platform.slot_number",
-        "platform.tray_index",
-        "platform.host_id",
-        "platform.peer_type",
-    ),
-    D("platform.module_id", lambda d: d.identity.module_id),
-    *_unanswered("platform.gpu_fabric_guid", "hostname"),
-)
+def _field(name: _Name) -> Field:
+    answer = _gpu_answers().get(name.name) or _detail_answers().get(name.name)
+    if answer is None:
+        return Field(name.name, name.aliases, name.unit, None, missing=name.missing)
+    return Field(name.name, name.aliases, name.unit, answer.read, answer.show, answer.group, name.missing)
 
-# gpudiag's own, from before the full table (not nvidia-smi names): kept so scripts keep working.
-EXTRAS: tuple[Field, ...] = (
-    F("cuda_version", lambda m, g: m.nvml.cuda_driver_version.map(cuda_version_text)),
-    F("temperature", _gpu(lambda g: g.temperature_c), group=_G.THERMAL),
-)
 
-# Every accepted spelling, lower-cased (nvidia-smi matches names case-insensitively).
-BY_NAME: dict[str, Field] = {n.lower(): f for f in (*FIELDS, *EXTRAS) for n in (f.name, *f.aliases)}
-_SPELLING = {n.lower(): n for f in FIELDS for n in (f.name, *f.aliases)}
+def fields() -> tuple[Field, ...]:
+    """Every --query-gpu field nvidia-smi knows, in its order (the details' rows included)."""
+    return tuple(_field(name) for name in _vocabulary())
+
+
+def extras() -> tuple[Field, ...]:
+    """gpudiag's own names."""
+    return tuple(_field(_Name(name, (), "", "[N/A]")) for name in GPUDIAG_FIELDS)
+
+
+@functools.cache
+def _spellings() -> dict[str, _Name]:
+    """Every accepted spelling, lower-cased (nvidia-smi matches names case-insensitively)."""
+    out = {n.lower(): name for name in _vocabulary() for n in (name.name, *name.aliases)}
+    out.update({n: _Name(n, (), "", "[N/A]") for n in GPUDIAG_FIELDS})
+    return out
+
+
+def field(typed: str) -> Field | None:
+    """The field a name or alias (in any case) stands for; None: nvidia-smi knows no such name."""
+    name = _spellings().get(typed.lower())
+    return None if name is None else _field(name)
 
 
 def answered(field: Field) -> bool:
@@ -497,37 +431,20 @@ class CsvFormat(msgspec.Struct, frozen=True):
     units: bool = True
 
 
-def parse_format(spec: str) -> CsvFormat:
-    """``csv``, ``csv,noheader``, ``csv,noheader,nounits`` as nvidia-smi takes them."""
-    parts = [p.strip().lower() for p in spec.split(",") if p.strip()]
-    if not parts or parts[0] != "csv":
-        raise UsageError(f"--format {spec!r}: only csv is supported (csv[,noheader][,nounits])")
-    unknown = set(parts[1:]) - {"noheader", "nounits"}
-    if unknown:
-        raise UsageError(f"--format: unknown option(s) {', '.join(sorted(unknown))} (noheader, nounits)")
-    return CsvFormat(header="noheader" not in parts, units="nounits" not in parts)
-
-
 class Column(msgspec.Struct, frozen=True):
     typed: str  # the name as the user wrote it: the header shows it, as nvidia-smi does
     field: Field
 
 
-def parse_query(spec: str) -> list[Column]:
-    columns = []
-    for raw in spec.split(","):
-        typed = raw.strip()
-        if not typed:
-            continue
-        field = BY_NAME.get(typed.lower())
-        if field is None:
-            close = difflib.get_close_matches(typed.lower(), BY_NAME, n=1)
-            hint = f"; did you mean {_SPELLING.get(close[0], close[0])!r}?" if close else ""
-            raise UsageError(f"--query: unknown field {typed!r}{hint} (nvidia-smi --help-query-gpu lists them)")
-        columns.append(Column(typed, field))
-    if not columns:
-        raise UsageError("--query needs at least one field, e.g. --query name,memory.used")
-    return columns
+def spelling(lowered: str) -> str:
+    """nvidia-smi's own spelling of a lower-cased name or alias."""
+    name = _spellings()[lowered]
+    return next((n for n in (name.name, *name.aliases) if n.lower() == lowered), lowered)
+
+
+def spellings() -> dict[str, Any]:
+    """Every accepted spelling, lower-cased."""
+    return _spellings()
 
 
 def groups(columns: list[Column]) -> frozenset[FactGroup]:
@@ -552,72 +469,36 @@ def render_csv(machine: Machine, gpus: tuple[Gpu, ...], columns: list[Column], f
     if fmt.header:
         lines.append(", ".join(f"{c.typed} [{c.field.unit}]" if c.field.unit else c.typed for c in columns))
     for gpu in gpus:
-        lines.append(", ".join(value(machine, gpu, c.field, fmt.units) for c in columns))
+        lines.append(", ".join(csv_field(value(machine, gpu, c.field, fmt.units)) for c in columns))
     return "".join(line + "\n" for line in lines)
 
 
-# -- --query-compute-apps ---------------------------------------------------------------
+QUERY_SCHEMA = "gpudiag.query/1"
 
 
-class AppField(msgspec.Struct, frozen=True):
-    name: str
-    aliases: tuple[str, ...]
-    unit: str
-    read: Callable[[Machine, Gpu, GpuProcess], Reading[Any]]
-    show: Formatter = str
-    group: FactGroup | None = None
-
-
-# nvidia-smi --help-query-compute-apps, in its order.
-APP_FIELDS: tuple[AppField, ...] = (
-    AppField("timestamp", (), "", lambda m, g, p: Reading.of(m.collected_at), _timestamp),
-    AppField("gpu_name", (), "", lambda m, g, p: g.name),
-    AppField("gpu_bus_id", (), "", lambda m, g, p: g.pci_bus_id),
-    AppField("gpu_serial", (), "", lambda m, g, p: _det(lambda d: d.identity.serial)(m, g), group=_G.DETAILS),
-    AppField("gpu_uuid", (), "", lambda m, g, p: g.uuid),
-    AppField("pid", (), "", lambda m, g, p: Reading.of(p.pid)),
-    AppField("process_name", ("name",), "", lambda m, g, p: p.host.name),
-    AppField("used_gpu_memory", ("used_memory",), "MiB", lambda m, g, p: p.used_memory_bytes, _mib),
-)
-APPS_BY_NAME: dict[str, AppField] = {n.lower(): f for f in APP_FIELDS for n in (f.name, *f.aliases)}
-
-
-def parse_apps_query(spec: str) -> list[tuple[str, AppField]]:
-    columns = []
-    for raw in spec.split(","):
-        typed = raw.strip()
-        if not typed:
+def typed(text: str) -> Any:
+    """A cell written without its unit, as JSON: a whole number or a decimal as a number, "[N/A]" as
+    null, anything else as the text nvidia-smi writes."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
             continue
-        field = APPS_BY_NAME.get(typed.lower())
-        if field is None:
-            close = difflib.get_close_matches(typed.lower(), APPS_BY_NAME, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            known = ", ".join(f.name for f in APP_FIELDS)
-            raise UsageError(f"--query-compute-apps: unknown field {typed!r}{hint} (known: {known})")
-        columns.append((typed, field))
-    if not columns:
-        raise UsageError("--query-compute-apps needs at least one field, e.g. pid,process_name,used_memory")
-    return columns
+    return None if text in ("[N/A]", "N/A") else text
 
 
-def render_apps_csv(
-    machine: Machine, gpus: tuple[Gpu, ...], columns: list[tuple[str, AppField]], fmt: CsvFormat
-) -> str:
-    """One row per compute process (graphics-only processes are left out, as nvidia-smi does)."""
-    lines = []
-    if fmt.header:
-        lines.append(", ".join(f"{typed} [{f.unit}]" if f.unit else typed for typed, f in columns))
-    for gpu in gpus:
-        for proc in gpu.processes.get(()):
-            if proc.kind is ProcessKind.GRAPHICS:
-                continue
-            cells = []
-            for _, f in columns:
-                reading = f.read(machine, gpu, proc)
-                if reading.value is None:
-                    cells.append("[N/A]")
-                else:
-                    text = f.show(reading.value)
-                    cells.append(f"{text} {f.unit}" if fmt.units and f.unit else text)
-            lines.append(", ".join(cells))
-    return "".join(line + "\n" for line in lines)
+def document(option: str, headers: list[tuple[str, str]], cells: list[list[str]]) -> dict[str, Any]:
+    """A query's rows as JSON (schema gpudiag.query/1): each row an object keyed by the names asked
+    for, values as nvidia-smi writes them without units (numbers as numbers, N/A as null), the
+    units apart."""
+    return {
+        "schema": QUERY_SCHEMA,
+        "query": option,
+        "units": {name: unit for name, unit in headers if unit},
+        "rows": [{name: typed(cell) for (name, _), cell in zip(headers, row, strict=True)} for row in cells],
+    }
+
+
+def cells(machine: Machine, gpus: tuple[Gpu, ...], columns: list[Column], units: bool = False) -> list[list[str]]:
+    """Each GPU's row as nvidia-smi writes it."""
+    return [[value(machine, gpu, c.field, units) for c in columns] for gpu in gpus]

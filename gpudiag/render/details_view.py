@@ -1,24 +1,95 @@
-"""`gpudiag list --details` (``-q``): every fact of each GPU, grouped like `nvidia-smi -q`.
+"""`gpudiag list --details` (``-q``): every fact of each GPU, in `nvidia-smi -q`'s sections and words.
 
-Plain text (no colour, no rich): each missing value prints ``N/A`` with its reason, and a
-machine with more than one GPU ends with the `nvidia-smi topo -m` matrix.
+Plain text (no colour, no rich), laid out as driver 580's nvidia-smi lays out ``-q`` (the H100's
+``docs/hardware/h100-80gb-hbm3-driver580/nvidia-smi-q.txt``): the same labels in the same order.
+A missing value prints ``N/A`` with its reason. What gpudiag shows beyond nvidia-smi (the NVML
+index, NVLink, topology, per-process load, the absolute temperature limits, ...) follows in one
+last section per GPU, ``gpudiag``; a machine with more than one GPU ends with the
+`nvidia-smi topo -m` matrix. ``--display`` keeps the sections nvidia-smi's ``-d`` keeps; the same
+lines, with their XML element names, make ``-q -x`` (:mod:`gpudiag.render.details_xml`).
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.model import CLOCK_EVENT_NAMES, Gpu, GpuState, Machine, Reading, cuda_version_text
+import msgspec
+
+from gpudiag.errors import UsageError
+from gpudiag.model import Gpu, GpuState, Machine, Reading, Reason, cuda_version_text
+from gpudiag.readings import CLOCK_EVENTS, GPU_READINGS, Spec, pick, reading_at
+from gpudiag.render.format import VALUE_FORMATS
+from gpudiag.render.printable import printable
+from gpudiag.units import mib
 
 if TYPE_CHECKING:
-    from gpudiag.details import ClockSet, GpuDetails
+    from gpudiag.details import GpuDetails
 
-KEY_WIDTH = 46  # "    Key ... : value", as nvidia-smi -q aligns its values
-MIB = 1024 * 1024
+KEY_WIDTH = 55  # "    Key ... : value", as driver 580's nvidia-smi -q aligns its values
 
-Line = tuple[int, str, str | None]  # (indent level, key, value or None for a heading)
+# A line: (indent level, its label in the text or None when only -q -x has it, its value or None for
+# a heading, its -q -x element or None when only the text has it).
+Line = tuple[int, "str | None", "str | None", "str | None"]
+Block = Callable[["Machine", "Gpu", "GpuDetails | None", "frozenset[str] | None"], list[Line]]
+
+# nvidia-smi -d's names and the sections (-q's top-level labels) each keeps.
+DISPLAY: dict[str, tuple[str, ...]] = {
+    "MEMORY": ("FB Memory Usage", "BAR1 Memory Usage", "Conf Compute Protected Memory Usage"),
+    "UTILIZATION": ("Utilization",),
+    "ECC": ("ECC Mode", "ECC Errors"),
+    "TEMPERATURE": ("Temperature",),
+    "POWER": (
+        "GPU Power Readings",
+        "GPU Memory Power Readings",
+        "Module Power Readings",
+        "Power Smoothing",
+        "Workload Power Profiles",
+    ),
+    "CLOCK": (
+        "Clocks",
+        "Applications Clocks",
+        "Default Applications Clocks",
+        "Deferred Clocks",
+        "Max Clocks",
+        "Max Customer Boost Clocks",
+        "Clock Policy",
+    ),
+    "COMPUTE": ("Compute Mode",),
+    "PIDS": ("Processes",),
+    "PERFORMANCE": (
+        "Performance State",
+        "Clocks Event Reasons",
+        "Clocks Event Reasons Counters",
+        "Sparse Operation Mode",
+    ),
+    "SUPPORTED_CLOCKS": ("Supported Clocks",),
+    "PAGE_RETIREMENT": ("Retired Pages",),
+    "ACCOUNTING": ("Accounting Mode", "Accounting Mode Buffer Size"),
+    "ENCODER_STATS": ("Encoder Stats",),
+    "SUPPORTED_GPU_TARGET_TEMP": ("Supported GPU Target Temp",),
+    "VOLTAGE": ("Voltage",),
+    "FBC_STATS": ("FBC Stats",),
+    "ROW_REMAPPER": ("Remapped Rows",),
+    "RESET_STATUS": ("GPU Recovery Action",),
+    "GSP_FIRMWARE_VERSION": ("GSP Firmware Version",),
+    "POWER_SMOOTHING": ("Power Smoothing",),
+    "POWER_PROFILES": ("Workload Power Profiles",),
+}
+
+
+def display_sections(spec: str) -> frozenset[str]:
+    """The sections ``--display`` names (nvidia-smi's -d names, comma-separated, any case)."""
+    names = [part.strip().upper().replace(" ", "_") for part in spec.split(",") if part.strip()]
+    unknown = [name for name in names if name not in DISPLAY]
+    if unknown or not names:
+        known = ", ".join(DISPLAY)
+        raise UsageError(
+            f"--display {spec!r}: {'unknown ' + ', '.join(unknown) if unknown else 'empty'} (known: {known})"
+        )
+    return frozenset(section for name in names for section in DISPLAY[name])
 
 
 def _na(reading: Reading[Any]) -> str:
@@ -31,27 +102,11 @@ def show(reading: Reading[Any], fmt: Callable[[Any], str] = str) -> str:
 
 
 def _mib(b: int) -> str:
-    return f"{(b + MIB // 2) // MIB} MiB"
-
-
-def _enabled(v: bool) -> str:
-    return "Enabled" if v else "Disabled"
+    return f"{mib(b)} MiB"  # rounded up, as nvidia-smi rounds (gpudiag.units.mib)
 
 
 def _yes(v: bool) -> str:
     return "Yes" if v else "No"
-
-
-def _w(v: float) -> str:
-    return f"{v:.2f} W"
-
-
-def _c(v: int) -> str:
-    return f"{v} C"
-
-
-def _mhz(v: int) -> str:
-    return f"{v} MHz"
 
 
 def _duration(seconds: float) -> str:
@@ -63,449 +118,846 @@ def _duration(seconds: float) -> str:
     return f"{days} days, {clock}" if days else clock
 
 
+def timestamp(machine: Machine) -> str:
+    """-q's Timestamp: when the machine was read (a replay: when its snapshot was taken)."""
+    if machine.collected_at <= 0:
+        return _na(Reading.missing(Reason.NOT_RECORDED))
+    return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(machine.collected_at))
+
+
 def _format(lines: list[Line]) -> str:
     out = []
-    for level, key, value in lines:
+    for level, key, value, _ in lines:
+        if key is None:
+            continue  # -q -x only
         indent = "    " * level
         if value is None:
-            out.append(f"{indent}{key}")
+            out.append(f"{indent}{printable(key)}")
         else:
-            out.append(f"{indent}{key:<{max(1, KEY_WIDTH - len(indent))}}: {value}")
+            out.append(f"{indent}{printable(key):<{max(1, KEY_WIDTH - len(indent))}}: {printable(value)}")
     return "\n".join(out)
 
 
-def render(machine: Machine, gpus: tuple[Gpu, ...]) -> str:
-    """The whole report for ``gpus`` (a selection of ``machine.gpus``)."""
+def header(machine: Machine) -> list[Line]:
+    """The lines above the GPUs."""
     nvml = machine.nvml
-    stamp = time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(machine.collected_at))
-    lines: list[Line] = [
-        (0, "==============GPUDIAG LOG==============", None),
-        (0, "", None),
-        (0, "Timestamp", stamp),
-        (0, "Driver Version", show(nvml.driver_version)),
-        (0, "CUDA Version", show(nvml.cuda_driver_version, cuda_version_text)),
-        (0, "NVML Version", show(nvml.nvml_version)),
-        (0, "", None),
-        (0, "Attached GPUs", str(len(machine.gpus))),
+    return [
+        (0, "Timestamp", timestamp(machine), "timestamp"),
+        (0, "Driver Version", show(nvml.driver_version), "driver_version"),
+        (0, "CUDA Version", show(nvml.cuda_driver_version, cuda_version_text), "cuda_version"),
+        (0, "", None, None),
+        (0, "Attached GPUs", str(len(machine.gpus)), "attached_gpus"),
     ]
+
+
+def render(machine: Machine, gpus: tuple[Gpu, ...], display: frozenset[str] | None = None) -> str:
+    """The whole report for ``gpus`` (a selection of ``machine.gpus``); ``display``: only these sections."""
+    text = "\n==============GPUDIAG LOG==============\n\n" + _format(header(machine))
     for gpu in gpus:
-        lines += gpu_lines(machine, gpu)
-    text = _format(lines)
-    if len(machine.gpus) > 1:
+        if gpu.state is not GpuState.OK:
+            from gpudiag.render.gpu_list import handle_error
+
+            text += "\n" + handle_error(gpu)  # nvidia-smi's line for a GPU NVML cannot open
+            continue
+        text += f"\nGPU {printable(show(gpu.pci_bus_id))}\n" + _format(gpu_lines(machine, gpu, display))
+    if len(machine.gpus) > 1 and display is None:
         text += "\n\n" + topology_matrix(machine)
     return text + "\n"
 
 
-def gpu_lines(machine: Machine, gpu: Gpu) -> list[Line]:
-    lines: list[Line] = [(0, f"GPU {show(gpu.pci_bus_id)}", None)]
-    if gpu.state is not GpuState.OK:
-        return [*lines, (1, "State", f"{gpu.state.value}: {gpu.state_detail}")]
-    lines += [
-        (1, "Index", str(gpu.index)),
-        (1, "Product Name", show(gpu.name)),
-        (1, "GPU UUID", show(gpu.uuid)),
-        (1, "Minor Number", show(gpu.minor_number)),
-        (1, "Persistence Mode", show(gpu.persistence_mode, _enabled)),
-        (1, "MIG Mode", None),
-        (2, "Current", show(gpu.mig_mode_current, _enabled)),
-        (2, "Pending", show(gpu.mig_mode_pending, _enabled)),
-    ]
-    d = gpu.details.value
-    if d is None:
-        lines.append((1, "Details", _na(gpu.details)))
-    else:
-        lines += _identity(gpu, d)
-    lines += _pci(gpu, d)
-    lines += [
-        (1, "Fan Speed", show(gpu.fan_percent, lambda v: f"{v} %")),
-        (1, "Performance State", show(gpu.pstate, lambda p: f"P{p}")),
-    ]
-    lines += _events(gpu, d)
-    lines += _memory(gpu, d)
-    lines += [(1, "Compute Mode", show(gpu.compute_mode, lambda c: c.value))]
-    lines += _utilization(gpu, d)
-    lines += _ecc(gpu, d)
-    lines += _temperature(gpu, d)
-    lines += _power(gpu, d)
-    if d is not None:
-        lines += _clocks(d)
-        lines += _nvlink(d)
-        lines += _affinity(machine, gpu, d)
-    lines += _processes(machine, gpu, d)
-    return lines
+# The lines of a GPU in `-q`, in nvidia-smi's order and words (driver 580), each with its `-q -x`
+# element after ``@``. A line is a reading's (the row whose ``q`` names its path, in gpudiag.readings or
+# gpudiag.details): it shows when the GPU's details are recorded or the reading is not one of them; a
+# heading shows when a line under it does. ``!REASON``: a line NVML has no call for (N/A, and why).
+# ``%xml``: only in -q -x; ``%display``: in the text only when --display names its section.
+# {name}: lines built below (composite readings); [details] ... [/details]: only when details are
+# recorded; [text] ... [/text]: not in -q -x.
+SKELETON = """
+Product Name @product_name
+Product Brand @product_brand
+Product Architecture @product_architecture
+Display Mode @display_mode
+Display Attached @display_attached
+Display Active @display_active
+Persistence Mode @persistence_mode
+Addressing Mode @addressing_mode
+MIG Mode @mig_mode
+    Current @current_mig
+    Pending @pending_mig
+{mig_devices}
+Accounting Mode @accounting_mode
+Accounting Mode Buffer Size @accounting_mode_buffer_size
+Driver Model @driver_model
+    Current @current_dm
+    Pending @pending_dm
+Serial Number @serial
+GPU UUID @uuid
+GPU PDI @pdi
+Minor Number @minor_number
+VBIOS Version @vbios_version
+MultiGPU Board @multigpu_board
+Board ID @board_id
+Board Part Number @board_part_number
+[details]
+GPU Part Number @gpu_part_number !NVML has no call for it
+FRU Part Number @gpu_fru_part_number !NVML has no call for it
+[/details]
+Platform Info @platformInfo
+    Chassis Serial Number @chassis_serial_number
+    Slot Number @slot_number
+    Tray Index @tray_index
+    Host ID @host_id
+    Peer Type @peer_type
+    Module Id @module_id
+    GPU Fabric GUID @gpu_fabric_guid
+Inforom Version @inforom_version
+    Image Version @img_version
+    OEM Object @oem_object
+    ECC Object @ecc_object
+    Power Management Object @pwr_object
+Inforom BBX Object Flush @inforom_bbx_flush
+    Latest Timestamp @latest_timestamp
+    Latest Duration @latest_duration
+GPU Operation Mode @gpu_operation_mode
+    Current @current_gom
+    Pending @pending_gom
+GPU C2C Mode @c2c_mode
+GPU Virtualization Mode @gpu_virtualization_mode
+    Virtualization Mode @virtualization_mode
+    Host VGPU Mode @host_vgpu_mode
+    vGPU Heterogeneous Mode @vgpu_heterogeneous_mode
+GPU Recovery Action @gpu_recovery_action
+GSP Firmware Version @gsp_firmware_version
+[details]
+IBMNPU @ibmnpu
+    Relaxed Ordering Mode @relaxed_ordering_mode !NVML has no call for it
+[/details]
+PCI @pci
+    Bus @pci_bus
+    Device @pci_device
+    Domain @pci_domain
+    Base Classcode @pci_base_class
+    Sub Classcode @pci_sub_class
+    Device Id @pci_device_id
+    Bus Id @pci_bus_id
+    Sub System Id @pci_sub_system_id
+    GPU Link Info @pci_gpu_link_info
+        PCIe Generation @pcie_gen
+            Max @max_link_gen
+            Current @current_link_gen
+            Device Current @device_current_link_gen
+            Device Max @max_device_link_gen
+[details]
+            Host Max @max_host_link_gen !NVML has no call for the host's maximum
+[/details]
+        Link Width @link_widths
+            Max @max_link_width
+            Current @current_link_width
+    Bridge Chip @pci_bridge_chip
+        Type @bridge_chip_type
+        Firmware @bridge_chip_fw
+    Replays Since Reset @replay_counter
+    Replay Number Rollovers @replay_rollover_counter
+    Tx Throughput @tx_util
+    Rx Throughput @rx_util
+    Atomic Caps Outbound @atomic_caps_outbound
+    Atomic Caps Inbound @atomic_caps_inbound
+Fan Speed @fan_speed
+Performance State @performance_state
+{clock_events}
+Clocks Event Reasons Counters @clocks_event_reasons_counters
+    SW Power Capping @clocks_event_reasons_counters_sw_power_cap
+    Sync Boost @clocks_event_reasons_counters_sync_boost
+    SW Thermal Slowdown @clocks_event_reasons_counters_sw_therm_slowdown
+    HW Thermal Slowdown @clocks_event_reasons_counters_hw_therm_slowdown
+    HW Power Braking @clocks_event_reasons_counters_hw_power_brake
+[details]
+Sparse Operation Mode @sparse_operation_mode !NVML has no call for it
+[/details]
+{memory}
+Compute Mode @compute_mode
+Utilization @utilization
+    GPU @gpu_util
+    Memory @memory_util
+    Encoder @encoder_util
+    Decoder @decoder_util
+    JPEG @jpeg_util
+    OFA @ofa_util
+Encoder Stats @encoder_stats
+    Active Sessions @session_count
+    Average FPS @average_fps
+    Average Latency @average_latency
+FBC Stats @fbc_stats
+    Active Sessions @session_count
+    Average FPS @average_fps
+    Average Latency @average_latency
+DRAM Encryption Mode @dram_encryption_mode
+    Current @current_dram_encryption
+    Pending @pending_dram_encryption
+ECC Mode @ecc_mode
+    Current @current_ecc
+    Pending @pending_ecc
+ECC Errors @ecc_errors
+    {ecc_counts}
+    Channel Repair Pending @channel_repair_pending
+    TPC Repair Pending @tpc_repair_pending
+    Unrepairable Memory @unrepairable_memory
+{retired_pages}
+{remapped_rows}
+Temperature @temperature
+    GPU Current Temp @gpu_temp
+    GPU T.Limit Temp @gpu_temp_tlimit
+    GPU Shutdown T.Limit Temp @gpu_temp_max_tlimit_threshold
+    GPU Slowdown T.Limit Temp @gpu_temp_slow_tlimit_threshold
+    GPU Max Operating T.Limit Temp @gpu_temp_max_gpu_tlimit_threshold
+    GPU Target Temperature @gpu_target_temperature
+    Memory Current Temp @memory_temp
+    Memory Max Operating T.Limit Temp @gpu_temp_max_mem_tlimit_threshold
+Supported GPU Target Temp @supported_gpu_target_temp %display
+    GPU Target Temp Min @gpu_target_temp_min
+    GPU Target Temp Max @gpu_target_temp_max
+[details]
+[text]
+Voltage %display
+    Graphics !NVML has no call for it
+[/text]
+[/details]
+GPU Power Readings @gpu_power_readings
+    Power State @power_state %xml
+    Average Power Draw @average_power_draw
+    Instantaneous Power Draw @instant_power_draw
+    Current Power Limit @current_power_limit
+    Requested Power Limit @requested_power_limit
+    Default Power Limit @default_power_limit
+    Min Power Limit @min_power_limit
+    Max Power Limit @max_power_limit
+GPU Memory Power Readings @gpu_memory_power_readings
+    Average Power Draw @average_power_draw
+    Instantaneous Power Draw @instant_power_draw
+Module Power Readings @module_power_readings
+    Power State @power_state %xml
+    Average Power Draw @average_power_draw
+    Instantaneous Power Draw @instant_power_draw
+    Current Power Limit @current_power_limit
+    Requested Power Limit @requested_power_limit
+    Default Power Limit @default_power_limit
+    Min Power Limit @min_power_limit
+    Max Power Limit @max_power_limit
+Power Smoothing @power_smoothing
+Workload Power Profiles @power_profiles
+    Requested Profiles @power_profile_requested_profiles
+    Enforced Profiles @power_profile_enforced_profiles
+Clocks @clocks
+    Graphics @graphics_clock
+    SM @sm_clock
+    Memory @mem_clock
+    Video @video_clock
+Applications Clocks @applications_clocks
+    Graphics @graphics_clock
+    Memory @mem_clock
+Default Applications Clocks @default_applications_clocks
+    Graphics @graphics_clock
+    Memory @mem_clock
+[details]
+Deferred Clocks @deferred_clocks
+    Memory @mem_clock !NVML has no call for it
+[/details]
+Max Clocks @max_clocks
+    Graphics @graphics_clock
+    SM @sm_clock
+    Memory @mem_clock
+    Video @video_clock
+Max Customer Boost Clocks @max_customer_boost_clocks
+    Graphics @graphics_clock
+Clock Policy @clock_policy
+    Auto Boost @auto_boost
+    Auto Boost Default @auto_boost_default
+Fabric @fabric
+    State @state
+    Status @status
+    CliqueId @cliqueId
+    ClusterUUID @clusterUuid
+    Health @health
+        Summary @summary
+        Bandwidth @bandwidth
+        Route Recovery in progress @route_recovery_in_progress
+        Route Unhealthy @route_unhealthy
+        Access Timeout Recovery @access_timeout_recovery
+        Incorrect Configuration @incorrect_configuration
+        Partition Assigned @partition_assigned
+{supported_clocks}
+{processes}
+Capabilities @capabilities
+    EGM @egm
+[text]
+gpudiag
+    {index}
+    {details}
+    Inforom Checksum Validation
+    GSP Firmware Mode
+        Current
+        Default
+    Power Management
+    Power Draw
+    Total Energy Consumption
+    GPU Shutdown Temp
+    GPU Slowdown Temp
+    GPU Max Operating Temp
+    Memory Max Operating Temp
+    {process_load}
+    {nvlink}
+    {topology}
+[/text]
+"""
+
+# nvidia-smi writes "GPU Memory Power Readings " with a trailing blank (driver 580); gpudiag's output
+# carries no blanks at line ends (render.printable.strip_trailing_blanks), so it does not.
+_TEXT_LABELS: dict[str, str] = {}
 
 
-def _identity(gpu: Gpu, d: GpuDetails) -> list[Line]:
-    i = d.identity
-    return [
-        (1, "Display Mode", show(i.display_mode, _enabled)),
-        (1, "Display Active", show(i.display_active, _enabled)),
-        (1, "Addressing Mode", show(i.addressing_mode, lambda v: {0: "None", 1: "HMM", 2: "ATS"}.get(v, str(v)))),
-        (1, "Accounting Mode", show(i.accounting_mode, _enabled)),
-        (1, "Accounting Mode Buffer Size", show(i.accounting_buffer_size)),
-        (1, "Serial Number", show(i.serial)),
-        (1, "VBIOS Version", show(i.vbios_version)),
-        (1, "Board ID", show(i.board_id, hex)),
-        (1, "Board Part Number", show(i.board_part_number)),
-        (1, "Module Id", show(i.module_id)),
-        (1, "Inforom Version", None),
-        (2, "Image Version", show(i.inforom_image)),
-        (2, "OEM Object", show(i.inforom_oem)),
-        (2, "ECC Object", show(i.inforom_ecc)),
-        (2, "Power Management Object", show(i.inforom_power)),
-        (2, "Checksum Validation", show(gpu.inforom_valid, lambda v: "valid" if v else "INVALID")),
-        (1, "GPU C2C Mode", show(i.c2c_enabled, _enabled)),
-        (1, "GPU Recovery Action", show(gpu.recovery_action, lambda v: "None" if v == 0 else str(v))),
-        (1, "GSP Firmware Version", show(i.gsp_firmware_version)),
-        (1, "GSP Firmware Mode", None),
-        (2, "Current", show(i.gsp_mode_current, _enabled)),
-        (2, "Default", show(i.gsp_mode_default, _enabled)),
-    ]
+class _Shown(msgspec.Struct, frozen=True):
+    """A row's -q line: the reading's key, the part of its value shown, and how."""
+
+    key: str
+    part: int | str | None
+    show: Callable[[Any], str]
+    unit: str
+    details: bool  # a reading of the details
 
 
-def _pci(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
-    p = gpu.pcie
-    lines: list[Line] = [(1, "PCI", None)]
-    if d is not None:
-        i = d.identity
-        lines += [
-            (2, "Bus", show(i.pci_bus, lambda v: f"0x{v:02X}")),
-            (2, "Device", show(i.pci_device, lambda v: f"0x{v:02X}")),
-            (2, "Domain", show(i.pci_domain, lambda v: f"0x{v:04X}")),
-            (2, "Base Classcode", show(i.pci_base_class, lambda v: f"0x{v:X}")),
-            (2, "Sub Classcode", show(i.pci_sub_class, lambda v: f"0x{v:X}")),
-            (2, "Device Id", show(i.pci_device_id, lambda v: f"0x{v:08X}")),
-        ]
-    lines.append((2, "Bus Id", show(gpu.pci_bus_id)))
-    if d is not None:
-        lines.append((2, "Sub System Id", show(d.identity.pci_subsystem_id, lambda v: f"0x{v:08X}")))
-    lines += [
-        (2, "GPU Link Info", None),
-        (3, "PCIe Generation", None),
-        (4, "Max", show(p.gen_max)),
-        (4, "Current", show(p.gen_current)),
-        (4, "Device Max", show(p.gen_gpu_max)),
-        (3, "Link Width", None),
-        (4, "Max", show(p.width_max, lambda v: f"{v}x")),
-        (4, "Current", show(p.width_current, lambda v: f"{v}x")),
-    ]
-    if d is not None:
-        lines += [
-            (2, "Replays Since Reset", show(d.pcie.replay_counter)),
-            (2, "Tx Throughput", show(d.pcie.tx_kbps, lambda v: f"{v} KB/s")),
-            (2, "Rx Throughput", show(d.pcie.rx_kbps, lambda v: f"{v} KB/s")),
-        ]
-    return lines
+class _Entry(msgspec.Struct, frozen=True):
+    """One line of the skeleton."""
+
+    level: int
+    path: str  # its labels from the GPU down, "/"-joined
+    xml: str | None
+    block: str  # a block's name, or ""
+    details_only: bool
+    text: bool  # shown in the text
+    xml_too: bool  # shown in -q -x
+    on_display: bool  # in the text only when --display names its section
+    reason: str  # a line NVML has no call for: why
 
 
-_EVENT_LABELS = {
-    "GpuIdle": "Idle",
-    "ApplicationsClocksSetting": "Applications Clocks Setting",
-    "SwPowerCap": "SW Power Cap",
-    "HwSlowdown": "HW Slowdown",
-    "SyncBoost": "Sync Boost",
-    "SwThermalSlowdown": "SW Thermal Slowdown",
-    "HwThermalSlowdown": "HW Thermal Slowdown",
-    "HwPowerBrakeSlowdown": "HW Power Brake Slowdown",
-    "DisplayClockSetting": "Display Clock Setting",
-}
+def _q_lines(rows: tuple[Spec, ...]) -> dict[str, _Shown]:
+    out = {}
+    for row in rows:
+        for entry in filter(None, row.q.split(";")):
+            entry, _, fmt = entry.partition("=")
+            path, _, part = entry.partition(":")
+            index: int | str | None = int(part) if part.isdigit() else part or None
+            shown = VALUE_FORMATS[fmt or row.q_show or row.show]
+            out[path] = _Shown(row.key, index, shown, row.unit, row.key.startswith("details."))
+    return out
 
 
-def _bit_state(bit: int) -> Callable[[int], str]:
-    return lambda mask: "Active" if mask & bit else "Not Active"
-
-
-def _events(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
-    lines: list[Line] = [(1, "Clocks Event Reasons", None)]
-    active = gpu.clock_event_reasons
-    supported = d.clocks.event_reasons_supported.value if d is not None else None
-    for bit, name in CLOCK_EVENT_NAMES.items():
-        if supported is not None and not supported & bit:
-            value = "N/A (not supported)"
-        else:
-            value = show(active, _bit_state(bit))
-        lines.append((2, _EVENT_LABELS[name], value))
-    if d is not None:
-        lines.append((1, "Clocks Event Reasons Counters", None))
-        for name, reading in d.clocks.event_reason_counters_us:
-            lines.append(
-                (
-                    2,
-                    name.replace("_", " ").title().replace("Sw ", "SW ").replace("Hw ", "HW "),
-                    show(reading, lambda v: f"{v} us"),
-                )
+@functools.cache
+def layout() -> tuple[_Entry, ...]:
+    """The skeleton, parsed."""
+    out = []
+    headings: list[str] = []
+    shy: list[bool] = []  # whether each heading above shows in the text only on --display
+    details_only = text_only = False
+    for raw in SKELETON.strip("\n").splitlines():
+        stripped = raw.strip()
+        if stripped in ("[details]", "[/details]"):
+            details_only = stripped == "[details]"
+            continue
+        if stripped in ("[text]", "[/text]"):
+            text_only = stripped == "[text]"
+            continue
+        level = (len(raw) - len(raw.lstrip())) // 4 + 1
+        del headings[level - 1 :]
+        del shy[level - 1 :]
+        body, _, reason = stripped.partition(" !")
+        flags = {word for word in body.split() if word.startswith("%")}
+        body = " ".join(word for word in body.split() if not word.startswith("%"))
+        label, _, xml = body.partition(" @")
+        if label.startswith("{"):
+            out.append(
+                _Entry(level, "/".join(headings), None, label[1:-1], details_only, True, not text_only, False, "")
             )
-    return lines
-
-
-def _memory(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
-    lines: list[Line] = [(1, "FB Memory Usage", None)]
-    m = gpu.memory.value
-    if m is None:
-        lines.append((2, "Total", _na(gpu.memory)))
-    else:
-        lines += [
-            (2, "Total", _mib(m.total_bytes)),
-            (2, "Reserved", show(m.reserved_bytes, _mib)),
-            (2, "Used", _mib(m.used_bytes)),
-            (2, "Free", _mib(m.free_bytes)),
-        ]
-    if d is not None:
-        bar1 = d.bar1.value
-        lines.append((1, "BAR1 Memory Usage", None if bar1 is not None else _na(d.bar1)))
-        if bar1 is not None:
-            lines += [
-                (2, "Total", _mib(bar1.total_bytes)),
-                (2, "Used", _mib(bar1.used_bytes)),
-                (2, "Free", _mib(bar1.free_bytes)),
-            ]
-        prot = d.identity.protected_memory_bytes.value
-        lines.append(
-            (
-                1,
-                "Conf Compute Protected Memory Usage",
-                None if prot is not None else _na(d.identity.protected_memory_bytes),
+            continue
+        headings.append(label)
+        shy.append("%display" in flags or any(shy))
+        out.append(
+            _Entry(
+                level,
+                "/".join(headings),
+                xml or None,
+                "",
+                details_only,
+                "%xml" not in flags,
+                not text_only,
+                shy[-1],
+                reason,
             )
         )
-        if prot is not None:
-            lines += [(2, "Total", _mib(prot[0])), (2, "Used", _mib(prot[1])), (2, "Free", _mib(prot[2]))]
+    return tuple(out)
+
+
+@functools.cache
+def shown_lines() -> dict[str, _Shown]:
+    """Each -q line a reading's row declares, by its path."""
+    from gpudiag.details import DETAIL_READINGS
+
+    return _q_lines((*GPU_READINGS, *DETAIL_READINGS))
+
+
+def _reading_line(gpu: Gpu, shown: _Shown, xml: bool) -> str:
+    reading = reading_at(gpu, shown.key)
+    if shown.part is not None and reading.value is not None:
+        value = pick(reading.value, shown.part)
+        reading = value if isinstance(value, Reading) else Reading.of(value)
+    if reading.value is None:
+        return "N/A" if xml else _na(reading)
+    text = shown.show(reading.value)
+    return f"{text} {shown.unit}" if shown.unit else text
+
+
+def gpu_lines(machine: Machine, gpu: Gpu, display: frozenset[str] | None = None, xml: bool = False) -> list[Line]:
+    """A GPU's lines under its ``GPU <bus id>`` line: the text's (``xml`` False) or -q -x's, only
+    ``display``'s sections when given."""
+    d = gpu.details.value
+    rows = shown_lines()
+    lines: list[Line] = []
+    headings: list[list[Any]] = []  # [line, shown yet] of the headings above the current line
+    for entry in layout():
+        if (entry.details_only and d is None) or not (entry.xml_too if xml else entry.text):
+            continue
+        if not xml and entry.on_display and (display is None or entry.path.split("/")[0] not in display):
+            continue
+        del headings[entry.level - 1 :]
+        key = entry.path.rsplit("/", 1)[-1] if entry.path else ""
+        label = _TEXT_LABELS.get(key, key)
+        if entry.block:
+            block = [line for line in _BLOCKS[entry.block](machine, gpu, d, display) if _kept(line, xml)]
+        elif entry.path in rows:
+            shown = rows[entry.path]
+            value = _reading_line(gpu, shown, xml)
+            block = [] if shown.details and d is None else [(entry.level, label, value, entry.xml)]
+        elif entry.reason:
+            value = "N/A" if xml else f"N/A ({entry.reason})"
+            block = [(entry.level, label, value, entry.xml)]
+        else:
+            headings.append([(entry.level, label, None, entry.xml), False])
+            continue
+        if block:
+            lines += [line for line, done in headings if not done]
+            for heading in headings:
+                heading[1] = True
+            lines += block
+    if display is not None:
+        lines = _sections(lines, display)
     return lines
 
 
-def _utilization(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
-    lines: list[Line] = [
-        (1, "Utilization", None),
-        (2, "GPU", show(gpu.utilization, lambda u: f"{u.gpu_percent} %")),
-        (2, "Memory", show(gpu.utilization, lambda u: f"{u.memory_percent} %")),
-    ]
-    if d is not None:
-        c = d.codecs
-        pct = lambda v: f"{v} %"  # noqa: E731
-        lines += [
-            (2, "Encoder", show(c.encoder_percent, pct)),
-            (2, "Decoder", show(c.decoder_percent, pct)),
-            (2, "JPEG", show(c.jpeg_percent, pct)),
-            (2, "OFA", show(c.ofa_percent, pct)),
-            (1, "Encoder Stats", None),
-            (2, "Active Sessions", show(c.encoder_sessions)),
-            (2, "Average FPS", show(c.encoder_average_fps)),
-            (2, "Average Latency", show(c.encoder_average_latency_us, lambda v: f"{v} us")),
-        ]
+def _kept(line: Line, xml: bool) -> bool:
+    return line[3] is not None if xml else line[1] is not None
+
+
+def _sections(lines: list[Line], display: frozenset[str]) -> list[Line]:
+    """Only the top-level sections ``display`` names, with everything under them."""
+    out: list[Line] = []
+    keep = False
+    for line in lines:
+        if line[0] == 1:
+            keep = (line[1] or "").rstrip() in display
+        if keep:
+            out.append(line)
+    return out
+
+
+# -- the blocks: composite readings, laid out by hand -------------------------------------------
+
+
+def _index(machine: Machine, gpu: Gpu, d: GpuDetails | None, display: frozenset[str] | None) -> list[Line]:
+    return [(2, "Index", str(gpu.index), None)]
+
+
+def _details_missing(machine: Machine, gpu: Gpu, d: GpuDetails | None, display: frozenset[str] | None) -> list[Line]:
+    return [(2, "Details", _na(gpu.details), None)] if d is None else []
+
+
+def _memory_lines(level: int, label: str, xml: str, reading: Reading[Any], parts: tuple[str, ...]) -> list[Line]:
+    """A memory section: Total, Used, Free (and Reserved) in whole MiB, rounded up as nvidia-smi does."""
+    value = reading.value
+    if value is None:
+        return [(level, label, _na(reading), None), (level, None, "N/A", xml)]
+    lines: list[Line] = [(level, label, None, xml)]
+    for part in parts:
+        amount = getattr(value, f"{part}_bytes")
+        text = show(amount, _mib) if isinstance(amount, Reading) else _mib(amount)
+        lines.append((level + 1, part.title(), text, part))
     return lines
 
 
-def _ecc(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
-    e = gpu.ecc_errors
-    lines: list[Line] = [
-        (1, "ECC Mode", None),
-        (2, "Current", show(gpu.ecc_mode_current, _enabled)),
-        (2, "Pending", show(gpu.ecc_mode_pending, _enabled)),
-        (1, "ECC Errors", None),
-    ]
-    for counter in ("volatile", "aggregate"):
-        lines.append((2, counter.title(), None))
-        if d is not None:
-            for loc in d.memory_health.ecc_by_location:
-                corrected, uncorrected = getattr(loc, f"{counter}_corrected"), getattr(loc, f"{counter}_uncorrected")
-                if corrected.value is None and uncorrected.value is None:
-                    continue  # this GPU has no such memory or does not count it
-                label = loc.location.replace("_", " ").title().replace("Sram", "SRAM").replace("Cbu", "CBU")
-                lines += [
-                    (3, f"{label} Correctable", show(corrected)),
-                    (3, f"{label} Uncorrectable", show(uncorrected)),
-                ]
-        lines += [
-            (3, "Total Correctable", show(getattr(e, f"{counter}_corrected"))),
-            (3, "Total Uncorrectable", show(getattr(e, f"{counter}_uncorrected"))),
-        ]
+def _memory(machine: Machine, gpu: Gpu, d: GpuDetails | None, display: frozenset[str] | None) -> list[Line]:
+    lines = _memory_lines(1, "FB Memory Usage", "fb_memory_usage", gpu.memory, ("total", "reserved", "used", "free"))
     if d is not None:
-        lines += _sram(d)
-    rp = gpu.retired_pages
-    lines += [
-        (1, "Retired Pages", None),
-        (2, "Single Bit ECC", show(rp, lambda r: str(r.single_bit))),
-        (2, "Double Bit ECC", show(rp, lambda r: str(r.double_bit))),
-        (2, "Pending Page Blacklist", show(rp, lambda r: _yes(r.pending))),
-    ]
-    rr = gpu.remapped_rows
-    lines += [
-        (1, "Remapped Rows", None if rr.ok else _na(rr)),
-    ]
-    if rr.value is not None:
-        r = rr.value
-        lines += [
-            (2, "Correctable Error", str(r.correctable)),
-            (2, "Uncorrectable Error", str(r.uncorrectable)),
-            (2, "Pending", _yes(r.pending)),
-            (2, "Remapping Failure Occurred", _yes(r.failure)),
-        ]
-        if d is not None:
-            h = d.memory_health
+        lines += _memory_lines(1, "BAR1 Memory Usage", "bar1_memory_usage", d.bar1, ("total", "used", "free"))
+        protected = d.identity.protected_memory_bytes
+        if protected.value is None:
+            lines += [(1, "Conf Compute Protected Memory Usage", _na(protected), None)]
+            lines += [(1, None, "N/A", "cc_protected_memory_usage")]
+        else:
+            lines += [(1, "Conf Compute Protected Memory Usage", None, "cc_protected_memory_usage")]
             lines += [
-                (2, "Inactive Correctable Error", show(h.remapped_inactive_correctable)),
-                (2, "Inactive Uncorrectable Error", show(h.remapped_inactive_uncorrectable)),
+                (2, label.title(), _mib(n), label)
+                for label, n in zip(("total", "used", "free"), protected.value, strict=True)
+            ]
+    return lines
+
+
+def _has_bit(bit: int, mask: int) -> bool:
+    return bool(mask & bit)
+
+
+# Driver 580's order of the clock event reasons in -q, and which it shows under HW Slowdown.
+_EVENT_ORDER = (
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "sync_boost",
+    "sw_thermal_slowdown",
+    "display_clock_setting",
+)
+_UNDER_HW_SLOWDOWN = ("hw_thermal_slowdown", "hw_power_brake_slowdown")
+_EVENT_XML = {"display_clock_setting": "display_clocks_setting"}
+
+
+def _clock_events(machine: Machine, gpu: Gpu, d: GpuDetails | None, display: frozenset[str] | None) -> list[Line]:
+    """Each clock event reason, active or not ("not supported" where the GPU's mask lacks it)."""
+    lines: list[Line] = [(1, "Clocks Event Reasons", None, "clocks_event_reasons")]
+    active = gpu.clock_event_reasons
+    supported = d.clocks.event_reasons_supported.value if d is not None else None
+    events = {event.query: event for event in CLOCK_EVENTS}
+    for name in _EVENT_ORDER:
+        event = events[name]
+        if supported is not None and not supported & event.bit:
+            value = "N/A (not supported)"
+        else:
+            value = show(active.map(functools.partial(_has_bit, event.bit)), VALUE_FORMATS["active"])
+        xml = f"clocks_event_reason_{_EVENT_XML.get(name, name)}"
+        xml_value = "N/A" if value.startswith("N/A") else value
+        if name in _UNDER_HW_SLOWDOWN:  # nested in the text, not in the XML
+            lines += [(3, event.label, value, None), (2, None, xml_value, xml)]
+        else:
+            lines += [(2, event.label, value, None), (2, None, xml_value, xml)]
+    return lines
+
+
+def _sram(d: GpuDetails) -> Any:
+    return d.memory_health.sram.value
+
+
+def _location(d: GpuDetails, name: str) -> Any:
+    return next((loc for loc in d.memory_health.ecc_by_location if loc.location == name), None)
+
+
+def _count(location: Any, attr: str) -> str:
+    return show(getattr(location, attr)) if location is not None else "N/A (not supported)"
+
+
+def _ecc_counts(machine: Machine, gpu: Gpu, d: GpuDetails | None, display: frozenset[str] | None) -> list[Line]:
+    """ECC counts by kind: driver 580's SRAM (parity, SEC-DED) and DRAM lines where the GPU reports
+    SRAM errors by kind (Hopper and later), the SRAM and DRAM counts of each location before."""
+    if d is None:
+        return []
+    dram, sram_location, sram = _location(d, "device_memory"), _location(d, "sram"), _sram(d)
+    lines: list[Line] = []
+    for counter in ("volatile", "aggregate"):
+        lines.append((2, counter.title(), None, counter))
+        if sram is not None:
+            cells = [
+                ("SRAM Correctable", str(getattr(sram, f"{counter}_corrected")), "sram_correctable"),
                 (
-                    2,
-                    "Bank Remap Availability Histogram",
-                    None if h.row_remap_histogram.ok else _na(h.row_remap_histogram),
+                    "SRAM Uncorrectable Parity",
+                    str(getattr(sram, f"{counter}_uncorrected_parity")),
+                    "sram_uncorrectable_parity",
+                ),
+                (
+                    "SRAM Uncorrectable SEC-DED",
+                    str(getattr(sram, f"{counter}_uncorrected_secded")),
+                    "sram_uncorrectable_secded",
                 ),
             ]
-            if h.row_remap_histogram.value is not None:
-                hist = h.row_remap_histogram.value
-                for key in ("max", "high", "partial", "low", "none"):
-                    lines.append((3, key.title(), f"{getattr(hist, key)} bank(s)"))
+        else:
+            cells = [
+                ("SRAM Correctable", _count(sram_location, f"{counter}_corrected"), "sram_correctable"),
+                ("SRAM Uncorrectable", _count(sram_location, f"{counter}_uncorrected"), "sram_uncorrectable"),
+            ]
+        cells += [
+            ("DRAM Correctable", _count(dram, f"{counter}_corrected"), "dram_correctable"),
+            ("DRAM Uncorrectable", _count(dram, f"{counter}_uncorrected"), "dram_uncorrectable"),
+        ]
+        if counter == "aggregate" and sram is not None:
+            cells.append(("SRAM Threshold Exceeded", _yes(sram.threshold_exceeded), "sram_threshold_exceeded"))
+        lines += [(3, label, value, xml) for label, value, xml in cells]
+    if sram is not None:
+        lines.append((2, "Aggregate Uncorrectable SRAM Sources", None, "aggregate_uncorrectable_sram_sources"))
+        for label, attr, xml in (
+            ("SRAM L2", "aggregate_l2", "sram_l2"),
+            ("SRAM SM", "aggregate_sm", "sram_sm"),
+            ("SRAM Microcontroller", "aggregate_mcu", "sram_microcontroller"),
+            ("SRAM PCIE", "aggregate_pcie", "sram_pcie"),
+            ("SRAM Other", "aggregate_other", "sram_other"),
+        ):
+            lines.append((3, label, str(getattr(sram, attr)), xml))
     return lines
 
 
-def _sram(d: GpuDetails) -> list[Line]:
-    sram = d.memory_health.sram
-    if sram.value is None:
-        return [(2, "SRAM Errors", _na(sram))]
-    e = sram.value
-    return [
-        (2, "SRAM Errors", None),
-        (3, "Volatile Uncorrectable Parity", str(e.volatile_uncorrected_parity)),
-        (3, "Volatile Uncorrectable SEC-DED", str(e.volatile_uncorrected_secded)),
-        (3, "Aggregate Uncorrectable Parity", str(e.aggregate_uncorrected_parity)),
-        (3, "Aggregate Uncorrectable SEC-DED", str(e.aggregate_uncorrected_secded)),
-        (3, "Aggregate Threshold Exceeded", _yes(e.threshold_exceeded)),
-        (
-            3,
-            "Aggregate Uncorrectable by Unit",
-            f"L2 {e.aggregate_l2}, SM {e.aggregate_sm}, "
-            f"Microcontroller {e.aggregate_mcu}, PCIe {e.aggregate_pcie}, Other {e.aggregate_other}",
-        ),
-    ]
-
-
-def _temperature(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
-    lines: list[Line] = [
-        (1, "Temperature", None),
-        (2, "GPU Current Temp", show(gpu.temperature_c, _c)),
-    ]
-    if d is not None:
-        lines.append((2, "GPU T.Limit Temp (margin)", show(d.temperatures.margin_c, _c)))
+def _retired_pages(machine: Machine, gpu: Gpu, d: GpuDetails | None, display: frozenset[str] | None) -> list[Line]:
+    """The counts in the text; in -q -x each cause's count and its pages' addresses, as nvidia-smi nests them."""
+    pages = gpu.retired_pages
+    if pages.reason is Reason.NOT_READ:
+        return []
+    p = pages.value
+    lines: list[Line] = [(1, "Retired Pages", None, "retired_pages")]
     lines += [
-        (2, "GPU Shutdown Temp", show(gpu.temperature_shutdown_c, _c)),
-        (2, "GPU Slowdown Temp", show(gpu.temperature_slowdown_c, _c)),
+        (2, "Single Bit ECC", show(pages, lambda v: str(v.single_bit)), None),
+        (2, "Double Bit ECC", show(pages, lambda v: str(v.double_bit)), None),
+        (2, "Pending Page Blacklist", show(pages, lambda v: _yes(v.pending)), None),
     ]
-    if d is not None:
-        t = d.temperatures
+    for cause, attr, key in (
+        ("multiple_single_bit_retirement", "single_bit", "retired_single_bit_addresses"),
+        ("double_bit_retirement", "double_bit", "retired_double_bit_addresses"),
+    ):
+        lines.append((2, None, None, cause))
+        lines.append((3, None, str(getattr(p, attr)) if p is not None else "N/A", "retired_count"))
+        addresses = reading_at(gpu, f"details.memory_health.{key}").value if p is not None else None
+        if addresses:
+            lines.append((3, None, None, "retired_pagelist"))
+            lines += [(4, None, f"0x{a:016x}", "retired_page_address") for a in addresses]
+        else:
+            lines.append((3, None, "N/A" if p is None or addresses is None else "None", "retired_pagelist"))
+    pending = _yes(p.pending) if p is not None else "N/A"
+    lines += [(2, None, pending, "pending_blacklist"), (2, None, pending, "pending_retirement")]
+    return lines
+
+
+def _remapped_rows(machine: Machine, gpu: Gpu, d: GpuDetails | None, display: frozenset[str] | None) -> list[Line]:
+    rr = gpu.remapped_rows
+    if rr.reason is Reason.NOT_READ:
+        return []
+    if rr.value is None:
+        return [(1, "Remapped Rows", _na(rr), None), (1, None, "N/A", "remapped_rows")]
+    r = rr.value
+    lines: list[Line] = [
+        (1, "Remapped Rows", None, "remapped_rows"),
+        (2, "Correctable Error", str(r.correctable), "remapped_row_corr"),
+    ]
+    h = d.memory_health if d is not None else None
+    if h is not None:
+        lines.append(
+            (2, "Inactive Correctable Error", show(h.remapped_inactive_correctable), "remapped_row_corr_inactive")
+        )
+    lines.append((2, "Uncorrectable Error", str(r.uncorrectable), "remapped_row_unc"))
+    if h is not None:
+        lines.append(
+            (2, "Inactive Uncorrectable Error", show(h.remapped_inactive_uncorrectable), "remapped_row_unc_inactive")
+        )
+    lines += [
+        (2, "Pending", _yes(r.pending), "remapped_row_pending"),
+        (2, "Remapping Failure Occurred", _yes(r.failure), "remapped_row_failure"),
+    ]
+    if h is not None:
+        histogram = h.row_remap_histogram
+        if histogram.value is None:
+            lines += [
+                (2, "Bank Remap Availability Histogram", _na(histogram), None),
+                (2, None, "N/A", "row_remapper_histogram"),
+            ]
+        else:
+            lines.append((2, "Bank Remap Availability Histogram", None, "row_remapper_histogram"))
+            for key in ("max", "high", "partial", "low", "none"):
+                count = f"{getattr(histogram.value, key)} bank(s)"
+                lines.append((3, key.title(), count, f"row_remapper_histogram_{key}"))
+    return lines
+
+
+def _supported_clocks(machine: Machine, gpu: Gpu, d: GpuDetails | None, display: frozenset[str] | None) -> list[Line]:
+    """In -q -x always; in the text only with --display SUPPORTED_CLOCKS, as nvidia-smi."""
+    if d is None:
+        return []
+    text = display is not None and "Supported Clocks" in display
+    supported = d.clocks.supported
+    if supported.value is None:
+        return [(1, "Supported Clocks" if text else None, _na(supported), None), (1, None, "N/A", "supported_clocks")]
+    lines: list[Line] = [(1, "Supported Clocks" if text else None, None, "supported_clocks")]
+    for memory, graphics in supported.value:
+        lines += [(2, None, None, "supported_mem_clock"), (3, None, f"{memory} MHz", "value")]
+        lines += [(3, None, f"{clock} MHz", "supported_graphics_clock") for clock in graphics]
+        if text:
+            lines.append((2, "Memory", f"{memory} MHz", None))
+            lines += [(3, "Graphics", f"{clock} MHz", None) for clock in graphics]
+    return lines
+
+
+def _instance(value: int | None) -> str:
+    return "N/A" if value is None else str(value)
+
+
+def _processes(machine: Machine, gpu: Gpu, d: GpuDetails | None, display: frozenset[str] | None) -> list[Line]:
+    """nvidia-smi's process list: each process's instance ids, PID, type, name and GPU memory."""
+    procs = gpu.processes
+    if procs.value is None:
+        return [
+            (1, "Processes", _na(procs), None),
+            (1, None, "N/A", "processes"),
+            (1, None, None, "accounted_processes"),
+        ]
+    if not procs.value:
+        return [(1, "Processes", "None", None), (1, None, None, "processes"), (1, None, None, "accounted_processes")]
+    lines: list[Line] = [(1, "Processes", None, "processes")]
+    for p in procs.value:
+        used = show(p.used_memory_bytes, _mib)
+        gi, ci = _instance(p.gpu_instance_id), _instance(p.compute_instance_id)
+        kind = p.kind.value
         lines += [
-            (2, "GPU Max Operating Temp", show(t.gpu_max_c, _c)),
-            (2, "Memory Current Temp", show(t.memory_c, _c)),
-            (2, "Memory Max Operating Temp", show(t.memory_max_c, _c)),
+            (2, "GPU instance ID", gi, None),
+            (2, "Compute instance ID", ci, None),
+            (2, "Process ID", str(p.pid), None),
+            (3, "Type", kind, None),
+            (3, "Name", show(p.host.name), None),
+            (3, "Used GPU Memory", used, None),
+            (2, None, None, "process_info"),
+            (3, None, gi, "gpu_instance_id"),
+            (3, None, ci, "compute_instance_id"),
+            (3, None, str(p.pid), "pid"),
+            (3, None, kind, "type"),
+            (3, None, show(p.host.name), "process_name"),
+            (3, None, "N/A" if p.used_memory_bytes.value is None else used, "used_memory"),
+        ]
+    return [*lines, (1, None, None, "accounted_processes")]
+
+
+def _mig_devices(machine: Machine, gpu: Gpu, d: GpuDetails | None, display: frozenset[str] | None) -> list[Line]:
+    """Each MIG device: its instances, what it is given of the GPU, its memory and BAR1."""
+    if gpu.mig_mode_current.value is not True:
+        return [(1, None, "None", "mig_devices")]
+    if not gpu.mig_devices:
+        return [(1, "MIG Devices", "None", "mig_devices")]
+    lines: list[Line] = [(1, "MIG Devices", None, "mig_devices")]
+    for mig in gpu.mig_devices:
+        lines += [
+            (2, "MIG Device", None, "mig_device"),
+            (3, "Index", str(mig.index), "index"),
+            (3, "GPU Instance ID", show(mig.gpu_instance_id), "gpu_instance_id"),
+            (3, "Compute Instance ID", show(mig.compute_instance_id), "compute_instance_id"),
+        ]
+        attributes = mig.attributes.value
+        if attributes is None:
+            lines += [(3, "Device Attributes", _na(mig.attributes), None), (3, None, "N/A", "device_attributes")]
+        else:
+            lines += [(3, "Device Attributes", None, "device_attributes"), (4, "Shared", None, "shared")]
+            lines += [
+                (5, label, str(getattr(attributes, attr)), xml)
+                for label, attr, xml in (
+                    ("Multiprocessor count", "multiprocessors", "multiprocessor_count"),
+                    ("Copy Engine count", "copy_engines", "copy_engine_count"),
+                    ("Encoder count", "encoders", "encoder_count"),
+                    ("Decoder count", "decoders", "decoder_count"),
+                    ("OFA count", "ofas", "ofa_count"),
+                    ("JPG count", "jpeg_decoders", "jpg_count"),
+                )
+            ]
+        lines += _memory_lines(
+            3, "FB Memory Usage", "fb_memory_usage", mig.memory, ("total", "reserved", "used", "free")
+        )
+        lines += _memory_lines(3, "BAR1 Memory Usage", "bar1_memory_usage", mig.bar1, ("total", "used", "free"))
+    return lines
+
+
+def _process_load(machine: Machine, gpu: Gpu, d: GpuDetails | None, display: frozenset[str] | None) -> list[Line]:
+    """Each process's share of the GPU (nvmlDeviceGetProcessUtilization) and its host view."""
+    if d is None or not gpu.processes.get(()):
+        return []
+    if d.process_load.value is None:
+        return [(2, "Process Load", _na(d.process_load), None)]
+    loads = {p.pid: p for p in d.process_load.value}
+    lines: list[Line] = [(2, "Process Load", None, None)]
+    for p in gpu.processes.get(()):
+        load = loads.get(p.pid)
+        if load is None:
+            lines.append((3, f"Process {p.pid}", "no sample", None))
+            continue
+        lines += [
+            (3, f"Process {p.pid}", None, None),
+            (4, "SM Utilization", f"{load.sm_percent} %", None),
+            (4, "Memory Bandwidth", f"{load.memory_percent} %", None),
+            (4, "Encoder / Decoder", f"{load.encoder_percent} % / {load.decoder_percent} %", None),
+            (4, "Host CPU", show(load.cpu_percent, lambda v: f"{v:.1f} %"), None),
+            (4, "Host Memory (RSS)", show(load.rss_bytes, _mib), None),
+            (4, "Running Time", show(load.started_at, lambda t: _running(machine, t)), None),
         ]
     return lines
 
 
-def _power(gpu: Gpu, d: GpuDetails | None) -> list[Line]:
-    lines: list[Line] = [(1, "GPU Power Readings", None)]
-    if d is not None:
-        p = d.power
-        lines += [
-            (2, "Power Management", show(p.management, _enabled)),
-            (2, "Power Draw", show(gpu.power_draw_w, _w)),
-            (2, "Average Power Draw", show(p.average_w, _w)),
-            (2, "Instantaneous Power Draw", show(p.instant_w, _w)),
-            (2, "Current Power Limit", show(gpu.power_limit_w, _w)),
-            (2, "Requested Power Limit", show(p.requested_limit_w, _w)),
-            (2, "Default Power Limit", show(p.default_limit_w, _w)),
-            (2, "Min Power Limit", show(p.min_limit_w, _w)),
-            (2, "Max Power Limit", show(p.max_limit_w, _w)),
-            (2, "Total Energy Consumption", show(p.energy_mj, lambda mj: f"{mj / 1000:.3f} J")),
-        ]
-    else:
-        lines += [
-            (2, "Power Draw", show(gpu.power_draw_w, _w)),
-            (2, "Current Power Limit", show(gpu.power_limit_w, _w)),
-        ]
-    return lines
+def _running(machine: Machine, started: float) -> str:
+    """How long a process had run when the machine was read (a snapshot without its time: unknown)."""
+    if machine.collected_at <= 0:
+        return _na(Reading.missing(Reason.NOT_RECORDED, "the snapshot does not say when it was taken"))
+    return _duration(machine.collected_at - started)
 
 
-def _clock_lines(title: str, clocks: ClockSet, which: tuple[str, ...]) -> list[Line]:
-    return [
-        (1, title, None),
-        *((2, name.title() if name != "sm" else "SM", show(getattr(clocks, name), _mhz)) for name in which),
-    ]
-
-
-def _clocks(d: GpuDetails) -> list[Line]:
-    c = d.clocks
-    four = ("graphics", "sm", "memory", "video")
-    return [
-        *_clock_lines("Clocks", c.current, four),
-        *_clock_lines("Applications Clocks", c.applications, ("graphics", "memory")),
-        *_clock_lines("Default Applications Clocks", c.default_applications, ("graphics", "memory")),
-        *_clock_lines("Max Clocks", c.max, four),
-    ]
-
-
-def _nvlink(d: GpuDetails) -> list[Line]:
+def _nvlink(machine: Machine, gpu: Gpu, d: GpuDetails | None, display: frozenset[str] | None) -> list[Line]:
+    if d is None:
+        return []
     if d.nvlinks.value is None:
-        return [(1, "NVLink", _na(d.nvlinks))]
-    lines: list[Line] = [(1, "NVLink", f"{sum(1 for x in d.nvlinks.value if x.active.get(False))} active")]
+        return [(2, "NVLink", _na(d.nvlinks), None)]
+    lines: list[Line] = [(2, "NVLink", f"{sum(1 for x in d.nvlinks.value if x.active.get(False))} active", None)]
     for link in d.nvlinks.value:
         state = show(link.active, lambda a: "Active" if a else "Inactive")
         lines += [
-            (2, f"Link {link.link}", state),
-            (3, "Version", show(link.version)),
-            (3, "Speed", show(link.speed_mbps, lambda v: f"{v / 1000:.3f} GB/s")),
-            (3, "Remote", f"{show(link.remote_type)} {show(link.remote_pci_bus_id)}"),
-            (3, "Replay Errors", show(link.replay_errors)),
-            (3, "Recovery Errors", show(link.recovery_errors)),
-            (3, "CRC Flit Errors", show(link.crc_flit_errors)),
-            (3, "CRC Data Errors", show(link.crc_data_errors)),
+            (3, f"Link {link.link}", state, None),
+            (4, "Version", show(link.version), None),
+            (4, "Speed", show(link.speed_mbps, lambda v: f"{v / 1000:.3f} GB/s"), None),
+            (4, "Remote", f"{show(link.remote_type)} {show(link.remote_pci_bus_id)}", None),
+            (4, "Replay Errors", show(link.replay_errors), None),
+            (4, "Recovery Errors", show(link.recovery_errors), None),
+            (4, "CRC Flit Errors", show(link.crc_flit_errors), None),
+            (4, "CRC Data Errors", show(link.crc_data_errors), None),
         ]
     return lines
 
 
-def _affinity(machine: Machine, gpu: Gpu, d: GpuDetails) -> list[Line]:
+def _topology(machine: Machine, gpu: Gpu, d: GpuDetails | None, display: frozenset[str] | None) -> list[Line]:
+    if d is None:
+        return []
     if d.affinity.value is None:
-        return [(1, "Topology", _na(d.affinity))]
+        return [(2, "Topology", _na(d.affinity), None)]
     a = d.affinity.value
     lines: list[Line] = [
-        (1, "Topology", None),
-        (2, "CPU Affinity", show(a.cpus)),
-        (2, "NUMA Affinity", show(a.numa_nodes)),
-        (2, "GPU NUMA ID", show(gpu.numa_node)),
+        (2, "Topology", None, None),
+        (3, "CPU Affinity", show(a.cpus), None),
+        (3, "NUMA Affinity", show(a.numa_nodes), None),
+        (3, "GPU NUMA ID", show(gpu.numa_node), None),
     ]
     for peer in a.peers:
         link = f"NV{peer.nvlinks}" if peer.nvlinks else show(peer.common_ancestor)
-        lines.append((2, f"GPU {peer.gpu}", f"{link}, P2P read {show(peer.p2p_read)}"))
+        lines.append((3, f"GPU {peer.gpu}", f"{link}, P2P read {show(peer.p2p_read)}", None))
     return lines
 
 
-def _processes(machine: Machine, gpu: Gpu, d: GpuDetails | None) -> list[Line]:
-    procs = gpu.processes
-    if procs.value is None:
-        return [(1, "Processes", _na(procs))]
-    if not procs.value:
-        return [(1, "Processes", "None")]
-    loads = {}
-    if d is not None and d.process_load.value is not None:
-        loads = {p.pid: p for p in d.process_load.value}
-    lines: list[Line] = [(1, "Processes", None)]
-    for p in procs.value:
-        lines += [
-            (2, "Process ID", str(p.pid)),
-            (3, "Type", p.kind.value),
-            (3, "Name", show(p.host.name)),
-            (3, "Used GPU Memory", show(p.used_memory_bytes, _mib)),
-        ]
-        load = loads.get(p.pid)
-        if load is not None:
-            lines += [
-                (3, "SM Utilization", f"{load.sm_percent} %"),
-                (3, "Memory Bandwidth", f"{load.memory_percent} %"),
-                (3, "Encoder / Decoder", f"{load.encoder_percent} % / {load.decoder_percent} %"),
-                (3, "Host CPU", show(load.cpu_percent, lambda v: f"{v:.1f} %")),
-                (3, "Host Memory (RSS)", show(load.rss_bytes, _mib)),
-                (3, "Running Time", show(load.started_at, lambda t: _duration(machine.collected_at - t))),
-            ]
-        elif d is not None:
-            lines.append((3, "GPU Load", _na(d.process_load) if d.process_load.value is None else "no sample"))
-    return lines
+_BLOCKS: dict[str, Block] = {
+    "index": _index,
+    "details": _details_missing,
+    "mig_devices": _mig_devices,
+    "clock_events": _clock_events,
+    "memory": _memory,
+    "ecc_counts": _ecc_counts,
+    "retired_pages": _retired_pages,
+    "remapped_rows": _remapped_rows,
+    "supported_clocks": _supported_clocks,
+    "processes": _processes,
+    "process_load": _process_load,
+    "nvlink": _nvlink,
+    "topology": _topology,
+}
 
 
 def topology_matrix(machine: Machine) -> str:
@@ -514,24 +966,13 @@ def topology_matrix(machine: Machine) -> str:
     names = [f"GPU{g.index}" for g in gpus]
     header = ["", *names, "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]
     rows = [header]
+    from gpudiag.render.topo_view import Node, cell
+
     for g in gpus:
         d = g.details.value
         a = d.affinity.value if d is not None else None
-        cells = [f"GPU{g.index}"]
-        for other in gpus:
-            if other.index == g.index:
-                cells.append("X")
-                continue
-            if a is None:
-                cells.append("?")
-                continue
-            peer = next((p for p in a.peers if p.gpu == other.index), None)
-            if peer is None:
-                cells.append("?")
-            elif peer.nvlinks:
-                cells.append(f"NV{peer.nvlinks}")
-            else:
-                cells.append(peer.common_ancestor.get("N/A"))
+        node = Node(g.index, d.affinity if d is not None else Reading.missing_like(g.details), g.numa_node)
+        cells = [f"GPU{g.index}", *(cell(node, other.index, unknown="?", no_answer="N/A") for other in gpus)]
         cells += [
             a.cpus.get("N/A") if a else "N/A",
             a.numa_nodes.get("N/A") if a else "N/A",

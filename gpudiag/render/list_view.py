@@ -22,6 +22,7 @@ from gpudiag.model import (
     cuda_version_text,
 )
 from gpudiag.render.format import NA, mib_text, missing_note, percent_style, temperature_style, text
+from gpudiag.render.printable import printable
 
 # What the tables and notes show; list reads nothing else (InfoROM, PCIe, ECC history ... are check's).
 GROUPS = frozenset(
@@ -53,8 +54,10 @@ _COLUMNS = (
     "MIG M.",
     "ECC",
 )
-# Dropped in this order until the table fits the terminal; the rest always stay.
+# Dropped in this order until the table fits the terminal; then the name is cut (to MIN_NAME_WIDTH),
+# then utilization and temperature go whole. The GPU index and its memory always stay whole.
 _DROP_ORDER = ("Compute M.", "Persist", "MIG M.", "Bus-Id", "ECC", "Fan", "Perf", "Pwr:Usage/Cap")
+_LAST_TO_GO = ("GPU-Util", "Temp")
 
 
 def header(machine: Machine) -> Text:
@@ -68,16 +71,21 @@ def header(machine: Machine) -> Text:
     tb = machine.torch_build
     if tb.value is not None:
         build = f"CUDA {tb.value.cuda}" if tb.value.cuda else ("ROCm " + tb.value.hip if tb.value.hip else "CPU-only")
-        parts.append(f"torch {tb.value.version} ({build})")
+        parts.append(printable(f"torch {tb.value.version} ({build})"))
     line = Text("  ".join(parts), style="bold")
     if machine.source != "live":
-        line.append(f"\n{machine.source}", style="dim")
+        line.append(f"\n{printable(machine.source)}", style="dim")
     return line
 
 
+def _watts(w: float) -> str:
+    """Whole watts, cut as nvidia-smi cuts them: 71.936 W is "71W" (the idle H100's table)."""
+    return f"{int(w)}W"
+
+
 def _power(gpu: Gpu) -> str:
-    draw = text(gpu.power_draw_w, lambda w: f"{w:.0f}W")
-    cap = text(gpu.power_limit_w, lambda w: f"{w:.0f}W")
+    draw = text(gpu.power_draw_w, _watts)
+    cap = text(gpu.power_limit_w, _watts)
     return f"{draw} / {cap}"
 
 
@@ -115,8 +123,9 @@ def _ecc_cell(gpu: Gpu) -> Text:
 def _mig_label(mig: MigDevice, parent_name: str | None) -> str:
     """'└ MIG 3g.20gb  GI 1 CI 0': the profile without the parent's name repeated."""
     name = text(mig.name)
-    if parent_name and name.startswith(f"{parent_name} MIG "):
-        name = name[len(parent_name) + 5 :]
+    parent = printable(parent_name) if parent_name else ""
+    if parent and name.startswith(f"{parent} MIG "):
+        name = name[len(parent) + 5 :]
     return f"└ MIG {name}  GI {text(mig.gpu_instance_id)} CI {text(mig.compute_instance_id)}"
 
 
@@ -147,7 +156,8 @@ def _fits(console: Console, table: Table, width: int) -> bool:
 
 def gpu_table(gpus: tuple[Gpu, ...], console: Console) -> Table:
     """The GPU table with as many columns as fit the console's width. Detail columns go first;
-    if the rest is still too wide, the name is cut: GPU, temperature, memory and utilization stay whole."""
+    if the rest is still too wide, the name is cut; below that, utilization and temperature go:
+    the GPU index and its memory stay whole (at COLUMNS' floor of 40 too)."""
     shown = list(_COLUMNS)
     for column in (None, *_DROP_ORDER):
         if column is not None:
@@ -155,13 +165,20 @@ def gpu_table(gpus: tuple[Gpu, ...], console: Console) -> Table:
         table = _gpu_table(gpus, shown)
         if _fits(console, table, console.width):
             return table
-        natural = _natural_width(console, table)
-        if natural <= console.width:
+        if _natural_width(console, table) <= console.width:
             return table
-    # Without the name the table is narrower by the name, its padding (2) and a separator (1).
-    name = natural - _natural_width(console, _gpu_table(gpus, [c for c in shown if c != "Name"])) - 3
-    name_width = max(MIN_NAME_WIDTH, name - (natural - console.width))
-    return _gpu_table(gpus, shown, name_width=name_width)
+    for column in (None, *_LAST_TO_GO):
+        if column is not None:
+            shown.remove(column)
+        natural = _natural_width(console, _gpu_table(gpus, shown))
+        if natural <= console.width:
+            return _gpu_table(gpus, shown)
+        # Without the name the table is narrower by the name, its padding (2) and a separator (1).
+        name = natural - _natural_width(console, _gpu_table(gpus, [c for c in shown if c != "Name"])) - 3
+        name_width = name - (natural - console.width)
+        if name_width >= MIN_NAME_WIDTH:
+            return _gpu_table(gpus, shown, name_width=name_width)
+    return _gpu_table(gpus, shown, name_width=MIN_NAME_WIDTH)  # wider than the console: the terminal wraps
 
 
 MIN_NAME_WIDTH = 8  # "NVIDIA …": below this a name says nothing
@@ -222,16 +239,18 @@ def _process_command(proc: GpuProcess) -> Text:
     if host.state is HostState.VANISHED:
         return Text("(exited)", style="dim")
     if host.command.value is not None:
-        return Text(host.command.value)
+        return Text(printable(host.command.value))
     if host.name.value is not None:
-        return Text(host.name.value)
+        return Text(printable(host.name.value))
     return Text(f"({missing_note(host.command)})", style="dim")
 
 
 # Process table columns that may be left out, in this order, when the terminal is narrow. GPU, the
-# MIG instance, PID and GPU Memory always stay whole; the command is cut (or wrapped) last.
+# MIG instance, PID and GPU Memory always stay whole; the command is cut (or wrapped) last, and left
+# out when not even MIN_COMMAND_SHOWN cells of it fit.
 _PROCESS_DETAILS = ("User", "Type")
 MIN_COMMAND_WIDTH = 16
+MIN_COMMAND_SHOWN = 8
 _Row = tuple[Gpu, GpuProcess | None, str]  # a process, or None and why the GPU's list is missing
 
 
@@ -253,7 +272,9 @@ def process_table(gpus: tuple[Gpu, ...], width: int, console: Console | None = N
         room = width - others - 3  # three columns of padding and separator before the command
         if room >= MIN_COMMAND_WIDTH:
             break
-    return _process_table(rows, left_out, command=True, command_width=max(room, MIN_COMMAND_WIDTH), wrap=width >= 100)
+    if room < MIN_COMMAND_SHOWN:  # the identity columns fill the line: no command rather than cut ones
+        return _process_table(rows, left_out, command=False)
+    return _process_table(rows, left_out, command=True, command_width=room, wrap=width >= 100)
 
 
 def _process_rows(gpus: tuple[Gpu, ...]) -> list[_Row]:
@@ -317,7 +338,7 @@ def notes(machine: Machine, gpus: tuple[Gpu, ...]) -> list[str]:
     out = []
     for gpu in gpus:
         if gpu.state is not GpuState.OK:
-            out.append(f"GPU {gpu.index}: {gpu.state_detail}")
+            out.append(f"GPU {gpu.index}: {printable(gpu.state_detail)}")
     unusual = {Reason.NO_PERMISSION, Reason.FUNCTION_NOT_FOUND, Reason.UNKNOWN_ERROR}
     seen: set[str] = set()
     for gpu in gpus:
@@ -337,14 +358,14 @@ def notes(machine: Machine, gpus: tuple[Gpu, ...]) -> list[str]:
                     out.append(f"GPU {gpu.index}: {line}")
     foreign = sum(1 for g in gpus for p in g.processes.get(()) if p.host.state is HostState.OTHER_NAMESPACE)
     if foreign:
-        hint = f" ({machine.host.container_hint})" if machine.host.container_hint else ""
+        hint = f" ({printable(machine.host.container_hint)})" if machine.host.container_hint else ""
         out.append(
             f"{foreign} process(es) belong to the host's PID namespace: this looks like a container{hint}; "
             "their PIDs mean nothing here (run the container with --pid=host to see them)"
         )
     if machine.nvml.process_query_api and machine.nvml.process_query_api != "_v3":
         out.append(
-            f"process list read with the older NVML query ({machine.nvml.process_query_api}): this driver "
+            f"process list read with the older NVML query ({printable(machine.nvml.process_query_api)}): this driver "
             "lacks the newer one"
         )
     return out

@@ -17,7 +17,7 @@ from typing import Any
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.files import write_atomic
-from gpudiag.memory_log import Run, Series
+from gpudiag.memory.log import Run, Series
 
 GiB = 1024**3
 MAX_PROCESS_LINES = 10  # the biggest; a 64-process node would be noise

@@ -6,19 +6,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import msgspec
-from rich.cells import cell_len
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.segment import Segment
+from rich.console import Group, RenderableType
 from rich.text import Text
 
-from gpudiag.memory import (
-    Breakdown,
-    Forecast,
-    GpuRow,
-    MemoryView,
-    ProcessRow,
-    WatchState,
+from gpudiag.memory.insights import (
     empty_cache_line,
     foreign_count,
     insights,
@@ -26,9 +17,13 @@ from gpudiag.memory import (
     unmatched_line,
     untracked_compute,
 )
+from gpudiag.memory.state import WatchState
+from gpudiag.memory.view import Breakdown, Forecast, GpuRow, MemoryView, ProcessRow
 from gpudiag.model import GpuState, HostState, Memory, MigDevice, Reading
 from gpudiag.render import training_view
 from gpudiag.render.format import NA, mib_text, missing_note, percent_style, text
+from gpudiag.render.grid import Column, Grid
+from gpudiag.render.printable import printable
 from gpudiag.serialize import to_data
 
 # /2: a missing reading is {"unavailable": reason, "detail": …} as in every gpudiag schema (it
@@ -55,7 +50,7 @@ def bar(percent: float | None) -> Text:
 
 def mig_label(mig: MigDevice) -> str:
     """'3g.20gb GI 1': the profile from NVML's MIG device name, and the GPU instance."""
-    name = mig.name.get("")
+    name = printable(mig.name.get(""))
     profile = name.rsplit("MIG ", 1)[1] if "MIG " in name else ""
     gi = text(mig.gpu_instance_id)
     return f"{profile} GI {gi}".strip()
@@ -67,80 +62,7 @@ def _command(row: ProcessRow) -> str:
         return "(host PID: not visible in this container)"
     if host.state is HostState.VANISHED:
         return "(exited)"
-    return host.command.value or host.name.value or f"({missing_note(host.command)})"
-
-
-class Column(msgspec.Struct, frozen=True):
-    header: str
-    justify: str = "right"  # "left" | "right"
-    flexible: bool = False  # takes the width that is left, cut with "…" (one per grid)
-    max_width: int | None = None
-    drop: int = 0  # when the terminal is too narrow, columns with the highest drop go first (0: never)
-
-
-class Grid:
-    """A table drawn as plain text lines: rich's Table look (header, rule, 3-space gaps), at a
-    tenth of its cost, which a refresh every second on a 64-process node needs. Widths come
-    from the cells; the flexible column takes what the terminal has left, and optional
-    columns are dropped, least useful first, when even that does not fit."""
-
-    GAP = "   "
-
-    def __init__(self, columns: list[Column]) -> None:
-        self.columns = columns
-        self.rows: list[list[Text]] = []
-
-    def add_row(self, *cells: str | Text) -> None:
-        self.rows.append([c if isinstance(c, Text) else Text(c) for c in cells])
-
-    def _widths(self, shown: list[int]) -> dict[int, int]:
-        widths = {}
-        for i in shown:
-            col = self.columns[i]
-            natural = max([cell_len(col.header), *(row[i].cell_len for row in self.rows)])
-            widths[i] = min(natural, col.max_width) if col.max_width else natural
-        return widths
-
-    def lines(self, width: int) -> list[Text]:
-        shown = list(range(len(self.columns)))
-        widths = self._widths(shown)
-        flexible = next((i for i in shown if self.columns[i].flexible), None)
-
-        def total() -> int:
-            return sum(widths[i] for i in shown) + len(self.GAP) * (len(shown) - 1)
-
-        droppable = sorted((i for i in shown if self.columns[i].drop), key=lambda i: -self.columns[i].drop)
-        while total() > width and droppable:
-            if flexible is not None:
-                floor = max(cell_len(self.columns[flexible].header), 12)
-                if total() - widths[flexible] + floor <= width:
-                    break
-            shown.remove(droppable.pop(0))
-        if flexible is not None and total() > width:
-            widths[flexible] = max(cell_len(self.columns[flexible].header), widths[flexible] - (total() - width))
-        out = [self._line([Text(self.columns[i].header, style="bold") for i in shown], shown, widths)]
-        out.append(Text("─" * min(total(), width)))
-        out += [self._line([row[i] for i in shown], shown, widths) for row in self.rows]
-        return out
-
-    def _line(self, cells: list[Text], shown: list[int], widths: dict[int, int]) -> Text:
-        line = Text(no_wrap=True, overflow="crop", end="")
-        for n, (cell, i) in enumerate(zip(cells, shown, strict=True)):
-            cell = cell.copy()
-            last = n == len(shown) - 1
-            cell.truncate(widths[i], overflow="ellipsis")
-            if not (last and self.columns[i].justify == "left"):  # no trailing blanks
-                cell.align("left" if self.columns[i].justify == "left" else "right", widths[i])
-            if n:
-                line.append(self.GAP)
-            line.append_text(cell)
-        line.rstrip()
-        return line
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        for line in self.lines(options.max_width):
-            yield from line.render(console)
-            yield Segment.line()
+    return printable(host.command.value or host.name.value or "") or f"({missing_note(host.command)})"
 
 
 def gpu_table(view: MemoryView, state: WatchState | None = None) -> Grid:
@@ -150,9 +72,9 @@ def gpu_table(view: MemoryView, state: WatchState | None = None) -> Grid:
         Column("Name", "left", flexible=True, max_width=26),
         Column("Used / Total"),
         Column("", "left", drop=8 if watching else 3),
-        Column("Free"),
+        Column("Free", drop=1),
         Column("Driver-reserved", drop=9 if watching else 4),
-        Column("Util"),
+        Column("Util", drop=2),
     ]
     if watching:
         columns += [Column("Peak used", drop=6), Column("Memory history", "left", drop=5)]
@@ -232,14 +154,15 @@ def process_table(
     mig = any(r.process.gpu_instance_id is not None for r in view.processes)
     columns = [Column("GPU")]
     columns += [Column("MIG", "left")] if mig else []
-    columns += [Column("PID"), Column("User", "left", drop=2), Column("Used"), Column("Share", drop=3)]
-    columns += [Column("Peak", drop=4)] if state is not None else []
+    # GPU, MIG, PID and Used never go; the PyTorch split goes last, its allocated figure at the end.
+    columns += [Column("PID"), Column("User", "left", drop=5), Column("Used"), Column("Share", drop=6)]
+    columns += [Column("Peak", drop=7)] if state is not None else []
     if tracked:
         columns += [
-            Column("Allocated"),
-            Column("Cached free"),
-            Column("Context+other"),
-            Column("Peak reserved", drop=1),
+            Column("Allocated", drop=1),
+            Column("Cached free", drop=2),
+            Column("Context+other", drop=3),
+            Column("Peak reserved", drop=4),
         ]
     columns.append(Column("Command", "left", flexible=True, max_width=72))
     grid = Grid(columns)
@@ -287,8 +210,8 @@ def _notes(view: MemoryView, state: WatchState | None) -> list[Text]:
     notes: list[Text] = []
     for row in view.gpus:
         if row.gpu.state is not GpuState.OK:
-            notes.append(Text(f"GPU {row.gpu.index}: {row.gpu.state_detail}", style="red"))
-    notes += [Text(line, style="yellow") for line in insights(view, state)]
+            notes.append(Text(f"GPU {row.gpu.index}: {printable(row.gpu.state_detail)}", style="red"))
+    notes += [Text(printable(line), style="yellow") for line in insights(view, state)]
     for prow in view.processes:
         line = empty_cache_line(prow)
         if line:
@@ -299,9 +222,11 @@ def _notes(view: MemoryView, state: WatchState | None) -> list[Text]:
     for path in dict.fromkeys(p for r in view.processes for p in r.oom_reports[-1:]):
         pid = next(r.process.pid for r in view.processes if path in r.oom_reports)
         notes.append(
-            Text(f"PID {pid} ran out of memory: post-mortem `gpudiag memory --postmortem {path}`", style="red")
+            Text(
+                printable(f"PID {pid} ran out of memory: post-mortem `gpudiag memory --postmortem {path}`"), style="red"
+            )
         )
-    notes += [Text(unmatched_line(u), style="cyan") for u in view.unmatched]
+    notes += [Text(printable(unmatched_line(u)), style="cyan") for u in view.unmatched]
     foreign = foreign_count(view)
     if foreign:
         notes.append(
@@ -336,7 +261,7 @@ def render(view: MemoryView, state: WatchState | None = None, height: int | None
     and events are cut, not wrapped, and process rows fill what is left."""
     head: list[RenderableType] = []
     if view.machine.source != "live":
-        head.append(Text(view.machine.source, style="dim"))
+        head.append(Text(printable(view.machine.source), style="dim"))
     if state is not None:
         stamp = time.strftime("%H:%M:%S", time.localtime(state.last_at))
         head.append(
@@ -346,11 +271,13 @@ def render(view: MemoryView, state: WatchState | None = None, height: int | None
     training = training_view.table(view)
     notes = _notes(view, state)
     events = [
-        Text(f"{time.strftime('%H:%M:%S', time.localtime(at))}  {what}", style="dim")
+        Text(f"{time.strftime('%H:%M:%S', time.localtime(at))}  {printable(what)}", style="dim")
         for at, what in (list(state.events)[-LIVE_EVENTS:] if state is not None else [])
     ]
     if not events and view.exited:  # a watch sample rendered on its own
-        events = [Text(f"- exited: PID {e.pid} on GPU {e.gpu_index} {e.command}", style="dim") for e in view.exited]
+        events = [
+            Text(printable(f"- exited: PID {e.pid} on GPU {e.gpu_index} {e.command}"), style="dim") for e in view.exited
+        ]
     tail = [*notes, *([Text("Recent events", style="bold"), *events] if events else [])]
     if untracked_compute(view):
         tail.append(Text(TIP, style="dim"))

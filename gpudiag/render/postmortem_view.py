@@ -10,6 +10,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from gpudiag.render.format import mib_text
+from gpudiag.render.grid import Column, Grid
 from gpudiag.track.report import fragmentation, headline, holders, trend
 
 LAST_STEPS = 8
@@ -27,8 +28,6 @@ def _size(value: Any) -> str:
 
 
 def render(doc: dict[str, Any], path: Path) -> Group:
-    from gpudiag.render.memory_view import Column, Grid
-
     trigger = "the allocator's OOM observer" if doc.get("trigger") == "observer" else "the OOM count rising"
     rank = f", rank {doc['rank']}/{doc.get('world_size') or '?'}" if doc.get("rank") is not None else ""
     parts: list[RenderableType] = [

@@ -11,12 +11,12 @@ from typing import Any
 
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
-from gpudiag.memory import MemoryView
+from gpudiag.memory.view import MemoryView
 
 
 def families(view: MemoryView | None, peaks: dict[int, int]) -> list[Any]:
     """The metric families for one sample (empty before the first): the exporter's native family."""
-    from gpudiag.fleet import metrics_native
+    from gpudiag.export import metrics_native
 
     return metrics_native.families(view, peaks=peaks)
 

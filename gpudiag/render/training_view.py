@@ -7,15 +7,16 @@ from typing import Any
 
 from rich.text import Text
 
-from gpudiag.memory import Forecast, MemoryView, ProcessRow, Rank, StepStats
+from gpudiag.memory.view import Forecast, MemoryView, ProcessRow, Rank, StepStats
 from gpudiag.render.format import mib_text
+from gpudiag.render.grid import Column, Grid
 from gpudiag.trend import duration_text
 
 
 def _shown(row: ProcessRow) -> bool:
     b = row.breakdown
     if b is not None and b.reserved_bytes == 0 and row.steps is None:
-        return False  # a context on a GPU it does not use (memory_ranks says why)
+        return False  # a context on a GPU it does not use (memory.ranks says why)
     return row.rank is not None or row.steps is not None or (b is not None and b.inactive_split_bytes is not None)
 
 
@@ -46,8 +47,6 @@ def forecast_for(view: MemoryView, row: ProcessRow) -> Forecast | None:
 
 def table(view: MemoryView) -> list[Any]:
     """The section's title and grid, or nothing when no tracked process has these figures."""
-    from gpudiag.render.memory_view import Column, Grid
-
     chosen = rows(view)
     if not chosen:
         return []

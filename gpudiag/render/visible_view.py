@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpudiag.render.format import mib_text
+from gpudiag.render.printable import printable
 from gpudiag.visibility import (
     ORDER_VAR,
     SUMMARY_KIND,
@@ -54,9 +55,9 @@ def _devices(resolution: Resolution, width: int | None) -> RenderableType:
             {
                 "cuda:N": f"cuda:{d.ordinal}",
                 "GPU": gpu,
-                "Name": d.name,
-                "UUID": d.uuid,
-                "Bus-Id": d.pci_bus_id,
+                "Name": printable(d.name),
+                "UUID": printable(d.uuid),
+                "Bus-Id": printable(d.pci_bus_id),
                 "Memory": memory,
             }
         )
@@ -93,7 +94,7 @@ def _entries(resolution: Resolution) -> Table:
             str(e.position),
             e.token if e.kind == SUMMARY_KIND else repr(e.token),
             Text(e.outcome.value, style=styles[e.outcome]),
-            why,
+            printable(why),
         )
     return table
 
@@ -104,7 +105,7 @@ def _bullets(lines: tuple[str, ...] | list[str], prefix: str, style: str = "") -
     grid.add_column(no_wrap=True)
     grid.add_column(overflow="fold")
     for line in lines:
-        grid.add_row(f"  {prefix}", Text(line, style=style))
+        grid.add_row(f"  {prefix}", Text(printable(line), style=style))
     return grid
 
 
@@ -117,7 +118,7 @@ def _section(title: str, lines: tuple[str, ...] | list[str], prefix: str, style:
 def render_probe(probe: ProbeReport) -> list[RenderableType]:
     style = {"agrees": "green", "disagrees": "red bold", "could_not_run": "yellow"}.get(probe.status, "")
     title = Text("CUDA runtime probe (a child process with this setting): ", style="bold")
-    title.append(probe.summary, style=style)
+    title.append(printable(probe.summary), style=style)
     lines: list[str] = []
     for source in probe.sources:
         if source.devices is None:
@@ -159,7 +160,7 @@ def render(
 
 def render_unavailable(detail: str, probe: ProbeReport | None) -> Group:
     """NVML cannot run: no mapping can be computed; the probe's answer may still say why."""
-    parts: list[RenderableType] = [Text(f"gpudiag cannot compute the mapping: {detail}", style="red bold")]
+    parts: list[RenderableType] = [Text(f"gpudiag cannot compute the mapping: {printable(detail)}", style="red bold")]
     if probe is not None:
         parts += render_probe(probe)
     return Group(*parts)

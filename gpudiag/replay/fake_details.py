@@ -1,8 +1,11 @@
-"""The fake NVML's answers for the detail calls, from a machine's recorded :class:`GpuDetails`.
+"""The fake NVML's answers for the composite detail calls, from a machine's recorded :class:`GpuDetails`.
 
-Loaded by :class:`~gpudiag.replay.fake_nvml.FakeNvml` on the first detail call: each call returns what NVML
-returned on the recorded GPU (same shapes as nvidia-ml-py) or raises the error class that
-the recorded reading's reason stands for, as `docs/hardware/.../nvml-getters-*.json` show.
+The simple detail readings are answered from their rows (``gpudiag.details.DETAIL_READINGS``) by
+:class:`~gpudiag.replay.fake_nvml.FakeNvml` itself; this module answers what is built from several
+readings or filled by reference (PCI ids, ECC by location, SRAM errors, NVLink, topology, affinity,
+per-process load). Loaded on the first such call: each returns what NVML returned on the recorded
+GPU (same shapes as nvidia-ml-py) or raises the error class that the recorded reading's reason
+stands for, as `docs/hardware/.../nvml-getters-*.json` show.
 """
 
 from __future__ import annotations
@@ -12,23 +15,38 @@ from typing import TYPE_CHECKING, Any
 
 import pynvml
 
-from gpudiag.model import Gpu, Machine, Reading, Reason, unavailable
+from gpudiag.model import Gpu, Machine, Reading, Reason
+from gpudiag.readings import (
+    FI_NVLINK_GET_SPEED,
+    FI_NVLINK_THROUGHPUT_DATA_RX,
+    FI_NVLINK_THROUGHPUT_DATA_TX,
+    FI_NVLINK_THROUGHPUT_RAW_RX,
+    FI_NVLINK_THROUGHPUT_RAW_TX,
+    NVLINK_REMOTE_TYPES,
+    P2P_ATOMICS,
+    P2P_NVLINK,
+    P2P_PROP,
+    P2P_READ,
+    P2P_STATUS,
+    P2P_WRITE,
+    TOPOLOGY_LEVELS,
+)
 
 if TYPE_CHECKING:
-    from gpudiag.details import ClockSet, GpuDetails, NvLink
+    from gpudiag.details import GpuDetails, NvLink
     from gpudiag.replay.fake_nvml import FakeNvml
 
-_TOPOLOGY_CODES = {"SELF": 0, "PIX": 10, "PXB": 20, "PHB": 30, "NODE": 40, "SYS": 50}
-_P2P_CODES = {
-    "OK": 0,
-    "chipset not supported": 1,
-    "GPU not supported": 2,
-    "IOH topology not supported": 3,
-    "disabled by regkey": 4,
-    "not supported": 5,
-    "unknown": 6,
+_TOPOLOGY_CODES = {level: code for code, level in TOPOLOGY_LEVELS.items()}
+# The per-link field values NVML answers with the link as the scope: the NvLink reading each is.
+NVLINK_FIELDS = {
+    FI_NVLINK_GET_SPEED: "speed_mbps",
+    FI_NVLINK_THROUGHPUT_DATA_TX: "data_tx_kib",
+    FI_NVLINK_THROUGHPUT_DATA_RX: "data_rx_kib",
+    FI_NVLINK_THROUGHPUT_RAW_TX: "raw_tx_kib",
+    FI_NVLINK_THROUGHPUT_RAW_RX: "raw_rx_kib",
 }
-_SAMPLING_PERIOD_US = 100000  # the codec utilizations' sampling period on the captured H100
+_P2P_CODES = {status: code for code, status in P2P_STATUS.items()}
+_NVLINK_REMOTE_CODES = {kind: code for code, kind in NVLINK_REMOTE_TYPES.items()}
 
 
 def _raise(code: int) -> Any:
@@ -55,9 +73,6 @@ def _mask(numbers: str, words: int) -> list[int]:
 class FakeDetails:
     """Detail calls of a FakeNvml, which keeps the machine, the call log and the init state."""
 
-    # A struct class named like an NVML function: without this, FakeNvml would answer it as a call.
-    nvmlPciInfoExt_v1_t = pynvml.nvmlPciInfoExt_v1_t  # noqa: N815 - pynvml's name
-
     def __init__(self, fake: FakeNvml) -> None:
         self._fake = fake
 
@@ -71,192 +86,7 @@ class FakeDetails:
         self._enter(name)
         return _value(self._gpu(handle).details)  # type: ignore[no-any-return]
 
-    # -- clocks ----------------------------------------------------------------------
-
-    def _clock(self, name: str, handle: Any, pick: str, clock_type: int) -> int:
-        clocks = self._details(name, handle).clocks
-        chosen: ClockSet = getattr(clocks, pick)
-        by_type = {0: chosen.graphics, 1: chosen.sm, 2: chosen.memory, 3: chosen.video}
-        if clock_type not in by_type:
-            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return int(_value(by_type[clock_type]))
-
-    def nvmlDeviceGetClockInfo(self, handle: Any, clock_type: int) -> int:
-        return self._clock("nvmlDeviceGetClockInfo", handle, "current", clock_type)
-
-    def nvmlDeviceGetMaxClockInfo(self, handle: Any, clock_type: int) -> int:
-        return self._clock("nvmlDeviceGetMaxClockInfo", handle, "max", clock_type)
-
-    def nvmlDeviceGetApplicationsClock(self, handle: Any, clock_type: int) -> int:
-        return self._clock("nvmlDeviceGetApplicationsClock", handle, "applications", clock_type)
-
-    def nvmlDeviceGetDefaultApplicationsClock(self, handle: Any, clock_type: int) -> int:
-        return self._clock("nvmlDeviceGetDefaultApplicationsClock", handle, "default_applications", clock_type)
-
-    def nvmlDeviceGetSupportedClocksEventReasons(self, handle: Any) -> int:
-        return int(
-            _value(self._details("nvmlDeviceGetSupportedClocksEventReasons", handle).clocks.event_reasons_supported)
-        )
-
-    def nvmlDeviceGetSupportedClocksThrottleReasons(self, handle: Any) -> int:
-        return int(
-            _value(self._details("nvmlDeviceGetSupportedClocksThrottleReasons", handle).clocks.event_reasons_supported)
-        )
-
-    # -- power and temperature -------------------------------------------------------
-
-    def nvmlDeviceGetPowerManagementMode(self, handle: Any) -> int:
-        return int(bool(_value(self._details("nvmlDeviceGetPowerManagementMode", handle).power.management)))
-
-    def nvmlDeviceGetPowerManagementLimit(self, handle: Any) -> int:
-        return round(
-            float(_value(self._details("nvmlDeviceGetPowerManagementLimit", handle).power.requested_limit_w)) * 1000
-        )
-
-    def nvmlDeviceGetPowerManagementDefaultLimit(self, handle: Any) -> int:
-        power = self._details("nvmlDeviceGetPowerManagementDefaultLimit", handle).power
-        return round(float(_value(power.default_limit_w)) * 1000)
-
-    def nvmlDeviceGetPowerManagementLimitConstraints(self, handle: Any) -> list[int]:
-        power = self._details("nvmlDeviceGetPowerManagementLimitConstraints", handle).power
-        return [round(_value(power.min_limit_w) * 1000), round(_value(power.max_limit_w) * 1000)]
-
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle: Any) -> int:
-        return int(_value(self._details("nvmlDeviceGetTotalEnergyConsumption", handle).power.energy_mj))
-
-    def nvmlDeviceGetMarginTemperature(self, handle: Any) -> int:
-        return int(_value(self._details("nvmlDeviceGetMarginTemperature", handle).temperatures.margin_c))
-
-    def detail_threshold(self, handle: Any, threshold: int) -> int:
-        temps = self._details("nvmlDeviceGetTemperatureThreshold", handle).temperatures
-        if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX:
-            return int(_value(temps.gpu_max_c))
-        if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_MEM_MAX:
-            return int(_value(temps.memory_max_c))
-        return int(_raise(pynvml.NVML_ERROR_NOT_SUPPORTED))
-
-    # -- field values (called by FakeNvml.nvmlDeviceGetFieldValues) ---------------------
-
-    def detail_field(self, gpu: Gpu, field_id: Any) -> SimpleNamespace:
-        from gpudiag.probe import details as probe
-
-        scope = 0
-        if isinstance(field_id, tuple):
-            field_id, scope = field_id
-        reading: Reading[Any]
-        value_type = 1
-        d = gpu.details.value
-        if d is None:
-            reading = gpu.details
-        elif field_id == probe.FI_MEMORY_TEMP:
-            reading = d.temperatures.memory_c
-        elif field_id == probe.FI_TOTAL_ENERGY:
-            reading, value_type = d.power.energy_mj, 3
-        elif field_id == probe.FI_PCIE_REPLAY_COUNTER:
-            reading = d.pcie.replay_counter
-        elif field_id in (probe.FI_POWER_AVERAGE, probe.FI_POWER_INSTANT):
-            watts = d.power.average_w if field_id == probe.FI_POWER_AVERAGE else d.power.instant_w
-            reading = watts.map(lambda w: round(w * 1000))
-        elif field_id in dict((fid, n) for n, fid in probe.EVENT_COUNTER_FIELDS):
-            name = dict((fid, n) for n, fid in probe.EVENT_COUNTER_FIELDS)[field_id]
-            reading, value_type = dict(d.clocks.event_reason_counters_us)[name].map(lambda us: us * 1000), 3
-        elif field_id == probe.FI_REMAPPED_COR_INACTIVE:
-            reading = d.memory_health.remapped_inactive_correctable
-        elif field_id == probe.FI_REMAPPED_UNC_INACTIVE:
-            reading = d.memory_health.remapped_inactive_uncorrectable
-        elif field_id == probe.FI_NVLINK_GET_SPEED:
-            link = self._link(d, scope)
-            reading = link.speed_mbps if link is not None else unavailable(Reason.NOT_SUPPORTED)
-        else:
-            reading = unavailable(Reason.NOT_SUPPORTED)
-        if reading.reason is not None:
-            from gpudiag.replay.fake_nvml import _REASON_ERRORS
-
-            return SimpleNamespace(fieldId=field_id, scopeId=scope, nvmlReturn=_REASON_ERRORS[reading.reason])
-        member = "ullVal" if value_type == 3 else "uiVal"
-        return SimpleNamespace(
-            fieldId=field_id,
-            scopeId=scope,
-            nvmlReturn=pynvml.NVML_SUCCESS,
-            valueType=value_type,
-            value=SimpleNamespace(**{member: int(_value(reading))}),
-        )
-
-    def fill_field(self, gpu: Gpu, field_id: Any, slot: Any) -> None:
-        """Fill one nvmlFieldValue_t of FakeNvml.nvmlDeviceGetFieldValues from the recorded details."""
-        answer = self.detail_field(gpu, field_id)
-        slot.nvmlReturn = answer.nvmlReturn
-        if answer.nvmlReturn == pynvml.NVML_SUCCESS:
-            slot.valueType = answer.valueType
-            member = "ullVal" if answer.valueType == 3 else "uiVal"
-            setattr(slot.value, member, getattr(answer.value, member))
-
     # -- identity --------------------------------------------------------------------
-
-    def _ident(self, name: str, handle: Any, attr: str) -> Any:
-        return _value(getattr(self._details(name, handle).identity, attr))
-
-    def nvmlDeviceGetSerial(self, handle: Any) -> str:
-        return str(self._ident("nvmlDeviceGetSerial", handle, "serial"))
-
-    def nvmlDeviceGetVbiosVersion(self, handle: Any) -> str:
-        return str(self._ident("nvmlDeviceGetVbiosVersion", handle, "vbios_version"))
-
-    def nvmlDeviceGetBoardPartNumber(self, handle: Any) -> str:
-        return str(self._ident("nvmlDeviceGetBoardPartNumber", handle, "board_part_number"))
-
-    def nvmlDeviceGetBoardId(self, handle: Any) -> int:
-        return int(self._ident("nvmlDeviceGetBoardId", handle, "board_id"))
-
-    def nvmlDeviceGetModuleId(self, handle: Any) -> int:
-        return int(self._ident("nvmlDeviceGetModuleId", handle, "module_id"))
-
-    def nvmlDeviceGetInforomImageVersion(self, handle: Any) -> str:
-        return str(self._ident("nvmlDeviceGetInforomImageVersion", handle, "inforom_image"))
-
-    def nvmlDeviceGetInforomVersion(self, handle: Any, obj: int) -> str:
-        attr = {
-            pynvml.NVML_INFOROM_OEM: "inforom_oem",
-            pynvml.NVML_INFOROM_ECC: "inforom_ecc",
-            pynvml.NVML_INFOROM_POWER: "inforom_power",
-        }.get(obj)
-        if attr is None:
-            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return str(self._ident("nvmlDeviceGetInforomVersion", handle, str(attr)))
-
-    def nvmlDeviceGetInforomConfigurationChecksum(self, handle: Any) -> int:
-        return int(self._ident("nvmlDeviceGetInforomConfigurationChecksum", handle, "inforom_checksum"))
-
-    def nvmlDeviceGetGspFirmwareVersion(self, handle: Any) -> str:
-        return str(self._ident("nvmlDeviceGetGspFirmwareVersion", handle, "gsp_firmware_version"))
-
-    def nvmlDeviceGetGspFirmwareMode(self, handle: Any) -> list[int]:
-        ident = self._details("nvmlDeviceGetGspFirmwareMode", handle).identity
-        return [int(bool(_value(ident.gsp_mode_current))), int(bool(_value(ident.gsp_mode_default)))]
-
-    def nvmlDeviceGetDisplayMode(self, handle: Any) -> int:
-        return int(bool(self._ident("nvmlDeviceGetDisplayMode", handle, "display_mode")))
-
-    def nvmlDeviceGetDisplayActive(self, handle: Any) -> int:
-        return int(bool(self._ident("nvmlDeviceGetDisplayActive", handle, "display_active")))
-
-    def nvmlDeviceGetAccountingMode(self, handle: Any) -> int:
-        return int(bool(self._ident("nvmlDeviceGetAccountingMode", handle, "accounting_mode")))
-
-    def nvmlDeviceGetAccountingBufferSize(self, handle: Any) -> int:
-        return int(self._ident("nvmlDeviceGetAccountingBufferSize", handle, "accounting_buffer_size"))
-
-    def nvmlDeviceGetAddressingMode(self, handle: Any) -> int:
-        return int(self._ident("nvmlDeviceGetAddressingMode", handle, "addressing_mode"))
-
-    def nvmlDeviceGetC2cModeInfoV(self, handle: Any) -> Any:
-        return SimpleNamespace(isC2cEnabled=int(bool(self._ident("nvmlDeviceGetC2cModeInfoV", handle, "c2c_enabled"))))
-
-    def nvmlDeviceGetConfComputeProtectedMemoryUsage(self, handle: Any) -> Any:
-        total, used, free = self._ident(
-            "nvmlDeviceGetConfComputeProtectedMemoryUsage", handle, "protected_memory_bytes"
-        )
-        return SimpleNamespace(total=total, used=used, free=free)
 
     def nvmlDeviceGetPciInfoExt(self, handle: Any, ref: Any) -> None:
         ident = self._details("nvmlDeviceGetPciInfoExt", handle).identity
@@ -313,10 +143,6 @@ class FakeDetails:
         status.aggregateUncBucketOther = e.aggregate_other
         status.bThresholdExceeded = int(e.threshold_exceeded)
 
-    def nvmlDeviceGetRowRemapperHistogram(self, handle: Any) -> Any:
-        h = _value(self._details("nvmlDeviceGetRowRemapperHistogram", handle).memory_health.row_remap_histogram)
-        return SimpleNamespace(max=h.max, high=h.high, partial=h.partial, low=h.low, none=h.none)
-
     def detail_retired_addresses(self, gpu: Gpu, single_bit: bool) -> list[int] | None:
         """Recorded retired-page addresses, for FakeNvml.nvmlDeviceGetRetiredPages; None if not recorded."""
         d = gpu.details.value
@@ -325,43 +151,19 @@ class FakeDetails:
         health = d.memory_health
         return list(_value(health.retired_single_bit_addresses if single_bit else health.retired_double_bit_addresses))
 
-    # -- BAR1, PCIe, codecs ----------------------------------------------------------
-
-    def nvmlDeviceGetBAR1MemoryInfo(self, handle: Any) -> Any:
-        b = _value(self._details("nvmlDeviceGetBAR1MemoryInfo", handle).bar1)
-        return SimpleNamespace(bar1Total=b.total_bytes, bar1Used=b.used_bytes, bar1Free=b.free_bytes)
-
-    def nvmlDeviceGetPcieThroughput(self, handle: Any, counter: int) -> int:
-        pcie = self._details("nvmlDeviceGetPcieThroughput", handle).pcie
-        return int(_value(pcie.tx_kbps if counter == pynvml.NVML_PCIE_UTIL_TX_BYTES else pcie.rx_kbps))
-
-    def nvmlDeviceGetPcieReplayCounter(self, handle: Any) -> int:
-        return int(_value(self._details("nvmlDeviceGetPcieReplayCounter", handle).pcie.replay_counter))
-
-    def _codec(self, name: str, handle: Any, attr: str) -> list[int]:
-        return [int(_value(getattr(self._details(name, handle).codecs, attr))), _SAMPLING_PERIOD_US]
-
-    def nvmlDeviceGetEncoderUtilization(self, handle: Any) -> list[int]:
-        return self._codec("nvmlDeviceGetEncoderUtilization", handle, "encoder_percent")
-
-    def nvmlDeviceGetDecoderUtilization(self, handle: Any) -> list[int]:
-        return self._codec("nvmlDeviceGetDecoderUtilization", handle, "decoder_percent")
-
-    def nvmlDeviceGetJpgUtilization(self, handle: Any) -> list[int]:
-        return self._codec("nvmlDeviceGetJpgUtilization", handle, "jpeg_percent")
-
-    def nvmlDeviceGetOfaUtilization(self, handle: Any) -> list[int]:
-        return self._codec("nvmlDeviceGetOfaUtilization", handle, "ofa_percent")
-
-    def nvmlDeviceGetEncoderStats(self, handle: Any) -> list[int]:
-        c = self._details("nvmlDeviceGetEncoderStats", handle).codecs
-        return [
-            int(_value(c.encoder_sessions)),
-            int(_value(c.encoder_average_fps)),
-            int(_value(c.encoder_average_latency_us)),
-        ]
-
     # -- NVLink and topology ---------------------------------------------------------
+
+    def nvlink_speed(self, gpu: Gpu, link: int) -> int:
+        """NVML_FI_DEV_NVLINK_GET_SPEED of one link (the field's scope), for FakeNvml's field values."""
+        return self.nvlink_field(gpu, FI_NVLINK_GET_SPEED, link)
+
+    def nvlink_field(self, gpu: Gpu, field_id: int, link: int) -> int:
+        """A per-link field (:data:`NVLINK_FIELDS`: speed, throughput counters) of one link, the field's scope."""
+        found = self._link(_value(gpu.details), link)
+        if found is None:
+            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        assert found is not None
+        return int(_value(getattr(found, NVLINK_FIELDS[field_id])))
 
     @staticmethod
     def _link(d: GpuDetails, link: int) -> NvLink | None:
@@ -389,7 +191,7 @@ class FakeDetails:
 
     def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: Any, link: int) -> int:
         kind = _value(self._nvlink("nvmlDeviceGetNvLinkRemoteDeviceType", handle, link).remote_type)
-        return {"GPU": 0, "IBM NPU": 1, "switch": 2}.get(kind, 255)
+        return _NVLINK_REMOTE_CODES.get(kind, 255)
 
     def nvmlDeviceGetNvLinkErrorCounter(self, handle: Any, link: int, counter: int) -> int:
         found = self._nvlink("nvmlDeviceGetNvLinkErrorCounter", handle, link)
@@ -415,17 +217,35 @@ class FakeDetails:
 
     def nvmlDeviceGetP2PStatus(self, handle: Any, other: Any, index: int) -> int:
         peer = self._peer("nvmlDeviceGetP2PStatus", handle, other)
-        if index == 0:
-            return _P2P_CODES[_value(peer.p2p_read)]
-        if index == 2:
-            return _P2P_CODES[_value(peer.p2p_nvlink)]
-        return int(_raise(pynvml.NVML_ERROR_NOT_SUPPORTED))
+        by_index = {
+            P2P_READ: peer.p2p_read,
+            P2P_NVLINK: peer.p2p_nvlink,
+            P2P_WRITE: peer.p2p_write,
+            P2P_ATOMICS: peer.p2p_atomics,
+            P2P_PROP: peer.p2p_prop,
+        }
+        if index not in by_index:
+            return int(_raise(pynvml.NVML_ERROR_NOT_SUPPORTED))
+        return _P2P_CODES[_value(by_index[index])]
 
     def nvmlDeviceGetCpuAffinity(self, handle: Any, words: int) -> list[int]:
         return _mask(_value(_value(self._details("nvmlDeviceGetCpuAffinity", handle).affinity).cpus), words)
 
     def nvmlDeviceGetMemoryAffinity(self, handle: Any, words: int, scope: int) -> list[int]:
         return _mask(_value(_value(self._details("nvmlDeviceGetMemoryAffinity", handle).affinity).numa_nodes), words)
+
+    # -- clocks ----------------------------------------------------------------------
+
+    def nvmlDeviceGetSupportedMemoryClocks(self, handle: Any) -> list[int]:
+        supported = _value(self._details("nvmlDeviceGetSupportedMemoryClocks", handle).clocks.supported)
+        return [memory for memory, _ in supported]
+
+    def nvmlDeviceGetSupportedGraphicsClocks(self, handle: Any, memory: int) -> list[int]:
+        supported = _value(self._details("nvmlDeviceGetSupportedGraphicsClocks", handle).clocks.supported)
+        for clock, graphics in supported:
+            if clock == memory:
+                return list(graphics)
+        return list(_raise(pynvml.NVML_ERROR_INVALID_ARGUMENT))  # a memory clock it does not have
 
     # -- processes -------------------------------------------------------------------
 
@@ -460,5 +280,5 @@ class RecordedProcessStats:
     def __call__(self, pid: int) -> tuple[Reading[float], Reading[int], Reading[float]]:
         if pid in self._by_pid:
             return self._by_pid[pid]
-        gone: Reading[Any] = unavailable(Reason.NOT_FOUND, "process exited")
+        gone: Reading[Any] = Reading.missing(Reason.NOT_FOUND, "process exited")
         return gone, gone, gone

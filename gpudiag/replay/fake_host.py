@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpudiag.model import HostProcess, HostState, Machine, Reading, Reason, unavailable
+from gpudiag.model import HostProcess, HostState, Machine, Reading, Reason
 
 
 class RecordedHost:
@@ -20,5 +20,5 @@ class RecordedHost:
     def __call__(self, pid: int) -> HostProcess:
         if pid in self._by_pid:
             return self._by_pid[pid]
-        gone: Reading[str] = unavailable(Reason.NOT_FOUND, "process exited")
+        gone: Reading[str] = Reading.missing(Reason.NOT_FOUND, "process exited")
         return HostProcess(HostState.VANISHED, gone, gone, gone)

@@ -4,25 +4,29 @@ It is a real module object: pynvml's constants, error classes, structs and pure 
 copied into it, so ``vars()``, ``from pynvml import *`` and ``except pynvml.NVMLError_X`` work
 as with nvidia-ml-py. Each NVML call answers like the real library where the hardware captures
 in ``docs/hardware/`` show it (the memory structs, reference-counted init, MIG answers), with
-pynvml's own return types. The raw C entry points that pynvml and its consumers reach through
-``_nvmlGetFunctionPointer`` (versioned process and memory queries, field values) are emulated
-with ctypes conventions. A call this fake does not model raises FUNCTION_NOT_FOUND, as a
+pynvml's own return types. A call that reads a declared reading (``gpudiag.readings``' rows, and the
+details' in ``gpudiag.details``) answers as the row declares: the recorded value encoded back into
+NVML's answer, the error its reason stands for, or "not recorded" (NVML's unknown error) for what the
+snapshot does not hold; the rest are answered by hand. The raw C entry points that pynvml and its
+consumers reach through ``_nvmlGetFunctionPointer`` (versioned process and memory queries, field
+values) are emulated with ctypes conventions. A call this fake does not model raises FUNCTION_NOT_FOUND, as a
 driver that lacks it would; a name that nvidia-ml-py itself lacks is an AttributeError.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
+import operator
 from collections import deque
 from collections.abc import Callable
-from types import FunctionType, ModuleType
+from types import FunctionType, ModuleType, SimpleNamespace
 from typing import Any, NoReturn
 
 import msgspec
 import pynvml
 
 from gpudiag.model import (
-    ComputeMode,
     Gpu,
     GpuProcess,
     GpuState,
@@ -34,6 +38,7 @@ from gpudiag.model import (
     Reading,
     Reason,
 )
+from gpudiag.readings import GPU_READINGS, NO_INSTANCE, Spec, field_key, reading_at
 
 _INIT_ERRORS = {
     NvmlStatus.LIBRARY_NOT_FOUND: pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,
@@ -52,18 +57,20 @@ _REASON_ERRORS = {
     Reason.UNAVAILABLE: pynvml.NVML_ERROR_UNKNOWN,
     Reason.UNKNOWN_ERROR: pynvml.NVML_ERROR_UNKNOWN,
     Reason.NOT_READ: pynvml.NVML_ERROR_UNKNOWN,  # a hand-made file that records no answer
+    Reason.NOT_RECORDED: pynvml.NVML_ERROR_UNKNOWN,  # raised as NotRecordedError, which says so
 }
 
-_COMPUTE_MODE_CODES = {
-    ComputeMode.DEFAULT: pynvml.NVML_COMPUTEMODE_DEFAULT,
-    ComputeMode.EXCLUSIVE_THREAD: pynvml.NVML_COMPUTEMODE_EXCLUSIVE_THREAD,
-    ComputeMode.PROHIBITED: pynvml.NVML_COMPUTEMODE_PROHIBITED,
-    ComputeMode.EXCLUSIVE_PROCESS: pynvml.NVML_COMPUTEMODE_EXCLUSIVE_PROCESS,
-}
+
+class NotRecordedError(pynvml.NVMLError_Unknown):  # type: ignore[misc]
+    """What the fake raises for a reading the replayed snapshot does not hold: NVML's "unknown
+    error" to its consumers (gpustat, nvitop), and ``gpudiag_reason`` tells gpudiag's probe that
+    the snapshot, not the GPU, lacks it."""
+
+    gpudiag_reason = Reason.NOT_RECORDED.value
+
 
 CALL_LOG = 20_000  # NVML calls kept for cost tests (~160 KiB; a snapshot of 8 GPUs makes ~2,200)
 _MAX_MIG_SLOTS = 7  # A100/H100: up to seven GPU instances
-_NO_INSTANCE = 0xFFFFFFFF  # NVML's gpuInstanceId/computeInstanceId off MIG
 _NOT_AVAILABLE = ctypes.c_ulonglong(-1).value  # NVML_VALUE_NOT_AVAILABLE for usedGpuMemory
 
 # pynvml functions that only reshape Python objects; every other nvml* function calls the
@@ -87,60 +94,193 @@ _COPIED = {
 _LIBRARY_FUNCTIONS = tuple(n for n, v in vars(pynvml).items() if n.startswith("nvml") and _calls_the_library(n, v))
 
 
-# The calls gpudiag.replay.fake_details answers (a test keeps this list and that module in step).
-DETAIL_CALLS = (
-    "nvmlDeviceGetAccountingBufferSize",
-    "nvmlDeviceGetAccountingMode",
-    "nvmlDeviceGetAddressingMode",
-    "nvmlDeviceGetApplicationsClock",
-    "nvmlDeviceGetBAR1MemoryInfo",
-    "nvmlDeviceGetBoardId",
-    "nvmlDeviceGetBoardPartNumber",
-    "nvmlDeviceGetC2cModeInfoV",
-    "nvmlDeviceGetClockInfo",
-    "nvmlDeviceGetConfComputeProtectedMemoryUsage",
-    "nvmlDeviceGetCpuAffinity",
-    "nvmlDeviceGetDecoderUtilization",
-    "nvmlDeviceGetDefaultApplicationsClock",
-    "nvmlDeviceGetDisplayActive",
-    "nvmlDeviceGetDisplayMode",
-    "nvmlDeviceGetEncoderStats",
-    "nvmlDeviceGetEncoderUtilization",
-    "nvmlDeviceGetGspFirmwareMode",
-    "nvmlDeviceGetGspFirmwareVersion",
-    "nvmlDeviceGetInforomConfigurationChecksum",
-    "nvmlDeviceGetInforomImageVersion",
-    "nvmlDeviceGetInforomVersion",
-    "nvmlDeviceGetJpgUtilization",
-    "nvmlDeviceGetMarginTemperature",
-    "nvmlDeviceGetMaxClockInfo",
-    "nvmlDeviceGetMemoryAffinity",
-    "nvmlDeviceGetMemoryErrorCounter",
-    "nvmlDeviceGetModuleId",
-    "nvmlDeviceGetNvLinkErrorCounter",
-    "nvmlDeviceGetNvLinkRemoteDeviceType",
-    "nvmlDeviceGetNvLinkRemotePciInfo",
-    "nvmlDeviceGetNvLinkState",
-    "nvmlDeviceGetNvLinkVersion",
-    "nvmlDeviceGetOfaUtilization",
-    "nvmlDeviceGetP2PStatus",
-    "nvmlDeviceGetPciInfoExt",
-    "nvmlDeviceGetPcieReplayCounter",
-    "nvmlDeviceGetPcieThroughput",
-    "nvmlDeviceGetPowerManagementDefaultLimit",
-    "nvmlDeviceGetPowerManagementLimit",
-    "nvmlDeviceGetPowerManagementLimitConstraints",
-    "nvmlDeviceGetPowerManagementMode",
-    "nvmlDeviceGetProcessUtilization",
-    "nvmlDeviceGetRowRemapperHistogram",
-    "nvmlDeviceGetSerial",
-    "nvmlDeviceGetSramEccErrorStatus",
-    "nvmlDeviceGetSupportedClocksEventReasons",
-    "nvmlDeviceGetSupportedClocksThrottleReasons",
-    "nvmlDeviceGetTopologyCommonAncestor",
-    "nvmlDeviceGetTotalEnergyConsumption",
-    "nvmlDeviceGetVbiosVersion",
-)
+# NVML's answer to an argument a call does not know, where it is not NOT_SUPPORTED.
+_UNKNOWN_ARGUMENT = {
+    "nvmlDeviceGetTemperature": pynvml.NVML_ERROR_INVALID_ARGUMENT,
+    "nvmlDeviceGetClockInfo": pynvml.NVML_ERROR_INVALID_ARGUMENT,
+    "nvmlDeviceGetMaxClockInfo": pynvml.NVML_ERROR_INVALID_ARGUMENT,
+    "nvmlDeviceGetApplicationsClock": pynvml.NVML_ERROR_INVALID_ARGUMENT,
+    "nvmlDeviceGetDefaultApplicationsClock": pynvml.NVML_ERROR_INVALID_ARGUMENT,
+    "nvmlDeviceGetTotalEccErrors": pynvml.NVML_ERROR_INVALID_ARGUMENT,
+    "nvmlDeviceGetPcieThroughput": pynvml.NVML_ERROR_INVALID_ARGUMENT,
+}
+# The parts of an answer no row reads: the codec utilizations' sampling period (µs), as captured.
+_SAMPLING_PERIOD_US = 100000
+_PADDING: dict[str, tuple[Any, ...]] = {
+    name: (None, _SAMPLING_PERIOD_US)
+    for name in (
+        "nvmlDeviceGetEncoderUtilization",
+        "nvmlDeviceGetDecoderUtilization",
+        "nvmlDeviceGetJpgUtilization",
+        "nvmlDeviceGetOfaUtilization",
+    )
+}
+# Answers that are pynvml structs rather than plain objects.
+_STRUCTS: dict[str, Callable[[], Any]] = {"nvmlDeviceGetUtilizationRates": pynvml.c_nvmlUtilization_t}
+# nvmlFieldValue_t's value member by its valueType (nvmlValueType_t).
+_VALUE_MEMBERS = {1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+# Per-link field ids (the link is the scope), answered from the recorded NVLinks, and their value types.
+_NVLINK_FIELDS = {
+    pynvml.NVML_FI_DEV_NVLINK_GET_SPEED: pynvml.NVML_VALUE_TYPE_UNSIGNED_INT,
+    pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
+    pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
+    pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX: pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
+    pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX: pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
+}
+# Field ids whose value is what a call answers.
+_FIELDS_OF_CALLS = {
+    pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: ("nvmlDeviceGetTotalEnergyConsumption", 3),
+    pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER: ("nvmlDeviceGetPcieReplayCounter", 1),
+}
+
+
+def _answer_of(name: str, value: Any) -> Any:
+    """An encoded value as nvidia-ml-py returns it: a dict is a struct's attributes."""
+    if not isinstance(value, dict):
+        return value
+    struct = _STRUCTS.get(name)
+    if struct is None:
+        return SimpleNamespace(**value)
+    out = struct()
+    for attr, item in value.items():
+        setattr(out, attr, item)
+    return out
+
+
+class _Answer(msgspec.Struct, frozen=True):
+    """The rows that answer a call with given arguments, and how their values make NVML's answer."""
+
+    specs: tuple[Spec, ...]
+    reads: tuple[Callable[[Gpu], Reading[Any]], ...]  # each row's reading of a GPU
+    encodes: tuple[Callable[[Any], Any], ...]  # its value as NVML answers it
+    assemble: Callable[[list[Any]], Any]  # the rows' encoded values -> the answer
+    simple: bool  # one row, its value the whole answer
+
+
+class _Call(msgspec.Struct, frozen=True):
+    """The rows that answer one NVML call (or field id), by the arguments they take."""
+
+    whole_gpu: bool  # a MIG device's handle does not answer it
+    by_args: dict[tuple[Any, ...], _Answer]
+    # By arguments answered by one row with a plain value: its reading of a GPU and its encoder.
+    simple: dict[tuple[Any, ...], tuple[Callable[[Gpu], Reading[Any]], Callable[[Any], Any]]]
+
+
+def _reader(key: str) -> Callable[[Gpu], Reading[Any]]:
+    if key.startswith("details.") or "[" in key:  # through a reading that may be missing
+        return lambda gpu: reading_at(gpu, key)
+    return operator.attrgetter(key)  # a reading of the GPU, or of one of its structs
+
+
+def _assembler(name: Any, specs: list[Spec]) -> Callable[[list[Any]], Any]:
+    if len(specs) == 1 and specs[0].pick is None:
+        return lambda values: _answer_of(name, values[0])
+    picks = [spec.pick for spec in specs]
+    places = [pick for pick in picks if isinstance(pick, int)]
+    if len(places) == len(picks):  # items of a list
+        padding = _PADDING.get(name, ())
+        template = [*padding, *([None] * (max(places) + 1 - len(padding)))]
+
+        def items(values: list[Any]) -> list[Any]:
+            answer = list(template)
+            for place, value in zip(places, values, strict=True):
+                answer[place] = value
+            return answer
+
+        return items
+    return lambda values: _answer_of(name, {str(pick): value for pick, value in zip(picks, values, strict=True)})
+
+
+def _index(rows: tuple[Spec, ...], key: Callable[[Spec], list[Any]]) -> dict[Any, _Call]:
+    found: dict[Any, list[Spec]] = {}
+    for row in rows:
+        if not row.custom:
+            for name in key(row):
+                found.setdefault(name, []).append(row)
+    out = {}
+    for name, specs in found.items():
+        by_args: dict[tuple[Any, ...], list[Spec]] = {}
+        for spec in specs:
+            by_args.setdefault(tuple(getattr(pynvml, a) if isinstance(a, str) else a for a in spec.args), []).append(
+                spec
+            )
+        answers = {
+            args: _Answer(
+                tuple(same),
+                tuple(_reader(spec.key) for spec in same),
+                tuple(spec.codec.encode for spec in same),
+                _assembler(name, same),
+                len(same) == 1 and same[0].pick is None and name not in _STRUCTS,
+            )
+            for args, same in by_args.items()
+        }
+        simple = {args: (answer.reads[0], answer.encodes[0]) for args, answer in answers.items() if answer.simple}
+        out[name] = _Call(any(spec.whole_gpu for spec in specs), answers, simple)
+    return out
+
+
+def _calls_of(row: Spec) -> list[Any]:
+    return [] if row.field else [name for name in (row.call, row.fallback) if name]
+
+
+def _fields_of(row: Spec) -> list[Any]:
+    return [field_key(row)] if row.field else []
+
+
+@functools.cache
+def _struct_calls() -> frozenset[str]:
+    """The detail calls that fill a struct passed by reference (rows with ``struct``)."""
+    from gpudiag.details import DETAIL_READINGS
+
+    return frozenset(name for row in DETAIL_READINGS if row.struct for name in _calls_of(row))
+
+
+def fill_struct(struct: Any, data: Any) -> None:
+    """Set a ctypes struct's members from an answer (a namespace or dict; nested structs and arrays
+    from nested dicts and lists), as the C library fills a struct passed by reference."""
+    items = vars(data) if not isinstance(data, dict) else data
+    for name, value in items.items():
+        if isinstance(value, dict | SimpleNamespace):
+            fill_struct(getattr(struct, name), value)
+        elif isinstance(value, list):
+            array = getattr(struct, name)
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    fill_struct(array[i], item)
+                else:
+                    array[i] = item
+        else:
+            setattr(struct, name, value)
+
+
+# The calls the per-GPU rows (gpudiag.readings.GPU_READINGS) declare, answered from them (indexed on
+# the first call: a replay's start-up pays for the names only); the rows of the details
+# (gpudiag.details.DETAIL_READINGS) are loaded on the first call that only they answer.
+_ROW_CALLS = frozenset(name for row in GPU_READINGS if not row.custom for name in _calls_of(row))
+
+
+@functools.cache
+def _gpu_calls() -> dict[Any, _Call]:
+    return _index(GPU_READINGS, _calls_of)
+
+
+@functools.cache
+def _gpu_fields() -> dict[Any, _Call]:
+    return _index(GPU_READINGS, _fields_of)
+
+
+@functools.cache
+def _detail_rows_by_call() -> dict[Any, _Call]:
+    from gpudiag.details import DETAIL_READINGS
+
+    return _index(DETAIL_READINGS, _calls_of)
+
+
+@functools.cache
+def _detail_rows_by_field() -> dict[Any, _Call]:
+    from gpudiag.details import DETAIL_READINGS
+
+    return _index(DETAIL_READINGS, _fields_of)
 
 
 class FakeHandle(msgspec.Struct, frozen=True):
@@ -148,14 +288,39 @@ class FakeHandle(msgspec.Struct, frozen=True):
     mig_slot: int | None = None
 
 
+class _EventSet:
+    """An NVML event set: the GPUs registered, and the events not yet waited for."""
+
+    def __init__(self) -> None:
+        self.gpus: set[int] = set()
+        self.pending: deque[tuple[int, int]] = deque()
+
+
+class _EventData(msgspec.Struct, frozen=True):
+    """What nvmlEventSetWait_v2 answers (pynvml's c_nvmlEventData_t, with a fake handle)."""
+
+    device: FakeHandle
+    eventType: int  # noqa: N815 - mirrors the NVML struct
+    eventData: int  # noqa: N815
+
+
 def _raise(code: int) -> NoReturn:
     raise pynvml.NVMLError(code)
 
 
 def _value(reading: Reading[Any]) -> Any:
-    if reading.reason is not None:
-        _raise(_REASON_ERRORS[reading.reason])
-    return reading.value
+    if reading.reason is None:
+        return reading.value
+    if reading.reason is Reason.NOT_RECORDED or reading.reason is Reason.NOT_READ:  # the file does not hold it
+        raise NotRecordedError()
+    code = _REASON_ERRORS[reading.reason]
+    if reading.reason is Reason.UNAVAILABLE and reading.detail.endswith(": not ready"):
+        code = pynvml.NVML_ERROR_NOT_READY  # as the probe read it (the InfoROM BBX not flushed yet)
+    exc = pynvml.NVMLError(code)
+    if reading.reason in (Reason.UNAVAILABLE, Reason.UNKNOWN_ERROR) and reading.detail:
+        # What the recording said, for gpudiag's probe (NVML's unknown error to other readers).
+        exc.gpudiag_reason, exc.gpudiag_detail = reading.reason.value, reading.detail
+    raise exc
 
 
 def _bus_id_key(bus_id: str) -> tuple[int, ...] | None:
@@ -189,19 +354,19 @@ class FakeNvml(ModuleType):
         self._init_count = 0  # NVML counts nvmlInit calls; each needs its nvmlShutdown
         self._loaded = False  # the library stays loaded after a shutdown, as pynvml keeps it
         # Every NVML call is a module attribute (so vars() and star imports see it): the modelled
-        # ones answer from the machine, the rest say this "driver" lacks them.
+        # ones answer from the machine (by hand, or as the readings' rows declare), the rest say
+        # this "driver" lacks them. The details' rows and calls (list --details, snapshot) load on the
+        # first call no other answers, so that a plain `list` replay never imports them.
         modelled = {n for n in dir(type(self)) if n.startswith("nvml") or n == "_nvmlGetFunctionPointer"}
         for name in _LIBRARY_FUNCTIONS:
             if name not in modelled:
-                namespace[name] = self._lacks(name)
+                namespace[name] = self._row_call(name) if name in _ROW_CALLS else self._later(name)
         for name in modelled:
             namespace[name] = getattr(self, name)
-        # The detail calls (list --details, snapshot) load gpudiag.replay.fake_details on first use,
-        # so that a plain `list` replay never imports them.
         self._details_impl: Any = None
-        for name in DETAIL_CALLS:
-            if name not in modelled:  # a call this class answers itself prefers the details when recorded
-                namespace[name] = self._detail_call(name)
+        self._mig_impl: Any = None  # MIG's layout calls (gpudiag.replay.fake_mig), on the first
+        self._event_sets: list[_EventSet] = []  # XID event sets (check --level 2-4)
+        self._unrecorded_fields: set[int] = set()  # addresses of field slots answered "not recorded"
 
     @property
     def calls(self) -> list[str]:
@@ -211,6 +376,21 @@ class FakeNvml(ModuleType):
     @property
     def initialised(self) -> bool:
         return self._init_count > 0
+
+    def models(self, name: str) -> bool:
+        """Whether the fake answers the NVML call ``name`` (the rest answer as a driver without them)."""
+        from gpudiag.replay.fake_details import FakeDetails
+
+        hand = name.startswith("nvml") and callable(getattr(type(self), name, None))
+        from gpudiag.replay.fake_mig import FakeMig
+
+        return (
+            hand
+            or name in _ROW_CALLS
+            or name in _detail_rows_by_call()
+            or hasattr(FakeDetails, name)
+            or hasattr(FakeMig, name)
+        )
 
     def set_machine(self, machine: Machine) -> None:
         """Change what the fake reports (a later sample); handles stay valid, as in NVML."""
@@ -226,6 +406,13 @@ class FakeNvml(ModuleType):
         missing.__name__ = missing.__qualname__ = name
         return missing
 
+    def _mig_calls(self) -> Any:
+        if self._mig_impl is None:
+            from gpudiag.replay.fake_mig import FakeMig
+
+            self._mig_impl = FakeMig(self)
+        return self._mig_impl
+
     def _detail_calls(self) -> Any:
         if self._details_impl is None:
             from gpudiag.replay.fake_details import FakeDetails
@@ -233,12 +420,78 @@ class FakeNvml(ModuleType):
             self._details_impl = FakeDetails(self)
         return self._details_impl
 
-    def _detail_call(self, name: str) -> Callable[..., Any]:
+    def _later(self, name: str) -> Callable[..., Any]:
+        """A call only the details may answer: from their rows, by fake_details, or as lacking."""
+
         def call(*args: Any, **kw: Any) -> Any:
-            return getattr(self._detail_calls(), name)(*args, **kw)
+            if name in _detail_rows_by_call():
+                return self.answer(name, *args)
+            answer = getattr(self._detail_calls(), name, None) or getattr(self._mig_calls(), name, None)
+            if answer is None:
+                self._calls.append(name)
+                _raise(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+            return answer(*args, **kw)
 
         call.__name__ = call.__qualname__ = name
         return call
+
+    def _row_call(self, name: str) -> Callable[..., Any]:
+        own: _Call | None = None  # the call's rows, indexed on its first use
+
+        def call(handle: FakeHandle, *args: Any) -> Any:
+            nonlocal own
+            self._enter(name)
+            gpu = self._gpu(handle)
+            if own is None:
+                own = _gpu_calls()[name]
+            found = own.simple.get(args)
+            # The common case, kept short (a replayed watch or exporter asks often): one row, a plain
+            # value, a GPU without details, its own handle.
+            if found is not None and gpu.details.value is None and handle.mig_slot is None:
+                read, encode = found
+                return encode(_value(read(gpu)))
+            return self._answer(name, gpu, handle, own, args)
+
+        call.__name__ = call.__qualname__ = name
+        return call
+
+    def answer(self, name: str, handle: FakeHandle, *args: Any) -> Any:
+        """The answer to ``name(handle, *args)`` from the readings whose rows declare that call (a
+        subclass that overrides a call for a test gives the rest to this). A call that fills a struct
+        passed by reference (its last argument) fills it and answers NVML_SUCCESS, as nvidia-ml-py's."""
+        self._enter(name)
+        if name in _struct_calls():
+            *rest, ref = args
+            fill_struct(ref._obj, self._answer(name, self._gpu(handle), handle, None, tuple(rest)))
+            return pynvml.NVML_SUCCESS
+        return self._answer(name, self._gpu(handle), handle, _gpu_calls().get(name), args)
+
+    def _answer(self, name: str, gpu: Gpu, handle: FakeHandle, own: _Call | None, args: tuple[Any, ...]) -> Any:
+        found = self._rows(gpu, handle, own, _detail_rows_by_call, name, args)
+        if found is None:
+            _raise(_UNKNOWN_ARGUMENT.get(name, pynvml.NVML_ERROR_NOT_SUPPORTED))
+        values = [encode(_value(read(gpu))) for read, encode in zip(found.reads, found.encodes, strict=True)]
+        return found.assemble(values)
+
+    def _rows(
+        self,
+        gpu: Gpu,
+        handle: FakeHandle,
+        own: _Call | None,
+        detailed: Callable[[], dict[Any, _Call]],
+        name: Any,
+        args: tuple[Any, ...],
+    ) -> _Answer | None:
+        """The rows with these arguments that answer: the GPU's recorded details' where they have the
+        reading (a clock, the energy), else its own; a detail row of a GPU without details answers
+        "not recorded"."""
+        if own is not None and own.whole_gpu and handle.mig_slot is not None:
+            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)  # a GPU-level query: a MIG device's handle does not answer it
+        found = own.by_args.get(args) if own is not None else None
+        if found is not None and gpu.details.value is None:
+            return found  # without reading the details' rows: a plain `list` replay never loads them
+        theirs = detailed().get(name)
+        return (theirs.by_args.get(args) if theirs is not None else None) or found
 
     def _enter(self, name: str) -> None:
         self._calls.append(name)
@@ -383,10 +636,6 @@ class FakeNvml(ModuleType):
     def nvmlDeviceGetPciInfo_v3(self, handle: FakeHandle) -> Any:
         return self.nvmlDeviceGetPciInfo(handle)
 
-    def nvmlDeviceGetMinorNumber(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetMinorNumber")
-        return int(_value(self._gpu(handle).minor_number))
-
     # -- memory and load -------------------------------------------------------------
 
     def nvmlDeviceGetMemoryInfo(self, handle: FakeHandle, version: int | None = None) -> Any:
@@ -415,157 +664,46 @@ class FakeNvml(ModuleType):
         v1.total, v1.free, v1.used = m.total_bytes, m.free_bytes, m.total_bytes - m.free_bytes
         return v1
 
-    def nvmlDeviceGetBAR1MemoryInfo(self, handle: FakeHandle) -> Any:
-        if self._gpu(handle).details.value is not None:  # recorded with the details
-            return self._detail_calls().nvmlDeviceGetBAR1MemoryInfo(handle)
-        self._enter("nvmlDeviceGetBAR1MemoryInfo")
-        _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)  # a machine without details records no BAR1 figures
-
-    def nvmlDeviceGetUtilizationRates(self, handle: FakeHandle) -> Any:
-        self._enter("nvmlDeviceGetUtilizationRates")
-        u = _value(self._full_gpu(handle).utilization)
-        rates = pynvml.c_nvmlUtilization_t()
-        rates.gpu, rates.memory = u.gpu_percent, u.memory_percent
-        return rates
-
-    def nvmlDeviceGetTemperature(self, handle: FakeHandle, sensor: int) -> int:
-        self._enter("nvmlDeviceGetTemperature")
-        gpu = self._full_gpu(handle)
-        if sensor != pynvml.NVML_TEMPERATURE_GPU:
-            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return int(_value(gpu.temperature_c))
-
-    def nvmlDeviceGetTemperatureThreshold(self, handle: FakeHandle, threshold: int) -> int:
-        self._enter("nvmlDeviceGetTemperatureThreshold")
-        gpu = self._full_gpu(handle)
-        if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN:
-            return int(_value(gpu.temperature_slowdown_c))
-        if threshold == pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN:
-            return int(_value(gpu.temperature_shutdown_c))
-        if gpu.details.value is None:
-            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)  # other thresholds are recorded with the details
-        return int(self._detail_calls().detail_threshold(handle, threshold))
-
-    def nvmlDeviceGetFanSpeed(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetFanSpeed")
-        return int(_value(self._full_gpu(handle).fan_percent))
-
-    def nvmlDeviceGetPowerUsage(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetPowerUsage")
-        return round(float(_value(self._full_gpu(handle).power_draw_w)) * 1000)
-
-    # Clocks, energy and PCIe replays: from the recorded details (nvidia-smi -q) where the machine
-    # has them, else from the exporter's own readings of the GPU (its cheap fact groups).
-
-    def _has_details(self, handle: FakeHandle) -> bool:
-        gpus = self._machine.gpus
-        return handle.mig_slot is None and 0 <= handle.gpu < len(gpus) and gpus[handle.gpu].details.ok
-
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle: FakeHandle) -> int:
-        if self._has_details(handle):
-            return int(self._detail_calls().nvmlDeviceGetTotalEnergyConsumption(handle))
-        self._enter("nvmlDeviceGetTotalEnergyConsumption")
-        return int(_value(self._gpu(handle).energy_mj))
-
-    def nvmlDeviceGetClockInfo(self, handle: FakeHandle, clock: int) -> int:
-        if self._has_details(handle):
-            return int(self._detail_calls().nvmlDeviceGetClockInfo(handle, clock))
-        self._enter("nvmlDeviceGetClockInfo")
-        gpu = self._gpu(handle)
-        readings = {
-            pynvml.NVML_CLOCK_SM: gpu.clock_sm_mhz,
-            pynvml.NVML_CLOCK_MEM: gpu.clock_memory_mhz,
-            pynvml.NVML_CLOCK_GRAPHICS: gpu.clock_graphics_mhz,
-        }
-        if clock not in readings:  # the video clock is recorded only with the details
-            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return int(_value(readings[clock]))
-
-    def nvmlDeviceGetPcieReplayCounter(self, handle: FakeHandle) -> int:
-        if self._has_details(handle):
-            return int(self._detail_calls().nvmlDeviceGetPcieReplayCounter(handle))
-        self._enter("nvmlDeviceGetPcieReplayCounter")
-        return int(_value(self._gpu(handle).pcie_replays))
-
-    def nvmlDeviceGetEnforcedPowerLimit(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetEnforcedPowerLimit")
-        return round(float(_value(self._full_gpu(handle).power_limit_w)) * 1000)
-
     def nvmlDeviceGetPowerManagementLimit(self, handle: FakeHandle) -> int:
         if self._gpu(handle).details.value is not None:  # the requested limit, recorded with the details
-            return int(self._detail_calls().nvmlDeviceGetPowerManagementLimit(handle))
+            return int(self.answer("nvmlDeviceGetPowerManagementLimit", handle))
         # Without details the model keeps the enforced limit only; it is the management limit unless
         # an out-of-band cap is lower (both 700 W on the captured H100).
         self._enter("nvmlDeviceGetPowerManagementLimit")
         return round(float(_value(self._full_gpu(handle).power_limit_w)) * 1000)
 
-    def nvmlDeviceGetPerformanceState(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetPerformanceState")
-        return int(_value(self._full_gpu(handle).pstate))
+    # -- MIG devices' own answers (nvitop reads BAR1 of each) ---------------------------
 
-    # -- modes -----------------------------------------------------------------------
+    def nvmlDeviceGetBAR1MemoryInfo(self, handle: FakeHandle) -> Any:
+        if handle.mig_slot is None:  # the GPU's own: from its details' row
+            return self.answer("nvmlDeviceGetBAR1MemoryInfo", handle)
+        self._enter("nvmlDeviceGetBAR1MemoryInfo")
+        bar1 = _value(self._mig(handle).bar1)
+        return SimpleNamespace(bar1Total=bar1.total_bytes, bar1Used=bar1.used_bytes, bar1Free=bar1.free_bytes)
 
-    def nvmlDeviceGetPersistenceMode(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetPersistenceMode")
-        return int(bool(_value(self._full_gpu(handle).persistence_mode)))
+    def nvmlDeviceGetAttributes_v2(self, handle: FakeHandle) -> Any:
+        """A MIG device's share of its GPU; a whole GPU answers NOT_SUPPORTED (captured on the H100)."""
+        self._enter("nvmlDeviceGetAttributes_v2")
+        if handle.mig_slot is None:
+            self._gpu(handle)
+            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        a = _value(self._mig(handle).attributes)
+        return SimpleNamespace(
+            multiprocessorCount=a.multiprocessors,
+            sharedCopyEngineCount=a.copy_engines,
+            sharedDecoderCount=a.decoders,
+            sharedEncoderCount=a.encoders,
+            sharedJpegCount=a.jpeg_decoders,
+            sharedOfaCount=a.ofas,
+            gpuInstanceSliceCount=a.gpu_instance_slices,
+            computeInstanceSliceCount=a.compute_instance_slices,
+            memorySizeMB=a.memory_mib,
+        )
 
-    def nvmlDeviceGetComputeMode(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetComputeMode")
-        return int(_COMPUTE_MODE_CODES[_value(self._full_gpu(handle).compute_mode)])
-
-    def nvmlDeviceGetCudaComputeCapability(self, handle: FakeHandle) -> tuple[int, int]:
-        self._enter("nvmlDeviceGetCudaComputeCapability")
-        major, minor = _value(self._gpu(handle).compute_capability)
-        return int(major), int(minor)
-
-    def nvmlDeviceGetEccMode(self, handle: FakeHandle) -> list[int]:
-        self._enter("nvmlDeviceGetEccMode")
-        gpu = self._full_gpu(handle)
-        return [int(bool(_value(gpu.ecc_mode_current))), int(bool(_value(gpu.ecc_mode_pending)))]
-
-    def nvmlDeviceGetMigMode(self, handle: FakeHandle) -> list[int]:
-        self._enter("nvmlDeviceGetMigMode")
-        gpu = self._full_gpu(handle)
-        return [int(bool(_value(gpu.mig_mode_current))), int(bool(_value(gpu.mig_mode_pending)))]
-
-    def nvmlDeviceGetNumaNodeId(self, handle: FakeHandle) -> int:
-        # The GPU memory's own NUMA node (coherent systems such as Grace Hopper), not the CPU
-        # socket nearest the GPU: NOT_SUPPORTED on a PCIe/SXM H100 behind x86 (captured).
-        self._enter("nvmlDeviceGetNumaNodeId")
-        return int(_value(self._full_gpu(handle).numa_node))
-
-    # -- PCIe ------------------------------------------------------------------------
-
-    def _pcie(self, name: str, handle: FakeHandle, pick: Callable[[Any], Reading[int]]) -> int:
-        self._enter(name)
-        return int(_value(pick(self._full_gpu(handle).pcie)))
-
-    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: FakeHandle) -> int:
-        return self._pcie("nvmlDeviceGetCurrPcieLinkGeneration", handle, lambda p: p.gen_current)
-
-    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: FakeHandle) -> int:
-        return self._pcie("nvmlDeviceGetMaxPcieLinkGeneration", handle, lambda p: p.gen_max)
-
-    def nvmlDeviceGetGpuMaxPcieLinkGeneration(self, handle: FakeHandle) -> int:
-        return self._pcie("nvmlDeviceGetGpuMaxPcieLinkGeneration", handle, lambda p: p.gen_gpu_max)
-
-    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: FakeHandle) -> int:
-        return self._pcie("nvmlDeviceGetCurrPcieLinkWidth", handle, lambda p: p.width_current)
-
-    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: FakeHandle) -> int:
-        return self._pcie("nvmlDeviceGetMaxPcieLinkWidth", handle, lambda p: p.width_max)
+    def nvmlDeviceGetAttributes(self, handle: FakeHandle) -> Any:
+        return self.nvmlDeviceGetAttributes_v2(handle)
 
     # -- health ----------------------------------------------------------------------
-
-    def nvmlDeviceGetTotalEccErrors(self, handle: FakeHandle, error_type: int, counter: int) -> int:
-        self._enter("nvmlDeviceGetTotalEccErrors")
-        ecc = self._full_gpu(handle).ecc_errors
-        corrected = error_type == pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED
-        if counter == pynvml.NVML_VOLATILE_ECC:
-            reading = ecc.volatile_corrected if corrected else ecc.volatile_uncorrected
-        else:
-            reading = ecc.aggregate_corrected if corrected else ecc.aggregate_uncorrected
-        return int(_value(reading))
 
     def nvmlDeviceGetRetiredPages(self, handle: FakeHandle, cause: int) -> list[int]:
         self._enter("nvmlDeviceGetRetiredPages")
@@ -587,19 +725,6 @@ class FakeNvml(ModuleType):
         self._enter("nvmlDeviceGetRetiredPagesPendingStatus")
         return int(_value(self._full_gpu(handle).retired_pages).pending)
 
-    def nvmlDeviceGetRemappedRows(self, handle: FakeHandle) -> tuple[int, int, int, int]:
-        self._enter("nvmlDeviceGetRemappedRows")
-        r = _value(self._full_gpu(handle).remapped_rows)
-        return (r.correctable, r.uncorrectable, int(r.pending), int(r.failure))
-
-    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetCurrentClocksEventReasons")
-        return int(_value(self._full_gpu(handle).clock_event_reasons))
-
-    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: FakeHandle) -> int:
-        self._enter("nvmlDeviceGetCurrentClocksThrottleReasons")
-        return int(_value(self._full_gpu(handle).clock_event_reasons))
-
     def nvmlDeviceValidateInforom(self, handle: FakeHandle) -> None:
         self._enter("nvmlDeviceValidateInforom")
         if not _value(self._full_gpu(handle).inforom_valid):
@@ -613,7 +738,13 @@ class FakeNvml(ModuleType):
             _raise(code)
         return values
 
+    def field_not_recorded(self, slot: Any) -> bool:
+        """Whether a field value this fake answered with an error is one the snapshot does not hold
+        (NVML's unknown error to gpustat and nvitop; gpudiag's probe asks, to say "not recorded")."""
+        return ctypes.addressof(slot) in self._unrecorded_fields
+
     def _fill_field_values(self, handle: FakeHandle, field_ids: list[Any], values: Any) -> int:
+        self._unrecorded_fields.clear()  # the slots of the latest call only
         try:
             gpu = self._full_gpu(handle)
         except pynvml.NVMLError as exc:
@@ -621,18 +752,33 @@ class FakeNvml(ModuleType):
         for slot, field_id in zip(values, field_ids, strict=False):
             slot.fieldId = field_id[0] if isinstance(field_id, tuple) else field_id
             slot.scopeId = field_id[1] if isinstance(field_id, tuple) else 0
-            slot.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
-            if slot.fieldId != pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION and gpu.details.value is not None:
-                self._detail_calls().fill_field(gpu, field_id, slot)
-            elif slot.fieldId == pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
-                action = gpu.recovery_action
-                if action.reason is not None:
-                    slot.nvmlReturn = _REASON_ERRORS[action.reason]
-                else:
-                    slot.nvmlReturn = pynvml.NVML_SUCCESS
-                    slot.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
-                    slot.value.uiVal = action.value
+            try:
+                value, value_type = self._field(gpu, handle, int(slot.fieldId), int(slot.scopeId))
+            except pynvml.NVMLError as exc:
+                slot.nvmlReturn = int(exc.value)
+                if isinstance(exc, NotRecordedError):
+                    self._unrecorded_fields.add(ctypes.addressof(slot))
+                continue
+            slot.nvmlReturn = pynvml.NVML_SUCCESS
+            slot.valueType = value_type
+            setattr(slot.value, _VALUE_MEMBERS.get(value_type, "uiVal"), value)
         return int(pynvml.NVML_SUCCESS)
+
+    def _field(self, gpu: Gpu, handle: FakeHandle, field_id: int, scope: int) -> tuple[int, int]:
+        """One field value and its nvmlValueType_t, from the row that declares the field (or the call)."""
+        if field_id in _FIELDS_OF_CALLS:
+            call, value_type = _FIELDS_OF_CALLS[field_id]
+            found = self._rows(gpu, handle, _gpu_calls().get(call), _detail_rows_by_call, call, ())
+        else:
+            key = (field_id, scope) if scope else field_id  # a scoped field (power of the module) is its own row
+            found = self._rows(gpu, handle, _gpu_fields().get(key), _detail_rows_by_field, key, ())
+            value_type = found.specs[0].value_type if found is not None else 0
+        if found is not None:
+            return int(found.encodes[0](_value(found.reads[0](gpu)))), value_type
+        if gpu.details.value is not None and field_id in _NVLINK_FIELDS:
+            value_type = _NVLINK_FIELDS[field_id]
+            return self._detail_calls().nvlink_field(gpu, field_id, scope), value_type
+        return _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
 
     # -- MIG -------------------------------------------------------------------------
 
@@ -724,6 +870,38 @@ class FakeNvml(ModuleType):
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle: FakeHandle) -> list[Any]:
         return self._query_processes("nvmlDeviceGetGraphicsRunningProcesses_v3", handle)
 
+    # -- events (XIDs) ---------------------------------------------------------------
+
+    def inject_xid(self, gpu: int, xid: int) -> None:
+        """Make GPU ``gpu`` (its position) report critical Xid ``xid`` to every event set watching it."""
+        for watched in self._event_sets:
+            if gpu in watched.gpus:
+                watched.pending.append((gpu, xid))
+
+    def nvmlEventSetCreate(self) -> Any:
+        self._enter("nvmlEventSetCreate")
+        event_set = _EventSet()
+        self._event_sets.append(event_set)
+        return event_set
+
+    def nvmlDeviceRegisterEvents(self, handle: FakeHandle, event_types: int, event_set: Any) -> None:
+        self._enter("nvmlDeviceRegisterEvents")
+        self._full_gpu(handle)
+        if event_types & pynvml.nvmlEventTypeXidCriticalError:
+            event_set.gpus.add(handle.gpu)
+
+    def nvmlEventSetWait_v2(self, event_set: Any, timeout_ms: int) -> Any:
+        self._enter("nvmlEventSetWait_v2")
+        if not event_set.pending:
+            _raise(pynvml.NVML_ERROR_TIMEOUT)  # the fake never blocks: no event came in time
+        gpu, xid = event_set.pending.popleft()
+        return _EventData(FakeHandle(gpu), pynvml.nvmlEventTypeXidCriticalError, xid)
+
+    def nvmlEventSetFree(self, event_set: Any) -> None:
+        self._enter("nvmlEventSetFree")
+        if event_set in self._event_sets:
+            self._event_sets.remove(event_set)
+
     # -- the C entry points ----------------------------------------------------------
 
     def _nvmlGetFunctionPointer(self, name: str) -> Callable[..., int]:
@@ -753,7 +931,8 @@ class FakeNvml(ModuleType):
         if name == "nvmlDeviceGetMemoryInfo_v2":
             return self._c_call(lambda h, ref: _fill_memory(ref._obj, self._memory(h), v2=True))
         if name == "nvmlDeviceGetTemperature":
-            return self._c_call(lambda h, sensor, ref: _set(ref._obj, self.nvmlDeviceGetTemperature(h, sensor.value)))
+            temperature = self.__dict__["nvmlDeviceGetTemperature"]
+            return self._c_call(lambda h, sensor, ref: _set(ref._obj, temperature(h, sensor.value)))
         if name == "nvmlDeviceGetFieldValues":
             return lambda h, count, ref: self._fill_field_values(
                 h, [ref._obj[i].fieldId for i in range(count.value)], ref._obj
@@ -799,8 +978,8 @@ class FakeNvml(ModuleType):
 def _fill_process(info: Any, proc: GpuProcess) -> None:
     info.pid = proc.pid
     info.usedGpuMemory = proc.used_memory_bytes.get(_NOT_AVAILABLE)
-    info.gpuInstanceId = _NO_INSTANCE if proc.gpu_instance_id is None else proc.gpu_instance_id
-    info.computeInstanceId = _NO_INSTANCE if proc.compute_instance_id is None else proc.compute_instance_id
+    info.gpuInstanceId = NO_INSTANCE if proc.gpu_instance_id is None else proc.gpu_instance_id
+    info.computeInstanceId = NO_INSTANCE if proc.compute_instance_id is None else proc.compute_instance_id
 
 
 def _fill_memory(struct: Any, memory: Memory, v2: bool) -> None:

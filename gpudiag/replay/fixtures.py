@@ -17,8 +17,8 @@ import msgspec
 from msgspec.structs import replace
 
 from gpudiag.errors import UsageError
-from gpudiag.model import MACHINE_SCHEMA, GpuState, Machine, Memory
-from gpudiag.numbers import shorten
+from gpudiag.model import MACHINE_SCHEMA, Gpu, GpuState, Machine, Memory, Reading, Reason
+from gpudiag.parsing import shorten
 from gpudiag.probe.nvml import failed_gpu
 from gpudiag.serialize import SchemaError, from_data, to_data
 
@@ -119,10 +119,12 @@ def _load_file(path: Path) -> tuple[Machine, str]:
         # msgspec's decoder, not the json module: it is loaded already, and importing json is
         # ~1.5 ms of a replayed `list --query`'s start-up.
         data = msgspec.json.decode(raw)
-    except UnicodeDecodeError:  # Latin-1 text in a string, say: msgspec checks UTF-8 as it decodes
-        raise FixtureError(f"{path} is not UTF-8 ({_first_bad_byte(raw)}): a snapshot is UTF-8 JSON") from None
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:  # bad JSON, a 65-bit integer
-        raise FixtureError(f"{path} is not valid JSON: {exc}") from None
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:  # bad JSON or UTF-8, 65-bit int
+        data = _with_lone_surrogates(raw)
+        if data is None:
+            if isinstance(exc, UnicodeDecodeError):  # Latin-1 text in a string, say: msgspec checks UTF-8
+                raise FixtureError(f"{path} is not UTF-8 ({_first_bad_byte(raw)}): a snapshot is UTF-8 JSON") from None
+            raise FixtureError(f"{path} is not valid JSON: {exc}") from None
     except RecursionError:
         raise FixtureError(f"{path}: JSON nested too deeply to be a machine snapshot") from None
     return machine_from_data(data, str(path)), str(data.get("description", "")) if isinstance(data, dict) else ""
@@ -134,6 +136,20 @@ def _first_bad_byte(raw: bytes) -> str:
     except UnicodeDecodeError as exc:
         return f"byte 0x{raw[exc.start]:02x} at offset {exc.start}"
     return "invalid text"  # pragma: no cover - msgspec found what the codec does not
+
+
+def _with_lone_surrogates(raw: bytes) -> Any:
+    """A snapshot of a process whose command line is not UTF-8 holds it as ``\\udcff`` escapes
+    (psutil decodes with surrogateescape, ``json.dumps`` writes them): valid to Python's json
+    module, refused by msgspec's. None when the file is not JSON to either."""
+    if b"\\ud" not in raw and b"\\uD" not in raw:
+        return None
+    import json
+
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
 
 
 def machine_from_data(data: Any, where: str = "fixture") -> Machine:
@@ -188,9 +204,24 @@ def machine_from_data(data: Any, where: str = "fixture") -> Machine:
         problem = _impossible_reading(machine)
     if problem is not None:
         raise FixtureError(f"{where}: {problem} (real NVML cannot return this)")
-    return replace(machine, gpus=tuple(sorted(machine.gpus, key=lambda g: g.index)))
+    return replace(machine, gpus=tuple(sorted((_mig_layout_of(g) for g in machine.gpus), key=lambda g: g.index)))
 
 
+_MIG_OFF = "MIG is not enabled on this GPU"
+
+
+def _mig_layout_of(gpu: Gpu) -> Gpu:
+    """A GPU whose MIG mode is off has no MIG layout, which the file need not spell out: the probe
+    answers the same (without asking NVML) from the same recorded mode, so a file and its replay agree."""
+    if gpu.mig_mode_current.value or gpu.mig_profiles.reason is not Reason.NOT_RECORDED:
+        return gpu
+    off: Reading[Any] = Reading.missing(Reason.NOT_SUPPORTED, _MIG_OFF)
+    instances = off if gpu.mig_instances.reason is Reason.NOT_RECORDED else gpu.mig_instances
+    return replace(gpu, mig_profiles=off, mig_instances=instances)
+
+
+# Readings NVML gives as signed integers (nvmlValueType_t 5): a threshold relative to the T.Limit.
+SIGNED_KEYS = ("_tlimit_c",)
 # NVML reports power in milliwatts as an unsigned int: no reading in watts is larger than this.
 MAX_WATTS = (2**32 - 1) / 1000
 
@@ -208,6 +239,8 @@ def _impossible_number(data: Any) -> str | None:
             stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
         elif isinstance(value, bool) or value is None or isinstance(value, str):
             continue
+        elif isinstance(value, int) and path.endswith(SIGNED_KEYS) and -(2**31) <= value < 2**31:
+            continue  # NVML's signed field values: degrees beyond a T.Limit
         elif isinstance(value, int) and not 0 <= value <= UINT64_MAX:
             return f"{path}: {shorten(str(value))} is outside 0..2**64-1"
         elif isinstance(value, float) and not (math.isfinite(value) and value >= 0):

@@ -19,7 +19,7 @@ from gpudiag.model import Machine, Memory, Reading, Utilization
 from gpudiag.replay.fixtures import EXAMPLES_DIR, FixtureError
 
 if TYPE_CHECKING:
-    from gpudiag.track import TrackedProcess
+    from gpudiag.track.entries import TrackedProcess
 
 SCHEMA = "gpudiag.recording/1"
 RECORDINGS_DIR = EXAMPLES_DIR / "recordings"
@@ -116,7 +116,7 @@ class Recording:
         return msgspec.structs.replace(machine, gpus=tuple(gpus))
 
     def entries(self) -> dict[int, TrackedProcess]:
-        from gpudiag.track import parse_entry
+        from gpudiag.track.entries import parse_entry
 
         out = {}
         for data in self.frame.track:

@@ -11,12 +11,13 @@ import runpy
 import sys
 
 import gpudiag.track
+from gpudiag.track.entries import DEFAULT_INTERVAL_S
 
 USAGE = "usage: python -m gpudiag.track [--interval SECONDS] SCRIPT [ARGS...]  |  ... -m MODULE [ARGS...]"
 
 
 def main(argv: list[str]) -> int:
-    interval = gpudiag.track.DEFAULT_INTERVAL_S
+    interval = DEFAULT_INTERVAL_S
     if argv[:1] == ["--interval"] and len(argv) > 1:
         try:
             interval = float(argv[1])

@@ -29,10 +29,11 @@ def _base(candidates: tuple[tuple[str, str], ...]) -> Any:
     raise ImportError(f"gpudiag.track: {wanted} is not installed")
 
 
-def lightning_callback(per_step_peaks: bool = False) -> Any:
-    """A Lightning ``Callback`` that starts the tracker and marks each training batch's end as a step."""
-    import gpudiag.track as track
+def lightning_callback(track: Any, per_step_peaks: bool = False) -> Any:
+    """A Lightning ``Callback`` that starts the tracker and marks each training batch's end as a step.
 
+    ``track`` is the tracker's module, which hands itself over: its functions are looked up when a hook runs.
+    """
     base = _base((("lightning.pytorch", "Callback"), ("pytorch_lightning", "Callback")))
 
     class GpudiagTrack(base):  # type: ignore[misc, valid-type]
@@ -46,10 +47,8 @@ def lightning_callback(per_step_peaks: bool = False) -> Any:
     return GpudiagTrack()
 
 
-def hf_callback(per_step_peaks: bool = False) -> Any:
+def hf_callback(track: Any, per_step_peaks: bool = False) -> Any:
     """A Hugging Face ``TrainerCallback`` that marks each optimizer step (``state.global_step``)."""
-    import gpudiag.track as track
-
     base = _base((("transformers", "TrainerCallback"), ("transformers.trainer_callback", "TrainerCallback")))
 
     class GpudiagTrack(base):  # type: ignore[misc, valid-type]

@@ -6,7 +6,7 @@ standard library only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from gpudiag.trend import size_text, sustained_growth
@@ -158,8 +158,3 @@ def trend(doc: Mapping[str, Any]) -> str:
 def summary_lines(doc: Mapping[str, Any]) -> list[str]:
     """The headline, then the largest holders, fragmentation and the trend."""
     return [headline(doc), holders(doc), fragmentation(doc), trend(doc)]
-
-
-def recent_rows(recent: Sequence[Sequence[Any]]) -> list[tuple[float, int, int, int, int]]:
-    """The entry's recent publications as (time, torch_index, allocated, reserved, peak allocated)."""
-    return [(float(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in recent]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
+
 import msgspec
 
 from gpudiag.errors import UsageError
 from gpudiag.model import Gpu, GpuState, Machine, MigDevice
-from gpudiag.numbers import shorten
+from gpudiag.parsing import shorten
 from gpudiag.selection import select_gpus
 from gpudiag.visibility.order import enumeration_order
 from gpudiag.visibility.result import ORDER_VAR, VISIBLE_VAR
@@ -62,17 +64,19 @@ def export_lines(machine: Machine, targets: tuple[Target, ...]) -> tuple[str, ..
     """The export line(s) that make exactly these targets visible, in this order.
 
     For GPUs: by index under PCI order (nvidia-smi's numbers), and by UUID (immune to ordering);
-    for a MIG instance: by its UUID.
+    for a MIG instance: by its UUID. A UUID is a replay file's text: shell-quoted where it is not a
+    plain UUID, so that pasting or eval-ing the line can never run it.
     """
     if any(t.mig is not None for t in targets):
-        return (f"export {VISIBLE_VAR}={','.join(t.mig.uuid.get('?') for t in targets if t.mig is not None)}",)
+        migs = ",".join(t.mig.uuid.get("?") for t in targets if t.mig is not None)
+        return (f"export {VISIBLE_VAR}={shlex.quote(migs)}",)
     by_bus, _ = enumeration_order(machine, "PCI_BUS_ID")
     positions = {g.index: i for i, g in enumerate(by_bus)}
     ordinals = [positions[t.gpu.index] for t in targets]
     uuids = [t.gpu.uuid.get("?") for t in targets]
     return (
         f"export {ORDER_VAR}=PCI_BUS_ID {VISIBLE_VAR}={','.join(map(str, ordinals))}",
-        f"export {VISIBLE_VAR}={','.join(uuids)}",
+        f"export {VISIBLE_VAR}={shlex.quote(','.join(uuids))}",
     )
 
 

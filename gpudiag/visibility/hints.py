@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from gpudiag.visibility.result import ORDER_VAR, VISIBLE_VAR, Resolution, VisibleDevice
 
 
@@ -51,6 +53,6 @@ def code_hints(resolution: Resolution) -> tuple[str, ...]:
     ids = devs[0].uuid if devs[0].mig is not None else ",".join(str(d.gpu_index) for d in devs)
     hints.append(
         f"to pin exactly this set regardless of ordering, name it by UUID (`gpudiag visible --select {ids}` prints "
-        f"the line): export {VISIBLE_VAR}={uuids}"
+        f"the line): export {VISIBLE_VAR}={shlex.quote(uuids)}"
     )
     return tuple(hints)

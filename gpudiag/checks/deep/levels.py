@@ -1,0 +1,94 @@
+"""What each `check --level` runs, how long it normally takes, and how its budget is shared.
+
+After DCGM Diagnostics' run levels (``dcgmi diag -r 1..4``: quick, medium, long, extended):
+level 1 is `check` as it always was (seconds); 2 adds the memory test, PCIe host copies, the peer
+matrix and an all-reduce (about 2 minutes, like DCGM's level 2 of memory and PCIe tests); 3 adds
+a sustained GEMM stress on every GPU at once (DCGM's level 3 of targeted stress and power and its
+GEMM "diagnostic"); 4 makes the memory test long, adds device memory bandwidth and a longer
+stress (DCGM's level 4 of memtest, memory bandwidth and pulse). The times are this module's
+(DCGM's own are in its docs), measured on nothing yet: no GPU was available while writing it.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from gpudiag.errors import UsageError
+
+MAX_LEVEL = 4
+
+
+class Level(msgspec.Struct, frozen=True):
+    number: int
+    name: str
+    takes: str  # how long it normally takes, for --help and the docs
+    budget: float | None  # default --budget, seconds (None: level 1 has none)
+    memtest: str | None  # "short" or "long"
+    memtest_seconds: float  # long: repeat whole passes this long (0: one pass)
+    stress_seconds: float  # 0: no stress
+    d2d: bool  # device memory bandwidth (mem.bandwidth)
+
+
+LEVELS = {
+    1: Level(1, "quick", "seconds", None, None, 0.0, 0.0, False),
+    2: Level(2, "medium", "about 2 minutes", 600.0, "short", 0.0, 0.0, False),
+    3: Level(3, "long", "about 15 minutes", 1800.0, "short", 0.0, 600.0, False),
+    4: Level(4, "extended", "about 45 minutes", 5400.0, "long", 900.0, 1200.0, True),
+}
+
+LEVEL_HELP = (
+    "How deep: 1 the pre-job checks and functional test (seconds, the default); 2 + memory test, PCIe, peer matrix, "
+    "all-reduce (about 2 min); 3 + 10 min GEMM stress on every GPU (about 15 min); 4 + long memory "
+    "test, memory bandwidth, 20 min stress (about 45 min)."
+)
+BUDGET_HELP = (
+    "With --level 2-4: the most the whole run may take, in seconds (default 600, 1800, 5400); the "
+    "stress and the long memory test shrink to fit; what it cuts short is reported as not run (exit 5)."
+)
+FORCE_HELP = "With --level 2-4: run the deep tests even while other processes use the GPUs."
+
+START_SECONDS = 120.0  # a deep child's torch import, CUDA start-up and contexts, before it must say anything
+STALL_SECONDS = 120.0  # a deep child that says nothing for this long (it reports every second or so) is hung
+LINKS_SECONDS = 90.0  # what the PCIe, peer and bandwidth copies normally take on 8 GPUs, start-up included
+ALLREDUCE_SECONDS = 60.0
+MIN_STRESS_SECONDS = 30.0
+MIN_MEMTEST_SECONDS = 60.0
+
+
+def usage(
+    level: int, budget: float | None, force: bool, quick: bool, no_torch: bool, mode: str | None, replay: bool
+) -> None:
+    """The options that go with --level, or a usage error."""
+    if not 1 <= level <= MAX_LEVEL:
+        raise UsageError(f"--level {level}: expected 1 to {MAX_LEVEL}")
+    if level == 1:
+        if budget is not None:
+            raise UsageError("--budget bounds the deep tests: it goes with --level 2, 3 or 4")
+        if force:
+            raise UsageError("--force lets the deep tests run on busy GPUs: it goes with --level 2, 3 or 4")
+        return
+    if budget is not None and not (budget == budget and 0 < budget < float("inf")):
+        raise UsageError(f"--budget {budget}: must be a positive number of seconds")
+    for clash, given in (("--quick", quick), ("--no-torch", no_torch), ("--mode", mode is not None)):
+        if given:
+            raise UsageError(f"--level {level} runs tests on the GPUs with torch: leave out {clash}")
+    if replay:
+        raise UsageError(f"--level {level} tests this machine's GPUs; a replay has none to test")
+
+
+def budget_of(level: int, budget: float | None) -> float | None:
+    return budget if budget is not None else LEVELS[level].budget
+
+
+def shares(level: Level, remaining: float, phases: int) -> tuple[float, float]:
+    """(memory test seconds, stress seconds) for a run with ``remaining`` seconds of budget:
+    the level's own when they fit beside the fixed phases, else both shrunk alike, down to their
+    minimum (the budget then cuts the run short, and says so)."""
+    fixed = phases * START_SECONDS / 4 + LINKS_SECONDS + ALLREDUCE_SECONDS
+    elastic = level.memtest_seconds + level.stress_seconds
+    if elastic <= 0 or remaining - fixed >= elastic:
+        return level.memtest_seconds, level.stress_seconds
+    scale = max(0.0, remaining - fixed) / elastic
+    memtest = max(MIN_MEMTEST_SECONDS, level.memtest_seconds * scale) if level.memtest_seconds else 0.0
+    stress = max(MIN_STRESS_SECONDS, level.stress_seconds * scale) if level.stress_seconds else 0.0
+    return memtest, stress

@@ -1,0 +1,111 @@
+"""The sampling loop `dmon` and `pmon` share: one source, a sample every ``--delay`` seconds, on a
+replay its recorded series (gpudiag.replay.series) sample by sample, lines out as they come (to stdout,
+or appended whole to ``--filename``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import typer
+
+from gpudiag.cli.common import echo
+from gpudiag.cli.smi_views import Opened, say
+from gpudiag.errors import UsageError
+from gpudiag.model import Gpu, GpuState
+from gpudiag.pacing import repeat
+from gpudiag.render import smi_errors
+from gpudiag.units import seconds
+
+# nvidia-smi's delay is whole seconds from 1; gpudiag takes tenths too (a replay, a quick look).
+MIN_DELAY = 0.1
+
+
+def check_options(count: int | None, delay: float) -> None:
+    if count is not None and count < 1:
+        raise UsageError("--count must be at least 1")
+    seconds(delay, "--delay", at_least=MIN_DELAY)
+
+
+def parse_letters(value: str, allowed: str, option: str) -> str:
+    bad = [c for c in value if c not in allowed]
+    if bad:
+        raise UsageError(f"{option} {value!r}: unknown letter {bad[0]!r}; use {', '.join(allowed)}")
+    return value
+
+
+def parse_format(value: str | None) -> tuple[bool, bool, bool]:
+    """``--format csv,noheader,nounit`` (any of them): (csv, header, units)."""
+    words = [w.strip() for w in (value or "").split(",") if w.strip()]
+    unknown = [w for w in words if w not in ("csv", "noheader", "nounit")]
+    if unknown:
+        raise UsageError(f"--format {value!r}: unknown {unknown[0]!r}; use csv, noheader, nounit")
+    return "csv" in words, "noheader" not in words, "nounit" not in words
+
+
+class Output:
+    """Where the lines go: stdout, or a log file that grows a whole sample at a time (files.AppendLog)."""
+
+    def __init__(self, filename: Path | None) -> None:
+        self._log = None
+        if filename is not None:
+            from gpudiag.files import AppendLog
+
+            self._log = AppendLog(filename)
+
+    def write(self, lines: list[str]) -> None:
+        if not lines:
+            return
+        text = "".join(line + "\n" for line in lines)
+        if self._log is None:
+            echo(text, nl=False)  # outside text (process names) cannot reach the terminal as a control
+        else:
+            from gpudiag.render.printable import guard
+
+            self._log.append(guard(text))
+
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+
+
+Step = Callable[[int, float, float], None]  # (sample number, when it was taken, a clock for rates)
+
+
+def run(opened: Opened, step: Step, delay: float, count: int | None) -> None:
+    """Call ``step`` once per sample: ``count`` times (until Ctrl-C without it); a replay plays its
+    series once through (a snapshot without one is one sample), and says so on stderr if ``count``
+    asked for more."""
+    source = opened.source
+    recorded = source.play()
+    total = count if not recorded else min(count or recorded, recorded)
+
+    def sample(n: int) -> None:
+        if recorded and n:
+            source.seek(n)
+        at = source.sample_time()
+        step(n, at, at if recorded else time.monotonic())
+
+    taken = repeat(sample, delay, total, time.monotonic, time.sleep)  # a signal goes through: 128+N
+    if recorded and count is not None and count > taken:
+        kind = "series" if source.series is not None else "snapshot (no series recorded beside it)"
+        say(f"{source.name}: its {kind} holds {taken} sample(s), all shown")
+
+
+def lost(gpu: Gpu, said: set[int]) -> Gpu:
+    """A GPU that stopped answering mid-run: nvidia-smi's line for it, once; the GPU, marked lost."""
+    from msgspec.structs import replace
+
+    gone = replace(gpu, state=GpuState.LOST)
+    if gpu.index not in said:
+        said.add(gpu.index)
+        say(smi_errors.unusable_gpu(gone))
+    return gone
+
+
+def exit_code(opened: Opened, gone: list[Gpu]) -> None:
+    from gpudiag.cli.smi_views import finish
+
+    finish(opened, gone)
+    raise typer.Exit(0)

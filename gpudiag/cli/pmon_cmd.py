@@ -1,0 +1,93 @@
+"""`gpudiag pmon`: each process's share of each GPU every interval, as `nvidia-smi pmon` prints it."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpudiag.cli.common import handle_errors, settings
+from gpudiag.errors import UsageError
+from gpudiag.model import Gpu
+
+MAX_DELAY = 10.0  # nvidia-smi pmon's: NVML keeps a process's samples for a few seconds only
+
+
+@handle_errors
+def command(
+    ctx: typer.Context,
+    ids: Annotated[
+        str | None,
+        typer.Option("--id", "-i", help="Only these GPUs: NVML indices, UUIDs (or unique prefixes) or PCI bus ids."),
+    ] = None,
+    select: Annotated[
+        str,
+        typer.Option(
+            "--select", "-s", help="Metric groups, as nvidia-smi pmon's letters: u utilization, m memory used."
+        ),
+    ] = "u",
+    count: Annotated[int | None, typer.Option("--count", "-c", help="Take this many samples, then exit.")] = None,
+    delay: Annotated[float, typer.Option("--delay", "-d", help="Seconds between samples (at most 10).")] = 1.0,
+    options: Annotated[
+        str, typer.Option("--options", "-o", help="D: the date (YYYYMMDD), T: the time (HH:MM:SS) on each line.")
+    ] = "",
+    output_format: Annotated[
+        str | None, typer.Option("--format", help="csv, noheader, nounit (comma-separated, any of them).")
+    ] = None,
+    filename: Annotated[
+        Path | None,
+        typer.Option("--filename", "-f", dir_okay=False, help="Append to this file (a whole sample at a time)."),
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="JSON Lines, one document per sample (schema gpudiag.pmon/1).")
+    ] = False,
+) -> None:
+    """Process monitor: each process's SM, memory, encoder and decoder share of its GPU, one line per
+    process per interval (like nvidia-smi pmon). On a replay: the example's recorded series."""
+    from gpudiag import monitor
+    from gpudiag.cli import monitor_loop
+    from gpudiag.cli.smi_views import open_views
+    from gpudiag.probe.monitor import PROCESS_LOAD, RowReader
+    from gpudiag.render import dmon_view, pmon_view
+
+    s = settings(ctx)
+    columns = monitor.select_pmon(select)
+    monitor_loop.check_options(count, delay)
+    if delay > MAX_DELAY:
+        raise UsageError(f"--delay {delay:g}: at most {MAX_DELAY:g} seconds (NVML keeps a process's samples briefly)")
+    letters = monitor_loop.parse_letters(options, "DT", "--options")
+    csv, header, units = monitor_loop.parse_format(output_format)
+    if json_output and (options or output_format):
+        raise UsageError("--json goes without --options and --format")
+    layout = dmon_view.Layout(date="D" in letters, time="T" in letters, csv=csv, header=header, units=units)
+
+    opened = open_views(s, ids)
+    out = monitor_loop.Output(filename)
+    gone: list[Gpu] = []
+    said: set[int] = set()
+    try:
+        reader = RowReader(opened.source, ("processes", PROCESS_LOAD))
+
+        def step(n: int, at: float, clock: float) -> None:
+            lines = [] if json_output or n else pmon_view.header_lines(columns, layout)
+            rows: list[monitor.ProcessRow] = []
+            sampled: list[int] = []
+            for gpu in opened.gpus:
+                if gpu.index in said:
+                    continue
+                now = reader.read(opened.position(gpu))
+                if now is None:
+                    gone.append(monitor_loop.lost(gpu, said))
+                    continue
+                sampled.append(gpu.index)
+                rows += monitor.process_rows(gpu.index, columns, now["processes"], now[PROCESS_LOAD])
+            if json_output:
+                lines.append(pmon_view.json_line(n, at, columns, sampled, rows))
+            else:
+                lines += [pmon_view.line(row, at, layout) for row in rows]
+            out.write(lines)
+
+        monitor_loop.run(opened, step, delay, count)
+    finally:
+        out.close()
+        opened.close()
+    monitor_loop.exit_code(opened, gone)

@@ -1,0 +1,649 @@
+"""One declaration per NVML reading, and NVML's vocabulary, each defined once.
+
+Modelled on DCGM's field table (``dcgm_fields.h``: one row per field with its id, type, unit,
+short name and scope, read by the exporters, ``dmon`` and the docs alike). A :class:`Spec` row
+names a reading's model field (its JSON key), the NVML call that answers it (arguments, the
+older name tried when a driver lacks it, whether it is asked once per session), how NVML's answer
+becomes the model's value and back (:class:`Codec`), the fact group that reads it, and how the
+outputs show it: its ``--query-gpu`` names, its ``nvidia-smi -q`` line, its unit. From the rows:
+
+- the probe (``probe/nvml.py``, ``probe/details.py``) makes the calls and builds the model;
+- the fake NVML (``replay/fake_nvml.py``) answers the same calls from a machine file;
+- the capture tool (``tests/hardware/capture.py``) answers them from the real H100's recording;
+- ``list --query`` (``render/csv_query.py``) and ``list -q`` (``render/details_view.py``) show them.
+
+:data:`GPU_READINGS` are the per-GPU readings every command may read (here, on the path of
+``list``); ``gpudiag.details.DETAIL_READINGS`` are what ``nvidia-smi -q`` adds, loaded only where
+shown. A *composite* row (``custom=True``: a reading built from several calls, or from a struct
+passed by reference) declares its names and views here and is read and faked by hand.
+
+The vocabulary tables below are the only definition of NVML's codes: the probe decodes with them,
+the fake encodes the model back with them, and the renderers take their words from them. Pure
+data over the model (no other part of gpudiag, no pynvml): every number is NVML's own
+(``nvml.h``), named where pynvml names it.
+"""
+
+from __future__ import annotations
+
+import functools
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+
+from gpudiag.model import ComputeMode, FactGroup, Reading, RemappedRows, Utilization
+
+
+class ClockEvent(msgspec.Struct, frozen=True):
+    """One clock event reason (nvmlClocksEventReason*, "throttle reasons" before R535)."""
+
+    bit: int
+    name: str  # NVML's name, as gpudiag's checks and metrics say it: "HwThermalSlowdown"
+    label: str  # nvidia-smi -q's line: "HW Thermal Slowdown"
+    query: str  # --query-gpu's clocks_event_reasons.<query> (and the counter's name)
+    counter_field: int = 0  # NVML_FI_DEV_CLOCKS_EVENT_REASON_*: time spent in it (ns); 0: none
+    slowdown: bool = False  # slows a busy GPU down (throttling), rather than a state (idle, app clocks)
+
+
+# In bit order: the order nvidia-smi -q lists them and the model keeps the counters in.
+CLOCK_EVENTS: tuple[ClockEvent, ...] = (
+    ClockEvent(0x1, "GpuIdle", "Idle", "gpu_idle"),
+    ClockEvent(0x2, "ApplicationsClocksSetting", "Applications Clocks Setting", "applications_clocks_setting"),
+    ClockEvent(0x4, "SwPowerCap", "SW Power Cap", "sw_power_cap", counter_field=74, slowdown=True),
+    ClockEvent(0x8, "HwSlowdown", "HW Slowdown", "hw_slowdown", slowdown=True),
+    ClockEvent(0x10, "SyncBoost", "Sync Boost", "sync_boost", counter_field=76),
+    ClockEvent(
+        0x20, "SwThermalSlowdown", "SW Thermal Slowdown", "sw_thermal_slowdown", counter_field=269, slowdown=True
+    ),
+    ClockEvent(
+        0x40, "HwThermalSlowdown", "HW Thermal Slowdown", "hw_thermal_slowdown", counter_field=270, slowdown=True
+    ),
+    ClockEvent(
+        0x80,
+        "HwPowerBrakeSlowdown",
+        "HW Power Brake Slowdown",
+        "hw_power_brake_slowdown",
+        counter_field=271,
+        slowdown=True,
+    ),
+    ClockEvent(0x100, "DisplayClockSetting", "Display Clock Setting", "display_clock_setting"),
+)
+CLOCK_EVENT_NAMES: dict[int, str] = {event.bit: event.name for event in CLOCK_EVENTS}
+
+
+def clock_event_bits(*names: str) -> int:
+    """The mask of the clock events named (NVML's names): ``clock_event_bits("HwSlowdown")`` is 0x8."""
+    by_name = {event.name: event.bit for event in CLOCK_EVENTS}
+    mask = 0
+    for name in names:
+        mask |= by_name[name]
+    return mask
+
+
+# nvmlComputeMode_t.
+COMPUTE_MODES: dict[int, ComputeMode] = {
+    0: ComputeMode.DEFAULT,
+    1: ComputeMode.EXCLUSIVE_THREAD,
+    2: ComputeMode.PROHIBITED,
+    3: ComputeMode.EXCLUSIVE_PROCESS,
+}
+COMPUTE_MODE_CODES: dict[ComputeMode, int] = {mode: code for code, mode in COMPUTE_MODES.items()}
+
+# nvmlDeviceAddressingModeType_t, in nvidia-smi's words.
+ADDRESSING_MODES = {0: "None", 1: "HMM", 2: "ATS"}
+
+# NVML_GPU_RECOVERY_ACTION_* as nvidia-smi --query-gpu=gpu_recovery_action names them.
+RECOVERY_ACTION_NAMES = {0: "None", 1: "Reset", 2: "Reboot", 3: "Drain P2P", 4: "Drain and Reset"}
+
+# nvmlDeviceGetTopologyCommonAncestor's levels in `nvidia-smi topo -m`'s words.
+TOPOLOGY_LEVELS = {0: "SELF", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+
+# nvmlGpuP2PStatus_t in words (nvidia-smi topo -p2p r).
+P2P_STATUS = {
+    0: "OK",
+    1: "chipset not supported",
+    2: "GPU not supported",
+    3: "IOH topology not supported",
+    4: "disabled by regkey",
+    5: "not supported",
+    6: "unknown",
+}
+P2P_READ = 0  # NVML_P2P_CAPS_INDEX_READ (pynvml defines it as a one-item tuple)
+P2P_NVLINK = 2  # NVML_P2P_CAPS_INDEX_NVLINK
+P2P_WRITE = 1  # NVML_P2P_CAPS_INDEX_WRITE
+P2P_ATOMICS = 3  # NVML_P2P_CAPS_INDEX_ATOMICS
+P2P_PROP = 4  # NVML_P2P_CAPS_INDEX_PROP (also _PCI): P2P over PCIe
+# nvmlGpuP2PStatus_t's words as `nvidia-smi topo -p2p` abbreviates them in its matrix and legend.
+P2P_ABBREVIATIONS = {
+    "OK": "OK",
+    "chipset not supported": "CNS",
+    "GPU not supported": "GNS",
+    "IOH topology not supported": "TNS",
+    "disabled by regkey": "DR",
+    "not supported": "NS",
+    "unknown": "U",
+}
+
+# nvmlIntNvLinkDeviceType_t.
+NVLINK_REMOTE_TYPES = {0: "GPU", 1: "IBM NPU", 2: "switch", 255: "unknown"}
+
+# NVML's "no instance id" (gpuInstanceId, computeInstanceId) for a process on a GPU without MIG.
+NO_INSTANCE = 0xFFFFFFFF
+
+# Field ids (nvmlDeviceGetFieldValues) gpudiag reads, as pynvml names them (NVML_FI_DEV_*).
+FI_MEMORY_TEMP = 82
+FI_GPU_RECOVERY_ACTION = 230  # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: NVML_GPU_RECOVERY_ACTION_*, 0 none needed
+FI_NVLINK_GET_SPEED = 164
+FI_POWER_AVERAGE = 185
+FI_POWER_INSTANT = 186
+FI_REMAPPED_COR_INACTIVE = 301
+FI_REMAPPED_UNC_INACTIVE = 302
+FI_PCIE_REPLAY_ROLLOVER = 95
+FI_POWER_MIN_LIMIT = 187
+FI_POWER_MAX_LIMIT = 188
+FI_POWER_DEFAULT_LIMIT = 189
+FI_POWER_CURRENT_LIMIT = 190
+FI_POWER_REQUESTED_LIMIT = 192
+FI_TEMPERATURE_SHUTDOWN_TLIMIT = 193  # signed: degrees from the T.Limit
+FI_TEMPERATURE_SLOWDOWN_TLIMIT = 194
+FI_TEMPERATURE_MEM_MAX_TLIMIT = 195
+FI_TEMPERATURE_GPU_MAX_TLIMIT = 196
+FI_PCIE_ATOMICS_OUTBOUND = 228
+FI_PCIE_ATOMICS_INBOUND = 229
+FI_POWER_SMOOTHING_ENABLED = 251
+# A power field's scopeId (nvmlPowerScopeType_t); 0 is the GPU's own.
+POWER_SCOPE_MODULE = 1
+POWER_SCOPE_MEMORY = 2
+# Each NVLink's throughput counters (KiB since the driver loaded), read with the link as the scope.
+FI_NVLINK_THROUGHPUT_DATA_TX = 138
+FI_NVLINK_THROUGHPUT_DATA_RX = 139
+FI_NVLINK_THROUGHPUT_RAW_TX = 140
+FI_NVLINK_THROUGHPUT_RAW_RX = 141
+
+
+# --- the declaration of a reading ---------------------------------------------------------
+
+
+class Codec(msgspec.Struct, frozen=True):
+    """NVML's raw answer (after the row's ``pick``) as the model's value, and back: ``encode`` is
+    what the fake NVML answers for a value (a dict: the attributes of a struct)."""
+
+    decode: Callable[[Any], Any]
+    encode: Callable[[Any], Any]
+
+
+def text(value: Any) -> str:
+    """NVML's strings: bytes from older nvidia-ml-py, str from newer."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _flag(value: Any) -> int:
+    return int(bool(value))
+
+
+INT = Codec(int, int)
+BOOL = Codec(bool, _flag)
+TEXT = Codec(text, str)
+MILLIWATTS = Codec(lambda mw: round(int(mw) / 1000.0, 3), lambda w: round(float(w) * 1000))  # model: watts
+NS_AS_US = Codec(lambda ns: int(ns) // 1000, lambda us: int(us) * 1000)  # NVML counts ns; nvidia-smi shows µs
+MIG_ENABLED = Codec(lambda mode: mode == 1, _flag)  # NVML_DEVICE_MIG_ENABLE
+COMPUTE_MODE = Codec(COMPUTE_MODES.__getitem__, COMPUTE_MODE_CODES.__getitem__)
+CAPABILITY = Codec(lambda cc: (int(cc[0]), int(cc[1])), lambda cc: (int(cc[0]), int(cc[1])))
+UTILIZATION = Codec(
+    lambda u: Utilization(gpu_percent=int(u.gpu), memory_percent=int(u.memory)),
+    lambda u: {"gpu": u.gpu_percent, "memory": u.memory_percent},
+)
+REMAPPED_ROWS = Codec(
+    lambda r: RemappedRows(correctable=int(r[0]), uncorrectable=int(r[1]), pending=bool(r[2]), failure=bool(r[3])),
+    lambda r: (r.correctable, r.uncorrectable, int(r.pending), int(r.failure)),
+)
+
+
+class Spec(msgspec.Struct, frozen=True, kw_only=True):
+    """One NVML reading: where it lives in the model, how NVML answers it, how outputs show it.
+
+    ``query`` and ``q`` hold one entry or several separated by ``;``: ``NAME[:ATTR][=SHOW]``, where
+    ``ATTR`` shows one attribute (or index) of a struct value and ``SHOW`` overrides ``show``.
+    A ``q`` entry's name is its line's path under the GPU in ``-q``: ``"PCI/GPU Link Info/Link
+    Width/Max"``; ``render.details_view`` lays the lines out.
+    """
+
+    key: str  # the model field, dotted from the GPU ("pcie.gen_max", "details.power.average_w"): its JSON path
+    call: str = ""  # the NVML function; with ``field``: nvmlDeviceGetFieldValues
+    args: tuple[str | int, ...] = ()  # after the device handle: NVML constants by name (looked up on the module)
+    field: int = 0  # an NVML field id, read in one nvmlDeviceGetFieldValues call with the group's others
+    scope: int = 0  # the field's scopeId (power: NVML_POWER_SCOPE_GPU 0, MODULE 1, MEMORY 2)
+    value_type: int = 1  # the field's nvmlValueType_t: 1 unsigned int, 3 unsigned long long, 5 signed int
+    # A struct the call fills by reference (nvidia-ml-py's class name, made with its version set):
+    # the call is made as ``call(handle, *args, byref(struct))`` and ``pick`` reads the struct.
+    struct: str = ""
+    pick: int | str | None = None  # the part of the answer: an index of a list, an attribute of a struct
+    codec: Codec = INT
+    fallback: str = ""  # the same answer's older NVML name, called when the driver lacks ``call``
+    fixed: bool = False  # cannot change while the driver stays loaded: asked once per NVML session
+    group: FactGroup | None = None  # the fact group that reads it; None: identity, always read
+    whole_gpu: bool = True  # the fake NVML: a MIG device's handle does not answer it (NOT_SUPPORTED)
+    custom: bool = False  # read and faked by hand (several calls, a struct by reference): see above
+    unit: str = ""  # shown after the value in -q ("C", "W", "MHz", "%")
+    show: str = ""  # how a value is written (render.format.VALUE_FORMATS); "" as it is
+    q_show: str = ""  # -q's spelling, where it differs from --query-gpu's
+    query: str = ""  # --query-gpu names it answers (nvidia-smi's; the aliases come with the name)
+    q: str = ""  # its -q line(s)
+    smi: str = ""  # its element in `nvidia-smi -q -x`, where a machine's own GPU differs (the capture tool)
+    # Its series in `gpudiag exporter` (fleet.metrics_native) as scraped, NAME{LABEL="VALUE",...}, in the
+    # metric's base unit (joules, hertz, a ratio for a percentage); a struct value's main series.
+    metric: str = ""
+
+
+_G = FactGroup
+
+# The per-GPU readings, in the order the probe asks NVML (by fact group, as FactGroup declares them).
+GPU_READINGS: tuple[Spec, ...] = (
+    # Identity: read on every read, first (the UUID is the cheap call that finds a GPU lost since the last).
+    Spec(key="uuid", call="nvmlDeviceGetUUID", codec=TEXT, whole_gpu=False, query="uuid", q="GPU UUID"),
+    Spec(
+        key="pci_bus_id",
+        call="nvmlDeviceGetPciInfo",
+        pick="busId",
+        codec=TEXT,
+        fixed=True,
+        whole_gpu=False,
+        query="pci.bus_id",
+        q="PCI/Bus Id",
+    ),
+    Spec(key="name", call="nvmlDeviceGetName", codec=TEXT, fixed=True, whole_gpu=False, query="name", q="Product Name"),
+    Spec(key="minor_number", call="nvmlDeviceGetMinorNumber", fixed=True, whole_gpu=False, q="Minor Number"),
+    Spec(
+        key="memory",
+        call="nvmlDeviceGetMemoryInfo",  # v2 (reserved memory apart), v1 before R510
+        custom=True,
+        group=_G.MEMORY,
+        query="memory.total:total_bytes=mib;memory.reserved:reserved_bytes=mib;memory.used:used_bytes=mib;"
+        "memory.free:free_bytes=mib",
+        metric="gpudiag_gpu_memory_used_bytes",
+    ),
+    Spec(
+        key="utilization",
+        call="nvmlDeviceGetUtilizationRates",
+        codec=UTILIZATION,
+        group=_G.UTILIZATION,
+        unit="%",
+        query="utilization.gpu:gpu_percent;utilization.memory:memory_percent",
+        q="Utilization/GPU:gpu_percent;Utilization/Memory:memory_percent",
+        metric="gpudiag_gpu_utilization_ratio",
+    ),
+    Spec(
+        key="temperature_c",
+        call="nvmlDeviceGetTemperature",
+        args=("NVML_TEMPERATURE_GPU",),
+        group=_G.THERMAL,
+        unit="C",
+        query="temperature.gpu;temperature",
+        q="Temperature/GPU Current Temp",
+        metric="gpudiag_gpu_temperature_celsius",
+    ),
+    Spec(
+        key="temperature_slowdown_c",
+        call="nvmlDeviceGetTemperatureThreshold",
+        args=("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN",),
+        fixed=True,
+        group=_G.THERMAL,
+        unit="C",
+        q="gpudiag/GPU Slowdown Temp",  # driver 580's -q shows it from the T.Limit (details)
+        metric="gpudiag_gpu_slowdown_temperature_celsius",
+    ),
+    Spec(
+        key="temperature_shutdown_c",
+        call="nvmlDeviceGetTemperatureThreshold",
+        args=("NVML_TEMPERATURE_THRESHOLD_SHUTDOWN",),
+        fixed=True,
+        group=_G.THERMAL,
+        unit="C",
+        q="gpudiag/GPU Shutdown Temp",
+    ),
+    Spec(
+        key="fan_percent",
+        call="nvmlDeviceGetFanSpeed",
+        group=_G.THERMAL,
+        unit="%",
+        query="fan.speed",
+        q="Fan Speed",
+        metric="gpudiag_gpu_fan_ratio",
+    ),
+    Spec(
+        key="power_draw_w",
+        call="nvmlDeviceGetPowerUsage",
+        codec=MILLIWATTS,
+        group=_G.POWER,
+        unit="W",
+        show="2f",
+        query="power.draw",
+        q="gpudiag/Power Draw",  # driver 580's -q shows the 1 s average and the instant reading only
+        metric="gpudiag_gpu_power_watts",
+    ),
+    Spec(
+        key="power_limit_w",
+        call="nvmlDeviceGetEnforcedPowerLimit",
+        codec=MILLIWATTS,
+        group=_G.POWER,
+        unit="W",
+        show="2f",
+        query="enforced.power.limit",
+        q="GPU Power Readings/Current Power Limit",
+        metric="gpudiag_gpu_power_limit_watts",
+    ),
+    Spec(
+        key="pstate",
+        call="nvmlDeviceGetPerformanceState",
+        group=_G.PERFORMANCE,
+        show="pstate",
+        query="pstate",
+        q="Performance State;GPU Power Readings/Power State;Module Power Readings/Power State",
+        metric="gpudiag_gpu_performance_state",
+    ),
+    Spec(
+        key="clock_event_reasons",
+        call="nvmlDeviceGetCurrentClocksEventReasons",
+        fallback="nvmlDeviceGetCurrentClocksThrottleReasons",  # drivers before R535; the same bits
+        group=_G.CLOCK_EVENTS,
+        show="hex16",
+        query="clocks_event_reasons.active",
+        metric="gpudiag_gpu_clock_event_active",
+    ),
+    Spec(
+        key="persistence_mode",
+        call="nvmlDeviceGetPersistenceMode",
+        codec=BOOL,
+        group=_G.MODES,
+        show="enabled",
+        query="persistence_mode",
+        q="Persistence Mode",
+    ),
+    Spec(
+        key="compute_mode",
+        call="nvmlDeviceGetComputeMode",
+        codec=COMPUTE_MODE,
+        group=_G.MODES,
+        show="value",
+        query="compute_mode",
+        q="Compute Mode",
+    ),
+    Spec(
+        key="compute_capability",
+        call="nvmlDeviceGetCudaComputeCapability",
+        codec=CAPABILITY,
+        group=_G.CAPABILITY,
+        whole_gpu=False,
+        show="dotted",
+        query="compute_cap",
+    ),
+    Spec(
+        key="pcie.gen_current",
+        call="nvmlDeviceGetCurrPcieLinkGeneration",
+        group=_G.PCIE,
+        query="pcie.link.gen.current;pcie.link.gen.gpucurrent",
+        q="PCI/GPU Link Info/PCIe Generation/Current;PCI/GPU Link Info/PCIe Generation/Device Current",
+        metric="gpudiag_gpu_pcie_link_generation",
+    ),
+    Spec(
+        key="pcie.gen_max",
+        call="nvmlDeviceGetMaxPcieLinkGeneration",
+        fixed=True,
+        group=_G.PCIE,
+        query="pcie.link.gen.max",
+        q="PCI/GPU Link Info/PCIe Generation/Max",
+        metric="gpudiag_gpu_pcie_link_max_generation",
+    ),
+    Spec(
+        key="pcie.gen_gpu_max",
+        call="nvmlDeviceGetGpuMaxPcieLinkGeneration",
+        fixed=True,
+        group=_G.PCIE,
+        query="pcie.link.gen.gpumax",
+        q="PCI/GPU Link Info/PCIe Generation/Device Max",
+    ),
+    Spec(
+        key="pcie.width_current",
+        call="nvmlDeviceGetCurrPcieLinkWidth",
+        group=_G.PCIE,
+        query="pcie.link.width.current",
+        q="PCI/GPU Link Info/Link Width/Current=times",
+        metric="gpudiag_gpu_pcie_link_width",
+    ),
+    Spec(
+        key="pcie.width_max",
+        call="nvmlDeviceGetMaxPcieLinkWidth",
+        fixed=True,
+        group=_G.PCIE,
+        query="pcie.link.width.max",
+        q="PCI/GPU Link Info/Link Width/Max=times",
+        metric="gpudiag_gpu_pcie_link_max_width",
+    ),
+    Spec(key="numa_node", call="nvmlDeviceGetNumaNodeId", group=_G.NUMA),  # -q: with the topology
+    Spec(
+        key="ecc_mode_current",
+        call="nvmlDeviceGetEccMode",
+        pick=0,
+        codec=BOOL,
+        group=_G.ECC,
+        show="enabled",
+        query="ecc.mode.current",
+        q="ECC Mode/Current",
+    ),
+    Spec(
+        key="ecc_mode_pending",
+        call="nvmlDeviceGetEccMode",
+        pick=1,
+        codec=BOOL,
+        group=_G.ECC,
+        show="enabled",
+        query="ecc.mode.pending",
+        q="ECC Mode/Pending",
+    ),
+    *(
+        Spec(
+            key=f"ecc_errors.{counter}_{kind}",
+            call="nvmlDeviceGetTotalEccErrors",
+            args=(f"NVML_MEMORY_ERROR_TYPE_{kind.upper()}", f"NVML_{counter.upper()}_ECC"),
+            group=_G.ECC,
+            query=f"ecc.errors.{kind}.{counter}.total",
+            metric=f'gpudiag_gpu_ecc_errors_total{{error="{kind}",counter="{counter}"}}',
+        )
+        for counter, kind in (
+            ("volatile", "corrected"),
+            ("volatile", "uncorrected"),
+            ("aggregate", "corrected"),
+            ("aggregate", "uncorrected"),
+        )
+    ),
+    Spec(
+        key="retired_pages",
+        call="nvmlDeviceGetRetiredPages",  # the count of each cause's pages, and the pending status
+        custom=True,
+        group=_G.MEMORY_HEALTH,
+        query="retired_pages.single_bit_ecc.count:single_bit;retired_pages.double_bit.count:double_bit;"
+        "retired_pages.pending:pending=yes",  # -q: a block of the details view (its XML nests otherwise)
+        metric="gpudiag_gpu_retired_pages",
+    ),
+    Spec(
+        key="remapped_rows",
+        call="nvmlDeviceGetRemappedRows",
+        codec=REMAPPED_ROWS,
+        group=_G.MEMORY_HEALTH,
+        query="remapped_rows.correctable:correctable;remapped_rows.uncorrectable:uncorrectable;"
+        "remapped_rows.pending:pending=yes;remapped_rows.failure:failure=yes",
+        metric="gpudiag_gpu_remapped_rows_total",
+    ),
+    Spec(
+        key="inforom_valid",
+        call="nvmlDeviceValidateInforom",  # no answer but an error: CORRUPTED_INFOROM is False
+        custom=True,
+        group=_G.INFOROM,
+        show="valid",
+        q_show="VALID",
+        query="inforom.checksum_validation",
+        q="gpudiag/Inforom Checksum Validation",  # --query-gpu's, not in -q
+    ),
+    Spec(
+        key="recovery_action",
+        field=FI_GPU_RECOVERY_ACTION,
+        group=_G.RECOVERY,
+        show="recovery",
+        q_show="recovery_q",
+        query="gpu_recovery_action",
+        q="GPU Recovery Action",
+    ),
+    Spec(
+        key="mig_mode_current",
+        call="nvmlDeviceGetMigMode",
+        pick=0,
+        codec=MIG_ENABLED,
+        group=_G.MIG,
+        show="enabled",
+        query="mig.mode.current",
+        q="MIG Mode/Current",
+    ),
+    Spec(
+        key="mig_mode_pending",
+        call="nvmlDeviceGetMigMode",
+        pick=1,
+        codec=MIG_ENABLED,
+        group=_G.MIG,
+        show="enabled",
+        query="mig.mode.pending",
+        q="MIG Mode/Pending",
+    ),
+    Spec(key="mig_devices", call="nvmlDeviceGetMigDeviceHandleByIndex", custom=True, group=_G.MIG),
+    Spec(key="processes", call="nvmlDeviceGetComputeRunningProcesses", custom=True, group=_G.PROCESSES),
+    # Read for the exporter (its cheap groups); `-q` shows the details' own readings of the same calls.
+    Spec(
+        key="clock_sm_mhz",
+        call="nvmlDeviceGetClockInfo",
+        args=("NVML_CLOCK_SM",),
+        group=_G.CLOCKS,
+        whole_gpu=False,
+        metric='gpudiag_gpu_clock_hertz{clock="sm"}',
+    ),
+    Spec(
+        key="clock_memory_mhz",
+        call="nvmlDeviceGetClockInfo",
+        args=("NVML_CLOCK_MEM",),
+        group=_G.CLOCKS,
+        whole_gpu=False,
+        metric='gpudiag_gpu_clock_hertz{clock="memory"}',
+    ),
+    Spec(
+        key="clock_graphics_mhz",
+        call="nvmlDeviceGetClockInfo",
+        args=("NVML_CLOCK_GRAPHICS",),
+        group=_G.CLOCKS,
+        whole_gpu=False,
+        metric='gpudiag_gpu_clock_hertz{clock="graphics"}',
+    ),
+    Spec(
+        key="energy_mj",
+        call="nvmlDeviceGetTotalEnergyConsumption",
+        group=_G.ENERGY,
+        whole_gpu=False,
+        metric="gpudiag_gpu_energy_joules_total",
+    ),
+    Spec(
+        key="pcie_replays",
+        call="nvmlDeviceGetPcieReplayCounter",
+        group=_G.PCIE_REPLAYS,
+        whole_gpu=False,
+        metric="gpudiag_gpu_pcie_replays_total",
+    ),
+    # MIG's layout, for `gpudiag mig` (nvidia-smi mig -lgip/-lgi/-lci): read by hand (probe/mig.py), and
+    # only on a GPU whose MIG mode is on (a GPU without MIG costs no call).
+    Spec(key="mig_profiles", call="nvmlDeviceGetGpuInstanceProfileInfoV", custom=True, group=_G.MIG_LAYOUT),
+    Spec(key="mig_instances", call="nvmlDeviceGetGpuInstances", custom=True, group=_G.MIG_LAYOUT),
+)
+
+
+@functools.cache
+def group_readings(group: FactGroup | None) -> tuple[Spec, ...]:
+    """The per-GPU readings ``group`` reads (None: identity), in the order NVML is asked."""
+    return tuple(spec for spec in GPU_READINGS if spec.group is group)
+
+
+def pick(raw: Any, part: int | str | None) -> Any:
+    """The part of NVML's answer a row reads: all of it, one item of a list, one attribute of a struct."""
+    if part is None:
+        return raw
+    if isinstance(part, int):
+        return raw[part]
+    return getattr(raw, part)
+
+
+def field_key(spec: Spec) -> int | tuple[int, int]:
+    """A field row's id as nvmlDeviceGetFieldValues is asked: the id, or (id, scope) for a scoped one."""
+    return (spec.field, spec.scope) if spec.scope else spec.field
+
+
+def reading_at(gpu: Any, key: str) -> Reading[Any]:
+    """The reading at ``key`` (a row's dotted path) of a GPU; a missing reading on the way (the
+    details, a struct) is passed on, so the answer says why. ``name[item]`` is the item's reading
+    in a tuple of (name, reading) pairs."""
+    node: Any = gpu
+    for name, item in _path(key):
+        if isinstance(node, Reading):
+            if node.value is None:
+                return Reading.missing_like(node)
+            node = node.value
+        node = getattr(node, name)
+        if item:
+            node = dict(node)[item]
+    return node if isinstance(node, Reading) else Reading(value=node)
+
+
+@functools.cache
+def _path(key: str) -> tuple[tuple[str, str], ...]:
+    return tuple((name, item.rstrip("]")) for name, _, item in (part.partition("[") for part in key.split(".")))
+
+
+def fields_from(cls: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of the Struct ``cls`` that ``values`` (readings by their rows' keys, dotted from
+    ``cls``) give: a nested Struct is built from its own keys, a tuple of (name, reading) pairs
+    from ``field[name]`` keys in their rows' order."""
+    return builder(cls, tuple(values))(values)
+
+
+@functools.cache
+def builder(cls: Any, keys: tuple[str, ...]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """:func:`fields_from` for values with these keys, worked out once (a watch or an exporter
+    reads the same keys again and again)."""
+    flat: list[str] = []
+    pairs: dict[str, list[tuple[str, str]]] = {}
+    nested: dict[str, list[tuple[str, str]]] = {}
+    for key in keys:
+        head, dot, rest = key.partition(".")
+        if dot:
+            nested.setdefault(head, []).append((rest, key))
+        elif head.endswith("]"):
+            name, _, item = head[:-1].partition("[")
+            pairs.setdefault(name, []).append((item, key))
+        else:
+            flat.append(key)
+    inner = {
+        head: (field_types(cls)[head], builder(field_types(cls)[head], tuple(r for r, _ in parts)), parts)
+        for head, parts in nested.items()
+    }
+
+    def build(values: Mapping[str, Any]) -> dict[str, Any]:
+        out = {key: values[key] for key in flat}
+        for name, items in pairs.items():
+            out[name] = tuple((item, values[key]) for item, key in items)
+        for head, (kind, make, parts) in inner.items():
+            out[head] = kind(**make({rest: values[key] for rest, key in parts}))
+        return out
+
+    return build
+
+
+@functools.cache
+def field_types(cls: Any) -> dict[str, Any]:
+    """A model Struct's field types, resolved once. GpuDetails is named only under TYPE_CHECKING in
+    the model (gpudiag.details loads where details are read): a stand-in resolves the GPU's field."""
+    return typing.get_type_hints(cls, localns={"GpuDetails": object})

@@ -1,0 +1,121 @@
+"""Untrusted text made safe to print: the one rule for text that reaches a terminal.
+
+Process command lines and users, GPU and board names, host and node names, replay and node
+files, environment values: gpudiag shows text it did not write. A terminal acts on some of it
+(ESC starts a sequence that can clear the screen, retitle the window or write the clipboard:
+OSC 52), and some of it hides or reorders what is shown (a carriage return, bidi overrides such
+as U+202E, zero-width characters). Every character ``str.isprintable()`` refuses (Unicode's
+"Other" and "Separator" categories but the space: C0 and C1 controls, DEL, format characters,
+lone surrogates from undecodable bytes, unassigned code points) is printed as its Python string
+escape: ``\\n``, ``\\t``, ``\\r``, ``\\x1b``, ``\\x9b``, ``\\u202e``, ``\\udcff``, ``\\U000e0041``. A
+backslash itself prints as it is: the exact text is in ``--json``, where JSON's own escapes
+carry it.
+
+- :func:`printable` is applied where a renderer turns outside text into a cell or a line, so
+  that widths are measured on what is shown and a newline in a command cannot split a row.
+- :func:`guard` is applied to everything the console writes and to every plain-text output
+  (``cli.common``): it keeps line breaks and escapes every other such character, so a renderer
+  that forgets :func:`printable` can misalign a table but never hand the terminal a control.
+- :func:`csv_field` is :func:`printable` plus RFC 4180 quoting where a value needs it;
+  :func:`json_document` and :func:`exposition` write such characters in the escapes of JSON
+  (for msgspec's output) and of Prometheus' text format (for ``exporter --once``).
+- :func:`strip_trailing_blanks`: output into a pipe or a file carries no padding at line ends.
+"""
+
+from __future__ import annotations
+
+import re
+
+
+def _escape(char: str) -> str:
+    return ascii(char)[1:-1]  # '\x1b' -> \x1b, '\u202e' -> \u202e, '\n' -> \n
+
+
+def printable(text: str) -> str:
+    """``text`` with every non-printable character written as its escape (see the module)."""
+    if text.isprintable():  # the ordinary case, at C speed: nothing to do
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def guard(text: str) -> str:
+    """:func:`printable` line by line: line breaks stay, every other control is escaped."""
+    if text.isprintable():
+        return text
+    if "\n" in text:
+        return "\n".join(line if line.isprintable() else printable(line) for line in text.split("\n"))
+    return printable(text)
+
+
+def csv_field(value: str) -> str:
+    """A value for nvidia-smi's ``, ``-separated CSV: escaped as above, so a record is always one
+    line, and quoted as RFC 4180 says (``"`` doubled) only when it holds a comma, a double quote
+    or a leading space, which a reader splitting on the separator would otherwise take apart.
+    Python's ``csv.reader(f, skipinitialspace=True)`` reads every field back."""
+    text = printable(value)
+    if "," in text or '"' in text or text[:1] == " ":
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a UTF-16 surrogate pair, as JSON spells a character beyond the BMP
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def json_document(document: str) -> str:
+    """A JSON document from an encoder that writes non-ASCII text as it is (msgspec): every
+    character :func:`printable` would escape becomes a JSON ``\\uXXXX`` escape, which means the
+    same character to a JSON reader. (Non-printable characters can only be inside strings: JSON's
+    own syntax is printable ASCII and line breaks.) ``json.dumps`` output needs none of this."""
+    if document.isascii() and "\x7f" not in document:  # JSON escapes the rest of ASCII's controls
+        return document
+    return "\n".join(
+        line if line.isprintable() else "".join(c if c.isprintable() else _json_escape(c) for c in line)
+        for line in document.split("\n")
+    )
+
+
+def exposition(text: str) -> str:
+    """Prometheus exposition text for a terminal (`exporter --once`): the format has no escape for
+    a control character, so one in a label value or a HELP line is written as its :func:`printable`
+    escape with the backslash doubled, which a Prometheus parser reads back as that visible text."""
+    if text.isascii() and text.replace("\n", "").isprintable():
+        return text
+    return "\n".join(
+        line if line.isprintable() else "".join(c if c.isprintable() else "\\" + _escape(c) for c in line)
+        for line in text.split("\n")
+    )
+
+
+_SGR_BODY = re.compile(r"[0-9;]*")
+
+
+def _rstrip_styled(line: str) -> str:
+    """``line`` without the blanks at its end, keeping the colour codes among them."""
+    end, codes = len(line), []
+    while end:
+        if line[end - 1] == " ":
+            end -= 1
+            continue
+        start = line.rfind("\x1b[", 0, end) if line[end - 1] == "m" else -1
+        if start < 0 or not _SGR_BODY.fullmatch(line, start + 2, end - 1):
+            break
+        codes.append(line[start:end])
+        end = start
+    return line[:end] + "".join(reversed(codes))
+
+
+def strip_trailing_blanks(rendered: str) -> str:
+    """Output for a pipe or a file: no padding at the ends of lines. Only ends of lines: the text
+    after the last line break may go on in the next write."""
+    styled = "\x1b" in rendered
+    if not styled and " \n" not in rendered:
+        return rendered
+    lines = rendered.split("\n")
+    tail = lines.pop()
+    stripped = [_rstrip_styled(line) for line in lines] if styled else [line.rstrip(" ") for line in lines]
+    return "\n".join([*stripped, tail])

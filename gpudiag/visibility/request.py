@@ -1,0 +1,55 @@
+"""What `gpudiag visible` was asked: the options checked against each other (every usage error, before
+NVML is read), and the CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER to evaluate, each with where it comes from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+from gpudiag.errors import UsageError
+from gpudiag.model import FactGroup
+from gpudiag.visibility.result import ORDER_VAR, ORDERS, VISIBLE_VAR
+
+# What the visibility rules and the view use: memory size, capability, compute mode, MIG instances.
+GROUPS = frozenset({FactGroup.MEMORY, FactGroup.CAPABILITY, FactGroup.MODES, FactGroup.MIG})
+
+
+class Setting(msgspec.Struct, frozen=True):
+    """The two variables CUDA reads, as evaluated, and where each comes from (an option or the environment)."""
+
+    value: str | None  # CUDA_VISIBLE_DEVICES; None: unset
+    origin: str
+    order: str | None  # CUDA_DEVICE_ORDER; None: unset
+    order_origin: str
+
+
+def checked_order(
+    value: str | None, unset: bool, order: str | None, select: str | None, probe: bool, replay: str | None
+) -> str | None:
+    """``--order`` as CUDA reads it (None when not given), once the options agree; else a usage error."""
+    if value is not None and unset:
+        raise UsageError("choose one of --value and --unset")
+    order_option = None
+    if order is not None:
+        order_option = order.strip().upper()
+        if order_option not in ORDERS:
+            raise UsageError(f"--order {order!r}: use FASTEST_FIRST or PCI_BUS_ID")
+    if probe and replay:
+        raise UsageError("--probe asks this machine's CUDA runtime; it cannot probe a replayed machine")
+    if probe and select is not None:
+        raise UsageError("choose one of --probe and --select (probe the selection with --value)")
+    return order_option
+
+
+def setting(value: str | None, unset: bool, order: str | None, env: Mapping[str, str], replayed: bool) -> Setting:
+    """The options' values, else the (recorded) environment's."""
+    recorded = "recorded environment" if replayed else "environment"
+    if unset:
+        current, origin = None, "--unset"
+    elif value is not None:
+        current, origin = value, "--value"
+    else:
+        current, origin = env.get(VISIBLE_VAR), recorded
+    current_order, order_origin = (order, "--order") if order is not None else (env.get(ORDER_VAR), recorded)
+    return Setting(current, origin, current_order, order_origin)

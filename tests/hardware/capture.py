@@ -1,0 +1,374 @@
+"""Example machines built from a real-hardware capture, by running gpudiag's own probe on it.
+
+A developer tool, kept with the acceptance tooling (not in the installed package):
+``docs/hardware/<gpu>/nvml-getters-*.json`` holds what every simple NVML getter returned on
+one GPU (a value, or the NVMLError class it raised; ``tests/hardware/tools/nvml_getters.py``
+records it). :class:`CaptureNvml` answers the same calls from that file, so
+:class:`~gpudiag.probe.nvml.NvmlSession` reads the captured GPU exactly as it read the real one.
+The calls that take arguments or structs the capture did not try (InfoROM objects, affinity
+masks, some field values, structs passed by reference) are answered from nvidia-smi's own output
+of the same GPU (``nvidia-smi-query-gpu-each-field.tsv``, ``nvidia-smi-q.txt``, ``-q.xml``,
+``nvidia-smi-topo-m.txt``), listed in :data:`FROM_NVIDIA_SMI` with where each comes from; the
+few nothing recorded (:data:`NOT_CAPTURED`) answer "not recorded".
+
+    python -m tests.hardware.capture idle > machine.json
+    python -m tests.hardware.capture --into gpudiag/machines/h100-driver580-idle.json idle
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pynvml
+
+from gpudiag.model import ALL_GROUPS, MACHINE_SCHEMA, HostProcess, HostState, Machine, Reading, Reason
+from gpudiag.probe.nvml import NvmlSession
+from gpudiag.readings import GPU_READINGS, TEXT, Spec, field_key
+from gpudiag.replay import fixtures
+from gpudiag.replay.fake_nvml import NotRecordedError, fill_struct
+
+CAPTURE_DIR = Path(__file__).resolve().parent.parent.parent / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
+MIB = 1 << 20
+
+_ERROR_CODES = {
+    type(pynvml.NVMLError(getattr(pynvml, name))).__name__: getattr(pynvml, name)
+    for name in dir(pynvml)
+    if name.startswith("NVML_ERROR_") and isinstance(getattr(pynvml, name), int)
+}
+
+# Calls the getter capture did not make with these arguments, answered from nvidia-smi's
+# output of the same GPU at the same time: key -> value, or an NVMLError class name.
+FROM_NVIDIA_SMI: dict[str, Any] = {
+    "nvmlDeviceGetInforomVersion(0,)": "2.1",  # inforom.oem
+    "nvmlDeviceGetInforomVersion(1,)": "7.16",  # inforom.ecc
+    "nvmlDeviceGetInforomVersion(2,)": "NVMLError_NotSupported",  # inforom.pwr [N/A]
+    "nvmlDeviceValidateInforom": None,  # inforom.checksum_validation valid
+    "nvmlDeviceGetCpuAffinity(1,)": [0xFFFF],  # topo -m: CPU Affinity 0-15
+    "nvmlDeviceGetMemoryAffinity(1, 0)": [0x1],  # topo -m: NUMA Affinity 0
+    "nvmlDeviceGetMemoryErrorCounter(0, 0, 5)": "NVMLError_NotSupported",  # texture_shm: not listed
+    "nvmlDeviceGetMemoryErrorCounter(0, 1, 5)": "NVMLError_NotSupported",
+    "nvmlDeviceGetMemoryErrorCounter(1, 0, 5)": "NVMLError_NotSupported",
+    "nvmlDeviceGetMemoryErrorCounter(1, 1, 5)": "NVMLError_NotSupported",
+    "nvmlDeviceGetMemoryErrorCounter(0, 0, 6)": "NVMLError_NotSupported",  # cbu [N/A]
+    "nvmlDeviceGetMemoryErrorCounter(0, 1, 6)": "NVMLError_NotSupported",
+    "nvmlDeviceGetMemoryErrorCounter(1, 0, 6)": "NVMLError_NotSupported",
+    "nvmlDeviceGetMemoryErrorCounter(1, 1, 6)": "NVMLError_NotSupported",
+    "nvmlDeviceGetMemoryErrorCounter(0, 0, 7)": 0,  # sram 0
+    "nvmlDeviceGetMemoryErrorCounter(0, 1, 7)": 0,
+    "nvmlDeviceGetMemoryErrorCounter(1, 0, 7)": 0,
+    "nvmlDeviceGetMemoryErrorCounter(1, 1, 7)": 0,
+    "nvmlDeviceGetRetiredPages(0,)": "NVMLError_NotSupported",  # retired_pages.single_bit_ecc.count [N/A]
+    # -q -x's supported_clocks: each memory clock's graphics clocks, 1980 down to 345 MHz by 15.
+    "nvmlDeviceGetSupportedGraphicsClocks(2619,)": list(range(1980, 344, -15)),
+    "nvmlDeviceGetSupportedGraphicsClocks(1593,)": list(range(1980, 344, -15)),
+    # Structs passed by reference, which the getter capture could not call:
+    "nvmlDeviceGetCapabilities": {"capMask": 0},  # -q: Capabilities / EGM : disabled
+    "nvmlDeviceGetGpuFabricInfoV": "NVMLError_NotSupported",  # -q: every Fabric line N/A (fabric.* N/A)
+    "nvmlDeviceWorkloadPowerProfileGetCurrentProfiles": "NVMLError_NotSupported",  # Workload Power Profiles N/A
+}
+# Calls nothing of the capture answers: "not recorded" in the examples, until a capture records them
+# (tests/hardware/tools/nvml_getters.py now calls them). nvmlDeviceGetPlatformInfo: -q printed N/A for
+# the platform lines while --query-gpu printed placeholder values on another board of the kind, so
+# neither can stand for the call's answer.
+NOT_CAPTURED = frozenset({"nvmlDeviceGetPlatformInfo"})
+# Field values by id (a scoped one by (id, scope)): power.draw.average / .instant (mW), the clock-event
+# counters (ns); from -q: Replay Number Rollovers 0, the T.Limit thresholds (-8, -2, 0, 0 C), the memory's
+# average power (mW); what -q printed N/A for: NVML's NOT_SUPPORTED.
+_NOT_SUPPORTED = "NVMLError_NotSupported"
+_FROM_Q: dict[Any, Any] = {
+    95: 0,
+    193: -8,
+    194: -2,
+    195: 0,
+    196: 0,
+    228: _NOT_SUPPORTED,  # Atomic Caps Outbound N/A
+    229: _NOT_SUPPORTED,  # Atomic Caps Inbound N/A
+    251: _NOT_SUPPORTED,  # Power Smoothing N/A
+    (186, 2): _NOT_SUPPORTED,  # GPU Memory Power Readings / Instantaneous Power Draw N/A
+    **{(field, 1): _NOT_SUPPORTED for field in (185, 186, 187, 188, 189, 190, 192)},  # Module Power Readings N/A
+}
+FIELDS_FROM_NVIDIA_SMI: dict[str, dict[Any, Any]] = {
+    "idle": {
+        185: 71290,
+        186: 71890,
+        74: 0,
+        76: 0,
+        269: 0,
+        270: 0,
+        271: 0,
+        230: 0,
+        301: 0,
+        302: 0,
+        (185, 2): 37640,  # nvidia-smi-q.txt: GPU Memory Power Readings / Average Power Draw 37.64 W
+        **_FROM_Q,
+    },
+    "busy": {
+        185: 118690,
+        186: 119570,
+        74: 0,
+        76: 0,
+        269: 0,
+        270: 0,
+        271: 0,
+        230: 0,
+        301: 0,
+        302: 0,
+        (185, 2): 36070,  # nvidia-smi-q-busy.xml: gpu_memory_power_readings/average_power_draw
+        **_FROM_Q,
+    },  # from nvidia-smi-q-busy.xml
+}
+# The busy capture's process as nvidia-smi --query-compute-apps showed it (pid 1128, python3).
+BUSY_PROCESS_NAME = "python3"
+
+
+def _namespace(value: Any) -> Any:
+    if isinstance(value, dict) and set(value) == {"hex"}:  # a byte array of a struct (nvml_getters.py)
+        return bytes.fromhex(value["hex"])
+    if isinstance(value, dict):
+        return SimpleNamespace(**{k: _namespace(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [_namespace(v) for v in value]
+    return value
+
+
+def _answer(value: Any) -> Any:
+    if isinstance(value, str) and value in _ERROR_CODES:
+        raise pynvml.NVMLError(_ERROR_CODES[value])
+    return _namespace(value)
+
+
+class CaptureNvml:
+    """A ``pynvml`` stand-in for the one captured GPU: each call answers as the capture shows."""
+
+    def __init__(self, getters: dict[str, Any], fields: dict[Any, Any]) -> None:
+        self._system = getters["system"]
+        self._device = getters["device0"]
+        self._fields: dict[Any, Any] = dict(fields)
+        for key, entry in self._device.items():
+            if key.startswith("nvmlDeviceGetFieldValues(") and "ok" in entry:
+                for item in entry["ok"]:
+                    scope = item.get("scopeId", 0)
+                    self._fields[(item["fieldId"], scope) if scope else item["fieldId"]] = item
+        self.unanswered: list[str] = []  # calls neither the capture nor nvidia-smi's output answer
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(pynvml, name, None)
+        if real is not None and not callable(real):
+            return real
+        if name.startswith("NVMLError") or not name.startswith("nvml"):
+            return real
+
+        def call(*args: Any) -> Any:
+            return self._call(name, args)
+
+        return call
+
+    def nvmlInit(self) -> None:
+        return None
+
+    def nvmlShutdown(self) -> None:
+        return None
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        if index != 0:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return 0
+
+    nvmlPciInfoExt_v1_t = pynvml.nvmlPciInfoExt_v1_t  # noqa: N815 - a struct, not a call
+
+    def nvmlDeviceGetPciInfoExt(self, handle: int, ref: Any) -> None:
+        """Not in the getter capture (it takes a struct): nvidia-smi's pci.baseClass 0x3, pci.subClass 0x2."""
+        pci = self._device["nvmlDeviceGetPciInfo"]["ok"]
+        info = ref._obj
+        info.domain, info.bus, info.device = pci["domain"], pci["bus"], pci["device"]
+        info.pciDeviceId, info.pciSubSystemId = pci["pciDeviceId"], pci["pciSubSystemId"]
+        info.baseClass, info.subClass = 0x3, 0x2
+        info.busId = pci["busId"].encode()
+
+    def nvmlDeviceGetSramEccErrorStatus(self, handle: int, ref: Any) -> None:
+        """Not in the getter capture (it takes a struct): nvidia-smi printed 0 for every SRAM count and
+        "No" for the threshold (ecc.errors.*.sram.* in the field capture, the SRAM lines of -q)."""
+        status = ref._obj
+        for name, _ in status._fields_:
+            if name != "version":
+                setattr(status, name, 0)
+
+    def nvmlDeviceGetFieldValues(self, handle: int, ids: list[Any]) -> list[Any]:
+        out = []
+        for fid in ids:
+            key = fid if isinstance(fid, tuple) and fid[1] else (fid[0] if isinstance(fid, tuple) else fid)
+            number, scope = key if isinstance(key, tuple) else (key, 0)
+            if key not in self._fields:
+                self.unanswered.append(f"nvmlDeviceGetFieldValues([{key}])")
+                out.append(SimpleNamespace(fieldId=number, scopeId=scope, nvmlReturn=pynvml.NVML_ERROR_NOT_SUPPORTED))
+                continue
+            item = self._fields[key]
+            if isinstance(item, dict):
+                out.append(_namespace(item))
+            elif isinstance(item, str):  # an NVMLError class name
+                code = _ERROR_CODES[item]
+                out.append(SimpleNamespace(fieldId=number, scopeId=scope, nvmlReturn=code))
+            else:
+                value_type = _field_value_types().get(key, pynvml.NVML_VALUE_TYPE_UNSIGNED_INT)
+                member = {3: "ullVal", 5: "siVal"}.get(value_type, "uiVal")
+                out.append(
+                    SimpleNamespace(
+                        fieldId=number,
+                        scopeId=scope,
+                        nvmlReturn=pynvml.NVML_SUCCESS,
+                        valueType=value_type,
+                        value=SimpleNamespace(**{member: item}),
+                    )
+                )
+        return out
+
+    def _call(self, name: str, args: tuple[Any, ...]) -> Any:
+        table = self._system if name.startswith("nvmlSystem") else self._device
+        rest = args[1:] if name.startswith("nvmlDevice") else args
+        ref = rest[-1] if rest and hasattr(rest[-1], "_obj") else None  # a struct passed by reference
+        if ref is not None:
+            rest = rest[:-1]
+        if name in ("nvmlDeviceGetMemoryInfo",) and rest:
+            rest = (int(rest[0]),)
+        key = f"{name}{rest!r}" if rest else name
+        entry = table.get(key)
+        if entry is not None and ("ok" in entry or "error" in entry):  # what the GPU answered
+            if "error" in entry:
+                return _answer(entry["error"])
+            answer = _namespace(entry["ok"])
+        elif key in FROM_NVIDIA_SMI:  # what nvidia-smi printed of it
+            answer = _answer(FROM_NVIDIA_SMI[key])
+        else:
+            if name not in NOT_CAPTURED:
+                self.unanswered.append(key)
+            raise NotRecordedError()
+        if ref is None:
+            return answer
+        fill_struct(ref._obj, answer)
+        return pynvml.NVML_SUCCESS
+
+
+def _detail_rows() -> tuple[Spec, ...]:
+    from gpudiag.details import DETAIL_READINGS
+
+    return DETAIL_READINGS
+
+
+def _field_value_types() -> dict[Any, int]:
+    return {field_key(row): row.value_type for row in (*GPU_READINGS, *_detail_rows()) if row.field}
+
+
+def _host(pid: int) -> HostProcess:
+    unknown: Reading[str] = Reading.missing(Reason.UNAVAILABLE, "not in the capture")
+    return HostProcess(HostState.FOUND, unknown, Reading.of(BUSY_PROCESS_NAME), unknown)
+
+
+def _no_stats(pid: int) -> tuple[Reading[float], Reading[int], Reading[float]]:
+    missing: Reading[Any] = Reading.missing(Reason.UNAVAILABLE, "not in the capture")
+    return missing, missing, missing
+
+
+def build(moment: str, capture_dir: Path = CAPTURE_DIR) -> tuple[Machine, list[str]]:
+    """The captured H100 at ``moment`` ("idle" or "busy"), and the calls left unanswered."""
+    getters = json.loads((capture_dir / f"nvml-getters-{moment}.json").read_text())
+    snapshot, _ = fixtures.load(str(capture_dir / f"gpudiag-snapshot-{moment}.json"))
+    lib = CaptureNvml(getters, FIELDS_FROM_NVIDIA_SMI[moment])
+    session = NvmlSession(lib, _host)
+    session.cpu_count = 16  # the capture VM's vCPUs
+    session.process_stats = _no_stats
+    session.open(snapshot.nvml.kernel_module_version)
+    gpus = session.read_gpus(ALL_GROUPS)
+    machine = Machine(
+        schema=MACHINE_SCHEMA,
+        source="fixture",
+        collected_at=snapshot.collected_at,  # when the snapshot of this moment was taken
+        nvml=session.info,
+        gpus=gpus,
+        host=snapshot.host,
+        env=snapshot.env,
+        torch_build=snapshot.torch_build,
+        torch_runtime=snapshot.torch_runtime,
+    )
+    return machine, sorted(set(lib.unanswered))
+
+
+# The gpudiag snapshots of the capture were taken on other H100s (same SKU, driver and VBIOS) than the
+# getter capture; each snapshot's `nvidia-smi -q -x` of the same GPU and moment gives what differs.
+SNAPSHOT_XML = {"idle": "nvidia-smi-q.xml", "busy": "nvidia-smi-q-busy.xml"}
+
+
+def details_for_snapshot(moment: str, capture_dir: Path = CAPTURE_DIR) -> dict[str, Any]:
+    """Details (as data) for the GPU of ``gpudiag-snapshot-<moment>.json``: read by the probe from the
+    getter capture, with that GPU's own identity and readings of the moment from its `nvidia-smi -q -x`
+    (each detail row's ``smi`` element: serial, module id, current clocks, power draw, temperatures,
+    PCIe throughput and replays). The per-process load stays NVML's "no sample" unless the getter
+    capture saw the same process."""
+    import xml.etree.ElementTree as ET
+
+    from gpudiag.serialize import to_data
+
+    machine, _ = build(moment, capture_dir)
+    details = to_data(machine.gpus[0].details)
+    gpu = ET.parse(capture_dir / SNAPSHOT_XML[moment]).getroot().find("gpu")
+    assert gpu is not None
+
+    def number(path: str) -> int | float:
+        text = gpu.findtext(path, "").split()[0]
+        if text.startswith("0x"):  # the PDI
+            return int(text, 16)
+        return float(text) if "." in text else int(text)
+
+    for row in _detail_rows():
+        if row.smi:  # the reading differs between boards or moments: this GPU's own, from its -q -x
+            *path, name = row.key.split(".")[1:]
+            node = details
+            for part in path:
+                node = node[part]
+            node[name] = gpu.findtext(row.smi) if row.codec is TEXT else number(row.smi)
+    # BAR1 of this GPU, as -q -x shows it (whole MiB: nvidia-smi rounds up, and these add to the total).
+    details["bar1"] = {
+        part: int(number(f"bar1_memory_usage/{name}")) * MIB
+        for part, name in (("total_bytes", "total"), ("used_bytes", "used"), ("free_bytes", "free"))
+    }
+    snapshot, _ = fixtures.load(str(capture_dir / f"gpudiag-snapshot-{moment}.json"))
+    pids = {p.pid for p in snapshot.gpus[0].processes.get(())}
+    loads = details["process_load"]
+    if isinstance(loads, list) and not {load["pid"] for load in loads} <= pids:
+        # No sample of this process was captured: recorded as NVML's own "no sample" answer.
+        details["process_load"] = {
+            "unavailable": Reason.NOT_FOUND.value,
+            "detail": "no process ran on the GPU since the last sample",
+        }
+    return dict(details)
+
+
+def add_details(path: Path, moment: str) -> None:
+    """Write :func:`details_for_snapshot` into an example machine made from that snapshot."""
+    data = json.loads(path.read_text())
+    data["gpus"][0]["details"] = details_for_snapshot(moment)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--into"]:  # --into MACHINE.json MOMENT
+        add_details(Path(argv[1]), argv[2])
+        return 0
+    moment = argv[0] if argv else "idle"
+    machine, _ = build(moment)
+    description = (
+        f"H100 80GB HBM3, driver 580.159.04, {moment}: read by gpudiag's probe from "
+        f"docs/hardware/h100-80gb-hbm3-driver580/nvml-getters-{moment}.json"
+    )
+    sys.stdout.write(fixtures.dump(machine, description))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,167 @@
+"""The declarations of gpudiag.readings against NVML's own (nvidia-ml-py's constants)."""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+import msgspec
+import pynvml
+
+from gpudiag import readings
+from gpudiag.model import FactGroup, Gpu, Reading, Reason
+
+
+def test_clock_events_are_nvmls_bits_and_counter_fields() -> None:
+    for event in readings.CLOCK_EVENTS:
+        assert getattr(pynvml, f"nvmlClocksEventReason{event.name}") == event.bit, event.name
+    counters = {
+        "SwPowerCap": pynvml.NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP,
+        "SyncBoost": pynvml.NVML_FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST,
+        "SwThermalSlowdown": pynvml.NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN,
+        "HwThermalSlowdown": pynvml.NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN,
+        "HwPowerBrakeSlowdown": pynvml.NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN,
+    }
+    assert {e.name: e.counter_field for e in readings.CLOCK_EVENTS if e.counter_field} == counters
+    assert sum(e.bit for e in readings.CLOCK_EVENTS) == 0x1FF  # the H100's supported mask: every reason
+    assert readings.clock_event_bits("HwSlowdown", "SwThermalSlowdown") == 0x28
+
+
+def test_codes_are_nvmls() -> None:
+    assert readings.COMPUTE_MODES[pynvml.NVML_COMPUTEMODE_EXCLUSIVE_PROCESS].value == "Exclusive_Process"
+    assert readings.TOPOLOGY_LEVELS[pynvml.NVML_TOPOLOGY_SYSTEM] == "SYS"
+    assert readings.TOPOLOGY_LEVELS[pynvml.NVML_TOPOLOGY_NODE] == "NODE"
+    assert readings.P2P_STATUS[pynvml.NVML_P2P_STATUS_OK] == "OK"
+    assert pynvml.NVML_P2P_CAPS_INDEX_READ[0] == readings.P2P_READ and readings.P2P_NVLINK == 2
+    assert readings.NVLINK_REMOTE_TYPES[pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH] == "switch"
+    for name, fid in (
+        ("MEMORY_TEMP", readings.FI_MEMORY_TEMP),
+        ("GET_GPU_RECOVERY_ACTION", readings.FI_GPU_RECOVERY_ACTION),
+        ("NVLINK_GET_SPEED", readings.FI_NVLINK_GET_SPEED),
+        ("POWER_AVERAGE", readings.FI_POWER_AVERAGE),
+        ("POWER_INSTANT", readings.FI_POWER_INSTANT),
+        ("REMAPPED_ROWS_COR_INACTIVE", readings.FI_REMAPPED_COR_INACTIVE),
+        ("REMAPPED_ROWS_UNC_INACTIVE", readings.FI_REMAPPED_UNC_INACTIVE),
+    ):
+        assert getattr(pynvml, f"NVML_FI_DEV_{name}") == fid, name
+
+
+# --- the rows against the model and nvidia-ml-py -------------------------------------------
+
+
+def _all_rows() -> tuple[readings.Spec, ...]:
+    from gpudiag.details import DETAIL_READINGS
+
+    return (*readings.GPU_READINGS, *DETAIL_READINGS)
+
+
+def _leaves(cls: Any, prefix: str) -> list[str]:
+    """The keys of every reading of a model Struct: a Reading field, a tuple field (a composite), or
+    the (name, reading) pairs of a tuple of pairs (``field[``)."""
+    out = []
+    for name, kind in readings.field_types(cls).items():
+        key = f"{prefix}{name}"
+        if typing.get_origin(kind) is Reading or typing.get_origin(kind) is tuple:
+            pairs = typing.get_args(kind)[0] if typing.get_origin(kind) is tuple else None
+            out.append(f"{key}[" if typing.get_origin(pairs) is tuple else key)
+        elif isinstance(kind, type) and issubclass(kind, msgspec.Struct):
+            out += _leaves(kind, f"{key}.")
+    return out
+
+
+def test_every_reading_of_the_model_has_exactly_one_row_and_every_row_a_reading() -> None:
+    from gpudiag.details import GpuDetails
+
+    keys = [row.key for row in _all_rows()]
+    assert len(keys) == len(set(keys)), sorted(k for k in keys if keys.count(k) > 1)
+    fields = [k for k in _leaves(Gpu, "") if k != "details"] + _leaves(GpuDetails, "details.")
+    covered = {k.split("[")[0] + "[" if "[" in k else k for k in keys}
+    assert sorted(set(fields) - covered) == []  # a model reading no row declares
+    assert sorted(covered - set(fields)) == []  # a row naming no model reading
+
+
+def test_every_row_names_calls_and_constants_nvidia_ml_py_has() -> None:
+    for row in _all_rows():
+        assert row.call or row.field, row.key
+        for name in filter(None, (row.call, row.fallback)):
+            assert callable(getattr(pynvml, name, None)), (row.key, name)
+        for arg in row.args:
+            assert isinstance(arg, int) or isinstance(getattr(pynvml, arg), int), (row.key, arg)
+
+
+def test_every_fact_group_but_the_details_is_read_by_rows() -> None:
+    grouped = {row.group for row in readings.GPU_READINGS}
+    assert grouped == set(FactGroup) - {FactGroup.DETAILS, FactGroup.LINKS} | {None}
+    assert {row.group for row in _all_rows()} - grouped == {FactGroup.DETAILS}
+
+
+def test_a_composite_row_has_its_reader() -> None:
+    """Rows read by hand: the probe's readers, and nothing else is custom."""
+    from gpudiag.probe.nvml import _CUSTOM_READERS
+
+    gpu_custom = {row.key for row in readings.GPU_READINGS if row.custom}
+    assert gpu_custom == set(_CUSTOM_READERS)
+
+
+def test_reading_at_passes_a_missing_reading_on() -> None:
+    from gpudiag.replay import fixtures
+
+    gpu = fixtures.load("h100x8-healthy")[0].gpus[0]
+    assert readings.reading_at(gpu, "pcie.gen_max") == Reading.of(5)
+    assert readings.reading_at(gpu, "details.power.average_w").reason is Reason.NOT_READ
+    busy = fixtures.load("h100-driver580-busy")[0].gpus[0]
+    assert readings.reading_at(busy, "details.clocks.event_reason_counters_us[sync_boost]") == Reading.of(0)
+
+
+def test_every_query_name_a_row_answers_is_nvidia_smis_and_answered_once() -> None:
+    from gpudiag.render import csv_query
+
+    known = {f.name for f in csv_query.fields()} | set(csv_query.GPUDIAG_FIELDS)
+    named = [
+        entry.partition("=")[0].partition(":")[0] for row in _all_rows() for entry in filter(None, row.query.split(";"))
+    ]
+    assert sorted(set(named) - known) == []
+    assert len(named) == len(set(named))
+
+
+def test_every_q_line_of_a_row_has_its_place_in_the_skeleton() -> None:
+    from gpudiag.render import details_view
+
+    layout = details_view.layout()
+    headings = {e.path.rsplit("/", 1)[0] for e in layout if "/" in e.path and not e.block}
+    places = {e.path for e in layout if not e.block} - headings
+    assert sorted(set(details_view.shown_lines()) - places) == []
+    # Every line is a reading's, or says why NVML cannot give it (driver 580's nvidia-smi -q has no other).
+    unfilled = places - set(details_view.shown_lines()) - {e.path for e in layout if e.reason}
+    assert sorted(unfilled) == []
+    assert len([e for e in layout if e.reason]) <= 8  # the labels NVML has no call for, each with its reason
+    blocks = {e.block for e in layout if e.block}
+    assert blocks == set(details_view._BLOCKS)
+
+
+def test_every_format_a_row_names_exists() -> None:
+    from gpudiag.render.format import VALUE_FORMATS
+
+    for row in _all_rows():
+        shows = {row.show, row.q_show} | {
+            entry.partition("=")[2] for entry in f"{row.query};{row.q}".split(";") if "=" in entry
+        }
+        assert shows <= set(VALUE_FORMATS), (row.key, shows - set(VALUE_FORMATS))
+
+
+def test_every_metric_a_row_names_is_a_series_the_exporter_writes() -> None:
+    """``metric`` is for the exporter's tables: each is a series `gpudiag exporter` writes."""
+    from gpudiag.export.exporter import Exporter
+    from gpudiag.probe.collect import open_source
+
+    with open_source("h100x8-healthy") as source:
+        text = Exporter(source).render_text().decode()
+    families = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+    series = {line.split(" ")[0] for line in text.splitlines() if line.startswith("gpudiag_")}
+    named = [row.metric for row in _all_rows() if row.metric]
+    assert len(named) >= 20
+    for metric in named:
+        name, _, labels = metric.partition("{")
+        assert name in families, metric
+        for label in filter(None, labels.rstrip("}").split(",")):
+            assert any(s.split("{")[0] == name and label in s for s in series), metric
