@@ -144,7 +144,7 @@ def functional_child(runs: int, baseline: Path | None) -> None:
         (Path(fake) / "sitecustomize.py").write_text(FAKE_CUDA)
         cases = {
             (tree, devices): [
-                sys.executable,
+                os.path.abspath(sys.executable),  # run in `fake`: a relative interpreter path would not be found
                 str(root / "gpudiag" / "children" / "functional.py"),
                 json.dumps(CHILD_SETTINGS),
             ]

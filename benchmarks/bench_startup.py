@@ -43,7 +43,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = "h100x8-healthy"
 WATCH_EXAMPLE = "h100x8-training-64procs"
-PY = sys.executable
+# Absolute: the cases run in another directory, and sys.executable is relative when python was found
+# through a relative PATH entry (PATH=.venv/bin:$PATH).
+PY = os.path.abspath(sys.executable)
 FLOORS = Path(__file__).resolve().parent / "floors.py"
 
 
@@ -60,6 +62,7 @@ class Case:
 
 def _gpudiag(*args: str) -> list[str]:
     script = shutil.which("gpudiag")
+    script = script and os.path.abspath(script)  # found through a relative PATH entry, as PY may be
     # The installed entry script does `from gpudiag.entry import main; sys.exit(main())`.
     head = [PY, script] if script else [PY, "-c", "import sys; from gpudiag.entry import main; sys.exit(main())"]
     return [*head, "--replay", EXAMPLE, *args]

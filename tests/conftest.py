@@ -1,22 +1,68 @@
-"""Shared test helpers: example machines, a CLI runner at a fixed width, and the `gpu` marker.
+"""Shared test helpers: example machines, a CLI runner at a fixed width, and the markers.
 
 Tests marked ``gpu`` run only where NVML initialises and sees at least one GPU; everywhere
 else they are skipped with the reason, so CI without a GPU stays green and says why.
+
+Tests marked ``slow`` take seconds each or start something big: real daemons (every ``slurm`` and
+``prometheus`` test is ``slow`` too), real signals, interpreters that import torch, pip installs,
+and sweeps over every example beyond :data:`QUICK_EXAMPLES`. ``python -m pytest -n auto -m "not
+slow"`` leaves them out for a quick loop; CI runs everything. Slow tests run first, so that under
+pytest-xdist a long test never starts last.
 """
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import functools
+import importlib.util
 import os
+import signal
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from pathlib import Path
+from typing import Any
 
 import pytest
+import typer.testing
 from typer.testing import CliRunner
 
 from gpudiag.model import Machine
 from gpudiag.replay import fixtures
+
+pytest.register_assert_rewrite("tests.golden")  # its comparisons show a diff, as a test's own do
+
+# typer's CliRunner.invoke turns the Typer app into its click command at every call: ten commands,
+# each option read from its annotations, a third of what a replayed command costs in a test. The
+# app does not change while the tests run (gpudiag itself builds it once per process), so each
+# app is turned into a command once. typer.testing imports get_command under this name.
+assert callable(typer.testing._get_command), "typer.testing no longer has _get_command: update this"
+typer.testing._get_command = functools.cache(typer.testing._get_command)
+
+
+# The examples that a sweep over every example machine runs on in the quick loop (-m "not slow"):
+# the kinds of machine the probe and the renderers branch on most. The full suite sweeps them all.
+QUICK_EXAMPLES = (
+    "h100x8-training-64procs",  # 8 GPUs and 64 processes: the widest tables
+    "a100-mig",  # MIG instances and their processes
+    "no-driver",  # NVML does not start: one line and an exit code
+)
+
+
+def every_example() -> list[Any]:
+    """Every shipped example as a test parameter; those outside QUICK_EXAMPLES are ``slow``."""
+    names = fixtures.example_names()
+    assert set(QUICK_EXAMPLES) <= set(names), set(QUICK_EXAMPLES) - set(names)
+    return [pytest.param(name, marks=() if name in QUICK_EXAMPLES else pytest.mark.slow) for name in names]
+
+
+def skip_without_torch() -> None:
+    """Skip unless torch is installed, without importing it: tests that need torch run it in a child,
+    and an import here would cost each worker seconds."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("needs torch (a CPU build will do)")
+
 
 # Replays show the local time their snapshot was taken (as nvidia-smi shows its own): in UTC here, so
 # that rendered output is the same on every machine that runs the tests.
@@ -59,7 +105,7 @@ class Cli:
         return self("--replay", name, *args, width=width, env=env)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def cli() -> Cli:
     return Cli()
 
@@ -88,7 +134,47 @@ def gpu_unavailable_reason() -> str:
     return "" if count > 0 else "NVML sees no GPU"
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the main process, before any xdist worker starts
+        # As the benchmarks do: with PYTHONDONTWRITEBYTECODE=1 (our machines, CI) nothing writes
+        # bytecode, and every interpreter the tests start (hundreds) would compile gpudiag again.
+        for package in ("gpudiag", "tests"):
+            compileall.compile_dir(ROOT / package, quiet=1)
+    # Started in the background of a non-interactive shell (`pytest &`, `nohup`), the suite inherits
+    # SIGINT ignored, and so would every child it starts; gpudiag rightly keeps an ignored signal
+    # ignored (edge.py), so the tests that send a child SIGINT would wait out their timeouts. Children
+    # start as from a terminal instead; test_signals.py tests the ignored case on purpose.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """Keep pytest's cache of rewritten test modules even under PYTHONDONTWRITEBYTECODE=1: rewriting
+    the assertions of every test module costs each process ~6 s of CPU, the cache makes it ~0."""
+    if not isinstance(collector, pytest.Module):
+        return (yield)
+    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = saved
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the markers added here count
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        daemons = next((m for m in ("slurm", "prometheus") if item.get_closest_marker(m) is not None), None)
+        if daemons is not None:
+            item.add_marker(pytest.mark.slow)
+            # One worker runs them all (with --dist loadgroup): their module starts the daemons once.
+            item.add_marker(pytest.mark.xdist_group(daemons))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: slow first
     gpu_tests = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_tests:
         return

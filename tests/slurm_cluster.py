@@ -195,8 +195,9 @@ def running(extra: Callable[[Path], str] = lambda root: "") -> Iterator[Cluster]
     conf = _write_config(root, node, extra(root))
     # gpudiag as installed on a node: this checkout's, with this interpreter; each run is counted.
     gpudiag = root / "bin" / "gpudiag"
+    python = os.path.abspath(sys.executable)  # slurmd runs it elsewhere: never a relative path
     gpudiag.write_text(
-        f'#!/bin/sh\necho "$*" >> {root}/log/gpudiag.calls\nPYTHONPATH={ROOT} exec {sys.executable} -m gpudiag "$@"\n'
+        f'#!/bin/sh\necho "$*" >> {root}/log/gpudiag.calls\nPYTHONPATH={ROOT} exec {python} -m gpudiag "$@"\n'
     )
     gpudiag.chmod(0o755)
     env = {

@@ -93,6 +93,7 @@ def _fake_child(monkeypatch: pytest.MonkeyPatch, example: str, **scenario: Any) 
     monkeypatch.setattr(runner, "run_child", lambda *a, **k: real(*a, **{**k, "primitives": SPEC}))
 
 
+@pytest.mark.slow
 def test_a_trained_down_link_is_reported_and_fails_the_run(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_child(monkeypatch, "h100-pcie-gen2-trained-down", default_rate=6.4e9, rates={"d2d": 1.0e12})
     monkeypatch.setattr("gpudiag.bench.placement.pci_numa_node", lambda bus: 1)  # the GPU's socket, per sysfs
@@ -108,6 +109,7 @@ def test_a_trained_down_link_is_reported_and_fails_the_run(cli: Cli, monkeypatch
     assert "Method: 4 warm-up copies, then 2 samples of 4 copies" in flat
 
 
+@pytest.mark.slow
 def test_json_and_csv_on_a_healthy_two_gpu_machine(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_child(monkeypatch, "a100x2-pcie-one-at-x8", rates={"h2d_pinned_async": 25e9, "peer": 20e9})
     code, out, err = cli("bench-transfer", "--modes", "h2d_pinned_async,peer", "--device", "0,1", "--json")
@@ -129,6 +131,7 @@ def test_json_and_csv_on_a_healthy_two_gpu_machine(cli: Cli, monkeypatch: pytest
     assert rows[0]["median_gib_per_s"] == f"{20e9 / 2**30:.3f}"
 
 
+@pytest.mark.slow
 def test_wrong_data_exits_1_and_says_so(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_child(monkeypatch, "v100-pcie-gen3-x16", default_rate=12.5e9, rates={"d2d": 360e9}, corrupt=("d2d",))
     code, out, _ = cli("bench-transfer", "--modes", "h2d_pinned,d2d", "--iters", "2")
@@ -136,6 +139,7 @@ def test_wrong_data_exits_1_and_says_so(cli: Cli, monkeypatch: pytest.MonkeyPatc
     assert "DATA MISMATCH" in out and "d2d cuda:0 512MiB copied wrong data" in " ".join(out.split())
 
 
+@pytest.mark.slow
 def test_what_torch_says_in_the_child_ends_the_run_cleanly(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     why = "torch 2.5.1+cu124 cannot use CUDA: CUDA driver initialization failed, you might not have a CUDA gpu."
     _fake_child(monkeypatch, "h100x8-healthy", no_cuda=why)
@@ -171,6 +175,7 @@ def test_a_replay_is_refused(cli: Cli) -> None:
     )
 
 
+@pytest.mark.slow
 def test_the_command_module_does_not_import_torch() -> None:
     import subprocess
     import sys
@@ -180,6 +185,7 @@ def test_the_command_module_does_not_import_torch() -> None:
     assert result.stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_the_captured_healthy_h100_exits_0_with_its_slow_pageable_copies(
     cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:

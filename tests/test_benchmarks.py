@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each test runs a script in a child
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -21,12 +20,12 @@ import pytest
 
 from gpudiag.model import ComputeMode, Gpu, Machine, Reason
 from gpudiag.probe.collect import collect
+from tests import golden
 from tests.conftest import Cli
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURE = ROOT / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
-GOLDEN = Path(__file__).parent / "golden" / "captured"
-UPDATE = bool(os.environ.get("GPUDIAG_UPDATE_GOLDEN"))
+GOLDEN = golden.GOLDEN / "captured"
 MiB = 1 << 20
 
 # Each example and nvidia-smi -q -x of the same GPU, seconds apart.
@@ -89,13 +88,8 @@ def enabled(element: ET.Element, path: str) -> bool:
 @pytest.mark.parametrize("name", [name for name, _ in PAIRS])
 def test_every_read_only_command_renders_like_its_golden_file(cli: Cli, name: str, args: list[str]) -> None:
     code, out, err = cli.replay(name, *args, width=120)
-    golden = GOLDEN / name / f"{'-'.join(a.lstrip('-') for a in args)}.txt"
-    rendered = f"exit={code}\n--- stdout\n{out}--- stderr\n{err}"
-    if UPDATE:
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(rendered)
-    assert golden.exists(), f"no golden output for {name} {args}: run with GPUDIAG_UPDATE_GOLDEN=1 and review it"
-    assert rendered == golden.read_text()
+    path = GOLDEN / name / f"{'-'.join(a.lstrip('-') for a in args)}.txt"
+    golden.assert_matches_golden(path, golden.command_output(code, out, err))
     # A healthy machine; busy, `check` fails only because a process already holds the GPU.
     assert code == (1 if name.endswith("busy") and args[0] == "check" else 0)
 

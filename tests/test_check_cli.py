@@ -18,7 +18,7 @@ from gpudiag.exitcodes import ExitCode
 from gpudiag.probe.child import ChildOutcome, ChildResult, Running
 from gpudiag.probe.devices import DeviceFacts, DeviceNode
 from gpudiag.replay import fixtures
-from tests.conftest import Cli
+from tests.conftest import Cli, skip_without_torch
 
 
 def check_json(cli: Cli, *args: str) -> tuple[int, dict[str, Any]]:
@@ -198,8 +198,9 @@ def test_python_must_be_an_interpreter(cli: Cli) -> None:
 # --- the live machine: the real CPU torch and this host --------------------------------
 
 
+@pytest.mark.slow
 def test_live_check_on_this_machine_with_the_real_cpu_torch(cli: Cli) -> None:
-    pytest.importorskip("torch")
+    skip_without_torch()
     code, data = check_json(cli, "check")
     checks = by_id(data)
     if checks["nvml.init"][0]["status"] == "PASS":
@@ -468,6 +469,7 @@ def test_full_check_on_a_real_gpu(cli: Cli) -> None:
     assert seconds < 30 + 10 * len(checks["func.gpu"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["--replay", "h100x8-healthy", "check", "--quick"], ["check", "--only", "compat"]])
 def test_torch_is_never_imported_by_gpudiag_itself(args: list[str]) -> None:
     import subprocess

@@ -109,6 +109,7 @@ def job_env_machine(tmp_path: Path, *env: tuple[str, str]) -> str:
 # --- the Prolog ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_drains_for_a_node_fault_with_the_reason(tmp_path: Path) -> None:
     bindir, log = fake_bin(tmp_path, replaying("misconfigured-node"))
@@ -121,6 +122,7 @@ def test_prolog_drains_for_a_node_fault_with_the_reason(tmp_path: Path) -> None:
     assert calls(log, "scancel") == []
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_cancels_a_job_whose_own_environment_fails_and_keeps_the_node(tmp_path: Path) -> None:
     machine = job_env_machine(tmp_path, ("CUDA_VISIBLE_DEVICES", "-1"))
@@ -136,6 +138,7 @@ def test_prolog_cancels_a_job_whose_own_environment_fails_and_keeps_the_node(tmp
     assert calls(log, "scancel") == ["scancel 4242"]
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_keeps_someone_elses_admin_comment(tmp_path: Path) -> None:
     bindir, log = fake_bin(tmp_path, replaying("h100x8-healthy"), admin_comment="ticket 7")
@@ -143,6 +146,7 @@ def test_prolog_keeps_someone_elses_admin_comment(tmp_path: Path) -> None:
     assert calls(log, "scontrol update") == [] and calls(log, "scancel") == ["scancel 4242"]
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_never_overwrites_someone_elses_reason(tmp_path: Path) -> None:
     bindir, log = fake_bin(tmp_path, BROKEN, node_reason="admin: new DIMMs")
@@ -161,6 +165,7 @@ READY = 'echo "gpudiag: READY (91 passed, 12 skipped)" >&2\n'
 BROKEN = f'echo "gpudiag: NOT READY: {ECC}" >&2\nexit 1\n'
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_drains_when_gpudiag_could_not_run(tmp_path: Path) -> None:
     bindir, log = fake_bin(tmp_path, COULD_NOT_RUN)
@@ -168,6 +173,7 @@ def test_prolog_drains_when_gpudiag_could_not_run(tmp_path: Path) -> None:
     assert "Reason=gpudiag prolog: could not run: the torch probe could not start: x (exit 5)" in log.read_text()
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_can_let_jobs_run_when_gpudiag_could_not_run(tmp_path: Path) -> None:
     bindir, log = fake_bin(tmp_path, COULD_NOT_RUN)
@@ -175,6 +181,7 @@ def test_prolog_can_let_jobs_run_when_gpudiag_could_not_run(tmp_path: Path) -> N
     assert calls(log, "scontrol update") == [] and calls(log, "logger -t gpudiag-prolog")
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_treats_a_hang_as_a_drain(tmp_path: Path) -> None:
     bindir, log = fake_bin(tmp_path, "exec sleep 30\n")
@@ -182,6 +189,7 @@ def test_prolog_treats_a_hang_as_a_drain(tmp_path: Path) -> None:
     assert "timed out after 1 s" in log.read_text()
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_passes_the_expected_gpu_count(tmp_path: Path) -> None:
     bindir, log = fake_bin(tmp_path, replaying("h100x8-healthy"))
@@ -191,6 +199,7 @@ def test_prolog_passes_the_expected_gpu_count(tmp_path: Path) -> None:
     assert "Reason=gpudiag prolog: nvml.gpu_count: NVML sees 8 GPU(s), expected 7; fix config" in log.read_text()
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_reads_its_settings_file(tmp_path: Path) -> None:
     bindir, log = fake_bin(tmp_path, replaying("h100x8-healthy"))
@@ -200,6 +209,7 @@ def test_prolog_reads_its_settings_file(tmp_path: Path) -> None:
     assert "Reason=gpudiag prolog: nvml.gpu_count: NVML sees 8 GPU(s), expected 9; reseat" in log.read_text()
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_never_passes_a_node_name_that_is_syntax(tmp_path: Path) -> None:
     bindir, log = fake_bin(tmp_path, BROKEN)

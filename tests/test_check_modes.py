@@ -114,11 +114,13 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=os.environ)
 
 
+@pytest.mark.slow
 def test_no_torch_is_imported() -> None:
     done = _run("--replay", "h100x8-healthy", "check", "--mode", "prolog")
     assert (done.returncode, done.stdout) == (0, "False\n")
 
 
+@pytest.mark.slow
 def test_a_missed_deadline_is_an_unknown_verdict() -> None:
     done = _run("--replay", "h100x8-healthy", "check", "--mode", "health-check", "--deadline", "0.001")
     assert done.returncode == ExitCode.CHECK_INCOMPLETE

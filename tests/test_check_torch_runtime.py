@@ -81,21 +81,37 @@ def test_nccl_with_a_suffix_and_cudnn_8() -> None:
     assert rt is not None and rt.nccl_version == (2, 18, 1) and rt.cudnn_version == 8902
 
 
-def _sitecustomize(tmp_path: Path, body: str) -> Path:
-    (tmp_path / "sitecustomize.py").write_text("import torch, time, os\n" + body)
-    return tmp_path
+# A CUDA build of torch as far as the probe reads it before CUDA starts (stands in for the real one,
+# whose import alone takes seconds), with torch.cuda.is_available hanging as a broken driver makes it.
+CUDA_BUILD_HANGING_IN_INIT = """
+import time
+from types import SimpleNamespace as _Namespace
+
+__version__ = "2.5.1+cu124"
+version = _Namespace(cuda="12.4")
+_C = _Namespace(
+    _cuda_getArchFlags=lambda: "sm_80 sm_90",
+    _cudnn=_Namespace(getVersionInt=lambda: 90100, getCompileVersion=lambda: (9, 1, 0)),
+)
+backends = _Namespace(cudnn=_Namespace(is_available=lambda: True))
+cuda = _Namespace(nccl=_Namespace(version=lambda: (2, 21, 5)), is_available=lambda: time.sleep(60))
+"""
+HANG_BUDGET = 2  # seconds: the stand-in imports at once, so the child reaches CUDA start-up well within it
 
 
 def test_a_real_child_that_hangs_in_cuda_init(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The real probe script, with torch.cuda.is_available made to hang as a broken driver does."""
-    pytest.importorskip("torch")
-    path = _sitecustomize(tmp_path, "torch.cuda.is_available = lambda: time.sleep(60)\n")
-    monkeypatch.setenv("PYTHONPATH", str(path))
-    reading = probe(sys.executable, timeout=15)
+    """The real probe script in a real child; torch hangs in CUDA initialisation: the build facts it
+    reported before stay, CUDA is unusable, and the hang is named with the budget it ran out of."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(CUDA_BUILD_HANGING_IN_INIT)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    reading = probe(sys.executable, timeout=HANG_BUDGET)
     rt = reading.value
     assert rt is not None, reading.detail
-    assert rt.cuda_available is False and rt.version.startswith("2.")
-    assert rt.cuda_error == "torch hung in CUDA initialisation: no answer within 15 s"
+    assert (rt.version, rt.cuda, rt.arch_list) == ("2.5.1+cu124", "12.4", ("sm_80", "sm_90"))
+    assert (rt.cudnn_version, rt.cudnn_compiled, rt.nccl_version) == (90100, (9, 1, 0), (2, 21, 5))
+    assert rt.cuda_available is False and rt.device_count == 0
+    assert rt.cuda_error == f"torch hung in CUDA initialisation: no answer within {HANG_BUDGET} s"
 
 
 def test_a_real_child_whose_import_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

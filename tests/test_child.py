@@ -67,7 +67,8 @@ def test_environment_is_passed_to_the_child(program: Program) -> None:
 def test_a_started_child_keeps_its_lines_until_they_are_read(program: Program) -> None:
     """start() then finish(): the parent works while the child runs (check reads NVML while torch imports)."""
     running = start(program("print('early', flush=True)\nprotocol.emit({'done': True})"))
-    time.sleep(1.0)  # the child has long finished: its output waits in the queue
+    assert running.proc is not None
+    running.proc.wait(timeout=30)  # the child has finished: its output waits in the queue
     seen: list[str] = []
     r = running.finish(seen.append, lambda: (running.start + 30, "too slow"))
     assert r.ok and r.data == {"done": True} and seen == ["early"]
@@ -78,7 +79,7 @@ def test_the_deadline_can_move_and_names_itself(program: Program) -> None:
     seen: list[str] = []
 
     def deadline() -> tuple[float, str]:
-        return (time.monotonic() + 30, "") if not seen else (running.start + 1.5, "the second stage's budget")
+        return (time.monotonic() + 30, "") if not seen else (running.start + 0.5, "the second stage's budget")
 
     r = running.finish(seen.append, deadline)
     assert r.outcome is ChildOutcome.TIMEOUT and r.detail == "the second stage's budget"

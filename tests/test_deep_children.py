@@ -143,7 +143,8 @@ def test_a_hang_is_pinned_to_its_gpu_and_the_child_is_killed(tmp_path: Path, mon
     assert time.monotonic() - begun < 60
     assert test is not None and [(g.gpu_index, g.ok) for g in test.gpus] == [(0, True), (1, False)]
     assert (
-        test.gpus[1].error == "the test process no progress for 5 s (hung, e.g. in a GPU kernel) while testing this GPU"
+        test.gpus[1].error
+        == "the test process stalled: no progress for 5 s (hung, e.g. in a GPU kernel) while testing this GPU"
     )
     assert ctx.notes == []  # a hang is a finding, not something that could not run
 

@@ -100,7 +100,7 @@ MEMTEST_CASES = [
     Case(
         "mem.test",
         FAIL,
-        lambda: deep(memtest=memtest(mem_gpu(ok=False, error="the test process no progress for 120 s"))),
+        lambda: deep(memtest=memtest(mem_gpu(ok=False, error="the test process stalled: no progress for 120 s"))),
         says="no progress",
         name="hung",
     ),

@@ -86,6 +86,7 @@ def kustomize() -> list[str] | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "source"), sorted(RENDERED.items()))
 def test_rendered_files_are_what_kustomize_renders(name: str, source: str) -> None:
     command = kustomize()

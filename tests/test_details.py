@@ -18,6 +18,7 @@ from gpudiag.probe.collect import collect
 from gpudiag.probe.details import cpu_list, ranges
 from gpudiag.replay import fixtures
 from gpudiag.replay.fake_nvml import FakeHandle, FakeNvml
+from tests import golden
 from tests.hardware import capture
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,6 +124,7 @@ def test_the_probe_reads_per_process_load_as_captured() -> None:
     assert load is not None and (load[0].pid, load[0].sm_percent, load[0].memory_percent) == (1128, 1, 0)
 
 
+@pytest.mark.slow
 def test_plain_list_neither_imports_nor_calls_the_details() -> None:
     code = (
         "import sys\n"
@@ -172,23 +174,15 @@ def test_process_load_keeps_each_pids_newest_sample_and_its_cursor() -> None:
     assert asked == [0, 9]  # the second read asks only for samples newer than the first's
 
 
-GOLDEN = Path(__file__).parent / "golden" / "list-details"
+GOLDEN = golden.GOLDEN / "list-details"
 
 
 @pytest.mark.parametrize("name", fixtures.example_names())
 def test_every_example_shows_its_details_like_its_golden_file(name: str) -> None:
-    import os
-
     from tests.test_list_cli import run
 
     code, out, err = run("--replay", name, "list", "--details")
-    rendered = f"exit={code}\n--- stdout\n{out}--- stderr\n{err}"
-    golden = GOLDEN / f"{name}.txt"
-    if os.environ.get("GPUDIAG_UPDATE_GOLDEN"):
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(rendered)
-    assert golden.exists(), f"no golden output for {name}: run with GPUDIAG_UPDATE_GOLDEN=1 and review it"
-    assert rendered == golden.read_text()
+    golden.assert_matches_golden(GOLDEN / f"{name}.txt", golden.command_output(code, out, err))
 
 
 def test_nvswitch_node_shows_nv18_between_every_pair_and_its_numa_split() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from gpudiag.cli.app import COMMANDS
@@ -20,13 +21,26 @@ def test_every_command_is_documented() -> None:
         assert f"gpudiag {name}" in README or f"`{name}`" in README, name
 
 
+def _readme_one_liner() -> str:
+    block = re.search(r"Run the tests on a fresh machine.*?\n```\n(.*?)\n```", README, re.S)
+    assert block, "README: no 'Run the tests on a fresh machine' block"
+    return block.group(1).strip()
+
+
 def test_ci_runs_the_readme_test_command() -> None:
-    test_command = "python -m pytest"
-    assert test_command in README
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "\npython -m pytest\n" in ci
+    test_command = ci.strip().splitlines()[-1]  # the README's test command: CI's last line
+    assert test_command.startswith("python -m pytest")
     assert "pip install --quiet torch==2.13.0" in ci
-    assert "pip install torch==2.13.0 && pip install -e '.[dev]' && python -m pytest" in README
+    assert _readme_one_liner().endswith(f"pip install torch==2.13.0 && pip install -e '.[dev]' && {test_command}")
+
+
+def test_the_test_command_needs_only_the_dev_extra() -> None:
+    """`-n` comes from pytest-xdist: the dev extra that the one-liner installs must bring it."""
+    extra = re.search(r"^dev = \[(.*?)^\]", (ROOT / "pyproject.toml").read_text(), re.S | re.M)
+    assert extra, "pyproject.toml: no dev extra"
+    dev = {name.lower() for name in re.findall(r'^\s*"([A-Za-z0-9_.-]+)', extra.group(1), re.M)}
+    assert " -n " in _readme_one_liner() and "pytest-xdist" in dev
 
 
 def test_changelog_has_an_unreleased_or_versioned_entry() -> None:

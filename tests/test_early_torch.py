@@ -13,6 +13,7 @@ import pytest
 from gpudiag import entry
 from gpudiag.checks import gather
 from gpudiag.probe import torch_runtime
+from tests.conftest import skip_without_torch
 
 
 @pytest.mark.parametrize(
@@ -106,6 +107,7 @@ def _failing_torch(tmp_path: Path, sleep: float = 0.0) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": pythonpath, "COLUMNS": "120"}
 
 
+@pytest.mark.slow
 def test_a_live_check_runs_one_torch_child_and_reads_its_answer(tmp_path: Path) -> None:
     env = _failing_torch(tmp_path)
     env.pop("GPUDIAG_REPLAY", None)
@@ -133,6 +135,7 @@ def _alive(pid: int) -> bool:
     return not (status.exists() and "zombie" in status.read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("args", [["check", "--quick"], ["check", "--quick", "--no-such-option"]])
 def test_no_torch_child_outlives_an_interrupt_or_a_usage_error(tmp_path: Path, args: list[str]) -> None:
@@ -154,10 +157,11 @@ def test_no_torch_child_outlives_an_interrupt_or_a_usage_error(tmp_path: Path, a
     assert [pid for pid in pids if _alive(pid)] == []
 
 
+@pytest.mark.slow
 def test_the_torch_child_ends_without_the_interpreters_teardown(tmp_path: Path) -> None:
     """With torch loaded, Python's teardown takes ~0.4 s that the check would wait for: the child
     says everything, flushes and leaves (an atexit handler would run in a normal exit)."""
-    pytest.importorskip("torch")
+    skip_without_torch()
     marker = tmp_path / "teardown"
     (tmp_path / "sitecustomize.py").write_text(
         f"import atexit\natexit.register(lambda: open({str(marker)!r}, 'w').close())\n"

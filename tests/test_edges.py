@@ -70,6 +70,7 @@ def test_a_replay_file_nested_100000_deep_is_a_usage_error(cli: Cli, tmp_path: P
     assert code == ExitCode.USAGE and "nested too deeply" in err and len(err.splitlines()) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("path", "kind"),
     [("DIR", "is a directory"), ("/dev/zero", "is a character device"), ("FIFO", "is a named pipe (FIFO)")],
@@ -194,6 +195,7 @@ def test_closed_stdout_is_one_line_and_exit_2() -> None:
     assert result.stderr == "gpudiag: standard output is closed; redirect it (e.g. >/dev/null) instead\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [
@@ -240,6 +242,7 @@ def _interpreter_start_up(err: str) -> bool:
     return bool(files) and all(f.startswith(_STDLIB) and "-packages" not in f and "gpudiag" not in f for f in ours)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.0, 0.03, 0.06, 0.1, 0.15, 0.2, 0.3, 0.5])
 def test_ctrl_c_at_any_moment_ends_quietly(delay: float) -> None:
     """Ctrl-C while Python imports typer and rich, parses options or runs the command: no
@@ -367,6 +370,7 @@ def test_mig_utilization_is_the_reason_not_null(cli: Cli) -> None:
     assert json.loads(out)["gpus"][0]["utilization"]["unavailable"] == "not_supported"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 @pytest.mark.parametrize(
     "args",

@@ -45,6 +45,7 @@ needs_shell = pytest.mark.skipif(
 )
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_drains_a_broken_node_with_the_reason(slurm: FakeSlurm) -> None:
     assert run_prolog(slurm, "a100-ecc-errors") == 1
@@ -55,6 +56,7 @@ def test_prolog_drains_a_broken_node_with_the_reason(slurm: FakeSlurm) -> None:
     )
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_passes_a_healthy_node(slurm: FakeSlurm) -> None:
     assert run_prolog(slurm, "h100x8-healthy", "8") == 0
@@ -64,6 +66,7 @@ def test_prolog_passes_a_healthy_node(slurm: FakeSlurm) -> None:
     assert slurm.nodes()["node1"]["reason"] == reason
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_never_overwrites_someone_elses_reason(slurm: FakeSlurm) -> None:
     assert run_prolog(slurm, "a100-ecc-errors", node="node2") == 1  # the job still stays off the node
@@ -71,6 +74,7 @@ def test_prolog_never_overwrites_someone_elses_reason(slurm: FakeSlurm) -> None:
     assert slurm.nodes()["node2"]["reason"] == "admin: new DIMMs [ticket 42]"
 
 
+@pytest.mark.slow
 @needs_shell
 def test_prolog_treats_a_missed_deadline_as_unknown(slurm: FakeSlurm, tmp_path: Path) -> None:
     conf = tmp_path / "gpudiag-prolog"

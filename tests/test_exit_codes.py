@@ -205,6 +205,7 @@ def test_a_replay_name_too_long_to_be_a_path_is_a_usage_error(cli: Cli, name: st
 # --- a child's stray bytes ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_child_that_prints_non_utf8_is_read_with_replacement_at_once(tmp_path: Path) -> None:
     """A torch whose import prints Latin-1 on stdout and stderr: was a reader thread's traceback,
     and the check then waited for the whole --timeout (90 s by default)."""

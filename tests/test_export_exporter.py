@@ -61,6 +61,8 @@ DASHBOARD = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_SM_
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
+QUICK_SHUTDOWN = 0.01  # seconds a test server takes to stop (socketserver polls every 0.5 s by default)
+
 
 def parse(text: str) -> Samples:
     """The samples of a scrape's text, under the names the text gives them (prometheus-client's
@@ -544,7 +546,7 @@ def get(url: str) -> tuple[int, str]:
 
 
 def test_http_server_serves_metrics_healthz_and_404(source: MachineSource) -> None:
-    server = Server(Exporter(source), "127.0.0.1", 0)
+    server = Server(Exporter(source), "127.0.0.1", 0, poll_interval=QUICK_SHUTDOWN)
     try:
         base = f"http://127.0.0.1:{server.port}"
         status, body = get(f"{base}/metrics")
@@ -554,7 +556,7 @@ def test_http_server_serves_metrics_healthz_and_404(source: MachineSource) -> No
     finally:
         server.shutdown()
     with open_source("no-driver") as s:
-        server = Server(Exporter(s), "127.0.0.1", 0)
+        server = Server(Exporter(s), "127.0.0.1", 0, poll_interval=QUICK_SHUTDOWN)
         try:
             status, body = get(f"http://127.0.0.1:{server.port}/healthz")
             assert status == 503 and "driver not loaded" in body
@@ -586,6 +588,7 @@ def test_port_in_use_is_explained(cli: Cli) -> None:
     assert "cannot serve metrics on 127.0.0.1:" in err
 
 
+@pytest.mark.slow
 def test_exporter_process_serves_until_sigterm(tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
@@ -615,6 +618,7 @@ def test_exporter_process_serves_until_sigterm(tmp_path: Path) -> None:
     assert f"serving http://127.0.0.1:{port}/metrics" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_exporter_never_imports_torch() -> None:
     code = (
         "import sys\n"
@@ -652,7 +656,7 @@ def test_fast_text_exposition_says_what_prometheus_client_says(compat: str) -> N
 
 
 def test_openmetrics_scrapes_go_to_prometheus_client(source: MachineSource) -> None:
-    server = Server(Exporter(source), "127.0.0.1", 0)
+    server = Server(Exporter(source), "127.0.0.1", 0, poll_interval=QUICK_SHUTDOWN)
     try:
         request = urllib.request.Request(
             f"http://127.0.0.1:{server.port}/metrics", headers={"Accept": "application/openmetrics-text"}
@@ -680,7 +684,7 @@ def fetch(url: str, headers: dict[str, str]) -> tuple[dict[str, str], bytes]:
 def test_prometheus_gets_the_text_format_gzipped_when_it_asks(source: MachineSource, compat: str) -> None:
     import gzip
 
-    server = Server(Exporter(source, compat=compat), "127.0.0.1", 0)
+    server = Server(Exporter(source, compat=compat), "127.0.0.1", 0, poll_interval=QUICK_SHUTDOWN)
     try:
         url = f"http://127.0.0.1:{server.port}/metrics"
         headers, body = fetch(url, {"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"})
@@ -700,7 +704,7 @@ def test_name_filters_are_served_by_the_fast_renderer_in_both_families(source: M
         ("native", "gpudiag_gpu_energy_joules_total"),
         ("dcgm", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"),
     ):
-        server = Server(Exporter(source, compat=compat), "127.0.0.1", 0)
+        server = Server(Exporter(source, compat=compat), "127.0.0.1", 0, poll_interval=QUICK_SHUTDOWN)
         try:
             _, body = fetch(f"http://127.0.0.1:{server.port}/metrics?name[]={name}&name[]=gpudiag_nvml_up", {})
         finally:
@@ -709,7 +713,7 @@ def test_name_filters_are_served_by_the_fast_renderer_in_both_families(source: M
 
 
 def test_the_dcgm_family_is_never_openmetrics(source: MachineSource) -> None:
-    server = Server(Exporter(source, compat="dcgm"), "127.0.0.1", 0)
+    server = Server(Exporter(source, compat="dcgm"), "127.0.0.1", 0, poll_interval=QUICK_SHUTDOWN)
     try:
         headers, body = fetch(f"http://127.0.0.1:{server.port}/metrics", {"Accept": "application/openmetrics-text"})
     finally:
@@ -734,7 +738,7 @@ def test_livez_fails_while_a_scrape_hangs_and_readyz_never_does(source: MachineS
         return {}
 
     exporter = Exporter(source, tracked=stuck, clock=lambda: now[0])
-    server = Server(exporter, "127.0.0.1", 0)
+    server = Server(exporter, "127.0.0.1", 0, poll_interval=QUICK_SHUTDOWN)
     base = f"http://127.0.0.1:{server.port}"
     try:
         assert get(f"{base}/livez") == (200, "ok\n") and get(f"{base}/readyz") == (200, "ok\n")
@@ -754,7 +758,7 @@ def test_livez_fails_while_a_scrape_hangs_and_readyz_never_does(source: MachineS
         hang.set()
         server.shutdown()
     with open_source("no-driver") as s:  # NVML down: /healthz says so; the exporter is alive and ready
-        server = Server(Exporter(s), "127.0.0.1", 0)
+        server = Server(Exporter(s), "127.0.0.1", 0, poll_interval=QUICK_SHUTDOWN)
         try:
             base = f"http://127.0.0.1:{server.port}"
             assert get(f"{base}/healthz")[0] == 503

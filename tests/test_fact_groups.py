@@ -21,7 +21,7 @@ from gpudiag.probe.nvml import NvmlSession
 from gpudiag.replay import fixtures
 from gpudiag.replay.fake_host import RecordedHost
 from gpudiag.replay.fake_nvml import FakeNvml
-from tests.conftest import Cli
+from tests.conftest import Cli, every_example
 
 ROOT = Path(__file__).resolve().parent.parent
 INFOROM = "nvmlDeviceValidateInforom"
@@ -139,7 +139,7 @@ COMMANDS = [
 ]
 
 
-@pytest.mark.parametrize("name", fixtures.example_names())
+@pytest.mark.parametrize("name", every_example())
 def test_what_a_command_shows_does_not_depend_on_what_it_left_unread(
     cli: Cli, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
@@ -153,6 +153,7 @@ def test_what_a_command_shows_does_not_depend_on_what_it_left_unread(
         assert "not read" not in mine[1] + mine[2] and "not_read" not in mine[1] + mine[2]
 
 
+@pytest.mark.slow
 def test_benchmark_prints_calls_per_command() -> None:
     out = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bench_nvml_calls.py")],

@@ -213,6 +213,7 @@ def test_a_log_in_a_missing_directory_is_a_usage_error(cli: Cli, tmp_path: Path)
 # --- standard error that cannot be written never changes the exit code ----------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 @pytest.mark.parametrize(
     ("args", "code"),
@@ -233,6 +234,7 @@ def test_stderr_that_cannot_be_written_keeps_the_exit_code(args: list[str], code
     assert result.returncode == code
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_a_lost_gpu_keeps_its_code_with_stderr_full() -> None:
     with open("/dev/full", "w") as full:

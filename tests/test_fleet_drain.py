@@ -176,6 +176,7 @@ def run(cli: Cli, slurm: FakeSlurm, *args: str) -> tuple[int, str, str]:
     return cli("drain", *args, env={"PATH": slurm.path})
 
 
+@pytest.mark.slow
 def test_dry_run_prints_and_changes_nothing(cli: Cli, tmp_path: Path, report_file: Path) -> None:
     slurm = install(tmp_path, {"gpu1": ("IDLE", ""), "gpu2": ("IDLE", ""), "gpu3": ("ALLOCATED+DRAIN", "admin: keep")})
     code, out, err = run(cli, slurm, str(report_file))
@@ -191,6 +192,7 @@ def test_dry_run_prints_and_changes_nothing(cli: Cli, tmp_path: Path, report_fil
     assert slurm.calls() == [["show", "node", "--all"]]  # one call for the whole cluster
 
 
+@pytest.mark.slow
 def test_the_dry_run_through_a_shell_runs_what_execute_runs(cli: Cli, tmp_path: Path, nodes: Path) -> None:
     """The printed lines, run by sh, pass scontrol the very argv that --execute passes."""
     ff.write(nodes, "gpu5.json", ff.check("gpu-lost", "gpu5"))
@@ -208,6 +210,7 @@ def test_the_dry_run_through_a_shell_runs_what_execute_runs(cli: Cli, tmp_path: 
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["gpu[1-3]", "gpu1,gpu2", "gpu1 State=RESUME", "gpu1\nx", "-gpu1"])
 def test_a_node_name_is_never_syntax(cli: Cli, tmp_path: Path, name: str) -> None:
     directory = tmp_path / "nodes"
@@ -222,6 +225,7 @@ def test_a_node_name_is_never_syntax(cli: Cli, tmp_path: Path, name: str) -> Non
     assert slurm.updates() == [] and all(n["reason"] == "" for n in slurm.nodes().values())
 
 
+@pytest.mark.slow
 def test_an_unreadable_node_file_is_named_not_nothing_to_do(cli: Cli, tmp_path: Path) -> None:
     directory = tmp_path / "nodes"
     ff.write(directory, "gpu1.json", ff.check("h100x8-healthy", "gpu1"))
@@ -237,6 +241,7 @@ def test_an_unreadable_node_file_is_named_not_nothing_to_do(cli: Cli, tmp_path: 
     assert slurm.updates() == []
 
 
+@pytest.mark.slow
 def test_execute_drains_and_resume_needs_newer_files(cli: Cli, tmp_path: Path, nodes: Path) -> None:
     slurm = install(tmp_path, {"gpu1": ("IDLE", ""), "gpu2": ("IDLE", ""), "gpu3": ("IDLE", "")})
     code, out, _ = run(cli, slurm, str(nodes), "--execute")
@@ -255,6 +260,7 @@ def test_execute_drains_and_resume_needs_newer_files(cli: Cli, tmp_path: Path, n
     assert slurm.nodes()["gpu2"]["state"] == "IDLE" and slurm.nodes()["gpu3"]["reason"] == ECC
 
 
+@pytest.mark.slow
 def test_a_stale_ready_file_does_not_resume(cli: Cli, tmp_path: Path, nodes: Path) -> None:
     """A READY file from before the drain says nothing about the fault that drained the node."""
     ours = "gpudiag prolog: health.ecc GPU0: uncorrected ECC errors; reset"
@@ -264,6 +270,7 @@ def test_a_stale_ready_file_does_not_resume(cli: Cli, tmp_path: Path, nodes: Pat
     assert code == 0 and "is older than the drain" in out and slurm.updates() == []
 
 
+@pytest.mark.slow
 def test_only_job_scope_failures_leave_the_node_in_service(cli: Cli, tmp_path: Path) -> None:
     directory = tmp_path / "nodes"
     ff.write(directory, "gpu1.json", ff.check("h100x8-healthy", "gpu1"))
@@ -277,6 +284,7 @@ def test_only_job_scope_failures_leave_the_node_in_service(cli: Cli, tmp_path: P
     assert slurm.updates() == []
 
 
+@pytest.mark.slow
 def test_a_report_without_scopes_drains_conservatively(cli: Cli, tmp_path: Path, report_file: Path) -> None:
     """A report from before scopes were recorded: every failure is taken as the node's."""
     data = json.loads(report_file.read_text())
@@ -291,6 +299,7 @@ def test_a_report_without_scopes_drains_conservatively(cli: Cli, tmp_path: Path,
     assert "'Reason=gpudiag: health.ecc GPU0: uncorrected ECC errors (+3 more)'" in out
 
 
+@pytest.mark.slow
 def test_text_from_a_node_file_is_escaped(cli: Cli, tmp_path: Path) -> None:
     doc = ff.check("gpu-lost", "gpu2")
     for c in doc["checks"]:
@@ -309,6 +318,7 @@ def test_text_from_a_node_file_is_escaped(cli: Cli, tmp_path: Path) -> None:
     assert code == ExitCode.FAILED and out.startswith("# gpu2: unreadable") and "\x1b" not in out
 
 
+@pytest.mark.slow
 def test_a_failed_update_fails_the_command(cli: Cli, tmp_path: Path, report_file: Path) -> None:
     slurm = install(tmp_path, {"gpu2": ("IDLE", ""), "gpu3": ("IDLE", "")}, fail_updates=True)
     code, _, err = run(cli, slurm, str(report_file), "--execute")

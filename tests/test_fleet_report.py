@@ -17,11 +17,12 @@ from gpudiag.fleet.nodefiles import Kind
 from gpudiag.fleet.report import State
 from gpudiag.render import report_view
 from tests import fleet_files as ff
+from tests import golden
 from tests.conftest import Cli
 
 BROKEN = "a100-ecc-errors"  # ECC errors, a pending row remap, NVML asks for a GPU reset
 HEALTHY = "h100x8-healthy"
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = golden.GOLDEN
 
 
 def fleet(tmp_path: Path, nodes: dict[str, str]) -> Path:
@@ -324,10 +325,7 @@ def test_rendered_report_at_a_fixed_width(cli: Cli, tmp_path: Path) -> None:
     ff.write(directory, "gpu5.json", b"")
     code, out, _ = cli("report", str(directory), "--expect", "gpu[1-5]", "--nodes", width=100)
     assert code == ExitCode.FAILED
-    golden = GOLDEN / "report-fleet.txt"
-    if os.environ.get("GPUDIAG_UPDATE_GOLDEN"):
-        golden.write_text(out.replace(str(directory), "{directory}"))
-    assert out == golden.read_text().replace("{directory}", str(directory))
+    golden.assert_matches_golden(GOLDEN / "report-fleet.txt", out.replace(str(directory), "{directory}"))
 
 
 def test_check_json_carries_the_figures_and_the_slurm_node(cli: Cli) -> None:
@@ -339,6 +337,7 @@ def test_check_json_carries_the_figures_and_the_slurm_node(cli: Cli) -> None:
     assert (memory["host"], memory["slurm_node"]) == ("a100-node-31", "gpu003")
 
 
+@pytest.mark.slow
 def test_real_bench_transfer_output_is_read(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """bench-transfer --json as the command writes it (the real child on fake copies), healthy and trained down."""
     from tests.test_bench_cli import _fake_child
@@ -644,6 +643,7 @@ def synthetic_fleet(nodes: int) -> report.Report:
     return report.build(files, f"node[00000-{nodes + 99:05d}]")
 
 
+@pytest.mark.slow  # 10 000 node files built and judged: seconds
 def test_the_grouped_report_of_10000_nodes_fits_in_100_lines(cli: Cli) -> None:
     from rich.console import Console
 

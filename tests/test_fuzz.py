@@ -397,6 +397,7 @@ def test_every_command_on_a_mutated_replay_file(scratch: Path) -> None:
     run()
 
 
+@pytest.mark.slow
 def test_real_processes_with_bytes_argv_and_narrow_encodings() -> None:
     """Through the entry point, as a shell runs it: argv with bytes that are not UTF-8, and output
     encodings that cannot write every character (PYTHONIOENCODING=ascii or latin-1; the C locale)."""

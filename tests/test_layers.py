@@ -37,16 +37,23 @@ STANDALONE_CHILDREN = (
 )
 
 
-def imports(path: Path) -> set[str]:
+@functools.cache
+def tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for every rule here."""
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
+def imports(path: Path) -> frozenset[str]:
     """Every module a file imports, anywhere in it (functions and TYPE_CHECKING blocks included)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(tree(path)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module is not None and node.level == 0:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return found
+    return frozenset(found)
 
 
 def modules(folder: Path = PACKAGE) -> list[Path]:
@@ -97,15 +104,14 @@ def test_no_program_lives_in_a_string() -> None:
     """Children are run by path; nothing builds code for ``python -c`` (or exec) any more."""
     offenders = []
     for path in modules():
-        tree = ast.parse(path.read_text(), str(path))
         # A command's own option named -c (`dmon -c COUNT`, as nvidia-smi's) is no program.
         options = {
             id(arg)
-            for node in ast.walk(tree)
+            for node in ast.walk(tree(path))
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Option"
             for arg in node.args
         }
-        for node in ast.walk(tree):
+        for node in ast.walk(tree(path)):
             if isinstance(node, ast.Constant) and node.value == "-c" and id(node) not in options:
                 offenders.append(f"{name(path)}:{node.lineno} passes -c")
             # (eval of a type annotation, as serialize does, is typing, not a program)
@@ -214,7 +220,7 @@ def module_imports(path: Path) -> set[str]:
     own = module_name(path)
     package = own if path.stem == "__init__" else own.rpartition(".")[0]
     found: set[str | None] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(tree(path)):
         if isinstance(node, ast.Import):
             found.update(_resolve(a.name) for a in node.names if a.name.split(".")[0] == "gpudiag")
         elif isinstance(node, ast.ImportFrom):
@@ -335,7 +341,7 @@ def test_every_import_of_gpudiag_names_a_module_that_exists() -> None:
     in front of a user when the function that holds it runs."""
     stale = []
     for module, path in sorted(MODULES.items()):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(tree(path)):
             names = []
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]

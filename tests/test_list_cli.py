@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 from gpudiag.cli.app import app
 from gpudiag.exitcodes import ExitCode
 from gpudiag.replay.fixtures import example_names, machine_from_data
+from tests import golden
 
-GOLDEN = Path(__file__).parent / "golden" / "list"
-UPDATE = bool(os.environ.get("GPUDIAG_UPDATE_GOLDEN"))
+GOLDEN = golden.GOLDEN / "list"
 
 
 def run(*args: str, width: int = 120, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -29,13 +29,7 @@ def run(*args: str, width: int = 120, env: dict[str, str] | None = None) -> tupl
 @pytest.mark.parametrize("name", example_names())
 def test_every_example_renders_like_its_golden_file(name: str) -> None:
     code, out, err = run("--replay", name, "list")
-    golden = GOLDEN / f"{name}.txt"
-    rendered = f"exit={code}\n--- stdout\n{out}--- stderr\n{err}"
-    if UPDATE:
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(rendered)
-    assert golden.exists(), f"no golden output for {name}: run with GPUDIAG_UPDATE_GOLDEN=1 and review it"
-    assert rendered == golden.read_text()
+    golden.assert_matches_golden(GOLDEN / f"{name}.txt", golden.command_output(code, out, err))
 
 
 def test_healthy_node_shows_na_for_unsupported_fan_and_every_gpu() -> None:
@@ -137,6 +131,7 @@ def test_unknown_replay_name_is_a_usage_error() -> None:
     assert "no example machine named 'no-such-machine'" in err
 
 
+@pytest.mark.slow
 def test_list_never_imports_torch() -> None:
     probe = (
         "import sys\n"
@@ -151,6 +146,7 @@ def test_list_never_imports_torch() -> None:
     assert result.stderr.strip().endswith("clean")
 
 
+@pytest.mark.slow
 def test_version_and_module_entry_point() -> None:
     result = subprocess.run([sys.executable, "-m", "gpudiag", "--version"], capture_output=True, text=True)
     assert result.returncode == 0
@@ -172,6 +168,7 @@ def _piped(
     )
 
 
+@pytest.mark.slow
 def test_output_to_a_pipe_or_file_keeps_every_column_unless_columns_is_set() -> None:
     piped = _piped("--replay", "v100x4-tutorial", "list")
     assert piped.returncode == 0 and piped.stderr == ""
@@ -184,6 +181,7 @@ def test_output_to_a_pipe_or_file_keeps_every_column_unless_columns_is_set() -> 
     assert "Bus-Id" not in narrow.stdout and max(len(line) for line in narrow.stdout.splitlines()) <= 80
 
 
+@pytest.mark.slow
 def test_global_options_also_work_after_the_command() -> None:
     after = _piped("list", "--replay", "v100x4-tutorial", "--color", "never", "--debug", "--no-processes")
     before = _piped("--replay", "v100x4-tutorial", "--color", "never", "--debug", "list", "--no-processes")
@@ -210,6 +208,7 @@ def test_hoisting_moves_only_global_options(argv: list[str], expected: list[str]
     assert command_line.read(argv).args == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "absent"),
     [

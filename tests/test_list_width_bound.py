@@ -23,6 +23,7 @@ def _render(name: str, width: int) -> str:
     return out.getvalue()
 
 
+@pytest.mark.slow  # ~1 s an example: 14 renders
 @pytest.mark.parametrize("name", example_names())
 def test_the_shortcut_renders_what_measuring_renders(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     fast = {width: _render(name, width) for width in WIDTHS}

@@ -11,14 +11,13 @@ import pytest
 from gpudiag.model import GpuState
 from gpudiag.probe.collect import collect
 from gpudiag.render.format import mib_text
-from gpudiag.replay.fixtures import example_names
-from tests.conftest import Cli
+from tests.conftest import Cli, every_example
 
 WIDTHS = (60, 80, 100, 120, 200)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("name", example_names())
+@pytest.mark.parametrize("name", every_example())
 def test_key_columns_are_whole_at_every_width(cli: Cli, name: str, width: int) -> None:
     machine = collect(name)
     _, out, _ = cli.replay(name, "list", width=width)

@@ -7,8 +7,7 @@ import json
 import pytest
 
 from gpudiag.exitcodes import ExitCode
-from gpudiag.replay.fixtures import example_names
-from tests.conftest import Cli
+from tests.conftest import Cli, every_example
 
 NVML_CODES = {
     ExitCode.NVML_NO_PERMISSION,
@@ -66,7 +65,7 @@ COMMANDS: list[tuple[list[str], set[int]]] = [
 ]
 
 
-@pytest.mark.parametrize("name", example_names())
+@pytest.mark.parametrize("name", every_example())
 @pytest.mark.parametrize(("args", "allowed"), COMMANDS, ids=lambda v: " ".join(v) if isinstance(v, list) else "")
 def test_command_on_machine(cli: Cli, name: str, args: list[str], allowed: set[int]) -> None:
     code, out, err = cli("--replay", name, *args, width=100)

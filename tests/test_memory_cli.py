@@ -337,6 +337,7 @@ def test_prometheus_port_in_use_is_explained(cli: Cli) -> None:
     assert code == ExitCode.USAGE and f"cannot serve metrics on 127.0.0.1:{port}" in err and out == ""
 
 
+@pytest.mark.slow
 def test_broken_pipe_in_watch_exits_quietly() -> None:
     cmd = f"{sys.executable} -m gpudiag --replay h100x8-healthy memory --watch --interval 0.1 | head -n 1"
     result = subprocess.run(
@@ -351,6 +352,7 @@ def test_broken_pipe_in_watch_exits_quietly() -> None:
     assert result.stdout == "replay:h100x8-healthy\n"
 
 
+@pytest.mark.slow
 def test_sigterm_ends_the_watch_like_ctrl_c() -> None:
     import signal
 
@@ -413,6 +415,7 @@ def test_bad_input_is_a_usage_error(cli: Cli, args: list[str], message: str) -> 
     assert code == ExitCode.USAGE and message in err and out == ""
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs a Linux pseudo-terminal")
 def test_on_a_real_terminal_it_follows_a_resize_and_ctrl_c_restores_the_terminal() -> None:
     import fcntl
@@ -498,6 +501,7 @@ def test_the_readme_section_shows_real_output(cli: Cli, tmp_path: Path) -> None:
         assert shown == expected.rstrip("\n"), command
 
 
+@pytest.mark.slow
 def test_piped_watch_prints_the_text_a_terminal_shows_one_block_per_sample() -> None:
     """`memory --watch | tee log` is text like `nvidia-smi -l`, every column; JSON Lines only with --json."""
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}

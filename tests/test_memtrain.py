@@ -37,7 +37,7 @@ from gpudiag.track.steps import StepLog
 from gpudiag.trend import duration_text, sustained_growth
 from gpudiag.units import parse_duration
 from tests import training_runs
-from tests.conftest import Cli
+from tests.conftest import Cli, skip_without_torch
 from tests.torch_standin import Device, StandInTorch, memory_stats_from_segments, segment
 
 MiB, GiB = 1024**2, 1024**3
@@ -492,6 +492,7 @@ def leak_log(cli: Cli, instant: None, tmp_path: Path) -> Path:
     return log
 
 
+@pytest.mark.slow
 def test_the_picture_of_a_run_is_one_offline_svg(cli: Cli, leak_log: Path) -> None:
     pytest.importorskip("matplotlib")
     code, _, err = cli("memory", "--plot", str(leak_log))
@@ -514,6 +515,7 @@ def test_the_picture_of_a_run_is_one_offline_svg(cli: Cli, leak_log: Path) -> No
     assert leak_log.with_name("again.svg").read_text() == text  # the same log draws the same file
 
 
+@pytest.mark.slow
 def test_the_picture_as_html_and_png_and_from_csv(cli: Cli, instant: None, leak_log: Path, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     html = tmp_path / "run.html"
@@ -580,9 +582,10 @@ def test_a_callback_without_its_framework_says_so(monkeypatch: pytest.MonkeyPatc
         track.lightning_callback()
 
 
+@pytest.mark.slow
 def test_a_cpu_training_loop_publishes_its_steps(tmp_path: Path) -> None:
     """The real CPU torch: step() counts and times steps; with no CUDA there is no allocator to read."""
-    pytest.importorskip("torch")
+    skip_without_torch()
     script = tmp_path / "train.py"
     script.write_text(
         "import json, os, time, torch\n"

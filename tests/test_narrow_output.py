@@ -20,8 +20,7 @@ from gpudiag.cli.terminal_env import COLUMNS_RANGE, LINES_RANGE, sanitize, termi
 from gpudiag.model import GpuState, Machine
 from gpudiag.probe.collect import collect
 from gpudiag.render.format import mib_text
-from gpudiag.replay.fixtures import example_names
-from tests.conftest import Cli
+from tests.conftest import Cli, every_example
 
 NARROW = (40, 50)
 
@@ -43,7 +42,7 @@ def _process_cells(machine: Machine) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("width", NARROW)
-@pytest.mark.parametrize("name", example_names())
+@pytest.mark.parametrize("name", every_example())
 def test_list_keeps_identity_columns_whole_at_the_narrowest_width(cli: Cli, name: str, width: int) -> None:
     machine = _working(name)
     _, out, _ = cli.replay(name, "list", width=width)
@@ -65,7 +64,7 @@ def test_list_keeps_identity_columns_whole_at_the_narrowest_width(cli: Cli, name
 
 
 @pytest.mark.parametrize("width", NARROW)
-@pytest.mark.parametrize("name", example_names())
+@pytest.mark.parametrize("name", every_example())
 def test_memory_keeps_identity_columns_whole_at_the_narrowest_width(cli: Cli, name: str, width: int) -> None:
     machine = _working(name)
     _, out, _ = cli.replay(name, "memory", width=width)
@@ -153,6 +152,7 @@ def test_hostile_sizes_neither_hang_nor_silence_gpudiag(env: dict[str, str], arg
     assert _sane(result.stdout + result.stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env", [{"COLUMNS": "99999999"}, {"TERMINAL_WIDTH": "abc"}, {"TERMINAL_WIDTH": "99999999"}])
 def test_hostile_sizes_in_a_real_process(env: dict[str, str]) -> None:
     """typer reads TERMINAL_WIDTH when its help module is first imported: only a fresh process shows it.

@@ -9,6 +9,7 @@ comparison says why (see the ``# why:`` comments); anything else is a bug in the
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import subprocess
@@ -21,8 +22,15 @@ import pytest
 from gpudiag.replay.fixtures import example_names
 from tests.conftest import Cli
 
-pytest.importorskip("gpustat")
-pytest.importorskip("nvitop")
+# Real gpustat and nvitop in children, one per tool, shared by every test here: all on one worker
+# (--dist loadgroup), and slow. Their presence is asked without importing them.
+pytestmark = [
+    pytest.mark.skipif(
+        any(importlib.util.find_spec(tool) is None for tool in ("gpustat", "nvitop")), reason="needs gpustat and nvitop"
+    ),
+    pytest.mark.slow,
+    pytest.mark.xdist_group("peers"),
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 MiB = 1 << 20

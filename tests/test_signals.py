@@ -94,6 +94,7 @@ WAITS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
 @pytest.mark.parametrize("command", sorted(WAITS))
 def test_a_signal_while_waiting_is_128_plus_n_never_0(command: str, signum: int) -> None:
@@ -122,6 +123,7 @@ def test_the_exporter_ends_with_128_plus_n(signum: int) -> None:
     assert code == CODES[signum] and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_a_signal_ignored_at_start_stays_ignored() -> None:
     """`nohup gpudiag memory --until-free …`: SIGHUP was the caller's to ignore; SIGTERM still ends it."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from gpudiag.model import Reason
 from gpudiag.probe.child import ChildOutcome, ChildResult
 from gpudiag.probe.torch_runtime import parse, probe
+from tests.conftest import skip_without_torch
 
 
 @pytest.mark.parametrize(
@@ -30,8 +32,9 @@ def test_failures_become_explained_readings(result: ChildResult, reason: Reason,
     assert words in reading.detail
 
 
+@pytest.mark.slow
 def test_the_real_cpu_torch() -> None:
-    pytest.importorskip("torch")
+    skip_without_torch()
     rt = probe(timeout=120).value
     assert rt is not None
     if rt.cuda is not None:
@@ -50,4 +53,4 @@ def test_interpreter_without_torch(tmp_path: Path) -> None:
     python.chmod(0o755)
     reading = probe(python=str(python), timeout=60)
     assert reading.reason is Reason.NOT_FOUND
-    assert reading.detail == f"torch is not installed for {sys.executable}"
+    assert reading.detail == f"torch is not installed for {os.path.abspath(sys.executable)}"  # as the child sees it

@@ -72,6 +72,7 @@ READ = (
 )
 
 
+@pytest.mark.slow
 def test_installed_torch_is_read_without_importing_it(tmp_path: Path) -> None:
     """A torch package whose import would fail, and whose metadata and version.py disagree as the
     CUDA wheels' do (metadata 2.11.0, version.py 2.11.0+cu130): version.py is read, torch is not run."""
@@ -88,6 +89,7 @@ def test_installed_torch_is_read_without_importing_it(tmp_path: Path) -> None:
     assert (version, cuda, location) == ("2.11.0+cu130", "13.0", str(site / "torch"))
 
 
+@pytest.mark.slow
 def test_the_torch_installed_here_is_read_too() -> None:
     if importlib.util.find_spec("torch") is None:
         pytest.skip("torch is not installed here")

@@ -18,6 +18,7 @@ import pytest
 
 from gpudiag import track
 from gpudiag.track import entries
+from tests.conftest import skip_without_torch
 
 
 @pytest.fixture
@@ -92,16 +93,17 @@ def test_start_writes_a_private_atomic_entry_and_stop_removes_it(runtime: Path) 
     track.stop()  # a second stop is harmless
 
 
-def test_entries_are_replaced_whole_while_being_read(runtime: Path) -> None:
+def test_entries_are_replaced_whole_while_being_read(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Readers racing the writer always parse a complete entry: os.replace is atomic."""
-    assert track.start(interval=0.2)
+    monkeypatch.setattr(track, "MIN_INTERVAL_S", 0.02)  # the tracker thread writes ~15 times while we read
+    assert track.start(interval=0.02)
     path = runtime / f"{os.getpid()}.json"
     try:
         wait_for(path)
-        stop = time.monotonic() + 1.0
+        stop = time.monotonic() + 0.3
         reads = 0
         while time.monotonic() < stop:
-            track.write_entry(path, track.snapshot(interval=0.2))  # a second writer, as fast as it goes
+            track.write_entry(path, track.snapshot(interval=0.02))  # a second writer, as fast as it goes
             data = json.loads(path.read_text())  # never half a file
             assert data["schema"] == entries.SCHEMA
             reads += 1
@@ -110,11 +112,12 @@ def test_entries_are_replaced_whole_while_being_read(runtime: Path) -> None:
         track.stop()
 
 
-def test_publishing_survives_its_directory_being_removed(runtime: Path) -> None:
+def test_publishing_survives_its_directory_being_removed(runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A /tmp cleaner, or the user's runtime directory removed at logout while training goes on."""
     import shutil
 
-    assert track.start(interval=1.0)
+    monkeypatch.setattr(track, "MIN_INTERVAL_S", 0.05)  # the next publication comes at once, not in a second
+    assert track.start(interval=0.05)
     path = runtime / f"{os.getpid()}.json"
     try:
         wait_for(path)
@@ -181,6 +184,7 @@ def test_a_failing_device_does_not_hide_the_others() -> None:
     assert devices[0]["reserved_bytes"] == 9 and devices[0]["ooms"] == 1
 
 
+@pytest.mark.slow
 def test_with_the_real_cpu_torch_it_publishes_no_devices_and_initialises_nothing() -> None:
     torch = pytest.importorskip("torch")
     data = track.snapshot(torch)
@@ -188,15 +192,17 @@ def test_with_the_real_cpu_torch_it_publishes_no_devices_and_initialises_nothing
     assert not torch.cuda.is_initialized()
 
 
+@pytest.mark.slow
 def test_snapshot_never_imports_torch() -> None:
     code = "import sys, gpudiag.track as t; t.snapshot(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
     assert out.strip() == "False"
 
 
+@pytest.mark.slow
 def test_a_cpu_training_loop_runs_unchanged_with_the_tracker_on(tmp_path: Path) -> None:
     """The real CPU torch: the tracker thread runs beside a training loop that never notices."""
-    pytest.importorskip("torch")
+    skip_without_torch()
     script = tmp_path / "train.py"
     script.write_text(
         "import json, os, sys, torch\n"
@@ -308,10 +314,18 @@ def test_recorded_entries_are_read_without_asking_the_host(runtime: Path) -> Non
 def _launch(args: list[str], directory: Path, **kw: Any) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, entries.DIR_ENV: str(directory)}
     return subprocess.run(
-        [sys.executable, "-m", "gpudiag.track", *args], env=env, capture_output=True, text=True, timeout=60, **kw
+        # Absolute: the child may run elsewhere (cwd), and sys.executable is relative when python was
+        # found through a relative PATH entry.
+        [os.path.abspath(sys.executable), "-m", "gpudiag.track", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        **kw,
     )
 
 
+@pytest.mark.slow
 def test_launcher_runs_a_script_with_its_arguments(tmp_path: Path) -> None:
     directory = tmp_path / "track"
     script = tmp_path / "train.py"
@@ -332,6 +346,7 @@ def test_launcher_runs_a_script_with_its_arguments(tmp_path: Path) -> None:
     assert not list(directory.glob("*.json"))  # cleaned up at exit
 
 
+@pytest.mark.slow
 def test_launcher_runs_a_module(tmp_path: Path) -> None:
     (tmp_path / "trainmod.py").write_text("import sys\nprint(__name__, sys.argv[1:])\n")
     result = _launch(["-m", "trainmod", "--lr", "0.1"], tmp_path / "track", cwd=str(tmp_path))
@@ -339,6 +354,7 @@ def test_launcher_runs_a_module(tmp_path: Path) -> None:
     assert result.stdout.strip() == "__main__ ['--lr', '0.1']"
 
 
+@pytest.mark.slow
 def test_launcher_keeps_the_programs_traceback_its_own(tmp_path: Path) -> None:
     script = tmp_path / "boom.py"
     script.write_text("raise ValueError('bad batch')\n")
@@ -347,6 +363,7 @@ def test_launcher_keeps_the_programs_traceback_its_own(tmp_path: Path) -> None:
     assert not list((tmp_path / "track").glob("*.json"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [

@@ -358,6 +358,7 @@ def hostile_process() -> Iterator[subprocess.Popen[bytes]]:
         process.wait()
 
 
+@pytest.mark.slow
 def test_the_host_layer_reads_the_command_line_as_it_is(hostile_process: subprocess.Popen[bytes]) -> None:
     from gpudiag.probe.host import PsutilHost
 
@@ -366,6 +367,7 @@ def test_the_host_layer_reads_the_command_line_as_it_is(hostile_process: subproc
     assert command is not None and all(arg in command for arg in HOSTILE_ARGV)
 
 
+@pytest.mark.slow
 def test_a_live_process_with_a_hostile_command_line_prints_escaped(
     cli: Cli, hostile_process: subprocess.Popen[bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,7 +4,6 @@ nvidia-smi, on every example machine, their replays playing the recorded series,
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -18,13 +17,13 @@ from gpudiag.model import FactGroup, Reading, Reason
 from gpudiag.probe.collect import open_source
 from gpudiag.probe.monitor import PROCESS_LOAD, RowReader
 from gpudiag.replay import fixtures, series
-from gpudiag.replay.fixtures import FixtureError, example_names
-from tests.conftest import Cli
+from gpudiag.replay.fixtures import FixtureError
+from tests import golden
+from tests.conftest import Cli, every_example
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURE = ROOT / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
-GOLDEN = Path(__file__).parent / "golden" / "views"
-UPDATE = bool(os.environ.get("GPUDIAG_UPDATE_GOLDEN"))
+GOLDEN = golden.GOLDEN / "views"
 ESCAPES = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -123,13 +122,8 @@ GOLDENS = [
 @pytest.mark.parametrize(("name", "args"), GOLDENS, ids=[f"{n} {' '.join(a)}" for n, a in GOLDENS])
 def test_views_render_like_their_golden_files(cli: Cli, name: str, args: list[str]) -> None:
     code, out, err = cli.replay(name, *args, width=120)
-    golden = GOLDEN / name / f"{'-'.join(a.lstrip('-') for a in args)}.txt"
-    rendered = f"exit={code}\n--- stdout\n{out}--- stderr\n{err}"
-    if UPDATE:
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(rendered)
-    assert golden.exists(), f"no golden output for {name} {args}: run with GPUDIAG_UPDATE_GOLDEN=1 and review it"
-    assert rendered == golden.read_text()
+    path = GOLDEN / name / f"{'-'.join(a.lstrip('-') for a in args)}.txt"
+    golden.assert_matches_golden(path, golden.command_output(code, out, err))
 
 
 # --- every view on every example: nvidia-smi's errors where NVML cannot serve -----------------------
@@ -194,7 +188,7 @@ def test_mig_says_when_there_is_nothing_to_list(cli: Cli) -> None:
 
 
 @pytest.mark.parametrize("args", VIEWS, ids=" ".join)
-@pytest.mark.parametrize("name", [n for n in example_names() if n not in NVIDIA_SMI_ERRORS])
+@pytest.mark.parametrize("name", [p for p in every_example() if p.values[0] not in NVIDIA_SMI_ERRORS])
 def test_every_view_works_on_every_example(cli: Cli, name: str, args: list[str]) -> None:
     code, out, err = cli.replay(name, *args, width=100)
     allowed = {ExitCode.OK, ExitCode.GPU_LOST} | ({ExitCode.NOT_FOUND} if args[0] == "mig" else set())

@@ -37,6 +37,7 @@ from gpudiag.visibility import (
     resolve,
     select_targets,
 )
+from tests.conftest import skip_without_torch
 
 H100 = load("h100x8-healthy")[0]
 MIG = load("a100-mig")[0]
@@ -413,9 +414,10 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_pytorch_view_matches_the_installed_torch() -> None:
     """Our model of PyTorch's reading against torch's own code, on tricky and random values."""
-    pytest.importorskip("torch")
+    skip_without_torch()
     rng = random.Random(4)
     alphabet = ["0", "1", "2", "3", "7", "9", "-", "+", " ", ",", "x", "\u0663", "\u00b2", "GPU-8e1f", "MIG-", "\t"]
     cases: list[str | None] = [None, "", "+", "-", "-0", "0,+", "\u00b2", " GPU-8e1f", f"{UUID3},0", "1,99,1"]
@@ -549,6 +551,7 @@ json_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     st.dictionaries(st.sampled_from(["driver", "torch", "env", "x"]), json_values, max_size=4),
@@ -570,6 +573,7 @@ tokens = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.one_of(st.none(), st.text(), st.lists(tokens, max_size=6).map(",".join)),
@@ -611,6 +615,7 @@ def _libc_strtoul() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
 LIBC_STRTOUL = _libc_strtoul()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(LIBC_STRTOUL is None, reason="no C library to compare with")
 @settings(max_examples=1000, deadline=None)
 @given(

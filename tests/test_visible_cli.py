@@ -20,7 +20,7 @@ from gpudiag.exitcodes import ExitCode
 from gpudiag.model import Machine
 from gpudiag.probe.child import ChildOutcome, ChildResult
 from gpudiag.replay.fixtures import load
-from tests.conftest import Cli
+from tests.conftest import Cli, skip_without_torch
 
 ROOT = Path(__file__).resolve().parent.parent
 BOX = "tests/machines/a100x2-mig-beside-full-gpu.json"
@@ -161,6 +161,7 @@ def test_narrow_console_never_cuts_a_uuid(cli: Cli) -> None:
         assert max(len(line) for line in lines) <= width
 
 
+@pytest.mark.slow
 def test_the_command_never_imports_torch() -> None:
     code = (
         "import sys\n"
@@ -174,6 +175,7 @@ def test_the_command_never_imports_torch() -> None:
     assert json.loads(run.stdout)["schema"] == "gpudiag.visible/1"
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=30))
 def test_any_value_on_the_command_line_gives_output_not_a_traceback(cli: Cli, value: str) -> None:
@@ -208,8 +210,9 @@ def cpu_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return "2.13.0+cpu"
 
 
+@pytest.mark.slow
 def test_probe_on_this_machine_says_plainly_why_cuda_cannot_be_asked(cli: Cli) -> None:
-    pytest.importorskip("torch")
+    skip_without_torch()
     code, out, err = cli("visible", "--probe")
     if code in (ExitCode.OK, ExitCode.FAILED):
         pytest.skip("this machine has a working NVIDIA driver")
@@ -223,6 +226,7 @@ def test_probe_on_this_machine_says_plainly_why_cuda_cannot_be_asked(cli: Cli) -
     assert "CPU-only build: it cannot see CUDA devices" in out or "is not installed" in out
 
 
+@pytest.mark.slow
 def test_probe_with_a_cpu_only_torch_and_no_driver(
     cli: Cli, monkeypatch: pytest.MonkeyPatch, cpu_torch: str, tmp_path: Path
 ) -> None:
@@ -360,6 +364,7 @@ def fake_libcuda(tmp_path_factory: pytest.TempPathFactory) -> Callable[[list[int
     return build
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("value", "order", "runtime", "code", "status"),
     [
@@ -391,6 +396,7 @@ def test_probe_child_through_the_driver_api(
     assert all(d["memory_total_bytes"] == 85520809984 for d in driver["devices"])
 
 
+@pytest.mark.slow
 def test_probe_child_reports_a_failing_cuinit(
     cli: Cli, monkeypatch: pytest.MonkeyPatch, fake_libcuda: Callable[[list[int]], str], cpu_torch: str
 ) -> None:
@@ -403,6 +409,7 @@ def test_probe_child_reports_a_failing_cuinit(
     assert "CUDA driver API (cuInit in a child process) sees 0 device(s) (cuInit: CUDA_ERROR_UNKNOWN (999))" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("rc", "value", "code", "status"),
     [

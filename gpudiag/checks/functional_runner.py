@@ -103,7 +103,8 @@ class Collector:
         out = [self._result(r) for r in self._finished]
         if result.outcome in (ChildOutcome.TIMEOUT, ChildOutcome.CRASHED):
             # A GPU that hangs or crashes the process under a plain matmul is a finding, not a tool failure.
-            what = f"the test process {result.detail}"
+            stalled = "stalled: " if result.outcome is ChildOutcome.TIMEOUT else ""  # "no answer within 8 s …"
+            what = f"the test process {stalled}{result.detail}"
             if self._in_flight:
                 for torch_index, uuid in sorted(self._in_flight.items()):
                     others = [self._label(i, u) for i, u in sorted(self._in_flight.items()) if i != torch_index]

@@ -497,14 +497,20 @@ def _plain(start_response: Callable[..., Any], ok: bool, text: str) -> list[byte
 
 
 class Server:
-    """The exporter's HTTP server on its own thread."""
+    """The exporter's HTTP server on its own thread.
 
-    def __init__(self, exporter: Exporter, bind: str, port: int) -> None:
+    ``poll_interval``: how often the serving thread looks for :meth:`shutdown` (socketserver's
+    default), so the longest a shutdown waits.
+    """
+
+    def __init__(self, exporter: Exporter, bind: str, port: int, poll_interval: float = 0.5) -> None:
         family = socket.AF_INET6 if ":" in bind else socket.AF_INET
         server_class = type("Server", (_ThreadingServer,), {"address_family": family})
         self._httpd = server_class((bind, port), _QuietHandler)
         self._httpd.set_app(wsgi_app(exporter))
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="gpudiag-exporter", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(poll_interval,), name="gpudiag-exporter", daemon=True
+        )
         self._thread.start()
 
     @property

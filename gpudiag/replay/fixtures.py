@@ -7,6 +7,7 @@ a lost/failed GPU written as just ``{"index", "state", "state_detail"}``.
 
 from __future__ import annotations
 
+import functools
 import math
 import stat
 from pathlib import Path
@@ -99,6 +100,17 @@ def _require_regular_file(path: Path, spec: str) -> None:
 def load(spec: str) -> tuple[Machine, str]:
     """Load a machine from an example name or a file; also return its description."""
     path = resolve(spec)
+    return _load_example(path) if path.parent == EXAMPLES_DIR else _load_file(path)
+
+
+@functools.cache
+def _load_example(path: Path) -> tuple[Machine, str]:
+    """A shipped example is read and validated once per process (a replayed watch or exporter reads
+    it at every sample): it is package data, and the machine it gives is immutable."""
+    return _load_file(path)
+
+
+def _load_file(path: Path) -> tuple[Machine, str]:
     try:
         raw = path.read_bytes()
     except OSError as exc:

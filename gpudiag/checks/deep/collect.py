@@ -166,7 +166,11 @@ def run_child(
 def describe(result: ChildResult, how: str) -> str:
     """One line for how a child ended badly (a crash, a hang), for the GPUs it was testing."""
     if result.outcome is ChildOutcome.TIMEOUT:
-        return f"the test process was ended: {result.detail}" if how == BUDGET else f"the test process {result.detail}"
+        return (
+            f"the test process was ended: {result.detail}"
+            if how == BUDGET
+            else f"the test process stalled: {result.detail}"
+        )
     if result.outcome is ChildOutcome.CRASHED:
         return f"the test process {result.detail}"
     return f"the test process failed: {result.detail}"
