@@ -261,3 +261,22 @@ def test_list_json_does_not_wait_for_gpm_and_its_details_do(cli: Cli) -> None:
     assert detailed["gpus"][0]["profiling"]["tensor_active_percent"] == 47.5
     snapshot = json.loads(cli("--replay", BUSY, "snapshot")[1])
     assert snapshot["gpus"][0]["profiling"]["window_s"] == gpm.ONE_SHOT_WINDOW_S
+
+
+@pytest.mark.parametrize(
+    ("options", "reads_gpm"),
+    [
+        ({"json_output": True}, False),
+        ({"json_output": True, "details": True}, True),
+        ({"details": True}, False),  # -q does not show GPM
+        ({"details": True, "xml": True}, False),  # nor does -q -x
+        ({"details": True, "display": "MEMORY"}, False),
+    ],
+)
+def test_only_list_json_details_reads_gpm(options: dict[str, Any], reads_gpm: bool) -> None:
+    """GPM's one-shot read waits a window: list reads it only where it shows it (`--json --details`)."""
+    from gpudiag.cli.list_modes import Request, view_for
+
+    view = view_for(Request(**options))
+    assert (FactGroup.PROFILING in view.facts) is reads_gpm
+    assert FactGroup.DETAILS in view.facts or not options.get("details")  # the rest of -q is still read

@@ -758,7 +758,8 @@ class FakeNvml(ModuleType):
         if not _value(self._full_gpu(handle).inforom_valid):
             _raise(pynvml.NVML_ERROR_CORRUPTED_INFOROM)
 
-    def nvmlDeviceGetFieldValues(self, handle: FakeHandle, field_ids: list[int]) -> Any:
+    def nvmlDeviceGetFieldValues(self, handle: FakeHandle, field_ids: list[Any]) -> Any:
+        """Each field asked as nvidia-ml-py takes it: an id, or an (id, scope) pair."""
         self._enter("nvmlDeviceGetFieldValues")
         values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
         code = self._fill_field_values(handle, field_ids, values)
