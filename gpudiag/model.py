@@ -184,6 +184,15 @@ class FactGroup(str, enum.Enum):
     CLOCKS = "clocks"  # clock_sm_mhz, clock_memory_mhz, clock_graphics_mhz
     ENERGY = "energy"  # energy_mj
     PCIE_REPLAYS = "pcie_replays"  # pcie_replays
+    # dcgm-exporter's default fields that NVML answers (the exporter's; snapshots record them too).
+    MEMORY_TEMPERATURE = "memory_temperature"  # memory_temperature_c (a field value)
+    CODECS = "codecs"  # encoder_percent, decoder_percent
+    VIOLATIONS = "violations"  # violations: time each policy held the clocks down (field values)
+    NVLINK_TRAFFIC = "nvlink_traffic"  # nvlink_data_rx_kib, nvlink_data_tx_kib (field values)
+    PCIE_TRAFFIC = "pcie_traffic"  # pcie_data_tx_bytes, pcie_data_rx_bytes (field values)
+    VGPU = "vgpu"  # vgpu_license_status
+    # NVML GPM (Hopper and newer): two samples a window apart; a long-running reader keeps the last one.
+    PROFILING = "profiling"  # profiling
     # What `nvidia-smi -q` adds (details: clocks, power detail, identity, NVLink, topology, per-process
     # load, ...): ~130 NVML calls per GPU (more with NVLink), read only by the commands that show them.
     DETAILS = "details"
@@ -239,6 +248,38 @@ class RemappedRows(msgspec.Struct, frozen=True):
     uncorrectable: int
     pending: bool
     failure: bool
+
+
+class Violations(msgspec.Struct, frozen=True):
+    """Time (ns) each performance policy has held the clocks down since the driver loaded (NVML's
+    perf-policy counters, which DCGM exports as its ``*_VIOLATION`` fields)."""
+
+    power_ns: Reading[int] = msgspec.field(default_factory=not_recorded)
+    thermal_ns: Reading[int] = msgspec.field(default_factory=not_recorded)
+    sync_boost_ns: Reading[int] = msgspec.field(default_factory=not_recorded)
+    board_limit_ns: Reading[int] = msgspec.field(default_factory=not_recorded)
+    low_utilization_ns: Reading[int] = msgspec.field(default_factory=not_recorded)
+    reliability_ns: Reading[int] = msgspec.field(default_factory=not_recorded)
+
+
+class Profiling(msgspec.Struct, frozen=True):
+    """What the GPU's units did over one window, from NVML's GPU performance monitoring (GPM,
+    Hopper and newer): each activity in percent of the window (GPM's unit), traffic in bytes per
+    second. Each metric may be missing on its own (NVLink on a GPU without links)."""
+
+    window_s: float  # between the two samples the figures come from
+    graphics_active_percent: Reading[float]  # any graphics or compute engine busy
+    sm_active_percent: Reading[float]  # SMs with at least one warp
+    sm_occupancy_percent: Reading[float]  # warps resident against the SMs' maximum
+    tensor_active_percent: Reading[float]  # any tensor pipe busy
+    fp64_active_percent: Reading[float]
+    fp32_active_percent: Reading[float]
+    fp16_active_percent: Reading[float]
+    dram_active_percent: Reading[float]  # device memory bandwidth used against its peak
+    pcie_tx_bytes_per_s: Reading[float]
+    pcie_rx_bytes_per_s: Reading[float]
+    nvlink_tx_bytes_per_s: Reading[float]
+    nvlink_rx_bytes_per_s: Reading[float]
 
 
 class HostProcess(msgspec.Struct, frozen=True):
@@ -371,6 +412,17 @@ class Gpu(msgspec.Struct, frozen=True):
     clock_graphics_mhz: Reading[int] = msgspec.field(default_factory=not_recorded)
     energy_mj: Reading[int] = msgspec.field(default_factory=not_recorded)  # since the driver loaded
     pcie_replays: Reading[int] = msgspec.field(default_factory=not_recorded)  # link-level retries
+    # dcgm-exporter's default fields that NVML answers, read for the exporter.
+    memory_temperature_c: Reading[int] = msgspec.field(default_factory=not_recorded)  # HBM
+    encoder_percent: Reading[int] = msgspec.field(default_factory=not_recorded)
+    decoder_percent: Reading[int] = msgspec.field(default_factory=not_recorded)
+    violations: Violations = msgspec.field(default_factory=Violations)
+    nvlink_data_rx_kib: Reading[int] = msgspec.field(default_factory=not_recorded)  # all links, since load
+    nvlink_data_tx_kib: Reading[int] = msgspec.field(default_factory=not_recorded)
+    pcie_data_tx_bytes: Reading[int] = msgspec.field(default_factory=not_recorded)  # may wrap (NVML says)
+    pcie_data_rx_bytes: Reading[int] = msgspec.field(default_factory=not_recorded)
+    vgpu_license_status: Reading[int] = msgspec.field(default_factory=not_recorded)  # 1 licensed, 0 not (or n/a)
+    profiling: Reading[Profiling] = msgspec.field(default_factory=not_recorded)  # NVML GPM over one window
     # MIG's layout (`gpudiag mig`): the GPU instance profiles and the instances created.
     mig_profiles: Reading[tuple[MigProfile, ...]] = msgspec.field(default_factory=not_recorded)
     mig_instances: Reading[tuple[MigGpuInstance, ...]] = msgspec.field(default_factory=not_recorded)

@@ -155,11 +155,45 @@ FI_POWER_SMOOTHING_ENABLED = 251
 # A power field's scopeId (nvmlPowerScopeType_t); 0 is the GPU's own.
 POWER_SCOPE_MODULE = 1
 POWER_SCOPE_MEMORY = 2
-# Each NVLink's throughput counters (KiB since the driver loaded), read with the link as the scope.
+# NVML_FI_DEV_PERF_POLICY_*: time (ns) each policy held the clocks down, by Violations' field names. 74 and
+# 76 are also the SwPowerCap and SyncBoost clock-event counters (nvidia-ml-py names them both ways).
+FI_PERF_POLICIES = (
+    ("power", 74),
+    ("thermal", 75),
+    ("sync_boost", 76),
+    ("board_limit", 77),
+    ("low_utilization", 78),
+    ("reliability", 79),
+)
+# Each NVLink's throughput counters (KiB since the driver loaded), read with the link as the scope, or
+# with ALL_LINKS for their sum.
 FI_NVLINK_THROUGHPUT_DATA_TX = 138
 FI_NVLINK_THROUGHPUT_DATA_RX = 139
 FI_NVLINK_THROUGHPUT_RAW_TX = 140
 FI_NVLINK_THROUGHPUT_RAW_RX = 141
+FI_PCIE_COUNT_TX_BYTES = 197  # bytes the GPU sent over PCIe (NVML: "value can be wrapped")
+FI_PCIE_COUNT_RX_BYTES = 198
+ALL_LINKS = 0xFFFFFFFF  # a field's scopeId (UINT_MAX) that sums every NVLink of the GPU
+
+# NVML GPM metrics (NVML_GPM_METRIC_*, nvmlGpmMetricsGet) by the model.Profiling field each fills, with
+# the factor from GPM's unit to the model's: percent stays percent, MiB/s becomes bytes/s (as DCGM
+# converts them). DCGM's DCGM_FI_PROF_* fields read the same metrics on Hopper and newer
+# (dcgm_fields.cpp, DcgmFieldIdToNvmlGpmMetricId).
+MIB = 1024 * 1024
+GPM_METRICS: tuple[tuple[str, int, int], ...] = (
+    ("graphics_active_percent", 1, 1),  # NVML_GPM_METRIC_GRAPHICS_UTIL
+    ("sm_active_percent", 2, 1),  # SM_UTIL
+    ("sm_occupancy_percent", 3, 1),  # SM_OCCUPANCY
+    ("tensor_active_percent", 5, 1),  # ANY_TENSOR_UTIL
+    ("fp64_active_percent", 11, 1),  # FP64_UTIL (non-tensor)
+    ("fp32_active_percent", 12, 1),  # FP32_UTIL
+    ("fp16_active_percent", 13, 1),  # FP16_UTIL
+    ("dram_active_percent", 10, 1),  # DRAM_BW_UTIL
+    ("pcie_tx_bytes_per_s", 20, MIB),  # PCIE_TX_PER_SEC
+    ("pcie_rx_bytes_per_s", 21, MIB),  # PCIE_RX_PER_SEC
+    ("nvlink_tx_bytes_per_s", 61, MIB),  # NVLINK_TOTAL_TX_PER_SEC
+    ("nvlink_rx_bytes_per_s", 60, MIB),  # NVLINK_TOTAL_RX_PER_SEC
+)
 
 
 # --- the declaration of a reading ---------------------------------------------------------
@@ -194,6 +228,33 @@ UTILIZATION = Codec(
     lambda u: Utilization(gpu_percent=int(u.gpu), memory_percent=int(u.memory)),
     lambda u: {"gpu": u.gpu_percent, "memory": u.memory_percent},
 )
+GRID_LICENSE_FEATURE_VGPU = 1  # NVML_GRID_LICENSE_FEATURE_CODE_VGPU
+
+
+def _vgpu_license_status(features: Any) -> int:
+    """DCGM's DCGM_FI_DEV_VGPU_LICENSE_STATUS from nvmlDeviceGetGridLicensableFeatures: 1 when the vGPU
+    feature is licensed, 0 when it is not or the GPU has no vGPU licensing (bare metal)."""
+    if not features.isGridLicenseSupported:
+        return 0
+    for feature in list(features.gridLicensableFeatures)[: int(features.licensableFeaturesCount)]:
+        if int(feature.featureCode) == GRID_LICENSE_FEATURE_VGPU:
+            return int(int(feature.featureState) > 0)
+    return 0
+
+
+def _grid_features(status: int) -> dict[str, Any]:
+    """NVML's answer for a status: its array of NVML_GRID_LICENSE_FEATURE_MAX_COUNT features, zeroed
+    where unused (as the H100 capture shows it)."""
+    from types import SimpleNamespace
+
+    features = [SimpleNamespace(featureCode=0, featureState=0) for _ in range(3)]
+    if not status:
+        return {"isGridLicenseSupported": 0, "licensableFeaturesCount": 0, "gridLicensableFeatures": features}
+    features[0] = SimpleNamespace(featureCode=GRID_LICENSE_FEATURE_VGPU, featureState=1)
+    return {"isGridLicenseSupported": 1, "licensableFeaturesCount": 1, "gridLicensableFeatures": features}
+
+
+VGPU_LICENSE = Codec(_vgpu_license_status, _grid_features)
 REMAPPED_ROWS = Codec(
     lambda r: RemappedRows(correctable=int(r[0]), uncorrectable=int(r[1]), pending=bool(r[2]), failure=bool(r[3])),
     lambda r: (r.correctable, r.uncorrectable, int(r.pending), int(r.failure)),
@@ -213,7 +274,9 @@ class Spec(msgspec.Struct, frozen=True, kw_only=True):
     call: str = ""  # the NVML function; with ``field``: nvmlDeviceGetFieldValues
     args: tuple[str | int, ...] = ()  # after the device handle: NVML constants by name (looked up on the module)
     field: int = 0  # an NVML field id, read in one nvmlDeviceGetFieldValues call with the group's others
-    scope: int = 0  # the field's scopeId (power: NVML_POWER_SCOPE_GPU 0, MODULE 1, MEMORY 2)
+    # with ``field``: its scopeId, where the field takes one (a link, ALL_LINKS for their sum; power:
+    # NVML_POWER_SCOPE_GPU 0, MODULE 1, MEMORY 2)
+    scope: int = 0
     value_type: int = 1  # the field's nvmlValueType_t: 1 unsigned int, 3 unsigned long long, 5 signed int
     # A struct the call fills by reference (nvidia-ml-py's class name, made with its version set):
     # the call is made as ``call(handle, *args, byref(struct))`` and ``pick`` reads the struct.
@@ -554,6 +617,70 @@ GPU_READINGS: tuple[Spec, ...] = (
         group=_G.PCIE_REPLAYS,
         whole_gpu=False,
         metric="gpudiag_gpu_pcie_replays_total",
+    ),
+    # dcgm-exporter's default fields that NVML answers (issue 25), read for the exporter; `-q` shows the
+    # details' own readings of the same calls (memory temperature, codec utilization).
+    Spec(
+        key="memory_temperature_c",
+        field=FI_MEMORY_TEMP,
+        group=_G.MEMORY_TEMPERATURE,
+        unit="C",
+        metric="gpudiag_gpu_memory_temperature_celsius",
+    ),
+    *(
+        Spec(
+            key=f"{name}_percent",
+            call=f"nvmlDeviceGet{name.title()}Utilization",
+            pick=0,  # (percent, sampling period in µs)
+            group=_G.CODECS,
+            unit="%",
+            metric=f"gpudiag_gpu_{name}_utilization_ratio",
+        )
+        for name in ("encoder", "decoder")
+    ),
+    *(
+        Spec(
+            key=f"violations.{policy}_ns",
+            field=field,
+            value_type=3,
+            group=_G.VIOLATIONS,
+            metric=f'gpudiag_gpu_clocks_held_seconds_total{{policy="{policy}"}}',
+        )
+        for policy, field in FI_PERF_POLICIES
+    ),
+    *(
+        Spec(
+            key=f"nvlink_data_{direction}_kib",
+            field=field,
+            scope=ALL_LINKS,
+            value_type=3,
+            group=_G.NVLINK_TRAFFIC,
+            metric=f'gpudiag_gpu_nvlink_data_bytes_total{{direction="{direction}"}}',
+        )
+        for direction, field in (("rx", FI_NVLINK_THROUGHPUT_DATA_RX), ("tx", FI_NVLINK_THROUGHPUT_DATA_TX))
+    ),
+    *(
+        Spec(
+            key=f"pcie_data_{direction}_bytes",
+            field=field,
+            value_type=3,
+            group=_G.PCIE_TRAFFIC,
+            metric=f'gpudiag_gpu_pcie_data_bytes_total{{direction="{direction}"}}',
+        )
+        for direction, field in (("tx", FI_PCIE_COUNT_TX_BYTES), ("rx", FI_PCIE_COUNT_RX_BYTES))
+    ),
+    Spec(
+        key="vgpu_license_status",
+        call="nvmlDeviceGetGridLicensableFeatures",
+        codec=VGPU_LICENSE,
+        group=_G.VGPU,
+    ),
+    Spec(
+        key="profiling",  # NVML GPM: support asked once, two samples a window apart, their metrics (GPM_METRICS)
+        call="nvmlGpmMetricsGet",
+        custom=True,
+        group=_G.PROFILING,
+        metric='gpudiag_gpu_pipe_active_ratio{pipe="tensor"}',
     ),
     # MIG's layout, for `gpudiag mig` (nvidia-smi mig -lgip/-lgi/-lci): read by hand (probe/mig.py), and
     # only on a GPU whose MIG mode is on (a GPU without MIG costs no call).

@@ -20,7 +20,7 @@ import pytest
 
 from gpudiag.exitcodes import ExitCode
 from gpudiag.export.attribution import Owner
-from gpudiag.export.exporter import REOPEN_EVERY_S, Exporter, Server
+from gpudiag.export.exporter import GROUPS, REOPEN_EVERY_S, Exporter, Server
 from gpudiag.model import GpuState, Machine, Reading, Reason
 from gpudiag.probe.collect import MachineSource, open_source
 from gpudiag.replay.fixtures import load
@@ -40,13 +40,24 @@ DCGM_DEFAULT_COUNTERS = {
     "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
     "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES",
 }  # fmt: skip
+# The fields the same CSV lists commented out (a user may turn them on), and DCGM fields it does not
+# list that gpudiag exports beside them: the clock event reasons (dcgm_fields.h) and the NVLink traffic
+# of DCGM's profiling fields, which GPM gives with the PCIe traffic.
+DCGM_CSV_OPTIONAL = {
+    *(f"DCGM_FI_DEV_{p}_VIOLATION"
+      for p in ("POWER", "THERMAL", "SYNC_BOOST", "BOARD_LIMIT", "LOW_UTIL", "RELIABILITY")),
+    *(f"DCGM_FI_DEV_ECC_{e}_TOTAL" for e in ("SBE_VOL", "DBE_VOL", "SBE_AGG", "DBE_AGG")),
+    "DCGM_FI_DEV_RETIRED_SBE", "DCGM_FI_DEV_RETIRED_DBE", "DCGM_FI_DEV_RETIRED_PENDING",
+    "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY", "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
+    "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
+    "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",  # commented out in older CSVs
+}  # fmt: skip
+DCGM_OTHER_FIELDS = {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_NVLINK_RX_BYTES"}
 # The metrics NVIDIA's Grafana dashboard for dcgm-exporter (grafana/dcgm-exporter-dashboard.json)
 # queries, each filtered by {instance=~"$instance", gpu=~"$gpu"}; its variables come from
-# label_values(DCGM_FI_DEV_GPU_TEMP, ...).
+# label_values(DCGM_FI_DEV_GPU_TEMP, ...). The tensor panel's field comes from GPM on Hopper and newer.
 DASHBOARD = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_GPU_UTIL",
-             "DCGM_FI_DEV_FB_USED")  # fmt: skip
-# Needs DCGM's profiling module, which NVML does not have: absent, never faked.
-DASHBOARD_NEEDS_DCGM = ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",)
+             "DCGM_FI_DEV_FB_USED", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE")  # fmt: skip
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -146,7 +157,12 @@ def test_check_changes_are_said_once_in_the_log() -> None:
         scrape(exporter)
         first = list(said)
         scrape(exporter)
-    assert first and all(line.startswith("gpudiag: check ") for line in first)
+    # An A100 has no GPM: said once, then the checks' findings.
+    assert first[0] == (
+        "gpudiag: GPU 0 (NVIDIA A100-SXM4-80GB): no profiling metrics (DCGM_FI_PROF_*): "
+        "NVML's GPU performance monitoring (GPM) needs a Hopper or newer data-centre GPU"
+    )
+    assert first[1:] and all(line.startswith("gpudiag: check ") for line in first[1:])
     assert any("health.ecc GPU 0: FAIL: " in line and "uncorrected ECC" in line for line in first)
     assert said == first  # nothing changed: nothing more said
 
@@ -259,11 +275,13 @@ def test_a_vanished_pid_is_a_process_without_details(source: MachineSource) -> N
 
 def test_dcgm_family_names_units_and_labels(source: MachineSource) -> None:
     machine = source.read()
-    samples = scrape(Exporter(source, compat="dcgm", hostname="node-a"))
+    exporter = Exporter(source, compat="dcgm", hostname="node-a")
+    scrape(exporter)  # GPM's figures and the NVLink bandwidth are measured since an earlier scrape
+    samples = scrape(exporter)
     names = {n for n, _ in samples} - {"gpudiag_nvml_up", "gpudiag_gpu_lost"}
-    assert names <= DCGM_DEFAULT_COUNTERS
+    assert names <= DCGM_DEFAULT_COUNTERS | DCGM_CSV_OPTIONAL | DCGM_OTHER_FIELDS
+    assert names >= DCGM_DEFAULT_COUNTERS  # every default field, on this H100 node
     assert set(DASHBOARD) <= names
-    assert not names & set(DASHBOARD_NEEDS_DCGM)
     (labels,) = [ls for ls in labels_of(samples, "DCGM_FI_DEV_FB_USED") if ls["gpu"] == "0"]
     gpu = machine.gpus[0]
     assert labels == {
@@ -283,14 +301,168 @@ def test_dcgm_family_names_units_and_labels(source: MachineSource) -> None:
     assert pick(samples, "DCGM_FI_DEV_SM_CLOCK", gpu="0") == [1980]  # MHz
     assert pick(samples, "DCGM_FI_DEV_GPU_UTIL", gpu="0") == [90]  # percent
     assert pick(samples, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", gpu="0") == [48211930512]  # mJ
+    assert pick(samples, "DCGM_FI_DEV_MEMORY_TEMP", gpu="0") == [46]  # C
+    assert pick(samples, "DCGM_FI_DEV_ENC_UTIL", gpu="0") == [0]  # percent
+    assert pick(samples, "DCGM_FI_DEV_POWER_VIOLATION", gpu="1") == [1.25e9]  # ns
+    assert pick(samples, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", gpu="0") == [pytest.approx(0.475)]  # a ratio, not %
+    assert pick(samples, "DCGM_FI_PROF_SM_ACTIVE", gpu="0") == [pytest.approx(0.88)]
+    assert pick(samples, "DCGM_FI_PROF_PCIE_TX_BYTES", gpu="0") == [1150 * MiB]  # bytes per second
+    assert pick(samples, "DCGM_FI_PROF_NVLINK_RX_BYTES", gpu="0") == [45500 * MiB]
+    assert pick(samples, "DCGM_FI_DEV_XID_ERRORS", gpu="0", err_code="0", err_msg="No Error") == [0]  # none yet
+    assert pick(samples, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", gpu="0") == [0]  # bare metal
+    # Every DCGM-named series carries dcgm-exporter's identity labels (XID_ERRORS also its error's).
+    for (name, ls), _ in samples.items():
+        if name.startswith("DCGM_FI_"):
+            extra = {"err_code", "err_msg"} if name == "DCGM_FI_DEV_XID_ERRORS" else set()
+            assert {k for k, _ in ls} == set(labels) | extra, name
+
+
+def test_dcgm_xid_errors_from_nvml_events_with_dcgm_exporters_labels(source: MachineSource) -> None:
+    said: list[str] = []
+    exporter = Exporter(source, compat="dcgm", hostname="node-a", log=said.append)
+    scrape(exporter)  # the event set is made with the first scrape
+    source.lib.inject_xid(2, 48)
+    source.lib.inject_xid(2, 31)
+    samples = scrape(exporter)
+    (xid,) = [(dict(ls), v) for (n, ls), v in samples.items() if n == "DCGM_FI_DEV_XID_ERRORS" and ("gpu", "2") in ls]
+    assert xid[1] == 31 and (xid[0]["err_code"], xid[0]["err_msg"]) == ("31", "GPU memory page fault")
+    assert said[-2:] == [
+        "gpudiag: GPU 2: Xid 48 (Double Bit ECC Error)",
+        "gpudiag: GPU 2: Xid 31 (GPU memory page fault)",
+    ]
+    assert pick(samples, "DCGM_FI_DEV_XID_ERRORS", gpu="3") == [0]  # another GPU: none
+    native = Exporter(source, hostname="node-a")
+    scrape(native)
+    source.lib.inject_xid(5, 79)
+    source.lib.inject_xid(5, 79)
+    samples = scrape(native)
+    assert pick(samples, "gpudiag_gpu_xid_errors_total", gpu="5", xid="79") == [2]
+    assert pick(samples, "gpudiag_gpu_last_xid", gpu="5") == [79]
+    assert pick(samples, "gpudiag_gpu_last_xid", gpu="4") == [0]
+
+
+def test_xid_errors_of_a_gpu_nvml_cannot_watch_have_no_series(source: MachineSource) -> None:
+    """GeForce boards and old drivers cannot report Xid events: no series, never a 0 saying none came."""
+    import pynvml
+
+    lib = source.lib
+    register = lib.nvmlDeviceRegisterEvents
+
+    def geforce_at_1(handle: Any, types: int, event_set: Any) -> None:
+        if handle.gpu == 1:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        register(handle, types, event_set)
+
+    lib.__dict__["nvmlDeviceRegisterEvents"] = geforce_at_1
+    said: list[str] = []
+    samples = scrape(Exporter(source, compat="dcgm", log=said.append))
+    assert pick(samples, "DCGM_FI_DEV_XID_ERRORS", gpu="1") == []
+    assert pick(samples, "DCGM_FI_DEV_XID_ERRORS", gpu="0") == [0]
+    assert "gpudiag: Xid errors not watched on GPU 1 (Not Supported)" in said
+
+
+def test_profiling_metrics_are_measured_between_scrapes_and_absent_where_gpm_is_not() -> None:
+    """GPM: the first scrape takes a sample (no figures yet, never zeros); the next has the window's.
+    An A100 has no GPM: no DCGM_FI_PROF_* series at all."""
+    clock = [1000.0]
+    with open_source(EXAMPLE) as s:
+        exporter = Exporter(s, compat="dcgm", clock=lambda: clock[0])
+        assert pick(scrape(exporter), "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE") == []
+        clock[0] += 15
+        assert len(pick(scrape(exporter), "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE")) == 8
+        native = Exporter(s, clock=lambda: clock[0])
+        scrape(native)
+        clock[0] += 15
+        samples = scrape(native)
+    assert pick(samples, "gpudiag_gpu_pipe_active_ratio", gpu="0", pipe="tensor") == [pytest.approx(0.475)]
+    assert pick(samples, "gpudiag_gpu_sm_occupancy_ratio", gpu="0") == [pytest.approx(0.415)]
+    assert pick(samples, "gpudiag_gpu_link_throughput_bytes_per_second", gpu="0", link="nvlink", direction="tx") == [
+        46_000 * MiB
+    ]
+    with open_source("a100-ecc-errors") as s:
+        exporter = Exporter(s, compat="dcgm")
+        scrape(exporter)
+        samples = scrape(exporter)
+    assert not {n for n, _ in samples if n.startswith("DCGM_FI_PROF_")}
+    assert pick(samples, "DCGM_FI_DEV_GPU_TEMP")  # the rest is there
+
+
+def test_dcgm_nvlink_bandwidth_is_dcgms_rate_between_two_scrapes() -> None:
+    """DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL: the NVLink data (KiB, rx + tx, all links) since the last
+    scrape, per second, / 1000, as DCGM computes it; none on the first scrape."""
+    clock = [50.0]
+    base = load(EXAMPLE)[0]
+    with open_source(EXAMPLE) as s:
+        exporter = Exporter(s, compat="dcgm", clock=lambda: clock[0])
+        assert pick(scrape(exporter), "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL") == []
+        gpu = base.gpus[0]
+        moved = msgspec.structs.replace(
+            gpu,
+            nvlink_data_rx_kib=gpu.nvlink_data_rx_kib.map(lambda k: k + 30_000_000),
+            nvlink_data_tx_kib=gpu.nvlink_data_tx_kib.map(lambda k: k + 15_000_000),
+        )
+        s.lib.set_machine(msgspec.structs.replace(base, gpus=(moved, *base.gpus[1:])))
+        clock[0] += 10
+        samples = scrape(exporter)
+    assert pick(samples, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", gpu="0") == [4500]  # 45e6 KiB / 10 s / 1000
+    assert pick(samples, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", gpu="1") == [0]
+
+
+def test_dcgm_pcie_throughput_is_kb_per_second_from_nvmls_byte_counters() -> None:
+    """DCGM_FI_DEV_PCIE_TX/RX_THROUGHPUT: NVML's PCIe byte counters since the last scrape, per
+    second, in KB (1024 bytes), nvmlDeviceGetPcieThroughput's unit, without its 20 ms wait; none on
+    the first scrape, nor when a counter went back (NVML says it may wrap), nor where NVML does not
+    answer the counters."""
+    clock = [50.0]
+    base = load(EXAMPLE)[0]
+
+    def moved(tx: int, rx: int) -> Any:
+        gpu = base.gpus[0]
+        gpu = msgspec.structs.replace(
+            gpu,
+            pcie_data_tx_bytes=gpu.pcie_data_tx_bytes.map(lambda b: b + tx),
+            pcie_data_rx_bytes=gpu.pcie_data_rx_bytes.map(lambda b: b + rx),
+        )
+        return msgspec.structs.replace(base, gpus=(gpu, *base.gpus[1:]))
+
+    with open_source(EXAMPLE) as s:
+        exporter = Exporter(s, compat="dcgm", clock=lambda: clock[0])
+        assert pick(scrape(exporter), "DCGM_FI_DEV_PCIE_TX_THROUGHPUT") == []
+        s.lib.set_machine(moved(20 * 1024 * 1_000_000, 5 * 1024 * 1_000_000))
+        clock[0] += 4
+        samples = scrape(exporter)
+        assert pick(samples, "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", gpu="0") == [5_000_000]  # 20e6 KB / 4 s
+        assert pick(samples, "DCGM_FI_DEV_PCIE_RX_THROUGHPUT", gpu="0") == [1_250_000]
+        assert pick(samples, "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", gpu="1") == [0]
+        native = Exporter(s)
+        assert pick(scrape(native), "gpudiag_gpu_pcie_data_bytes_total", gpu="0", direction="tx") == [
+            base.gpus[0].pcie_data_tx_bytes.get(0) + 20 * 1024 * 1_000_000
+        ]
+        s.lib.set_machine(moved(0, 0))  # the counters went back: wrapped, or the driver reloaded
+        clock[0] += 4
+        samples = scrape(exporter)
+        assert pick(samples, "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", gpu="0") == []
+        assert pick(samples, "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", gpu="1") == [0]
+        clock[0] += 4
+        assert pick(scrape(exporter), "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", gpu="0") == [0]  # from the new count on
+    with open_source("a100-ecc-errors") as s:  # no PCIe byte counters recorded: NVML gives no answer
+        exporter = Exporter(s, compat="dcgm")
+        scrape(exporter)
+        samples = scrape(exporter)
+    assert not [n for n, _ in samples if "THROUGHPUT" in n] and pick(samples, "DCGM_FI_DEV_GPU_TEMP")
 
 
 # The Prometheus types dcgm-exporter's etc/default-counters.csv gives the fields gpudiag exports.
 DCGM_COUNTERS = {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
-                 "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"}  # fmt: skip
+                 "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+                 "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+                 "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",
+                 *(n for n in DCGM_CSV_OPTIONAL if n.endswith(("_VIOLATION", "_TOTAL")) or "RETIRED" in n)}  # fmt: skip
 NATIVE_COUNTERS = {"gpudiag_gpu_energy_joules_total", "gpudiag_gpu_ecc_errors_total", "gpudiag_gpu_remapped_rows_total",
                    "gpudiag_gpu_pcie_replays_total", "gpudiag_process_torch_ooms_total",
-                   "gpudiag_process_torch_alloc_retries_total"}  # fmt: skip
+                   "gpudiag_process_torch_alloc_retries_total", "gpudiag_gpu_clocks_held_seconds_total",
+                   "gpudiag_gpu_nvlink_data_bytes_total", "gpudiag_gpu_pcie_data_bytes_total",
+                   "gpudiag_gpu_xid_errors_total"}  # fmt: skip
 
 
 @pytest.mark.parametrize(("compat", "counters"), [("native", NATIVE_COUNTERS), ("dcgm", DCGM_COUNTERS)])
@@ -477,6 +649,7 @@ def test_fast_text_exposition_says_what_prometheus_client_says(compat: str) -> N
     for name in example_names():
         with open_source(name) as s:
             exporter = Exporter(s, compat=compat, hostname='host "with" \\ quotes')
+            exporter.render_text()  # GPM's figures come with the scrapes after the first
             registry = CollectorRegistry(auto_describe=False)
             registry.register(exporter)
             assert parsed(exporter.render_text().decode()) == parsed(generate_latest(registry).decode()), name
@@ -648,7 +821,7 @@ def test_pytorch_allocator_split_where_gpudiag_track_runs(tmp_path: Path) -> Non
         ("native", {"nvmlDeviceValidateInforom", "nvmlDeviceGetNumaNodeId", "nvmlDeviceGetPersistenceMode"}),
         (
             "dcgm",
-            {"nvmlDeviceValidateInforom", "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetTotalEccErrors"},
+            {"nvmlDeviceValidateInforom", "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetNumaNodeId"},
         ),
     ],
 )
@@ -656,12 +829,16 @@ def test_a_scrape_asks_nvml_only_for_what_its_family_exports(
     source: MachineSource, compat: str, never: set[str]
 ) -> None:
     exporter = Exporter(source, compat=compat)
+    scrape(exporter)  # the first also asks what cannot change, GPM's support and the Xid event set
     before = len(source.lib.calls)
     scrape(exporter)
     asked = set(source.lib.calls[before:])
     assert not asked & never
+    # NVML samples PCIe throughput over 20 ms per call: GPM's figures give the traffic instead.
+    assert "nvmlDeviceGetPcieThroughput" not in asked
     assert len(source.lib.calls) - before < 40 * 8  # a handful of calls per GPU, never the details' ~130
     assert "nvmlDeviceGetClockInfo" in asked and "nvmlDeviceGetMemoryInfo" in asked
+    assert {"nvmlGpmSampleGet", "nvmlDeviceGetFieldValues", "nvmlEventSetWait_v2"} <= asked
 
 
 def test_throttle_reasons_are_the_slowdowns_named_as_the_checks_name_them() -> None:
@@ -700,6 +877,35 @@ def test_captured_h100_clocks_energy_and_replays_are_the_captures(example: str, 
     assert gpu.energy_mj.value == getters["nvmlDeviceGetTotalEnergyConsumption"]["ok"]
 
 
+@pytest.mark.parametrize(("example", "capture"), [("idle", ""), ("busy", "-busy")])
+def test_captured_h100_memory_temperature_codecs_and_licensing_are_the_captures(example: str, capture: str) -> None:
+    """dcgm-exporter's fields on the captured H100s against its nvidia-smi -q -x (the snapshot's GPU) and
+    the NVML getters of the same moment; what neither recorded (the other policies' clock-holding time,
+    NVLink counters, GPM) stays "not recorded"."""
+    import json
+    import xml.etree.ElementTree as ET
+
+    hardware = Path(__file__).resolve().parents[1] / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
+    with open_source(f"h100-driver580-{example}") as s:
+        (gpu,) = s.read(GROUPS["dcgm"]).gpus
+    smi = ET.parse(hardware / f"nvidia-smi-q{capture}.xml").getroot().find("gpu")
+    assert smi is not None
+    assert gpu.memory_temperature_c.value == int((smi.findtext("temperature/memory_temp") or "").split()[0])
+    getters = json.loads((hardware / f"nvml-getters-{example}.json").read_text())["device0"]
+    assert [gpu.encoder_percent.value, 100000] == getters["nvmlDeviceGetEncoderUtilization"]["ok"]
+    assert [gpu.decoder_percent.value, 100000] == getters["nvmlDeviceGetDecoderUtilization"]["ok"]
+    assert getters["nvmlDeviceGetGridLicensableFeatures"]["ok"]["isGridLicenseSupported"] == 0
+    assert gpu.vgpu_license_status.value == 0  # DCGM's answer where vGPU licensing does not apply
+    held = {
+        line.split("\t")[0]: line.split("\t")[1]
+        for line in (hardware / "nvidia-smi-query-gpu-each-field.tsv").read_text().splitlines()
+    }
+    assert held["clocks_event_reasons_counters.sw_power_cap"] == "0 us" and gpu.violations.power_ns.value == 0
+    assert held["clocks_event_reasons_counters.sync_boost"] == "0 us" and gpu.violations.sync_boost_ns.value == 0
+    for reading in (gpu.violations.thermal_ns, gpu.nvlink_data_rx_kib, gpu.pcie_data_tx_bytes, gpu.profiling):
+        assert reading.reason is Reason.NOT_RECORDED
+
+
 def test_the_exporters_readings_agree_with_the_recorded_details() -> None:
     """Where an example records nvidia-smi -q details, the exporter's cheap readings say the same."""
     from gpudiag.replay.fixtures import example_names
@@ -714,3 +920,9 @@ def test_the_exporters_readings_agree_with_the_recorded_details() -> None:
             assert gpu.clock_graphics_mhz == details.clocks.current.graphics, name
             assert gpu.energy_mj == details.power.energy_mj, name
             assert gpu.pcie_replays == details.pcie.replay_counter, name
+            assert gpu.memory_temperature_c == details.temperatures.memory_c, name
+            assert gpu.encoder_percent == details.codecs.encoder_percent, name
+            assert gpu.decoder_percent == details.codecs.decoder_percent, name
+            counters = dict(details.clocks.event_reason_counters_us)
+            assert gpu.violations.power_ns == counters["sw_power_cap"].map(lambda us: us * 1000), name
+            assert gpu.violations.sync_boost_ns == counters["sync_boost"].map(lambda us: us * 1000), name

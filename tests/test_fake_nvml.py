@@ -305,3 +305,24 @@ def test_the_call_log_keeps_the_latest_calls_only(monkeypatch: pytest.MonkeyPatc
     lib.nvmlShutdown()
     assert len(lib.calls) == 50
     assert lib.calls[-2:] == ["nvmlDeviceGetCount", "nvmlShutdown"]
+
+
+def test_a_field_row_answers_its_own_scope_and_a_link_answers_for_itself() -> None:
+    """NVLink data (field 138): the exporter's row reads the sum of every link (ALL_LINKS), `nvlink -gt d`
+    reads each link (the link is the scope): one field id, two answers, neither standing in for the other."""
+    import msgspec
+
+    from gpudiag.model import Reading
+    from gpudiag.readings import ALL_LINKS
+
+    machine = load("h100x8-nvswitch")[0]
+    gpu = msgspec.structs.replace(machine.gpus[0], nvlink_data_tx_kib=Reading.of(123_456_789))
+    fake = FakeNvml(msgspec.structs.replace(machine, gpus=(gpu, *machine.gpus[1:])))
+    fake.nvmlInit()
+    handle = fake.nvmlDeviceGetHandleByIndex(0)
+    field = pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
+    whole, link0 = fake.nvmlDeviceGetFieldValues(handle, [(field, ALL_LINKS), (field, 0)])
+    assert (whole.nvmlReturn, whole.value.ullVal) == (pynvml.NVML_SUCCESS, 123_456_789)
+    details = gpu.details.value
+    assert details is not None and details.nvlinks.value is not None
+    assert (link0.nvmlReturn, link0.value.ullVal) == (pynvml.NVML_SUCCESS, details.nvlinks.value[0].data_tx_kib.value)

@@ -228,6 +228,46 @@ def test_prometheus_scrapes_the_native_family_with_pod_attribution(stack: Stack)
     assert stack.until('gpudiag_check_status{check="health.ecc"} == 0', 1)
 
 
+DASHBOARD_12239 = json.loads((Path(__file__).parent / "data" / "dcgm_dashboard_12239.json").read_text())
+
+
+def grafana_regex(values: list[str]) -> str:
+    """A multi-value variable as Grafana writes it into a Prometheus query: each value with the regex's
+    special characters escaped, several as an alternation."""
+    import re
+
+    escaped = [re.sub(r"([\\.^$*+?()\[\]{}|])", r"\\\\\1", v) for v in values]
+    return escaped[0] if len(escaped) == 1 else f"({'|'.join(escaped)})"
+
+
+def test_every_panel_of_the_dcgm_dashboard_fills_on_the_h100_node(stack: Stack) -> None:
+    """Grafana dashboard 12239 (tests/data/dcgm_dashboard_12239.json: its panels' expressions and
+    template variables as NVIDIA publishes them) against what Prometheus scraped from `--compat dcgm`
+    on the 8x H100 example: its variables resolved as Grafana does (``$instance`` the subprocess
+    exporter, ``$gpu`` "All"), every panel returns series, the Tensor Core one too (GPM, measured from
+    the second scrape on)."""
+    instance = urllib.parse.urlparse(stack.exporters["dcgm"]).netloc
+    assert len(DASHBOARD_12239["panels"]) == 8
+    (temperature,) = [v for v in DASHBOARD_12239["variables"] if v["name"] == "gpu"]
+    assert temperature["query"] == "label_values(DCGM_FI_DEV_GPU_TEMP, gpu)"
+    stack.until(f'DCGM_FI_DEV_GPU_TEMP{{instance="{instance}"}}', 8)
+    gpus = stack.label_values("gpu", "DCGM_FI_DEV_GPU_TEMP")
+    assert gpus == [str(i) for i in range(8)]
+    variables = {"$instance": grafana_regex([instance]), "$gpu": grafana_regex(gpus)}
+    filled = {}
+    for panel in DASHBOARD_12239["panels"]:
+        expr = panel["expr"]
+        for name, value in variables.items():
+            expr = expr.replace(name, value)
+        want = 1 if expr.startswith(("avg(", "sum(")) else 8  # the gauges aggregate; the graphs: a line per GPU
+        result = stack.until(expr, want)
+        assert len(result) == want, (panel["title"], expr, result)
+        filled[panel["title"]] = [float(r["value"][1]) for r in result]
+    assert set(filled) == {p["title"] for p in DASHBOARD_12239["panels"]}
+    assert all(0 < v <= 1 for v in filled["Tensor Core Utilization"])  # a ratio, as DCGM's
+    assert sorted(filled["GPU SM Clocks"])[0] == 1.98e9
+
+
 def test_prometheus_scrapes_the_dcgm_family_as_the_dashboard_queries_it(stack: Stack) -> None:
     # The dashboard's own queries and template variables (grafana/dcgm-exporter-dashboard.json), with
     # its $instance variable set to the subprocess exporter (the in-process ones are other instances).
@@ -313,7 +353,13 @@ def scraped(url: str) -> tuple[dict[str, str], str]:
 
 @pytest.mark.parametrize(
     ("job", "counter"),
-    [("gpudiag", "gpudiag_gpu_ecc_errors_total"), ("dcgm", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")],
+    [
+        ("gpudiag", "gpudiag_gpu_ecc_errors_total"),
+        ("dcgm", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"),
+        ("dcgm", "DCGM_FI_DEV_POWER_VIOLATION"),
+        ("dcgm", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"),
+        ("dcgm", "DCGM_FI_DEV_PCIE_TX_THROUGHPUT"),  # a rate between scrapes: there from the second one
+    ],
 )
 def test_counters_are_typed_on_the_scraped_text_and_prometheus_takes_them_as_counters(
     stack: Stack, job: str, counter: str
@@ -339,6 +385,7 @@ def test_a_gpu_lost_mid_run_shows_as_lost_in_both_families(stack: Stack) -> None
     a100, h100 = load("a100-ecc-errors")[0], load(EXAMPLE_8)[0]
     assert stack.until('gpudiag_gpu_lost{job="live-native", gpu="0"} == 0', 1)
     assert len(stack.until('DCGM_FI_DEV_GPU_TEMP{job="live-dcgm"}', 8)) == 8
+    assert len(stack.until('DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{job="live-dcgm"}', 8)) == 8
     native.lib.set_machine(lose(a100, 0))
     dcgm.lib.set_machine(lose(h100, 3))
     try:
@@ -347,11 +394,12 @@ def test_a_gpu_lost_mid_run_shows_as_lost_in_both_families(stack: Stack) -> None
         (lost,) = stack.until('gpudiag_gpu_lost{job="live-dcgm", gpu="3"} == 1', 1)
         assert lost["metric"]["UUID"] == h100.gpus[3].uuid.value and lost["metric"]["Hostname"] == "gpu-node-8"
         assert stack.until('gpudiag_check_status{job="live-native", check="nvml.gpu_lost", gpu="0"} == 2', 1)
-        # The lost GPU's readings stop rather than stay at their last value.
-        deadline = time.monotonic() + 30
-        while len(stack.query('DCGM_FI_DEV_GPU_TEMP{job="live-dcgm"}')) != 7 and time.monotonic() < deadline:
-            time.sleep(0.25)
-        assert len(stack.query('DCGM_FI_DEV_GPU_TEMP{job="live-dcgm"}')) == 7
+        # The lost GPU's readings stop rather than stay at their last value (its profiling figures too).
+        for metric in ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"):
+            deadline = time.monotonic() + 30
+            while len(stack.query(f'{metric}{{job="live-dcgm"}}')) != 7 and time.monotonic() < deadline:
+                time.sleep(0.25)
+            assert len(stack.query(f'{metric}{{job="live-dcgm"}}')) == 7, metric
     finally:
         native.lib.set_machine(a100)
         dcgm.lib.set_machine(h100)

@@ -46,6 +46,39 @@ def test_codes_are_nvmls() -> None:
         assert getattr(pynvml, f"NVML_FI_DEV_{name}") == fid, name
 
 
+def test_dcgm_exporters_field_ids_are_nvmls() -> None:
+    """The field values read for dcgm-exporter's fields: the perf-policy counters DCGM's *_VIOLATION
+    fields read (dcgm_fields.cpp) and the NVLink data counters of DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL."""
+    assert dict(readings.FI_PERF_POLICIES) == {
+        policy: getattr(pynvml, f"NVML_FI_DEV_PERF_POLICY_{policy.upper()}")
+        for policy in ("power", "thermal", "sync_boost", "board_limit", "low_utilization", "reliability")
+    }
+    assert readings.FI_NVLINK_THROUGHPUT_DATA_TX == pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
+    assert readings.FI_NVLINK_THROUGHPUT_DATA_RX == pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
+    assert readings.FI_PCIE_COUNT_TX_BYTES == pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES
+    assert readings.FI_PCIE_COUNT_RX_BYTES == pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES
+    assert readings.ALL_LINKS == 2**32 - 1  # UINT_MAX: every link, summed
+    assert readings.GRID_LICENSE_FEATURE_VGPU == pynvml.NVML_GRID_LICENSE_FEATURE_CODE_VGPU
+
+
+def test_the_vgpu_license_status_is_dcgms() -> None:
+    """1 only where vGPU licensing applies and its vGPU feature is licensed (DcgmCacheManager)."""
+    from types import SimpleNamespace
+
+    codec = readings.VGPU_LICENSE
+    for status in (0, 1):
+        assert codec.decode(SimpleNamespace(**codec.encode(status))) == status
+    unlicensed = SimpleNamespace(
+        isGridLicenseSupported=1,
+        licensableFeaturesCount=2,
+        gridLicensableFeatures=[
+            SimpleNamespace(featureCode=2, featureState=1),  # another feature, licensed
+            SimpleNamespace(featureCode=1, featureState=0),  # the vGPU feature, not
+        ],
+    )
+    assert codec.decode(unlicensed) == 0
+
+
 # --- the rows against the model and nvidia-ml-py -------------------------------------------
 
 
@@ -155,7 +188,9 @@ def test_every_metric_a_row_names_is_a_series_the_exporter_writes() -> None:
     from gpudiag.probe.collect import open_source
 
     with open_source("h100x8-healthy") as source:
-        text = Exporter(source).render_text().decode()
+        exporter = Exporter(source)
+        exporter.render_text()  # GPM's figures are measured since an earlier scrape
+        text = exporter.render_text().decode()
     families = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
     series = {line.split(" ")[0] for line in text.splitlines() if line.startswith("gpudiag_")}
     named = [row.metric for row in _all_rows() if row.metric]

@@ -43,9 +43,25 @@ def uuid(n: int) -> str:
     return f"5d0c9a1e-3b2f-4e6a-8c71-2a9e4f6b{n:04d}"
 
 
+# The 64-process example's illustrative exporter readings (dcgm-exporter's fields, issue 25).
+ILLUSTRATIVE = (
+    "memory_temperature_c",
+    "encoder_percent",
+    "decoder_percent",
+    "violations",
+    "nvlink_data_rx_kib",
+    "nvlink_data_tx_kib",
+    "pcie_data_tx_bytes",
+    "pcie_data_rx_bytes",
+    "vgpu_license_status",
+)
+
+
 def machine(name: str, description: str, gpus: list[dict[str, Any]]) -> dict[str, Any]:
     """A machine file like the shipped H100 ones: the 64-process example's host and defaults."""
     base = json.loads((MACHINES / "h100x8-training-64procs.json").read_text())
+    for key in ILLUSTRATIVE:  # that example's own, marked so there: not recorded here
+        base["gpu_defaults"].pop(key, None)
     base["description"] = description
     base["host"]["hostname"] = name
     base["gpus"] = gpus

@@ -28,7 +28,8 @@ if TYPE_CHECKING:  # loaded only by `check --level 2-4` (a Struct never resolves
     from gpudiag.checks.deep.facts import DeepFacts
 
 # What the rules judge: every group but power draw/limit, the NUMA node, the details and the
-# exporter's clocks, energy and PCIe replay counter, which no rule reads.
+# exporter's clocks, energy, PCIe replay counter and dcgm-exporter's fields (GPM among them, whose
+# one-shot read waits), which no rule reads.
 GROUPS: frozenset[FactGroup] = ALL_GROUPS - {
     FactGroup.POWER,
     FactGroup.NUMA,
@@ -37,6 +38,13 @@ GROUPS: frozenset[FactGroup] = ALL_GROUPS - {
     FactGroup.CLOCKS,
     FactGroup.ENERGY,
     FactGroup.PCIE_REPLAYS,
+    FactGroup.MEMORY_TEMPERATURE,
+    FactGroup.CODECS,
+    FactGroup.VIOLATIONS,
+    FactGroup.NVLINK_TRAFFIC,
+    FactGroup.PCIE_TRAFFIC,
+    FactGroup.VGPU,
+    FactGroup.PROFILING,
 }
 # What the functional test re-reads while a GPU is busy.
 LOADED_GROUPS: frozenset[FactGroup] = frozenset({FactGroup.PCIE, FactGroup.CLOCK_EVENTS})

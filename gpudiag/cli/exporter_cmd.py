@@ -111,6 +111,7 @@ def command(
             tracked=functools.partial(tracked_entries, replayed),  # a replay's: those recorded with it
             attributor=attributor,
             log=None if once else _say,  # a check's change of verdict or finding, once (kubectl logs)
+            once=once,  # GPM's figures: one window waited for, not measured since a scrape
         )
         try:
             if once:

@@ -228,17 +228,20 @@ def view_for(r: Request) -> View:
         return View("list", facts, query=query, columns=listed, format=fmt, as_json=r.json_output)
     if r.list_gpus:
         return View("gpus", frozenset({FactGroup.MIG}), as_json=r.json_output)
-    if r.json_output:  # every fact; the details (~130 NVML calls per GPU, more with NVLink) only with --details
-        return View("json", ALL_GROUPS if r.details else ALL_GROUPS - {FactGroup.DETAILS, FactGroup.LINKS})
+    if r.json_output:
+        # Every fact; the details (~130 NVML calls per GPU, more with NVLink) and GPM's window only with --details.
+        quick = ALL_GROUPS - {FactGroup.DETAILS, FactGroup.LINKS, FactGroup.PROFILING}
+        return View("json", ALL_GROUPS if r.details else quick)
     if r.details:
+        shown = ALL_GROUPS - {FactGroup.PROFILING}  # -q, -q -x: no GPM, which they do not show and which waits 0.1 s
         if r.xml:
-            return View("xml", ALL_GROUPS)
+            return View("xml", shown)
         display = None
         if r.display is not None:
             from gpudiag.render.details_view import display_sections
 
             display = display_sections(r.display)
-        return View("details", ALL_GROUPS, display=display)
+        return View("details", shown, display=display)
     from gpudiag.render.list_view import GROUPS
 
     facts = GROUPS - {FactGroup.PROCESSES} if r.no_processes else GROUPS

@@ -39,12 +39,23 @@ from gpudiag.export.attribution import (
     owner,
 )
 from gpudiag.export.exposition import CONTENT_TYPE, TextRenderer
+from gpudiag.export.xid import XidTally, description
 from gpudiag.memory.view import MemoryView
 from gpudiag.model import FactGroup, Gpu, GpuState, HostProcess, Machine, NvmlStatus, Reading, Reason
 from gpudiag.probe.collect import MachineSource
 from gpudiag.probe.nvml import HostResolver
 from gpudiag.track.entries import TrackedProcess
 
+# dcgm-exporter's default fields that NVML answers, in both families.
+EXPORTED = (
+    FactGroup.MEMORY_TEMPERATURE,
+    FactGroup.CODECS,
+    FactGroup.VIOLATIONS,
+    FactGroup.NVLINK_TRAFFIC,
+    FactGroup.PCIE_TRAFFIC,
+    FactGroup.VGPU,
+    FactGroup.PROFILING,
+)
 # The NVML facts each family exports (the rest are never asked for on a scrape).
 GROUPS = {
     # Named one by one, so that a group added later (nvidia-smi -q details: ~130 calls per GPU) never
@@ -66,6 +77,7 @@ GROUPS = {
             FactGroup.CLOCKS,
             FactGroup.ENERGY,
             FactGroup.PCIE_REPLAYS,
+            *EXPORTED,
         }
     ),
     "dcgm": frozenset(
@@ -74,15 +86,21 @@ GROUPS = {
             FactGroup.UTILIZATION,
             FactGroup.THERMAL,
             FactGroup.POWER,
+            FactGroup.CLOCK_EVENTS,
+            FactGroup.ECC,
             FactGroup.MEMORY_HEALTH,
             FactGroup.MIG,
             FactGroup.CLOCKS,
             FactGroup.ENERGY,
             FactGroup.PCIE_REPLAYS,
+            *EXPORTED,
         }
     ),
 }
 REOPEN_EVERY_S = 10.0
+# GPM's figures (DCGM_FI_PROF_*) are for the window since an earlier scrape at least this long ago
+# (probe.gpm): scrapes from two Prometheus servers a moment apart still get a window of their own.
+PROFILING_WINDOW_S = 1.0
 HUNG_AFTER_S = 60.0  # a scrape running this long is stuck (an NVML call that never returns): /livez fails
 # zlib's fastest level: the 8-GPU, 64-process text (53 kB) to 4.6 kB in 0.45 ms, where level 6 takes
 # 1.6 ms for 4.2 kB and 9 (prometheus-client's) 3.2 ms (2-core x86_64, shared).
@@ -220,11 +238,23 @@ class Exporter:
     _known: dict[int, Gpu] = field(default_factory=dict)  # each GPU as last seen working, by index
     _busy_since: float | None = None
     _changes: CheckChanges | None = None
+    # One scrape and done (`--once`): GPM waits for its window then, instead of measuring since a scrape.
+    once: bool = False
+    xids: XidTally = field(default_factory=XidTally)
+    _xid_watch: Any = None  # probe.nvml.XidWatch of the open NVML session; None: not made yet
+    _last_counts: dict[tuple[str, str], tuple[int, float]] = field(
+        default_factory=dict
+    )  # (counter, UUID) -> (count, when)
+    _said: set[str] = field(default_factory=set)  # what the log said once
 
     def __post_init__(self) -> None:
         self.source.facts = GROUPS[self.compat]
         self._hosts = CachedHost(self.source.host)
-        self.source.session.set_host(self._hosts)
+        session = self.source.session
+        session.set_host(self._hosts)
+        if not self.once:  # GPM: since the previous scrape, never waiting (probe.gpm)
+            session.gpm_window_s, session.gpm_wait = PROFILING_WINDOW_S, False
+            session.gpm_clock, session.gpm_sleep = self.clock, None
         if self.log is not None:
             self._changes = CheckChanges(self.log)
 
@@ -236,6 +266,9 @@ class Exporter:
         if self._last_reopen is not None and now - self._last_reopen < REOPEN_EVERY_S:
             return
         self._last_reopen = now
+        if self._xid_watch is not None:  # its event set belongs to the NVML session that ends now
+            self._xid_watch.close()
+            self._xid_watch = None
         session.reopen()  # also when it never opened: the driver may have loaded since
         self._needs_rediscovery = False
 
@@ -245,6 +278,8 @@ class Exporter:
 
         self._ensure_session()
         machine = self.source.read()
+        self._take_xids(machine)
+        self._say_once_what_is_not_there(machine)
         if self._hosts is not None:
             self._hosts.keep({p.pid for g in machine.gpus for p in g.processes.get(())})
         # A lost or unopened GPU may come back after a reset: look for it again, now and then.
@@ -253,6 +288,63 @@ class Exporter:
             self._known.clear()  # NVML counts the GPUs differently now: indices may name other GPUs
         self._known.update((g.index, g) for g in machine.gpus if g.state is GpuState.OK)
         return machine, build(machine, self.tracked())
+
+    def _take_xids(self, machine: Machine) -> None:
+        """The Xid events NVML reported since the last scrape (watching from the first; never waiting)."""
+        session = self.source.session
+        if not session.opened or self.once:
+            return
+        uuids = {g.index: g.uuid.value for g in machine.gpus if g.uuid.value is not None}
+        if self._xid_watch is None:
+            self._xid_watch = session.watch_xids()
+            self.xids.watch(uuids[i] for i in self._xid_watch.watched if i in uuids)
+            if self._xid_watch.missing:
+                self._say("xids", f"gpudiag: Xid errors not watched on {', '.join(self._xid_watch.missing)}")
+        for uuid, xid in self.xids.add(self._xid_watch.poll(), uuids):
+            index = next(i for i, u in uuids.items() if u == uuid)
+            self._say(f"xid:{uuid}:{xid}", f"gpudiag: GPU {index}: Xid {xid} ({description(xid)})", once=False)
+
+    def _say_once_what_is_not_there(self, machine: Machine) -> None:
+        """A GPU without GPM gets no profiling figures (rather than zeros): said once, in the log."""
+        for g in machine.gpus:
+            why = g.profiling.reason
+            if why in (Reason.NOT_SUPPORTED, Reason.FUNCTION_NOT_FOUND, Reason.NO_PERMISSION):
+                detail = g.profiling.detail or why.label
+                self._say(
+                    f"gpm:{g.uuid.get(g.index)}",
+                    f"gpudiag: GPU {g.index} ({g.name.get('?')}): no profiling metrics (DCGM_FI_PROF_*): {detail}",
+                )
+
+    def _say(self, key: str, line: str, once: bool = True) -> None:
+        if self.log is None or (once and key in self._said):
+            return
+        self._said.add(key)
+        self.log(_printable(line))
+
+    def per_second(self, machine: Machine) -> dict[str, dict[str, float]]:
+        """The increase per second of the counters DCGM's rate fields are made of (metrics_dcgm.RATES),
+        by counter, then GPU UUID, since the previous scrape; none on a GPU's first scrape or after a
+        counter went back (the driver reloaded, or NVML's PCIe byte counter wrapped)."""
+        now = self.clock()
+        out: dict[str, dict[str, float]] = {}
+        for g in machine.gpus:
+            uuid = g.uuid.value
+            if uuid is None:
+                continue
+            rx, tx = g.nvlink_data_rx_kib.value, g.nvlink_data_tx_kib.value
+            counts = {
+                "nvlink_data_kib": None if rx is None or tx is None else rx + tx,
+                "pcie_data_tx_bytes": g.pcie_data_tx_bytes.value,
+                "pcie_data_rx_bytes": g.pcie_data_rx_bytes.value,
+            }
+            for counter, count in counts.items():
+                if count is None:
+                    continue
+                before = self._last_counts.get((counter, uuid))
+                self._last_counts[(counter, uuid)] = (count, now)
+                if before is not None and count >= before[0] and now > before[1]:
+                    out.setdefault(counter, {})[uuid] = (count - before[0]) / (now - before[1])
+        return out
 
     def _checks(self, machine: Machine) -> list[CheckResult]:
         from gpudiag.checks import rules
@@ -290,9 +382,12 @@ class Exporter:
         )
         up.add_metric([machine.nvml.status.value], 1 if machine.nvml.status is NvmlStatus.OK else 0)
         yield up
+        xids = None if self.once else self.xids
         if self.compat == "dcgm":
             owners = self.attributor.device_owners(machine)
-            yield from metrics_dcgm.families(machine, self.hostname, owners, self._known)
+            yield from metrics_dcgm.families(
+                machine, self.hostname, owners, self._known, xids, self.per_second(machine)
+            )
         else:
             yield from metrics_native.families(
                 view,
@@ -300,6 +395,7 @@ class Exporter:
                 owners=self.attributor.owners(view),
                 max_process_series=self.max_process_series,
                 known=self._known,
+                xids=xids,
             )
         kubelet = self.attributor.kubelet
         if kubelet is not None:  # after the attribution above: says how this very sample went

@@ -48,11 +48,16 @@ class RowMetric(Metric):
     value): a scrape adds hundreds, and neither a Sample nor a labels dict is made for the text
     format. prometheus-client (OpenMetrics, name filters, tests) sees ordinary Samples."""
 
-    def __init__(self, name: str, documentation: str, typ: str, labels: list[str]) -> None:
+    def __init__(self, name: str, documentation: str, typ: str, labels: list[str], bare: bool = False) -> None:
         self.rows: list[tuple[tuple[str, ...], float]] = []
         super().__init__(name, documentation, typ)
         self.label_names = tuple(labels)
-        self.sample_name = name + "_total" if typ == "counter" else name
+        # ``bare``: a counter's samples carry its own name, as BareMetric's (dcgm-exporter's convention).
+        self.sample_name = name + "_total" if typ == "counter" and not bare else name
+
+    def add_row(self, values: tuple[str, ...], value: float) -> None:
+        """A sample by its label values, in ``label_names``' order (the caller made them)."""
+        self.rows.append((values, value))
 
     @property  # a view of the rows; Metric.__init__ assigns [] to it (the setter)
     def samples(self) -> list[Sample]:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpudiag.export.attribution import NOBODY, Owner
 from gpudiag.export.exposition import RowMetric
+from gpudiag.export.xid import XidTally
 from gpudiag.memory.view import Forecast, MemoryView, ProcessRow
 from gpudiag.model import Gpu, GpuState, Reading
 from gpudiag.readings import CLOCK_EVENTS
@@ -33,6 +34,9 @@ DEFAULT_MAX_PROCESS_SERIES = 256
 # The clock event reasons that slow a busy GPU down (throttling); idle, application-clock, sync-boost
 # and display reasons are states, not slowdowns, and would add four series per GPU.
 THROTTLE_REASONS = {event.bit: event.name for event in CLOCK_EVENTS if event.slowdown}
+
+# The performance policies whose clock-holding time NVML counts (model.Violations' fields, without _ns).
+VIOLATION_POLICIES = ("power", "thermal", "sync_boost", "board_limit", "low_utilization", "reliability")
 
 # gpudiag_check_status values: alert on >= 2 for failures, >= 1 for warnings. SKIP has no sample.
 # By the status's value: this module renders results and needs nothing else of gpudiag.checks.
@@ -120,6 +124,49 @@ def _gpu_families(
     link_width = out.gauge("gpudiag_gpu_pcie_link_width", "Current PCIe link width (lanes)", GPU)
     link_width_max = out.gauge("gpudiag_gpu_pcie_link_max_width", "Widest PCIe link of GPU and slot", GPU)
     replays = out.counter("gpudiag_gpu_pcie_replays", "PCIe link-level retries", GPU)
+    memory_temp = out.gauge("gpudiag_gpu_memory_temperature_celsius", "GPU memory (HBM) temperature", GPU)
+    encoder = out.gauge("gpudiag_gpu_encoder_utilization_ratio", "Share of time the video encoder was busy", GPU)
+    decoder = out.gauge("gpudiag_gpu_decoder_utilization_ratio", "Share of time the video decoder was busy", GPU)
+    held = out.counter(
+        "gpudiag_gpu_clocks_held_seconds",
+        "Time each performance policy held the clocks down since the driver loaded (DCGM's *_VIOLATION)",
+        [*GPU, "policy"],
+    )
+    nvlink_data = out.counter(
+        "gpudiag_gpu_nvlink_data_bytes", "NVLink data sent (tx) and received (rx), all links", [*GPU, "direction"]
+    )
+    pcie_data = out.counter(
+        "gpudiag_gpu_pcie_data_bytes",
+        "PCIe data sent (tx) and received (rx): NVML's byte counters, which may wrap",
+        [*GPU, "direction"],
+    )
+    profiled = {
+        figure: out.gauge(name, doc, GPU)
+        for figure, name, doc in (
+            (
+                "graphics_active_percent",
+                "gpudiag_gpu_graphics_active_ratio",
+                "Share of time a graphics or compute engine was busy (GPM)",
+            ),
+            ("sm_active_percent", "gpudiag_gpu_sm_active_ratio", "Share of SM cycles with at least one warp (GPM)"),
+            (
+                "sm_occupancy_percent",
+                "gpudiag_gpu_sm_occupancy_ratio",
+                "Warps resident on the SMs against their maximum (GPM)",
+            ),
+            (
+                "dram_active_percent",
+                "gpudiag_gpu_dram_active_ratio",
+                "Device memory bandwidth used against its peak (GPM)",
+            ),
+        )
+    }
+    pipes = out.gauge("gpudiag_gpu_pipe_active_ratio", "Share of SM cycles a pipe was busy (GPM)", [*GPU, "pipe"])
+    traffic = out.gauge(
+        "gpudiag_gpu_link_throughput_bytes_per_second",
+        "PCIe and NVLink traffic over the last window (GPM), bytes per second",
+        [*GPU, "link", "direction"],
+    )
     mig_total = out.gauge(
         "gpudiag_mig_memory_total_bytes", "MIG instance memory size", [*GPU, "mig_uuid", "gpu_instance", "profile"]
     )
@@ -182,6 +229,22 @@ def _gpu_families(
         _put(link_width, labels, g.pcie.width_current)
         _put(link_width_max, labels, g.pcie.width_max)
         _put(replays, labels, g.pcie_replays)
+        _put(memory_temp, labels, g.memory_temperature_c)
+        _put(encoder, labels, g.encoder_percent, 1e-2)
+        _put(decoder, labels, g.decoder_percent, 1e-2)
+        for policy in VIOLATION_POLICIES:
+            _put(held, [*labels, policy], getattr(g.violations, f"{policy}_ns"), 1e-9)
+        _put(nvlink_data, [*labels, "rx"], g.nvlink_data_rx_kib, 1024)
+        _put(nvlink_data, [*labels, "tx"], g.nvlink_data_tx_kib, 1024)
+        _put(pcie_data, [*labels, "tx"], g.pcie_data_tx_bytes)
+        _put(pcie_data, [*labels, "rx"], g.pcie_data_rx_bytes)
+        if (p := g.profiling.value) is not None:
+            for figure, family in profiled.items():
+                _put(family, labels, getattr(p, figure), 1e-2)
+            for pipe in ("tensor", "fp64", "fp32", "fp16"):
+                _put(pipes, [*labels, pipe], getattr(p, f"{pipe}_active_percent"), 1e-2)
+            for link, direction in (("pcie", "tx"), ("pcie", "rx"), ("nvlink", "tx"), ("nvlink", "rx")):
+                _put(traffic, [*labels, link, direction], getattr(p, f"{link}_{direction}_bytes_per_s"))
         for mig in g.mig_devices:
             if (m := mig.memory.value) is None:
                 continue
@@ -318,9 +381,11 @@ def families(
     owners: Mapping[tuple[int, int], Owner] | None = None,
     max_process_series: int = DEFAULT_MAX_PROCESS_SERIES,
     known: Mapping[int, Gpu] | None = None,
+    xids: XidTally | None = None,
 ) -> list[Any]:
     """Every native family for one sample (no samples before the first). ``known``: each GPU as
-    last seen working, by index, so that one lost now keeps its ``uuid`` label."""
+    last seen working, by index, so that one lost now keeps its ``uuid`` label. ``xids``: the Xid
+    errors a long-running exporter has seen (its families only where it watches them)."""
     out = _Families([])
     gpus = tuple(r.gpu for r in view.gpus) if view is not None else ()
     driver = view.machine.nvml.driver_version.get("") if view is not None else ""
@@ -343,6 +408,25 @@ def families(
     for f in view.forecasts if view is not None else ():
         if f.pid is None:
             gpu_full_in.add_metric([str(f.gpu_index), uuids.get(f.gpu_index, "")], f.full_in_s)
+    if xids is not None:
+        _xid_families(out, xids, uuids)
     if checks is not None:
         out.made.extend(check_families(checks, uuids))
     return out.made
+
+
+def _xid_families(out: _Families, xids: XidTally, uuids: Mapping[int, str]) -> None:
+    """The Xid errors seen since the exporter started, for the GPUs NVML reports them of."""
+    counted = out.counter(
+        "gpudiag_gpu_xid_errors", "Xid errors NVML reported since the exporter started", [*GPU, "xid"]
+    )
+    last = out.gauge(
+        "gpudiag_gpu_last_xid", "The last Xid error NVML reported (0: none since the exporter started)", GPU
+    )
+    for index, uuid in sorted(uuids.items()):
+        record = xids.of(uuid)
+        if record is None:
+            continue
+        last.add_metric([str(index), uuid], record.last)
+        for xid, count in sorted(record.counts.items()):
+            counted.add_metric([str(index), uuid, str(xid)], count)

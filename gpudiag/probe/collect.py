@@ -179,7 +179,7 @@ def _live_source(environ: Mapping[str, str]) -> MachineSource:
 def _replay_source(spec: str) -> MachineSource:
     from gpudiag.replay import fixtures
     from gpudiag.replay.fake_host import RecordedHost
-    from gpudiag.replay.fake_nvml import FakeNvml
+    from gpudiag.replay.fake_nvml import FakeNvml, ReplayTime
 
     machine, description = fixtures.load(spec)
     indices = tuple(g.index for g in machine.gpus)
@@ -198,6 +198,8 @@ def _replay_source(spec: str) -> MachineSource:
         replay=spec,
     )
     source.session.cpu_count = 1024  # the recorded machine's CPUs, not this host's, size its affinity masks
+    time = ReplayTime()  # a one-shot GPM read has nothing to wait for in a replay
+    source.session.gpm_clock, source.session.gpm_sleep = time.now, time.sleep
     source.session.unrecorded_details = {  # by position: the fake enumerates a snapshot's GPUs from 0
         position: (
             Reading.missing(Reason.NOT_RECORDED)

@@ -118,6 +118,7 @@ class _Handles(msgspec.Struct):
     # every reopen, which a long-running reader does when NVML restarts under it. Only answers are
     # kept, never errors.
     fixed: dict[str, Reading[Any]] = msgspec.field(default_factory=dict)
+    gpm: Any = None  # probe.gpm.GpuSamples: the GPU's GPM samples, made on its first profiling read
 
 
 class NvmlSession:
@@ -141,6 +142,14 @@ class NvmlSession:
         self._details: Any = None
         # Replays: GPUs whose snapshot holds no details answer with this instead of being read.
         self.unrecorded_details: dict[int, Reading[Any]] = {}
+        # GPM (FactGroup.PROFILING, probe.gpm): the window and whether a read without an earlier sample
+        # waits for it (one-shot readers do; the exporter measures since its previous scrape instead).
+        # None: probe.gpm's one-shot window, and the time module's clock and sleep.
+        self.gpm_window_s: float | None = None
+        self.gpm_wait = True
+        self.gpm_clock: Callable[[], float] | None = None
+        self.gpm_sleep: Callable[[float], None] | None = None
+        self._gpm: Any = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -163,6 +172,12 @@ class NvmlSession:
         return self.info
 
     def close(self) -> None:
+        if self._gpm is not None:  # GPM's buffers go back before NVML shuts down
+            for handles in self._handles:
+                if handles.gpm is not None:
+                    self._gpm.free(handles.gpm)
+                    handles.gpm = None
+            self._gpm = None
         if self.opened:
             with contextlib.suppress(self._lib.NVMLError):  # nothing useful to do about it
                 self._lib.nvmlShutdown()
@@ -232,6 +247,15 @@ class NvmlSession:
     def read(self, function: str, *args: Any, convert: Callable[[Any], T] | None = None) -> Reading[T]:
         """:meth:`_read`, for the details probe."""
         return self._read(function, *args, convert=convert)
+
+    def missing_for(self, code: int, what: str) -> Reading[Any]:
+        """The reading an NVML status code of one item of an answer (a field value, a GPM metric) stands for."""
+        lib = self._lib
+        try:
+            raise lib.NVMLError(code)
+        except lib.NVMLError as exc:
+            reason, detail = self._reason(exc, what, missing_function=False)
+        return Reading.missing(reason, detail)
 
     def _read(self, function: str, *args: Any, convert: Callable[[Any], T] | None = None) -> Reading[T]:
         """Call one NVML function; errors become a reason, a lost GPU ends the GPU's read."""
@@ -446,9 +470,9 @@ class NvmlSession:
             return None
 
     def _plan(self, specs: tuple[Spec, ...]) -> tuple[list[Any], list[tuple[Any, ...]]]:
-        """How to read ``specs``: their field ids, and each row's key, kind (see _ALONE), call and
-        arguments (NVML's constants looked up), decoder, and the row. Made once per tuple of rows,
-        which live as long as the program."""
+        """How to read ``specs``: their field ids (see readings.field_key), and each row's key, kind (see
+        _ALONE), call and arguments (NVML's constants looked up), decoder, and the row. Made once per
+        tuple of rows, which live as long as the program."""
         plan = self._plans.get(id(specs))
         if plan is None:
             calls = [(spec.call, spec.args) for spec in specs if not spec.field and not spec.custom]
@@ -514,11 +538,7 @@ class NvmlSession:
             if getattr(lib, "field_not_recorded", None) is not None and lib.field_not_recorded(value):
                 out[fid] = Reading.missing(Reason.NOT_RECORDED)  # a replay's snapshot lacks it
                 continue
-            try:
-                raise lib.NVMLError(code)
-            except lib.NVMLError as exc:
-                reason, detail = self._reason(exc, f"field {fid}", missing_function=False)
-            out[fid] = Reading.missing(reason, detail)
+            out[fid] = self.missing_for(code, f"field {fid}")
         return out
 
     def _memory(self, h: Any) -> Reading[Memory]:
@@ -561,6 +581,34 @@ class NvmlSession:
             bad = dbe if dbe.value is None else pending
             return Reading.missing_like(bad)
         return Reading.of(RetiredPages(single_bit=sbe.value, double_bit=dbe.value, pending=pending.value))
+
+    def _profiling(self, h: Any, handles: _Handles) -> Reading[Any]:
+        """The GPU's GPM figures (probe.gpm), over the window since a sample kept from an earlier read."""
+        from gpudiag.probe import gpm
+
+        if self._gpm is None:
+            self._gpm = gpm.GpmReader(
+                self,
+                gpm.ONE_SHOT_WINDOW_S if self.gpm_window_s is None else self.gpm_window_s,
+                self.gpm_wait,
+                self.gpm_clock,
+                self.gpm_sleep,
+            )
+        if handles.gpm is None:
+            handles.gpm = gpm.GpuSamples()
+        return self._gpm.read(handles.gpm, h, self._gpm_samples)  # type: ignore[no-any-return]
+
+    def _gpm_samples(self) -> list[tuple[Any, Any]]:
+        """Every usable GPU's GPM state and handle (a one-shot read samples them all before its one wait)."""
+        from gpudiag.probe.gpm import GpuSamples
+
+        out = []
+        for handles in self._handles:
+            if handles.gpu is not None and handles.state is GpuState.OK:
+                if handles.gpm is None:
+                    handles.gpm = GpuSamples()
+                out.append((handles.gpm, handles.gpu))
+        return out
 
     def _inforom(self, h: Any) -> Reading[bool]:
         lib = self._lib
@@ -682,6 +730,7 @@ class XidWatch:
         self._lib = lib
         self._set: Any = None
         self.missing: list[str] = []
+        self.watched: set[int] = set()  # the indices of the GPUs whose events are seen
         try:
             self._set = lib.nvmlEventSetCreate()
         except lib.NVMLError as exc:
@@ -692,6 +741,8 @@ class XidWatch:
                 lib.nvmlDeviceRegisterEvents(handle, lib.nvmlEventTypeXidCriticalError, self._set)
             except lib.NVMLError as exc:
                 self.missing.append(f"GPU {index} ({exc})")
+                continue
+            self.watched.add(index)
 
     def poll(self) -> list[tuple[int, int]]:
         """(GPU index, Xid) of every event since the last poll, without waiting."""
@@ -821,6 +872,7 @@ _CUSTOM_READERS: dict[str, Callable[[NvmlSession, Any, _Handles], Any]] = {
     "inforom_valid": lambda session, h, _handles: session._inforom(h),
     "mig_devices": lambda session, _h, handles: tuple(session._mig_device(slot, mh) for slot, mh in handles.mig),
     "processes": lambda session, h, _handles: session._processes(h),
+    "profiling": lambda session, h, handles: session._profiling(h, handles),
     "mig_profiles": functools.partial(_mig_layout, "mig_profiles"),
     "mig_instances": functools.partial(_mig_layout, "mig_instances"),
 }

@@ -38,7 +38,7 @@ from gpudiag.model import (
     Reading,
     Reason,
 )
-from gpudiag.readings import GPU_READINGS, NO_INSTANCE, Spec, field_key, reading_at
+from gpudiag.readings import GPM_METRICS, GPU_READINGS, NO_INSTANCE, Spec, field_key, reading_at
 
 _INIT_ERRORS = {
     NvmlStatus.LIBRARY_NOT_FOUND: pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,
@@ -117,6 +117,8 @@ _PADDING: dict[str, tuple[Any, ...]] = {
 }
 # Answers that are pynvml structs rather than plain objects.
 _STRUCTS: dict[str, Callable[[], Any]] = {"nvmlDeviceGetUtilizationRates": pynvml.c_nvmlUtilization_t}
+# GPM metric ids by the model.Profiling field that keeps each, and the factor from GPM's unit to the model's.
+_GPM_FIELDS = {metric: (name, factor) for name, metric, factor in GPM_METRICS}
 # nvmlFieldValue_t's value member by its valueType (nvmlValueType_t).
 _VALUE_MEMBERS = {1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 # Per-link field ids (the link is the scope), answered from the recorded NVLinks, and their value types.
@@ -283,6 +285,20 @@ def _detail_rows_by_field() -> dict[Any, _Call]:
     return _index(DETAIL_READINGS, _fields_of)
 
 
+class ReplayTime:
+    """Time for a replay's one-shot GPM read: its wait between two samples passes at once (the recorded
+    figures are the window's whatever it lasts), and the window it reports is the one it asked for."""
+
+    def __init__(self) -> None:
+        self._now = 0.0
+
+    def now(self) -> float:
+        return self._now
+
+    def sleep(self, seconds: float) -> None:
+        self._now += seconds
+
+
 class FakeHandle(msgspec.Struct, frozen=True):
     gpu: int
     mig_slot: int | None = None
@@ -333,6 +349,14 @@ def _bus_id_key(bus_id: str) -> tuple[int, ...] | None:
         return None
 
 
+def _address(sample: Any) -> int:
+    """The buffer a GPM sample pointer points at (0 for a null pointer or something else)."""
+    try:
+        return ctypes.addressof(sample.contents)
+    except (AttributeError, TypeError, ValueError):
+        return 0
+
+
 def _text(value: str | bytes) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else value
 
@@ -366,6 +390,9 @@ class FakeNvml(ModuleType):
         self._details_impl: Any = None
         self._mig_impl: Any = None  # MIG's layout calls (gpudiag.replay.fake_mig), on the first
         self._event_sets: list[_EventSet] = []  # XID event sets (check --level 2-4)
+        # GPM sample buffers (nvmlGpmSampleAlloc), by address: the GPU sampled into each (its position)
+        # and its profiling reading then, or None while the buffer holds no sample.
+        self._gpm_samples: dict[int, tuple[int, Reading[Any]] | None] = {}
         self._unrecorded_fields: set[int] = set()  # addresses of field slots answered "not recorded"
 
     @property
@@ -449,7 +476,8 @@ class FakeNvml(ModuleType):
             # value, a GPU without details, its own handle.
             if found is not None and gpu.details.value is None and handle.mig_slot is None:
                 read, encode = found
-                return encode(_value(read(gpu)))
+                value = encode(_value(read(gpu)))
+                return _answer_of(name, value) if isinstance(value, dict) else value  # a dict: a struct's
             return self._answer(name, gpu, handle, own, args)
 
         call.__name__ = call.__qualname__ = name
@@ -730,7 +758,8 @@ class FakeNvml(ModuleType):
         if not _value(self._full_gpu(handle).inforom_valid):
             _raise(pynvml.NVML_ERROR_CORRUPTED_INFOROM)
 
-    def nvmlDeviceGetFieldValues(self, handle: FakeHandle, field_ids: list[int]) -> Any:
+    def nvmlDeviceGetFieldValues(self, handle: FakeHandle, field_ids: list[Any]) -> Any:
+        """Each field asked as nvidia-ml-py takes it: an id, or an (id, scope) pair."""
         self._enter("nvmlDeviceGetFieldValues")
         values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
         code = self._fill_field_values(handle, field_ids, values)
@@ -770,7 +799,9 @@ class FakeNvml(ModuleType):
             call, value_type = _FIELDS_OF_CALLS[field_id]
             found = self._rows(gpu, handle, _gpu_calls().get(call), _detail_rows_by_call, call, ())
         else:
-            key = (field_id, scope) if scope else field_id  # a scoped field (power of the module) is its own row
+            # A row answers only the scope it declares (readings.field_key): the all-links NVLink data
+            # (ALL_LINKS) is not one link's, and a scoped power field (the module's) is its own row.
+            key = (field_id, scope) if scope else field_id
             found = self._rows(gpu, handle, _gpu_fields().get(key), _detail_rows_by_field, key, ())
             value_type = found.specs[0].value_type if found is not None else 0
         if found is not None:
@@ -869,6 +900,68 @@ class FakeNvml(ModuleType):
 
     def nvmlDeviceGetGraphicsRunningProcesses(self, handle: FakeHandle) -> list[Any]:
         return self._query_processes("nvmlDeviceGetGraphicsRunningProcesses_v3", handle)
+
+    # -- GPM (profiling metrics) ----------------------------------------------------
+    # The recorded figures are what the GPU did over a window: nvmlGpmMetricsGet answers the ones the
+    # GPU's second sample was taken under (a later sample after set_machine sees the new ones).
+
+    def nvmlGpmQueryDeviceSupport(self, handle: FakeHandle) -> Any:
+        self._enter("nvmlGpmQueryDeviceSupport")
+        profiling = self._full_gpu(handle).profiling
+        support = pynvml.c_nvmlGpmSupport_t()
+        support.version = pynvml.NVML_GPM_SUPPORT_VERSION
+        if profiling.reason is Reason.NOT_SUPPORTED:
+            support.isSupportedDevice = 0  # an older GPU: NVML answers, and says no
+            return support
+        if profiling.reason not in (None, Reason.UNAVAILABLE):  # UNAVAILABLE: GPM, but no figures recorded
+            _value(profiling)  # "not recorded" where the snapshot does not say, else the error recorded
+        support.isSupportedDevice = 1
+        return support
+
+    def nvmlGpmSampleAlloc(self) -> Any:
+        self._enter("nvmlGpmSampleAlloc")
+        sample = pynvml.c_nvmlGpmSample_t(pynvml.struct_c_nvmlGpmSample_t())
+        self._gpm_samples[ctypes.addressof(sample.contents)] = None
+        return sample
+
+    def nvmlGpmSampleFree(self, sample: Any) -> None:
+        self._enter("nvmlGpmSampleFree")
+        if self._gpm_samples.pop(_address(sample), False) is False:
+            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+
+    def nvmlGpmSampleGet(self, handle: FakeHandle, sample: Any) -> Any:
+        self._enter("nvmlGpmSampleGet")
+        gpu = self._full_gpu(handle)
+        address = _address(sample)
+        if address not in self._gpm_samples:
+            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        self._gpm_samples[address] = (handle.gpu, gpu.profiling)
+        return sample
+
+    def nvmlGpmMetricsGet(self, query: Any) -> Any:
+        self._enter("nvmlGpmMetricsGet")
+        if query.version != pynvml.NVML_GPM_METRICS_GET_VERSION:
+            _raise(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        first = self._gpm_samples.get(_address(query.sample1))
+        second = self._gpm_samples.get(_address(query.sample2))
+        if first is None or second is None or first[0] != second[0]:
+            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # not filled, or two GPUs' samples
+        profiling = second[1]
+        metrics = query.metrics
+        for i in range(min(int(query.numMetrics), len(metrics))):
+            slot = metrics[i]
+            known = _GPM_FIELDS.get(int(slot.metricId))
+            if known is None:
+                slot.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED  # a metric the model does not keep
+                continue
+            name, factor = known
+            reading = getattr(profiling.value, name) if profiling.value is not None else profiling
+            if reading.value is None:
+                slot.nvmlReturn = _REASON_ERRORS[reading.reason or Reason.UNKNOWN_ERROR]
+            else:
+                slot.nvmlReturn = pynvml.NVML_SUCCESS
+                slot.value = float(reading.value) / factor  # back to GPM's unit (percent, MiB/s)
+        return query
 
     # -- events (XIDs) ---------------------------------------------------------------
 

@@ -13,6 +13,10 @@ few nothing recorded (:data:`NOT_CAPTURED`) answer "not recorded".
 
     python -m tests.hardware.capture idle > machine.json
     python -m tests.hardware.capture --into gpudiag/machines/h100-driver580-idle.json idle
+
+NVML's GPM (profiling metrics) is recorded apart, on the GPU machine, as ``nvml-gpm-<moment>.json``
+(``python -m tests.hardware.capture --record-gpm [SECONDS]``); the capture tool answers GPM's calls
+from it, and "not recorded" without it (the H100 capture of 2026-11-22 has none).
 """
 
 from __future__ import annotations
@@ -123,6 +127,21 @@ FIELDS_FROM_NVIDIA_SMI: dict[str, dict[Any, Any]] = {
 }
 # The busy capture's process as nvidia-smi --query-compute-apps showed it (pid 1128, python3).
 BUSY_PROCESS_NAME = "python3"
+# Field values the probe reads that neither the getter capture nor nvidia-smi's output holds: answered
+# "not recorded", as a replay answers what its snapshot lacks.
+FIELDS_NOT_CAPTURED = {
+    75: "the thermal policy's clock-holding time: nvidia-smi shows no counter for it",
+    77: "the board limit policy's: idem",
+    78: "the low utilization policy's: idem",
+    79: "the reliability policy's: idem",
+    138: "NVLink data sent: not asked in the getter capture (this H100 has no NVLink peers)",
+    139: "NVLink data received: idem",
+    197: "PCIe bytes sent: not asked in the getter capture",
+    198: "PCIe bytes received: idem",
+}
+# NVML GPM (profiling metrics), recorded by `python -m tests.hardware.capture --record-gpm` into this file
+# beside the getter capture; without it, GPM's calls answer "not recorded".
+GPM_CAPTURE = "nvml-gpm-{moment}.json"
 
 
 def _namespace(value: Any) -> Any:
@@ -144,9 +163,10 @@ def _answer(value: Any) -> Any:
 class CaptureNvml:
     """A ``pynvml`` stand-in for the one captured GPU: each call answers as the capture shows."""
 
-    def __init__(self, getters: dict[str, Any], fields: dict[Any, Any]) -> None:
+    def __init__(self, getters: dict[str, Any], fields: dict[Any, Any], gpm: dict[str, Any] | None = None) -> None:
         self._system = getters["system"]
         self._device = getters["device0"]
+        self._gpm = gpm
         self._fields: dict[Any, Any] = dict(fields)
         for key, entry in self._device.items():
             if key.startswith("nvmlDeviceGetFieldValues(") and "ok" in entry:
@@ -205,6 +225,9 @@ class CaptureNvml:
         for fid in ids:
             key = fid if isinstance(fid, tuple) and fid[1] else (fid[0] if isinstance(fid, tuple) else fid)
             number, scope = key if isinstance(key, tuple) else (key, 0)
+            if number in FIELDS_NOT_CAPTURED:
+                out.append(SimpleNamespace(fieldId=number, scopeId=scope, nvmlReturn=pynvml.NVML_ERROR_UNKNOWN))
+                continue
             if key not in self._fields:
                 self.unanswered.append(f"nvmlDeviceGetFieldValues([{key}])")
                 out.append(SimpleNamespace(fieldId=number, scopeId=scope, nvmlReturn=pynvml.NVML_ERROR_NOT_SUPPORTED))
@@ -228,6 +251,44 @@ class CaptureNvml:
                     )
                 )
         return out
+
+    def field_not_recorded(self, slot: Any) -> bool:
+        """Whether a field value answered with an error is one this capture does not hold (see the fake
+        NVML's method of the same name)."""
+        return int(slot.nvmlReturn) == pynvml.NVML_ERROR_UNKNOWN and int(slot.fieldId) in FIELDS_NOT_CAPTURED
+
+    # GPM, from its recording (GPM_CAPTURE): the metrics of one window, whatever two samples are asked.
+
+    def _gpm_record(self) -> dict[str, Any]:
+        if self._gpm is None:
+            raise NotRecordedError()
+        return self._gpm
+
+    def nvmlGpmQueryDeviceSupport(self, handle: int) -> Any:
+        entry = self._gpm_record()["nvmlGpmQueryDeviceSupport"]
+        return _answer(entry["error"]) if "error" in entry else _namespace(entry["ok"])
+
+    def nvmlGpmSampleAlloc(self) -> Any:
+        self._gpm_record()
+        return pynvml.c_nvmlGpmSample_t(pynvml.struct_c_nvmlGpmSample_t())
+
+    def nvmlGpmSampleGet(self, handle: int, sample: Any) -> Any:
+        self._gpm_record()
+        return sample
+
+    def nvmlGpmSampleFree(self, sample: Any) -> None:
+        return None
+
+    def nvmlGpmMetricsGet(self, query: Any) -> Any:
+        recorded = self._gpm_record()["nvmlGpmMetricsGet"]
+        for slot in list(query.metrics)[: int(query.numMetrics)]:
+            entry = recorded.get(str(int(slot.metricId)))
+            if entry is None or "error" in entry:
+                name = "NVMLError_NotSupported" if entry is None else entry["error"]
+                slot.nvmlReturn = _ERROR_CODES.get(name, pynvml.NVML_ERROR_UNKNOWN)
+            else:
+                slot.nvmlReturn, slot.value = pynvml.NVML_SUCCESS, float(entry["ok"])
+        return query
 
     def _call(self, name: str, args: tuple[Any, ...]) -> Any:
         table = self._system if name.startswith("nvmlSystem") else self._device
@@ -279,7 +340,9 @@ def build(moment: str, capture_dir: Path = CAPTURE_DIR) -> tuple[Machine, list[s
     """The captured H100 at ``moment`` ("idle" or "busy"), and the calls left unanswered."""
     getters = json.loads((capture_dir / f"nvml-getters-{moment}.json").read_text())
     snapshot, _ = fixtures.load(str(capture_dir / f"gpudiag-snapshot-{moment}.json"))
-    lib = CaptureNvml(getters, FIELDS_FROM_NVIDIA_SMI[moment])
+    gpm_file = capture_dir / GPM_CAPTURE.format(moment=moment)
+    gpm = json.loads(gpm_file.read_text()) if gpm_file.is_file() else None
+    lib = CaptureNvml(getters, FIELDS_FROM_NVIDIA_SMI[moment], gpm)
     session = NvmlSession(lib, _host)
     session.cpu_count = 16  # the capture VM's vCPUs
     session.process_stats = _no_stats
@@ -356,9 +419,59 @@ def add_details(path: Path, moment: str) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
+def record_gpm(lib: Any = pynvml, window_s: float = 1.0) -> dict[str, Any]:
+    """On a GPU machine: what NVML's GPM answers on GPU 0 over one window, as :data:`GPM_CAPTURE`
+    holds it (the support query, then each metric of ``readings.GPM_METRICS``: its value in GPM's
+    unit, or the NVMLError class it gave)."""
+    import time
+
+    from gpudiag.readings import GPM_METRICS
+
+    def error(exc: Exception) -> dict[str, str]:
+        return {"error": type(exc).__name__}
+
+    lib.nvmlInit()
+    try:
+        h = lib.nvmlDeviceGetHandleByIndex(0)
+        out: dict[str, Any] = {"window_s": window_s, "nvmlGpmMetricsGet": {}}
+        try:
+            supported = bool(lib.nvmlGpmQueryDeviceSupport(h).isSupportedDevice)
+            out["nvmlGpmQueryDeviceSupport"] = {"ok": {"isSupportedDevice": int(supported)}}
+        except lib.NVMLError as exc:
+            out["nvmlGpmQueryDeviceSupport"] = error(exc)
+            return out
+        if not supported:
+            return out
+        first, second = lib.nvmlGpmSampleAlloc(), lib.nvmlGpmSampleAlloc()
+        try:
+            lib.nvmlGpmSampleGet(h, first)
+            time.sleep(window_s)
+            lib.nvmlGpmSampleGet(h, second)
+            query = lib.c_nvmlGpmMetricsGet_t()
+            query.version, query.numMetrics = lib.NVML_GPM_METRICS_GET_VERSION, len(GPM_METRICS)
+            query.sample1, query.sample2 = first, second
+            for slot, (_, metric, _) in zip(query.metrics, GPM_METRICS, strict=False):
+                slot.metricId = metric
+            lib.nvmlGpmMetricsGet(query)
+            for slot, (_, metric, _) in zip(query.metrics, GPM_METRICS, strict=False):
+                code = int(slot.nvmlReturn)
+                out["nvmlGpmMetricsGet"][str(metric)] = (
+                    {"ok": float(slot.value)} if code == lib.NVML_SUCCESS else error(lib.NVMLError(code))
+                )
+        finally:
+            lib.nvmlGpmSampleFree(first)
+            lib.nvmlGpmSampleFree(second)
+        return out
+    finally:
+        lib.nvmlShutdown()
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--into"]:  # --into MACHINE.json MOMENT
         add_details(Path(argv[1]), argv[2])
+        return 0
+    if argv[:1] == ["--record-gpm"]:  # --record-gpm [SECONDS] > nvml-gpm-MOMENT.json, on the GPU machine
+        sys.stdout.write(json.dumps(record_gpm(window_s=float(argv[1]) if argv[1:] else 1.0), indent=2) + "\n")
         return 0
     moment = argv[0] if argv else "idle"
     machine, _ = build(moment)
