@@ -17,7 +17,8 @@ from typing import Any
 import pynvml
 import pytest
 
-from gpudiag.replay.fake_nvml import FakeHandle, FakeNvml, NotRecordedError
+from gpudiag.replay.fake_answers import FakeHandle, NotRecordedError
+from gpudiag.replay.fake_nvml import FakeNvml
 from gpudiag.replay.fixtures import load
 
 CAPTURE = Path(__file__).resolve().parent.parent / "docs" / "hardware" / "h100-80gb-hbm3-driver580"

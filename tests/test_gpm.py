@@ -16,8 +16,9 @@ from gpudiag.model import FactGroup, Machine, Reading, Reason
 from gpudiag.probe import gpm
 from gpudiag.probe.nvml import NvmlSession
 from gpudiag.readings import GPM_METRICS, MIB
+from gpudiag.replay.fake_answers import FakeHandle
 from gpudiag.replay.fake_host import RecordedHost
-from gpudiag.replay.fake_nvml import FakeHandle, FakeNvml
+from gpudiag.replay.fake_nvml import FakeNvml
 from gpudiag.replay.fixtures import load
 from tests.conftest import Cli
 

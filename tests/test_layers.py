@@ -192,10 +192,6 @@ KNOWN_CYCLES = {
     # breaking it means splitting model.py's basics (Reading, Reason, FactGroup) from the Machine,
     # which every module of gpudiag imports.
     frozenset({"gpudiag.model", "gpudiag.details", "gpudiag.readings"}),
-    # The fake NVML loads its detail and MIG call families on first use and hands them itself; they
-    # read its call log, GPU lookup and recorded-value rule (_value) back. Breaking it means moving
-    # that rule and FakeHandle into a module of their own and handing the families the callables.
-    frozenset({"gpudiag.replay.fake_nvml", "gpudiag.replay.fake_details", "gpudiag.replay.fake_mig"}),
 }
 
 

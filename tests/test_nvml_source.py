@@ -22,8 +22,9 @@ from gpudiag.model import FactGroup, GpuState, HostProcess, HostState, Machine, 
 from gpudiag.probe.collect import collect
 from gpudiag.probe.nvml import NvmlSession
 from gpudiag.replay import fixtures
+from gpudiag.replay.fake_answers import FakeHandle
 from gpudiag.replay.fake_host import RecordedHost
-from gpudiag.replay.fake_nvml import FakeHandle, FakeNvml
+from gpudiag.replay.fake_nvml import FakeNvml
 from gpudiag.serialize import to_data
 
 Load = Callable[[str], Machine]
@@ -525,7 +526,7 @@ def test_only_the_live_source_and_the_fake_import_pynvml() -> None:
     # The fake (with its detail and MIG calls) stand in for pynvml and use its constants.
     allowed = {
         "probe/collect.py",
-        *(f"replay/{m}.py" for m in ("fake_nvml", "fake_details", "fake_mig")),
+        *(f"replay/{m}.py" for m in ("fake_nvml", "fake_answers", "fake_details", "fake_mig")),
     }
     importers = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if _pynvml_imports(p)}
     assert importers <= allowed, importers - allowed

@@ -10,6 +10,7 @@ stands for, as `docs/hardware/.../nvml-getters-*.json` show.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -31,10 +32,10 @@ from gpudiag.readings import (
     P2P_WRITE,
     TOPOLOGY_LEVELS,
 )
+from gpudiag.replay.fake_answers import FakeHandle, fail, recorded
 
 if TYPE_CHECKING:
     from gpudiag.details import GpuDetails, NvLink
-    from gpudiag.replay.fake_nvml import FakeNvml
 
 _TOPOLOGY_CODES = {level: code for code, level in TOPOLOGY_LEVELS.items()}
 # The per-link field values NVML answers with the link as the scope: the NvLink reading each is.
@@ -49,16 +50,6 @@ _P2P_CODES = {status: code for code, status in P2P_STATUS.items()}
 _NVLINK_REMOTE_CODES = {kind: code for code, kind in NVLINK_REMOTE_TYPES.items()}
 
 
-def _raise(code: int) -> Any:
-    raise pynvml.NVMLError(code)
-
-
-def _value(reading: Reading[Any]) -> Any:
-    from gpudiag.replay.fake_nvml import _value as value
-
-    return value(reading)
-
-
 def _mask(numbers: str, words: int) -> list[int]:
     """ "0-15,32" as NVML's array of 64-bit words."""
     out = [0] * words
@@ -71,30 +62,27 @@ def _mask(numbers: str, words: int) -> list[int]:
 
 
 class FakeDetails:
-    """Detail calls of a FakeNvml, which keeps the machine, the call log and the init state."""
+    """Detail calls of a FakeNvml, which keeps the machine, the call log and the init state: it hands
+    over how a call is entered (logged, refused before init or when the driver lacks it) and how a
+    handle becomes its GPU."""
 
-    def __init__(self, fake: FakeNvml) -> None:
-        self._fake = fake
-
-    def _enter(self, name: str) -> None:
-        self._fake._enter(name)
-
-    def _gpu(self, handle: Any) -> Gpu:
-        return self._fake._gpu(handle)
+    def __init__(self, enter: Callable[[str], None], gpu: Callable[[FakeHandle], Gpu]) -> None:
+        self._enter = enter
+        self._gpu = gpu
 
     def _details(self, name: str, handle: Any) -> GpuDetails:
         self._enter(name)
-        return _value(self._gpu(handle).details)  # type: ignore[no-any-return]
+        return recorded(self._gpu(handle).details)  # type: ignore[no-any-return]
 
     # -- identity --------------------------------------------------------------------
 
     def nvmlDeviceGetPciInfoExt(self, handle: Any, ref: Any) -> None:
         ident = self._details("nvmlDeviceGetPciInfoExt", handle).identity
         info = ref._obj  # ctypes.byref(struct)
-        info.baseClass, info.subClass = int(_value(ident.pci_base_class)), int(_value(ident.pci_sub_class))
+        info.baseClass, info.subClass = int(recorded(ident.pci_base_class)), int(recorded(ident.pci_sub_class))
         for attr, pick in self.detail_pci(self._gpu(handle)).items():
             setattr(info, attr, pick)
-        info.busId = str(_value(self._gpu(handle).pci_bus_id)).encode()
+        info.busId = str(recorded(self._gpu(handle).pci_bus_id)).encode()
 
     def detail_pci(self, gpu: Gpu) -> dict[str, Any]:
         """The PCI ids FakeNvml.nvmlDeviceGetPciInfo adds when details are recorded."""
@@ -109,7 +97,7 @@ class FakeDetails:
             "pciDeviceId": ident.pci_device_id,
             "pciSubSystemId": ident.pci_subsystem_id,
         }
-        return {k: int(_value(v)) for k, v in pairs.items()}
+        return {k: int(recorded(v)) for k, v in pairs.items()}
 
     # -- memory health ---------------------------------------------------------------
 
@@ -122,12 +110,12 @@ class FakeDetails:
             if loc.location == names.get(location):
                 corrected = error_type == pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED
                 if counter == pynvml.NVML_VOLATILE_ECC:
-                    return int(_value(loc.volatile_corrected if corrected else loc.volatile_uncorrected))
-                return int(_value(loc.aggregate_corrected if corrected else loc.aggregate_uncorrected))
-        return int(_raise(pynvml.NVML_ERROR_INVALID_ARGUMENT))
+                    return int(recorded(loc.volatile_corrected if corrected else loc.volatile_uncorrected))
+                return int(recorded(loc.aggregate_corrected if corrected else loc.aggregate_uncorrected))
+        return int(fail(pynvml.NVML_ERROR_INVALID_ARGUMENT))
 
     def nvmlDeviceGetSramEccErrorStatus(self, handle: Any, ref: Any) -> None:
-        e = _value(self._details("nvmlDeviceGetSramEccErrorStatus", handle).memory_health.sram)
+        e = recorded(self._details("nvmlDeviceGetSramEccErrorStatus", handle).memory_health.sram)
         status = ref._obj
         status.volatileCor, status.aggregateCor = e.volatile_corrected, e.aggregate_corrected
         status.volatileUncParity, status.volatileUncSecDed = (
@@ -149,7 +137,8 @@ class FakeDetails:
         if d is None:
             return None
         health = d.memory_health
-        return list(_value(health.retired_single_bit_addresses if single_bit else health.retired_double_bit_addresses))
+        addresses = health.retired_single_bit_addresses if single_bit else health.retired_double_bit_addresses
+        return list(recorded(addresses))
 
     # -- NVLink and topology ---------------------------------------------------------
 
@@ -159,38 +148,38 @@ class FakeDetails:
 
     def nvlink_field(self, gpu: Gpu, field_id: int, link: int) -> int:
         """A per-link field (:data:`NVLINK_FIELDS`: speed, throughput counters) of one link, the field's scope."""
-        found = self._link(_value(gpu.details), link)
+        found = self._link(recorded(gpu.details), link)
         if found is None:
-            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         assert found is not None
-        return int(_value(getattr(found, NVLINK_FIELDS[field_id])))
+        return int(recorded(getattr(found, NVLINK_FIELDS[field_id])))
 
     @staticmethod
     def _link(d: GpuDetails, link: int) -> NvLink | None:
-        links = _value(d.nvlinks)
+        links = recorded(d.nvlinks)
         return next((x for x in links if x.link == link), None)
 
     def _nvlink(self, name: str, handle: Any, link: int) -> NvLink:
         found = self._link(self._details(name, handle), link)
         if found is None:
-            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # past this GPU's last link
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # past this GPU's last link
         assert found is not None
         return found
 
     def nvmlDeviceGetNvLinkState(self, handle: Any, link: int) -> int:
-        active = _value(self._nvlink("nvmlDeviceGetNvLinkState", handle, link).active)
+        active = recorded(self._nvlink("nvmlDeviceGetNvLinkState", handle, link).active)
         return int(pynvml.NVML_FEATURE_ENABLED if active else pynvml.NVML_FEATURE_DISABLED)
 
     def nvmlDeviceGetNvLinkVersion(self, handle: Any, link: int) -> int:
-        return int(_value(self._nvlink("nvmlDeviceGetNvLinkVersion", handle, link).version))
+        return int(recorded(self._nvlink("nvmlDeviceGetNvLinkVersion", handle, link).version))
 
     def nvmlDeviceGetNvLinkRemotePciInfo(self, handle: Any, link: int) -> Any:
         return SimpleNamespace(
-            busId=_value(self._nvlink("nvmlDeviceGetNvLinkRemotePciInfo", handle, link).remote_pci_bus_id)
+            busId=recorded(self._nvlink("nvmlDeviceGetNvLinkRemotePciInfo", handle, link).remote_pci_bus_id)
         )
 
     def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: Any, link: int) -> int:
-        kind = _value(self._nvlink("nvmlDeviceGetNvLinkRemoteDeviceType", handle, link).remote_type)
+        kind = recorded(self._nvlink("nvmlDeviceGetNvLinkRemoteDeviceType", handle, link).remote_type)
         return _NVLINK_REMOTE_CODES.get(kind, 255)
 
     def nvmlDeviceGetNvLinkErrorCounter(self, handle: Any, link: int, counter: int) -> int:
@@ -202,17 +191,17 @@ class FakeDetails:
             pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA: found.crc_data_errors,
         }
         if counter not in by_counter:
-            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return int(_value(by_counter[counter]))
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return int(recorded(by_counter[counter]))
 
     def _peer(self, name: str, handle: Any, other: Any) -> Any:
-        for peer in _value(self._details(name, handle).affinity).peers:
+        for peer in recorded(self._details(name, handle).affinity).peers:
             if peer.gpu == other.gpu:
                 return peer
-        return _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
 
     def nvmlDeviceGetTopologyCommonAncestor(self, handle: Any, other: Any) -> int:
-        level = _value(self._peer("nvmlDeviceGetTopologyCommonAncestor", handle, other).common_ancestor)
+        level = recorded(self._peer("nvmlDeviceGetTopologyCommonAncestor", handle, other).common_ancestor)
         return _TOPOLOGY_CODES[level]
 
     def nvmlDeviceGetP2PStatus(self, handle: Any, other: Any, index: int) -> int:
@@ -225,32 +214,33 @@ class FakeDetails:
             P2P_PROP: peer.p2p_prop,
         }
         if index not in by_index:
-            return int(_raise(pynvml.NVML_ERROR_NOT_SUPPORTED))
-        return _P2P_CODES[_value(by_index[index])]
+            return int(fail(pynvml.NVML_ERROR_NOT_SUPPORTED))
+        return _P2P_CODES[recorded(by_index[index])]
 
     def nvmlDeviceGetCpuAffinity(self, handle: Any, words: int) -> list[int]:
-        return _mask(_value(_value(self._details("nvmlDeviceGetCpuAffinity", handle).affinity).cpus), words)
+        return _mask(recorded(recorded(self._details("nvmlDeviceGetCpuAffinity", handle).affinity).cpus), words)
 
     def nvmlDeviceGetMemoryAffinity(self, handle: Any, words: int, scope: int) -> list[int]:
-        return _mask(_value(_value(self._details("nvmlDeviceGetMemoryAffinity", handle).affinity).numa_nodes), words)
+        affinity = recorded(self._details("nvmlDeviceGetMemoryAffinity", handle).affinity)
+        return _mask(recorded(affinity.numa_nodes), words)
 
     # -- clocks ----------------------------------------------------------------------
 
     def nvmlDeviceGetSupportedMemoryClocks(self, handle: Any) -> list[int]:
-        supported = _value(self._details("nvmlDeviceGetSupportedMemoryClocks", handle).clocks.supported)
+        supported = recorded(self._details("nvmlDeviceGetSupportedMemoryClocks", handle).clocks.supported)
         return [memory for memory, _ in supported]
 
     def nvmlDeviceGetSupportedGraphicsClocks(self, handle: Any, memory: int) -> list[int]:
-        supported = _value(self._details("nvmlDeviceGetSupportedGraphicsClocks", handle).clocks.supported)
+        supported = recorded(self._details("nvmlDeviceGetSupportedGraphicsClocks", handle).clocks.supported)
         for clock, graphics in supported:
             if clock == memory:
                 return list(graphics)
-        return list(_raise(pynvml.NVML_ERROR_INVALID_ARGUMENT))  # a memory clock it does not have
+        return list(fail(pynvml.NVML_ERROR_INVALID_ARGUMENT))  # a memory clock it does not have
 
     # -- processes -------------------------------------------------------------------
 
     def nvmlDeviceGetProcessUtilization(self, handle: Any, since: int) -> list[Any]:
-        loads = _value(self._details("nvmlDeviceGetProcessUtilization", handle).process_load)
+        loads = recorded(self._details("nvmlDeviceGetProcessUtilization", handle).process_load)
         # A replay holds one moment: its samples are always newer than the cursor asked for.
         return [
             SimpleNamespace(

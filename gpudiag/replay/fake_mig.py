@@ -9,25 +9,13 @@ whose address encodes the GPU's position and the instance ids (never dereference
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable
+from typing import Any
 
 import pynvml
 
 from gpudiag.model import Gpu, MigComputeInstance, MigGpuInstance, MigProfile
-
-if TYPE_CHECKING:
-    from gpudiag.replay.fake_nvml import FakeHandle, FakeNvml
-
-
-def _raise(code: int) -> NoReturn:
-    raise pynvml.NVMLError(code)
-
-
-def _value(reading: Any) -> Any:
-    from gpudiag.replay.fake_nvml import _value as value
-
-    return value(reading)
-
+from gpudiag.replay.fake_answers import FakeHandle, fail, recorded
 
 _GPU, _GI, _CI = 1 << 32, 1 << 16, 1  # an instance handle's address: (gpu + 1, gi + 1, ci + 1)
 
@@ -37,40 +25,47 @@ def _address(handle: Any) -> int:
 
 
 class FakeMig:
-    """MIG calls of a FakeNvml, which keeps the machine, the call log and the init state."""
+    """MIG calls of a FakeNvml, which keeps the machine, the call log and the init state: it hands
+    over how a call is entered, how a handle becomes its GPU, and its full GPU (a MIG device's
+    handle refused)."""
 
-    def __init__(self, fake: FakeNvml) -> None:
-        self._fake = fake
+    def __init__(
+        self,
+        enter: Callable[[str], None],
+        gpu: Callable[[FakeHandle], Gpu],
+        full_gpu: Callable[[FakeHandle], Gpu],
+    ) -> None:
+        self._enter = enter
+        self._any_gpu = gpu
+        self._full_gpu = full_gpu
 
     def _gpu(self, name: str, handle: FakeHandle) -> Gpu:
-        self._fake._enter(name)
-        gpu = self._fake._full_gpu(handle)
+        self._enter(name)
+        gpu = self._full_gpu(handle)
         if not gpu.mig_mode_current.get(False):
-            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)  # MIG is off: no instance can be asked for
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)  # MIG is off: no instance can be asked for
         return gpu
 
     def _profile(self, gpu: Gpu, **match: int) -> MigProfile:
-        profiles: tuple[MigProfile, ...] = _value(gpu.mig_profiles)
+        profiles: tuple[MigProfile, ...] = recorded(gpu.mig_profiles)
         for profile in profiles:
             if all(getattr(profile, k) == v for k, v in match.items()):
                 return profile
-        _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)  # this GPU does not offer it
+        fail(pynvml.NVML_ERROR_NOT_SUPPORTED)  # this GPU does not offer it
 
     def _instance(self, name: str, handle: Any) -> tuple[Gpu, MigGpuInstance, MigComputeInstance | None]:
         """The GPU, GPU instance and (for a compute instance's handle) compute instance a handle names."""
-        from gpudiag.replay.fake_nvml import FakeHandle
-
-        self._fake._enter(name)
+        self._enter(name)
         address = _address(handle)
         position, gi_id, ci_id = address // _GPU - 1, address % _GPU // _GI - 1, address % _GI - 1
-        gpu = self._fake._gpu(FakeHandle(position))
-        for gi in _value(gpu.mig_instances):
+        gpu = self._any_gpu(FakeHandle(position))
+        for gi in recorded(gpu.mig_instances):
             if gi.id == gi_id:
                 ci = next((c for c in gi.compute_instances if c.id == ci_id), None)
                 if ci_id >= 0 and ci is None:
                     break
                 return gpu, gi, ci
-        _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
 
     # -- GPU instances ---------------------------------------------------------------
 
@@ -89,12 +84,12 @@ class FakeMig:
 
     def nvmlDeviceGetGpuInstanceRemainingCapacity(self, handle: FakeHandle, profile_id: int) -> int:
         found = self._profile(self._gpu("nvmlDeviceGetGpuInstanceRemainingCapacity", handle), id=profile_id)
-        return int(_value(found.remaining))
+        return int(recorded(found.remaining))
 
     def nvmlDeviceGetGpuInstances(self, handle: FakeHandle, profile_id: int, array: Any, count: Any) -> int:
         gpu = self._gpu("nvmlDeviceGetGpuInstances", handle)
         self._profile(gpu, id=profile_id)
-        found = [gi for gi in _value(gpu.mig_instances) if gi.profile_id == profile_id]
+        found = [gi for gi in recorded(gpu.mig_instances) if gi.profile_id == profile_id]
         for slot, gi in enumerate(found[: len(array)]):
             array[slot] = ctypes.cast((handle.gpu + 1) * _GPU + (gi.id + 1) * _GI, type(array[slot]))
         count._obj.value = min(len(found), len(array))
@@ -117,7 +112,7 @@ class FakeMig:
         _gpu, gi, _ci = self._instance("nvmlGpuInstanceGetComputeInstanceProfileInfoV", gi_handle)
         users = [ci for ci in gi.compute_instances if ci.profile_id == profile]
         if not users:
-            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         info = pynvml.c_nvmlComputeInstanceProfileInfo_v2_t()
         info.version = pynvml.nvmlComputeInstanceProfileInfo_v2
         info.id, info.sliceCount, info.instanceCount = profile, users[0].placement_size, len(users)
@@ -138,7 +133,7 @@ class FakeMig:
     def nvmlComputeInstanceGetInfo(self, ci_handle: Any) -> Any:
         _gpu, _gi, ci = self._instance("nvmlComputeInstanceGetInfo_v2", ci_handle)
         if ci is None:
-            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         info = pynvml.c_nvmlComputeInstanceInfo_t()
         info.id, info.profileId = ci.id, ci.profile_id
         info.placement.start, info.placement.size = ci.placement_start, ci.placement_size

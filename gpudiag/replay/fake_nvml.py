@@ -21,7 +21,7 @@ import operator
 from collections import deque
 from collections.abc import Callable
 from types import FunctionType, ModuleType, SimpleNamespace
-from typing import Any, NoReturn
+from typing import Any
 
 import msgspec
 import pynvml
@@ -39,6 +39,7 @@ from gpudiag.model import (
     Reason,
 )
 from gpudiag.readings import GPM_METRICS, GPU_READINGS, NO_INSTANCE, Spec, field_key, reading_at
+from gpudiag.replay.fake_answers import REASON_ERRORS, FakeHandle, NotRecordedError, fail, recorded
 
 _INIT_ERRORS = {
     NvmlStatus.LIBRARY_NOT_FOUND: pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,
@@ -47,27 +48,6 @@ _INIT_ERRORS = {
     NvmlStatus.NO_PERMISSION: pynvml.NVML_ERROR_NO_PERMISSION,
     NvmlStatus.ERROR: pynvml.NVML_ERROR_UNKNOWN,
 }
-
-_REASON_ERRORS = {
-    Reason.NOT_SUPPORTED: pynvml.NVML_ERROR_NOT_SUPPORTED,
-    Reason.NO_PERMISSION: pynvml.NVML_ERROR_NO_PERMISSION,
-    Reason.GPU_LOST: pynvml.NVML_ERROR_GPU_IS_LOST,
-    Reason.FUNCTION_NOT_FOUND: pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,
-    Reason.NOT_FOUND: pynvml.NVML_ERROR_NOT_FOUND,
-    Reason.UNAVAILABLE: pynvml.NVML_ERROR_UNKNOWN,
-    Reason.UNKNOWN_ERROR: pynvml.NVML_ERROR_UNKNOWN,
-    Reason.NOT_READ: pynvml.NVML_ERROR_UNKNOWN,  # a hand-made file that records no answer
-    Reason.NOT_RECORDED: pynvml.NVML_ERROR_UNKNOWN,  # raised as NotRecordedError, which says so
-}
-
-
-class NotRecordedError(pynvml.NVMLError_Unknown):  # type: ignore[misc]
-    """What the fake raises for a reading the replayed snapshot does not hold: NVML's "unknown
-    error" to its consumers (gpustat, nvitop), and ``gpudiag_reason`` tells gpudiag's probe that
-    the snapshot, not the GPU, lacks it."""
-
-    gpudiag_reason = Reason.NOT_RECORDED.value
-
 
 CALL_LOG = 20_000  # NVML calls kept for cost tests (~160 KiB; a snapshot of 8 GPUs makes ~2,200)
 _MAX_MIG_SLOTS = 7  # A100/H100: up to seven GPU instances
@@ -299,11 +279,6 @@ class ReplayTime:
         self._now += seconds
 
 
-class FakeHandle(msgspec.Struct, frozen=True):
-    gpu: int
-    mig_slot: int | None = None
-
-
 class _EventSet:
     """An NVML event set: the GPUs registered, and the events not yet waited for."""
 
@@ -318,25 +293,6 @@ class _EventData(msgspec.Struct, frozen=True):
     device: FakeHandle
     eventType: int  # noqa: N815 - mirrors the NVML struct
     eventData: int  # noqa: N815
-
-
-def _raise(code: int) -> NoReturn:
-    raise pynvml.NVMLError(code)
-
-
-def _value(reading: Reading[Any]) -> Any:
-    if reading.reason is None:
-        return reading.value
-    if reading.reason is Reason.NOT_RECORDED or reading.reason is Reason.NOT_READ:  # the file does not hold it
-        raise NotRecordedError()
-    code = _REASON_ERRORS[reading.reason]
-    if reading.reason is Reason.UNAVAILABLE and reading.detail.endswith(": not ready"):
-        code = pynvml.NVML_ERROR_NOT_READY  # as the probe read it (the InfoROM BBX not flushed yet)
-    exc = pynvml.NVMLError(code)
-    if reading.reason in (Reason.UNAVAILABLE, Reason.UNKNOWN_ERROR) and reading.detail:
-        # What the recording said, for gpudiag's probe (NVML's unknown error to other readers).
-        exc.gpudiag_reason, exc.gpudiag_detail = reading.reason.value, reading.detail
-    raise exc
 
 
 def _bus_id_key(bus_id: str) -> tuple[int, ...] | None:
@@ -428,7 +384,7 @@ class FakeNvml(ModuleType):
     def _lacks(self, name: str) -> Callable[..., Any]:
         def missing(*_args: Any, **_kw: Any) -> Any:
             self._calls.append(name)
-            _raise(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+            fail(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
 
         missing.__name__ = missing.__qualname__ = name
         return missing
@@ -437,14 +393,14 @@ class FakeNvml(ModuleType):
         if self._mig_impl is None:
             from gpudiag.replay.fake_mig import FakeMig
 
-            self._mig_impl = FakeMig(self)
+            self._mig_impl = FakeMig(self._enter, self._gpu, self._full_gpu)
         return self._mig_impl
 
     def _detail_calls(self) -> Any:
         if self._details_impl is None:
             from gpudiag.replay.fake_details import FakeDetails
 
-            self._details_impl = FakeDetails(self)
+            self._details_impl = FakeDetails(self._enter, self._gpu)
         return self._details_impl
 
     def _later(self, name: str) -> Callable[..., Any]:
@@ -456,7 +412,7 @@ class FakeNvml(ModuleType):
             answer = getattr(self._detail_calls(), name, None) or getattr(self._mig_calls(), name, None)
             if answer is None:
                 self._calls.append(name)
-                _raise(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+                fail(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
             return answer(*args, **kw)
 
         call.__name__ = call.__qualname__ = name
@@ -476,7 +432,7 @@ class FakeNvml(ModuleType):
             # value, a GPU without details, its own handle.
             if found is not None and gpu.details.value is None and handle.mig_slot is None:
                 read, encode = found
-                value = encode(_value(read(gpu)))
+                value = encode(recorded(read(gpu)))
                 return _answer_of(name, value) if isinstance(value, dict) else value  # a dict: a struct's
             return self._answer(name, gpu, handle, own, args)
 
@@ -497,8 +453,8 @@ class FakeNvml(ModuleType):
     def _answer(self, name: str, gpu: Gpu, handle: FakeHandle, own: _Call | None, args: tuple[Any, ...]) -> Any:
         found = self._rows(gpu, handle, own, _detail_rows_by_call, name, args)
         if found is None:
-            _raise(_UNKNOWN_ARGUMENT.get(name, pynvml.NVML_ERROR_NOT_SUPPORTED))
-        values = [encode(_value(read(gpu))) for read, encode in zip(found.reads, found.encodes, strict=True)]
+            fail(_UNKNOWN_ARGUMENT.get(name, pynvml.NVML_ERROR_NOT_SUPPORTED))
+        values = [encode(recorded(read(gpu))) for read, encode in zip(found.reads, found.encodes, strict=True)]
         return found.assemble(values)
 
     def _rows(
@@ -514,7 +470,7 @@ class FakeNvml(ModuleType):
         reading (a clock, the energy), else its own; a detail row of a GPU without details answers
         "not recorded"."""
         if own is not None and own.whole_gpu and handle.mig_slot is not None:
-            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)  # a GPU-level query: a MIG device's handle does not answer it
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)  # a GPU-level query: a MIG device's handle does not answer it
         found = own.by_args.get(args) if own is not None else None
         if found is not None and gpu.details.value is None:
             return found  # without reading the details' rows: a plain `list` replay never loads them
@@ -524,18 +480,18 @@ class FakeNvml(ModuleType):
     def _enter(self, name: str) -> None:
         self._calls.append(name)
         if name in self._machine.nvml.functions_missing:
-            _raise(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+            fail(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
         if not self.initialised and name not in ("nvmlInit", "nvmlInitWithFlags"):
-            _raise(pynvml.NVML_ERROR_UNINITIALIZED)
+            fail(pynvml.NVML_ERROR_UNINITIALIZED)
 
     def _gpu(self, handle: FakeHandle) -> Gpu:
         if not isinstance(handle, FakeHandle) or not 0 <= handle.gpu < len(self._machine.gpus):
-            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         gpu = self._machine.gpus[handle.gpu]
         if gpu.state is GpuState.LOST:
-            _raise(pynvml.NVML_ERROR_GPU_IS_LOST)
+            fail(pynvml.NVML_ERROR_GPU_IS_LOST)
         if gpu.state is GpuState.ERROR:
-            _raise(pynvml.NVML_ERROR_UNKNOWN)
+            fail(pynvml.NVML_ERROR_UNKNOWN)
         return gpu
 
     def _mig(self, handle: FakeHandle) -> MigDevice:
@@ -543,18 +499,18 @@ class FakeNvml(ModuleType):
         for mig in gpu.mig_devices:
             if mig.index == handle.mig_slot:
                 return mig
-        _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # a full GPU's handle, as NVML answers
+        fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # a full GPU's handle, as NVML answers
 
     def _full_gpu(self, handle: FakeHandle, mig_error: int = pynvml.NVML_ERROR_NOT_SUPPORTED) -> Gpu:
         """A GPU-level query: a MIG device's handle does not answer it."""
         gpu = self._gpu(handle)
         if handle.mig_slot is not None:
-            _raise(mig_error)
+            fail(mig_error)
         return gpu
 
     def _memory(self, handle: FakeHandle) -> Memory:
         owner = self._mig(handle) if handle.mig_slot is not None else self._gpu(handle)
-        memory: Memory = _value(owner.memory)
+        memory: Memory = recorded(owner.memory)
         return memory
 
     # -- system ----------------------------------------------------------------------
@@ -569,7 +525,7 @@ class FakeNvml(ModuleType):
         self._enter(name)
         status = self._machine.nvml.status
         if status is not NvmlStatus.OK:
-            _raise(_INIT_ERRORS[status])
+            fail(_INIT_ERRORS[status])
         self._loaded = True
         self._init_count += 1
 
@@ -579,19 +535,19 @@ class FakeNvml(ModuleType):
 
     def nvmlSystemGetDriverVersion(self) -> str:
         self._enter("nvmlSystemGetDriverVersion")
-        return str(_value(self._machine.nvml.driver_version))
+        return str(recorded(self._machine.nvml.driver_version))
 
     def nvmlSystemGetNVMLVersion(self) -> str:
         self._enter("nvmlSystemGetNVMLVersion")
-        return str(_value(self._machine.nvml.nvml_version))
+        return str(recorded(self._machine.nvml.nvml_version))
 
     def nvmlSystemGetCudaDriverVersion(self) -> int:
         self._enter("nvmlSystemGetCudaDriverVersion")
-        return int(_value(self._machine.nvml.cuda_driver_version))
+        return int(recorded(self._machine.nvml.cuda_driver_version))
 
     def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
         self._enter("nvmlSystemGetCudaDriverVersion_v2")
-        return int(_value(self._machine.nvml.cuda_driver_version))
+        return int(recorded(self._machine.nvml.cuda_driver_version))
 
     def nvmlDeviceGetCount(self) -> int:
         self._enter("nvmlDeviceGetCount")
@@ -600,7 +556,7 @@ class FakeNvml(ModuleType):
     def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeHandle:
         self._enter("nvmlDeviceGetHandleByIndex")
         if not 0 <= index < len(self._machine.gpus):
-            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         handle = FakeHandle(index)
         self._gpu(handle)
         return handle
@@ -614,17 +570,17 @@ class FakeNvml(ModuleType):
             for mig in gpu.mig_devices:
                 if mig.uuid.value == wanted:
                     return self._open(FakeHandle(gpu.index, mig.index))
-        _raise(pynvml.NVML_ERROR_NOT_FOUND)
+        fail(pynvml.NVML_ERROR_NOT_FOUND)
 
     def nvmlDeviceGetHandleByPciBusId(self, bus_id: str | bytes) -> FakeHandle:
         self._enter("nvmlDeviceGetHandleByPciBusId")
         wanted = _bus_id_key(_text(bus_id))
         if wanted is None:
-            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         for gpu in self._machine.gpus:
             if gpu.pci_bus_id.value is not None and _bus_id_key(gpu.pci_bus_id.value) == wanted:
                 return self._open(FakeHandle(gpu.index))
-        _raise(pynvml.NVML_ERROR_NOT_FOUND)
+        fail(pynvml.NVML_ERROR_NOT_FOUND)
 
     def _open(self, handle: FakeHandle) -> FakeHandle:
         self._gpu(handle)
@@ -639,16 +595,16 @@ class FakeNvml(ModuleType):
     def nvmlDeviceGetUUID(self, handle: FakeHandle) -> str:
         self._enter("nvmlDeviceGetUUID")
         source = self._mig(handle) if handle.mig_slot is not None else self._gpu(handle)
-        return str(_value(source.uuid))
+        return str(recorded(source.uuid))
 
     def nvmlDeviceGetName(self, handle: FakeHandle) -> str:
         self._enter("nvmlDeviceGetName")
         source = self._mig(handle) if handle.mig_slot is not None else self._gpu(handle)
-        return str(_value(source.name))
+        return str(recorded(source.name))
 
     def nvmlDeviceGetPciInfo(self, handle: FakeHandle) -> Any:
         self._enter("nvmlDeviceGetPciInfo")
-        bus_id = str(_value(self._gpu(handle).pci_bus_id))
+        bus_id = str(recorded(self._gpu(handle).pci_bus_id))
         info = pynvml.nvmlPciInfo_t()
         info.busId = bus_id.encode()
         key = _bus_id_key(bus_id)
@@ -678,7 +634,7 @@ class FakeNvml(ModuleType):
             self._enter("nvmlDeviceGetMemoryInfo_v2")
             reserved = m.reserved_bytes
             if reserved.reason is Reason.FUNCTION_NOT_FOUND:
-                _raise(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+                fail(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
             v2 = pynvml.c_nvmlMemory_v2_t()
             v2.version, v2.total, v2.reserved, v2.free, v2.used = (
                 version,
@@ -698,7 +654,7 @@ class FakeNvml(ModuleType):
         # Without details the model keeps the enforced limit only; it is the management limit unless
         # an out-of-band cap is lower (both 700 W on the captured H100).
         self._enter("nvmlDeviceGetPowerManagementLimit")
-        return round(float(_value(self._full_gpu(handle).power_limit_w)) * 1000)
+        return round(float(recorded(self._full_gpu(handle).power_limit_w)) * 1000)
 
     # -- MIG devices' own answers (nvitop reads BAR1 of each) ---------------------------
 
@@ -706,7 +662,7 @@ class FakeNvml(ModuleType):
         if handle.mig_slot is None:  # the GPU's own: from its details' row
             return self.answer("nvmlDeviceGetBAR1MemoryInfo", handle)
         self._enter("nvmlDeviceGetBAR1MemoryInfo")
-        bar1 = _value(self._mig(handle).bar1)
+        bar1 = recorded(self._mig(handle).bar1)
         return SimpleNamespace(bar1Total=bar1.total_bytes, bar1Used=bar1.used_bytes, bar1Free=bar1.free_bytes)
 
     def nvmlDeviceGetAttributes_v2(self, handle: FakeHandle) -> Any:
@@ -714,8 +670,8 @@ class FakeNvml(ModuleType):
         self._enter("nvmlDeviceGetAttributes_v2")
         if handle.mig_slot is None:
             self._gpu(handle)
-            _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        a = _value(self._mig(handle).attributes)
+            fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        a = recorded(self._mig(handle).attributes)
         return SimpleNamespace(
             multiprocessorCount=a.multiprocessors,
             sharedCopyEngineCount=a.copy_engines,
@@ -740,23 +696,24 @@ class FakeNvml(ModuleType):
             pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
             pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
         ):
-            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # checked before support, as captured
-        pages = _value(gpu.retired_pages)
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # checked before support, as captured
+        pages = recorded(gpu.retired_pages)
         single = cause == pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
-        recorded = self._detail_calls().detail_retired_addresses(gpu, single) if gpu.details.value is not None else None
-        if recorded is not None:
-            return list(recorded)
+        details = self._detail_calls() if gpu.details.value is not None else None
+        addresses = details.detail_retired_addresses(gpu, single) if details is not None else None
+        if addresses is not None:
+            return list(addresses)
         n = pages.single_bit if single else pages.double_bit
         return [0x1000 * (i + 1) for i in range(n)]  # page addresses; only the count matters
 
     def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetRetiredPagesPendingStatus")
-        return int(_value(self._full_gpu(handle).retired_pages).pending)
+        return int(recorded(self._full_gpu(handle).retired_pages).pending)
 
     def nvmlDeviceValidateInforom(self, handle: FakeHandle) -> None:
         self._enter("nvmlDeviceValidateInforom")
-        if not _value(self._full_gpu(handle).inforom_valid):
-            _raise(pynvml.NVML_ERROR_CORRUPTED_INFOROM)
+        if not recorded(self._full_gpu(handle).inforom_valid):
+            fail(pynvml.NVML_ERROR_CORRUPTED_INFOROM)
 
     def nvmlDeviceGetFieldValues(self, handle: FakeHandle, field_ids: list[Any]) -> Any:
         """Each field asked as nvidia-ml-py takes it: an id, or an (id, scope) pair."""
@@ -764,7 +721,7 @@ class FakeNvml(ModuleType):
         values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
         code = self._fill_field_values(handle, field_ids, values)
         if code != pynvml.NVML_SUCCESS:
-            _raise(code)
+            fail(code)
         return values
 
     def field_not_recorded(self, slot: Any) -> bool:
@@ -805,11 +762,11 @@ class FakeNvml(ModuleType):
             found = self._rows(gpu, handle, _gpu_fields().get(key), _detail_rows_by_field, key, ())
             value_type = found.specs[0].value_type if found is not None else 0
         if found is not None:
-            return int(found.encodes[0](_value(found.reads[0](gpu)))), value_type
+            return int(found.encodes[0](recorded(found.reads[0](gpu)))), value_type
         if gpu.details.value is not None and field_id in _NVLINK_FIELDS:
             value_type = _NVLINK_FIELDS[field_id]
             return self._detail_calls().nvlink_field(gpu, field_id, scope), value_type
-        return _raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
 
     # -- MIG -------------------------------------------------------------------------
 
@@ -817,7 +774,7 @@ class FakeNvml(ModuleType):
         """0 on a MIG-capable GPU with MIG off (captured); NOT_SUPPORTED where MIG is not."""
         self._enter("nvmlDeviceGetMaxMigDeviceCount")
         gpu = self._full_gpu(handle)
-        if not _value(gpu.mig_mode_current):
+        if not recorded(gpu.mig_mode_current):
             return 0
         return max([_MAX_MIG_SLOTS] + [m.index + 1 for m in gpu.mig_devices])
 
@@ -826,7 +783,7 @@ class FakeNvml(ModuleType):
         gpu = self._full_gpu(handle, pynvml.NVML_ERROR_INVALID_ARGUMENT)
         if any(m.index == index for m in gpu.mig_devices):
             return FakeHandle(handle.gpu, index)
-        _raise(pynvml.NVML_ERROR_NOT_FOUND)
+        fail(pynvml.NVML_ERROR_NOT_FOUND)
 
     def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle: FakeHandle) -> FakeHandle:
         self._enter("nvmlDeviceGetDeviceHandleFromMigDeviceHandle")
@@ -840,11 +797,11 @@ class FakeNvml(ModuleType):
 
     def nvmlDeviceGetGpuInstanceId(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetGpuInstanceId")
-        return int(_value(self._mig(handle).gpu_instance_id))
+        return int(recorded(self._mig(handle).gpu_instance_id))
 
     def nvmlDeviceGetComputeInstanceId(self, handle: FakeHandle) -> int:
         self._enter("nvmlDeviceGetComputeInstanceId")
-        return int(_value(self._mig(handle).compute_instance_id))
+        return int(recorded(self._mig(handle).compute_instance_id))
 
     # -- processes -------------------------------------------------------------------
 
@@ -852,7 +809,7 @@ class FakeNvml(ModuleType):
         """The processes NVML lists for this handle: a MIG device's handle sees its own only."""
         gpu = self._gpu(handle)
         wanted = (ProcessKind.GRAPHICS if graphics else ProcessKind.COMPUTE, ProcessKind.COMPUTE_GRAPHICS)
-        procs = [p for p in _value(gpu.processes) if p.kind in wanted]
+        procs = [p for p in recorded(gpu.processes) if p.kind in wanted]
         if handle.mig_slot is not None:
             mig = self._mig(handle)
             gi, ci = mig.gpu_instance_id.value, mig.compute_instance_id.value
@@ -868,12 +825,12 @@ class FakeNvml(ModuleType):
         if ret == pynvml.NVML_SUCCESS:
             return []
         if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
-            _raise(ret)
+            fail(ret)
         count.value = count.value * 2 + 5
         infos = (pynvml.c_nvmlProcessInfo_v3_t * count.value)()
         ret = fn(handle, ctypes.byref(count), infos)
         if ret != pynvml.NVML_SUCCESS:
-            _raise(ret)
+            fail(ret)
         out = []
         for i in range(count.value):
             obj = pynvml.nvmlStructToFriendlyObject(infos[i])
@@ -914,7 +871,7 @@ class FakeNvml(ModuleType):
             support.isSupportedDevice = 0  # an older GPU: NVML answers, and says no
             return support
         if profiling.reason not in (None, Reason.UNAVAILABLE):  # UNAVAILABLE: GPM, but no figures recorded
-            _value(profiling)  # "not recorded" where the snapshot does not say, else the error recorded
+            recorded(profiling)  # "not recorded" where the snapshot does not say, else the error recorded
         support.isSupportedDevice = 1
         return support
 
@@ -927,25 +884,25 @@ class FakeNvml(ModuleType):
     def nvmlGpmSampleFree(self, sample: Any) -> None:
         self._enter("nvmlGpmSampleFree")
         if self._gpm_samples.pop(_address(sample), False) is False:
-            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
 
     def nvmlGpmSampleGet(self, handle: FakeHandle, sample: Any) -> Any:
         self._enter("nvmlGpmSampleGet")
         gpu = self._full_gpu(handle)
         address = _address(sample)
         if address not in self._gpm_samples:
-            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         self._gpm_samples[address] = (handle.gpu, gpu.profiling)
         return sample
 
     def nvmlGpmMetricsGet(self, query: Any) -> Any:
         self._enter("nvmlGpmMetricsGet")
         if query.version != pynvml.NVML_GPM_METRICS_GET_VERSION:
-            _raise(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+            fail(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
         first = self._gpm_samples.get(_address(query.sample1))
         second = self._gpm_samples.get(_address(query.sample2))
         if first is None or second is None or first[0] != second[0]:
-            _raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # not filled, or two GPUs' samples
+            fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # not filled, or two GPUs' samples
         profiling = second[1]
         metrics = query.metrics
         for i in range(min(int(query.numMetrics), len(metrics))):
@@ -957,7 +914,7 @@ class FakeNvml(ModuleType):
             name, factor = known
             reading = getattr(profiling.value, name) if profiling.value is not None else profiling
             if reading.value is None:
-                slot.nvmlReturn = _REASON_ERRORS[reading.reason or Reason.UNKNOWN_ERROR]
+                slot.nvmlReturn = REASON_ERRORS[reading.reason or Reason.UNKNOWN_ERROR]
             else:
                 slot.nvmlReturn = pynvml.NVML_SUCCESS
                 slot.value = float(reading.value) / factor  # back to GPM's unit (percent, MiB/s)
@@ -986,7 +943,7 @@ class FakeNvml(ModuleType):
     def nvmlEventSetWait_v2(self, event_set: Any, timeout_ms: int) -> Any:
         self._enter("nvmlEventSetWait_v2")
         if not event_set.pending:
-            _raise(pynvml.NVML_ERROR_TIMEOUT)  # the fake never blocks: no event came in time
+            fail(pynvml.NVML_ERROR_TIMEOUT)  # the fake never blocks: no event came in time
         gpu, xid = event_set.pending.popleft()
         return _EventData(FakeHandle(gpu), pynvml.nvmlEventTypeXidCriticalError, xid)
 
@@ -1007,11 +964,11 @@ class FakeNvml(ModuleType):
         if name in cache:
             return cache[name]  # type: ignore[no-any-return]
         if not self._loaded:
-            _raise(pynvml.NVML_ERROR_UNINITIALIZED)
+            fail(pynvml.NVML_ERROR_UNINITIALIZED)
         self._enter(name)  # after a shutdown: UNINITIALIZED here rather than from the call
         c_function = self._c_function(name)
         if c_function is None:
-            _raise(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+            fail(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
         return c_function
 
     def _c_function(self, name: str) -> Callable[..., int] | None:

@@ -33,7 +33,8 @@ from gpudiag.model import ALL_GROUPS, MACHINE_SCHEMA, HostProcess, HostState, Ma
 from gpudiag.probe.nvml import NvmlSession
 from gpudiag.readings import GPU_READINGS, TEXT, Spec, field_key
 from gpudiag.replay import fixtures
-from gpudiag.replay.fake_nvml import NotRecordedError, fill_struct
+from gpudiag.replay.fake_answers import NotRecordedError
+from gpudiag.replay.fake_nvml import fill_struct
 
 CAPTURE_DIR = Path(__file__).resolve().parent.parent.parent / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
 MIB = 1 << 20
