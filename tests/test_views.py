@@ -252,6 +252,16 @@ def test_stat_watch_plays_the_series_and_one_shot_shows_the_snapshot(cli: Cli) -
     assert " 87 %" in once and " 87 %" in blocks[0] and " 84 %" in blocks[1]
 
 
+def test_stat_shows_the_snapshot_moment_or_na_never_1970(cli: Cli) -> None:
+    """A capture records its moment; an example machine records none, which reads N/A (JSON null)."""
+    _, captured, _ = cli.replay("h100-driver580-idle", "stat")
+    assert " 2026 " in captured.splitlines()[0] and "1970" not in captured
+    _, example, _ = cli.replay("h100x8-healthy", "stat")
+    assert example.splitlines()[0].split() == ["dgx-h100-07", "N/A", "550.54.15"]
+    _, document, _ = cli.replay("h100x8-healthy", "stat", "--json")
+    assert json.loads(document)["time"] is None
+
+
 def test_a_snapshot_file_replays_its_own_series_or_one_sample(cli: Cli, tmp_path: Path) -> None:
     snapshot = tmp_path / "node.json"
     snapshot.write_text((ROOT / "gpudiag" / "machines" / "h100-driver580-idle.json").read_text())

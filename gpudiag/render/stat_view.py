@@ -42,7 +42,8 @@ def _name(gpu: Gpu) -> str:
 
 def header(machine: Machine, gpus: tuple[Gpu, ...]) -> str:
     width = max((len(_name(g)) for g in gpus), default=16) + 3  # len("[?]")
-    stamp = time.strftime(TIME_FORMAT, time.localtime(machine.collected_at))
+    # An example machine records no moment (collected_at 0): N/A, not 1970.
+    stamp = time.strftime(TIME_FORMAT, time.localtime(machine.collected_at)) if machine.collected_at > 0 else NA
     driver = machine.nvml.driver_version.get(NA)
     return f"{printable(machine.host.hostname):{width}}  {stamp}  {printable(driver)}".strip()
 
@@ -113,6 +114,6 @@ def to_json(machine: Machine, gpus: tuple[Gpu, ...]) -> dict[str, Any]:
         "schema": SCHEMA,
         "hostname": machine.host.hostname,
         "driver_version": to_data(machine.nvml.driver_version),
-        "time": round(machine.collected_at, 3),
+        "time": round(machine.collected_at, 3) if machine.collected_at > 0 else None,  # None: not recorded
         "gpus": entries,
     }
