@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from gpudiag.cli.common import fail, handle_errors, settings
+from gpudiag.cli.view_options import GpuIds
 from gpudiag.errors import UsageError
 from gpudiag.exitcodes import ExitCode
 
@@ -14,10 +15,7 @@ from gpudiag.exitcodes import ExitCode
 @handle_errors
 def command(
     ctx: typer.Context,
-    ids: Annotated[
-        str | None,
-        typer.Option("--id", "-i", help="Only these GPUs: NVML indices, UUIDs (or unique prefixes) or PCI bus ids."),
-    ] = None,
+    ids: GpuIds = None,
     lgip: Annotated[
         bool,
         typer.Option(

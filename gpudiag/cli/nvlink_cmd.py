@@ -6,16 +6,14 @@ from typing import Annotated
 import typer
 
 from gpudiag.cli.common import handle_errors, settings
+from gpudiag.cli.view_options import GpuIds
 from gpudiag.errors import UsageError
 
 
 @handle_errors
 def command(
     ctx: typer.Context,
-    ids: Annotated[
-        str | None,
-        typer.Option("--id", "-i", help="Only these GPUs: NVML indices, UUIDs (or unique prefixes) or PCI bus ids."),
-    ] = None,
+    ids: GpuIds = None,
     status: Annotated[
         bool, typer.Option("--status", "-s", help="Each link's speed, or <inactive> (the default).")
     ] = False,

@@ -1,11 +1,11 @@
 """`gpudiag pmon`: each process's share of each GPU every interval, as `nvidia-smi pmon` prints it."""
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from gpudiag.cli.common import handle_errors, settings
+from gpudiag.cli.view_options import AppendTo, GpuIds, LineFormat, LineStamp, SampleCount
 from gpudiag.errors import UsageError
 from gpudiag.model import Gpu
 
@@ -15,28 +15,18 @@ MAX_DELAY = 10.0  # nvidia-smi pmon's: NVML keeps a process's samples for a few 
 @handle_errors
 def command(
     ctx: typer.Context,
-    ids: Annotated[
-        str | None,
-        typer.Option("--id", "-i", help="Only these GPUs: NVML indices, UUIDs (or unique prefixes) or PCI bus ids."),
-    ] = None,
+    ids: GpuIds = None,
     select: Annotated[
         str,
         typer.Option(
             "--select", "-s", help="Metric groups, as nvidia-smi pmon's letters: u utilization, m memory used."
         ),
     ] = "u",
-    count: Annotated[int | None, typer.Option("--count", "-c", help="Take this many samples, then exit.")] = None,
+    count: SampleCount = None,
     delay: Annotated[float, typer.Option("--delay", "-d", help="Seconds between samples (at most 10).")] = 1.0,
-    options: Annotated[
-        str, typer.Option("--options", "-o", help="D: the date (YYYYMMDD), T: the time (HH:MM:SS) on each line.")
-    ] = "",
-    output_format: Annotated[
-        str | None, typer.Option("--format", help="csv, noheader, nounit (comma-separated, any of them).")
-    ] = None,
-    filename: Annotated[
-        Path | None,
-        typer.Option("--filename", "-f", dir_okay=False, help="Append to this file (a whole sample at a time)."),
-    ] = None,
+    options: LineStamp = "",
+    output_format: LineFormat = None,
+    filename: AppendTo = None,
     json_output: Annotated[
         bool, typer.Option("--json", help="JSON Lines, one document per sample (schema gpudiag.pmon/1).")
     ] = False,

@@ -5,6 +5,7 @@ from typing import Annotated
 import typer
 
 from gpudiag.cli.common import handle_errors, settings
+from gpudiag.cli.view_options import GpuIds
 from gpudiag.errors import UsageError
 from gpudiag.units import seconds
 
@@ -12,10 +13,7 @@ from gpudiag.units import seconds
 @handle_errors
 def command(
     ctx: typer.Context,
-    ids: Annotated[
-        str | None,
-        typer.Option("--id", "-i", help="Only these GPUs: NVML indices, UUIDs (or unique prefixes) or PCI bus ids."),
-    ] = None,
+    ids: GpuIds = None,
     show_cmd: Annotated[bool, typer.Option("--show-cmd", "-c", help="Each process's command name.")] = False,
     show_pid: Annotated[bool, typer.Option("--show-pid", "-p", help="Each process's PID.")] = False,
     show_power: Annotated[bool, typer.Option("--show-power", "-P", help="Power draw and limit.")] = False,
