@@ -6,7 +6,6 @@ import typer
 
 from gpudiag.cli.common import handle_errors, settings
 from gpudiag.cli.view_options import AppendTo, GpuIds, LineFormat, LineStamp, SampleCount
-from gpudiag.errors import UsageError
 from gpudiag.model import Gpu, Reading
 
 
@@ -44,11 +43,7 @@ def command(
     s = settings(ctx)
     columns = monitor.select(select)
     monitor_loop.check_options(count, delay)
-    letters = monitor_loop.parse_letters(options, "DT", "--options")
-    csv, header, units = monitor_loop.parse_format(output_format)
-    if json_output and (options or output_format):
-        raise UsageError("--json goes without --options and --format")
-    layout = dmon_view.Layout(date="D" in letters, time="T" in letters, csv=csv, header=header, units=units)
+    layout = monitor_loop.line_layout(options, output_format, json_output)
 
     opened = open_views(s, ids)
     out = monitor_loop.Output(filename)

@@ -16,6 +16,7 @@ from gpudiag.errors import UsageError
 from gpudiag.model import Gpu, GpuState
 from gpudiag.pacing import repeat
 from gpudiag.render import smi_errors
+from gpudiag.render.dmon_view import Layout
 from gpudiag.units import seconds
 
 # nvidia-smi's delay is whole seconds from 1; gpudiag takes tenths too (a replay, a quick look).
@@ -42,6 +43,16 @@ def parse_format(value: str | None) -> tuple[bool, bool, bool]:
     if unknown:
         raise UsageError(f"--format {value!r}: unknown {unknown[0]!r}; use csv, noheader, nounit")
     return "csv" in words, "noheader" not in words, "nounit" not in words
+
+
+def line_layout(options: str, output_format: str | None, json_output: bool) -> Layout:
+    """``-o`` and ``--format`` as the lines' layout (render.dmon_view.Layout, which pmon shares); neither
+    goes with ``--json``."""
+    letters = parse_letters(options, "DT", "--options")
+    csv, header, units = parse_format(output_format)
+    if json_output and (options or output_format):
+        raise UsageError("--json goes without --options and --format")
+    return Layout(date="D" in letters, time="T" in letters, csv=csv, header=header, units=units)
 
 
 class Output:

@@ -37,18 +37,14 @@ def command(
     from gpudiag.cli import monitor_loop
     from gpudiag.cli.smi_views import open_views
     from gpudiag.probe.monitor import PROCESS_LOAD, RowReader
-    from gpudiag.render import dmon_view, pmon_view
+    from gpudiag.render import pmon_view
 
     s = settings(ctx)
     columns = monitor.select_pmon(select)
     monitor_loop.check_options(count, delay)
     if delay > MAX_DELAY:
         raise UsageError(f"--delay {delay:g}: at most {MAX_DELAY:g} seconds (NVML keeps a process's samples briefly)")
-    letters = monitor_loop.parse_letters(options, "DT", "--options")
-    csv, header, units = monitor_loop.parse_format(output_format)
-    if json_output and (options or output_format):
-        raise UsageError("--json goes without --options and --format")
-    layout = dmon_view.Layout(date="D" in letters, time="T" in letters, csv=csv, header=header, units=units)
+    layout = monitor_loop.line_layout(options, output_format, json_output)
 
     opened = open_views(s, ids)
     out = monitor_loop.Output(filename)
