@@ -70,6 +70,28 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 
 
+class _GpmClock:
+    """The GPM reader's clock, where its one-shot wait passes at once: a read of a GPU with GPM waits
+    the sampling window between its two samples (0.1 s), and hundreds of reads in the suite would
+    wait for nothing but the fake's counters. The window the figures are over is unchanged."""
+
+    def __init__(self) -> None:
+        self.skipped = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.skipped
+
+    def sleep(self, seconds: float) -> None:
+        self.skipped += seconds
+
+
+@pytest.fixture(autouse=True)
+def _gpm_waits_on_a_fake_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpudiag.probe import gpm
+
+    monkeypatch.setattr(gpm, "time", _GpmClock())
+
+
 @pytest.fixture
 def machine() -> Callable[[str], Machine]:
     """A loader of example machines by name (or snapshot path): ``machine("a100-mig")``."""

@@ -8,6 +8,7 @@ On a GPU machine the same children run on the GPUs: tests/test_deep_gpu.py (mark
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import signal
 import subprocess
@@ -31,7 +32,15 @@ from gpudiag.probe.collect import MachineSource, open_source
 from tests import fake_devices
 from tests.test_bench_fakes import SCENARIO_ENV, SPEC, Scenario, device
 
-torch = pytest.importorskip("torch")
+# Asked without importing torch: an import here would cost every collecting worker seconds; the
+# tests that use torch in this process import it through the fixture below.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (a CPU build will do)")
+
+
+@pytest.fixture
+def torch() -> Any:
+    return pytest.importorskip("torch")
+
 
 MACHINE = "h100x8-healthy"
 
@@ -57,7 +66,7 @@ def judged(ctx: Context, check_id: str, level: int = 4, **phases: Any) -> list[t
 # --- the memory test's patterns, in this process ------------------------------------------------
 
 
-def test_every_pattern_passes_on_good_memory_and_counts_what_it_moved() -> None:
+def test_every_pattern_passes_on_good_memory_and_counts_what_it_moved(torch: Any) -> None:
     chunks = [torch.empty(4096, dtype=torch.int64) for _ in range(3)]
     tester = patterns.Tester(torch, chunks, lambda: None, block_words=1024)
     for name in patterns.LONG:
@@ -66,7 +75,7 @@ def test_every_pattern_passes_on_good_memory_and_counts_what_it_moved() -> None:
 
 
 @pytest.mark.parametrize("name", patterns.LONG)
-def test_a_stuck_bit_is_found_with_its_address_and_bit(name: str) -> None:
+def test_a_stuck_bit_is_found_with_its_address_and_bit(name: str, torch: Any) -> None:
     chunks = [torch.empty(4096, dtype=torch.int64) for _ in range(2)]
 
     class Stuck(patterns.Tester):  # bit 3 of word 100 of the second chunk reads as 1, whatever was written

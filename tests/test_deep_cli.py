@@ -5,6 +5,7 @@ refusal on busy GPUs, the budget, the options; level 1 unchanged."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import time
@@ -23,7 +24,8 @@ from tests.conftest import Cli
 from tests.test_bench_fakes import SCENARIO_ENV, SPEC, Scenario, device
 from tests.test_check_cli import HEALTHY_HOST, FakeTorchChild, by_id, check_json
 
-pytest.importorskip("torch")
+# Asked without importing torch (the children import it): an import here costs every collecting worker seconds.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (a CPU build will do)")
 
 DEEP_IDS = ("mem.test", "link.pcie", "link.peer", "link.nccl")
 
