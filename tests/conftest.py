@@ -188,14 +188,48 @@ def pytest_make_collect_report(
         sys.dont_write_bytecode = saved
 
 
+# Whether collecting the tests imported torch (tests/test_layers.py holds it false): torch costs
+# every collecting worker seconds, so modules ask for it with importlib.util.find_spec instead.
+TORCH_IMPORTED_BY_COLLECTION: list[bool] = []
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    TORCH_IMPORTED_BY_COLLECTION.append("torch" in sys.modules)
+
+
+# Modules whose tests share one costly start, each run by one worker under ``--dist loadgroup``: the
+# Slurm cluster and the Prometheus stack start once per module, the peers' replays and the layer
+# rules' parse of every module are made once. pytest-xdist's own grouping (the xdist_group marker)
+# renames items, which pytest 9.2's read-only node ids ignore: loadgroup quietly became plain load.
+ONE_WORKER_MODULES = frozenset(
+    {"tests/test_slurm.py", "tests/test_prometheus_integration.py", "tests/test_peers.py", "tests/test_layers.py"}
+)
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit a worker is given whole: a module of :data:`ONE_WORKER_MODULES`, else the test."""
+    module = nodeid.split("::", 1)[0]
+    return module if module in ONE_WORKER_MODULES else nodeid
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup":
+        return None  # xdist's own scheduler for the mode asked
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroups(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return ModuleGroups(config, log)
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the markers added here count
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         daemons = next((m for m in ("slurm", "prometheus") if item.get_closest_marker(m) is not None), None)
         if daemons is not None:
             item.add_marker(pytest.mark.slow)
-            # One worker runs them all (with --dist loadgroup): their module starts the daemons once.
-            item.add_marker(pytest.mark.xdist_group(daemons))
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: slow first
     gpu_tests = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_tests:

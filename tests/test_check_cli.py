@@ -498,6 +498,7 @@ def test_the_timeout_is_torchs_and_the_functional_test_has_its_own_budget(cli: C
 HANGING_TORCH = "import time\ntime.sleep(60)\n"
 
 
+@pytest.mark.slow
 def test_a_torch_that_hangs_in_import_gives_up_at_the_users_timeout(
     cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

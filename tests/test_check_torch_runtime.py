@@ -99,6 +99,7 @@ cuda = _Namespace(nccl=_Namespace(version=lambda: (2, 21, 5)), is_available=lamb
 HANG_BUDGET = 2  # seconds: the stand-in imports at once, so the child reaches CUDA start-up well within it
 
 
+@pytest.mark.slow
 def test_a_real_child_that_hangs_in_cuda_init(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real probe script in a real child; torch hangs in CUDA initialisation: the build facts it
     reported before stay, CUDA is unusable, and the hang is named with the budget it ran out of."""

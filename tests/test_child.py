@@ -35,6 +35,7 @@ def test_result_comes_back(program: Program) -> None:
     assert r.outcome is ChildOutcome.OK and r.data == {"answer": 42}
 
 
+@pytest.mark.slow
 def test_hang_is_a_timeout(program: Program) -> None:
     r = run_child(program("import time; time.sleep(30)"), timeout=1)
     assert r.outcome is ChildOutcome.TIMEOUT and r.detail.startswith("no answer within 1 s")
@@ -74,6 +75,7 @@ def test_a_started_child_keeps_its_lines_until_they_are_read(program: Program) -
     assert r.ok and r.data == {"done": True} and seen == ["early"]
 
 
+@pytest.mark.slow
 def test_the_deadline_can_move_and_names_itself(program: Program) -> None:
     running = start(program("print('go', flush=True)\nimport time; time.sleep(30)"))
     seen: list[str] = []

@@ -66,6 +66,7 @@ def judged(ctx: Context, check_id: str, level: int = 4, **phases: Any) -> list[t
 # --- the memory test's patterns, in this process ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_pattern_passes_on_good_memory_and_counts_what_it_moved(torch: Any) -> None:
     chunks = [torch.empty(4096, dtype=torch.int64) for _ in range(3)]
     tester = patterns.Tester(torch, chunks, lambda: None, block_words=1024)
@@ -74,6 +75,7 @@ def test_every_pattern_passes_on_good_memory_and_counts_what_it_moved(torch: Any
     assert tester.moved > sum(patterns.SWEEPS.values()) * 3 * 4096 * 8 // 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", patterns.LONG)
 def test_a_stuck_bit_is_found_with_its_address_and_bit(name: str, torch: Any) -> None:
     chunks = [torch.empty(4096, dtype=torch.int64) for _ in range(2)]

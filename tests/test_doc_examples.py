@@ -22,6 +22,7 @@ def test_the_readme_has_examples_and_most_of_them_run() -> None:
     assert sum(1 for e in in_readme if not e.not_run) >= 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", [e for e in EXAMPLES if not e.not_run], ids=lambda e: e.name)
 def test_example_output_is_what_the_command_prints(example: Example) -> None:
     assert doc_examples.run(example) == example.shown, f"stale: run `python -m tests.doc_examples` ({example.name})"

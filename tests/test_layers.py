@@ -44,10 +44,16 @@ def tree(path: Path) -> ast.Module:
 
 
 @functools.cache
+def nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a module's tree, walked once for every rule here."""
+    return tuple(ast.walk(tree(path)))
+
+
+@functools.cache
 def imports(path: Path) -> frozenset[str]:
     """Every module a file imports, anywhere in it (functions and TYPE_CHECKING blocks included)."""
     found: set[str] = set()
-    for node in ast.walk(tree(path)):
+    for node in nodes(path):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module is not None and node.level == 0:
@@ -74,11 +80,45 @@ def test_the_model_imports_nothing_of_gpudiag() -> None:
         assert outside == [], path
 
 
-def test_only_the_nvml_source_and_the_replay_package_import_pynvml() -> None:
-    allowed = {PACKAGE / "probe" / "collect.py", *modules(REPLAY)}
-    users = {p for p in modules() if any(m.split(".")[0] == "pynvml" for m in imports(p))}
+def _pynvml_imports(path: Path) -> list[int]:
+    """Lines that import pynvml, however spelt (import, from-import, importlib, __import__)."""
+    lines = []
+    for node in nodes(path):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if called in ("import_module", "__import__") and isinstance(node.args[0].value, str):
+                names = [node.args[0].value]
+        if any(n == "pynvml" or n.startswith("pynvml.") for n in names) and isinstance(node, ast.stmt | ast.expr):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_import_finder_finds_every_spelling(tmp_path: Path) -> None:
+    sample = tmp_path / "m.py"
+    sample.write_text(
+        "import pynvml\nfrom pynvml import nvmlInit\nimport importlib\n"
+        "def f():\n    importlib.import_module('pynvml')\n    __import__('pynvml')\nimport pynvml_utils\n"
+    )
+    assert _pynvml_imports(sample) == [1, 2, 5, 6]
+
+
+def test_only_the_live_source_and_the_fake_import_pynvml() -> None:
+    # The fake (with its detail and MIG calls) stands in for pynvml and uses its constants.
+    allowed = {
+        PACKAGE / "probe" / "collect.py",
+        *(REPLAY / f"{m}.py" for m in ("fake_nvml", "fake_answers", "fake_details", "fake_mig")),
+    }
+    users = {p for p in modules() if _pynvml_imports(p)}
     assert users - allowed == set(), sorted(name(p) for p in users - allowed)
     assert PACKAGE / "probe" / "collect.py" in users
+    # nvml.py works on whatever module it is given; it never imports one itself, not even lazily.
+    assert _pynvml_imports(PACKAGE / "probe" / "nvml.py") == []
 
 
 def test_renderers_never_import_probes() -> None:
@@ -107,11 +147,11 @@ def test_no_program_lives_in_a_string() -> None:
         # A command's own option named -c (`dmon -c COUNT`, as nvidia-smi's) is no program.
         options = {
             id(arg)
-            for node in ast.walk(tree(path))
+            for node in nodes(path)
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Option"
             for arg in node.args
         }
-        for node in ast.walk(tree(path)):
+        for node in nodes(path):
             if isinstance(node, ast.Constant) and node.value == "-c" and id(node) not in options:
                 offenders.append(f"{name(path)}:{node.lineno} passes -c")
             # (eval of a type annotation, as serialize does, is typing, not a program)
@@ -216,7 +256,7 @@ def module_imports(path: Path) -> set[str]:
     own = module_name(path)
     package = own if path.stem == "__init__" else own.rpartition(".")[0]
     found: set[str | None] = set()
-    for node in ast.walk(tree(path)):
+    for node in nodes(path):
         if isinstance(node, ast.Import):
             found.update(_resolve(a.name) for a in node.names if a.name.split(".")[0] == "gpudiag")
         elif isinstance(node, ast.ImportFrom):
@@ -337,7 +377,7 @@ def test_every_import_of_gpudiag_names_a_module_that_exists() -> None:
     in front of a user when the function that holds it runs."""
     stale = []
     for module, path in sorted(MODULES.items()):
-        for node in ast.walk(tree(path)):
+        for node in nodes(path):
             names = []
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
@@ -366,3 +406,25 @@ def test_the_layer_and_cycle_checks_can_fail() -> None:
     assert layer_of("gpudiag.z", rows) is None  # the package's own __init__ row holds no other module
     table = "| 0 | base | `__init__.py`, `a.py`, `b/` | job |"
     assert layer_table(table) == [("base", ["gpudiag", "gpudiag.a", "gpudiag.b."])]
+
+
+def test_collecting_the_tests_does_not_import_torch() -> None:
+    """torch costs every collecting worker seconds: test modules ask for it with
+    ``importlib.util.find_spec`` and import it inside the tests that use it in this process."""
+    from tests.conftest import TORCH_IMPORTED_BY_COLLECTION
+
+    assert TORCH_IMPORTED_BY_COLLECTION == [False]
+
+
+def test_the_modules_that_share_a_start_are_one_work_unit() -> None:
+    """The scheduler conftest gives xdist hands each of these modules to one worker whole."""
+    from tests.conftest import ONE_WORKER_MODULES, work_unit
+
+    root = Path(__file__).resolve().parent.parent
+    assert all((root / module).is_file() for module in ONE_WORKER_MODULES)  # none renamed away
+    assert (
+        work_unit("tests/test_slurm.py::test_a[x-y]")
+        == work_unit("tests/test_slurm.py::test_b")
+        == "tests/test_slurm.py"
+    )
+    assert work_unit("tests/test_model.py::test_a") == "tests/test_model.py::test_a"

@@ -7,7 +7,6 @@ machines cannot express (a GPU lost mid-read, an error from one particular call)
 
 from __future__ import annotations
 
-import ast
 import json
 import sys
 from collections.abc import Callable
@@ -492,46 +491,6 @@ def test_the_gpu_marker_runs_only_where_nvml_sees_a_gpu(
     said = gpu_unavailable_reason.__wrapped__()
     assert said.startswith(reason) and bool(said) is bool(reason)
     assert not fake.initialised  # shut down again
-
-
-def _pynvml_imports(path: Path) -> list[int]:
-    """Lines that import pynvml, however spelt (import, from-import, importlib, __import__)."""
-    lines = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names = [node.module]
-        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
-            func = node.func
-            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            if called in ("import_module", "__import__") and isinstance(node.args[0].value, str):
-                names = [node.args[0].value]
-        if any(n == "pynvml" or n.startswith("pynvml.") for n in names) and isinstance(node, ast.stmt | ast.expr):
-            lines.append(node.lineno)
-    return lines
-
-
-def test_the_import_finder_finds_every_spelling(tmp_path: Path) -> None:
-    sample = tmp_path / "m.py"
-    sample.write_text(
-        "import pynvml\nfrom pynvml import nvmlInit\nimport importlib\n"
-        "def f():\n    importlib.import_module('pynvml')\n    __import__('pynvml')\nimport pynvml_utils\n"
-    )
-    assert _pynvml_imports(sample) == [1, 2, 5, 6]
-
-
-def test_only_the_live_source_and_the_fake_import_pynvml() -> None:
-    # The fake (with its detail and MIG calls) stand in for pynvml and use its constants.
-    allowed = {
-        "probe/collect.py",
-        *(f"replay/{m}.py" for m in ("fake_nvml", "fake_answers", "fake_details", "fake_mig")),
-    }
-    importers = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if _pynvml_imports(p)}
-    assert importers <= allowed, importers - allowed
-    # nvml.py works on whatever module it is given; it never imports one itself, not even lazily.
-    assert _pynvml_imports(PACKAGE / "probe" / "nvml.py") == []
 
 
 # --- facts fixed while the driver stays loaded ----------------------------------------

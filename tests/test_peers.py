@@ -23,13 +23,12 @@ from gpudiag.replay.fixtures import example_names
 from tests.conftest import Cli
 
 # Real gpustat and nvitop in children, one per tool, shared by every test here: all on one worker
-# (--dist loadgroup), and slow. Their presence is asked without importing them.
+# (ONE_WORKER_MODULES in conftest.py, with --dist loadgroup), and slow. Their presence is asked without importing them.
 pytestmark = [
     pytest.mark.skipif(
         any(importlib.util.find_spec(tool) is None for tool in ("gpustat", "nvitop")), reason="needs gpustat and nvitop"
     ),
     pytest.mark.slow,
-    pytest.mark.xdist_group("peers"),
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
