@@ -224,6 +224,7 @@ def run_healthcheck(bindir: Path, **env: str) -> int:
     return run_script(HEALTHCHECK, bindir, "GPUDIAG_HEALTHCHECK_CONF", **env)
 
 
+@pytest.mark.slow
 @needs_shell
 def test_healthcheck_drains_a_broken_node_once(tmp_path: Path) -> None:
     bindir, log = fake_bin(tmp_path, replaying("a100-ecc-errors"))
@@ -260,6 +261,7 @@ def test_healthcheck_leaves_someone_elses_reason(tmp_path: Path) -> None:
     assert run_healthcheck(bindir) == 1 and calls(log, "scontrol update") == []
 
 
+@pytest.mark.slow
 @needs_shell
 def test_healthcheck_judges_the_node_only(tmp_path: Path) -> None:
     machine = job_env_machine(tmp_path, ("CUDA_VISIBLE_DEVICES", "-1"))
@@ -267,6 +269,7 @@ def test_healthcheck_judges_the_node_only(tmp_path: Path) -> None:
     assert run_healthcheck(bindir) == 0 and calls(log, "scontrol update") == []
 
 
+@pytest.mark.slow
 @needs_shell
 def test_healthcheck_unknown_drains_or_passes(tmp_path: Path) -> None:
     bindir, log = fake_bin(tmp_path, COULD_NOT_RUN)
@@ -291,6 +294,7 @@ def run_check_gpudiag(bindir: Path, *args: str) -> tuple[int, str]:
     return done.returncode, died.read_text().rstrip("\n") if died.exists() else ""
 
 
+@pytest.mark.slow
 @needs_shell
 def test_check_gpudiag_dies_with_the_failing_check(tmp_path: Path) -> None:
     bindir, _ = fake_bin(tmp_path, replaying("a100-ecc-errors"))

@@ -65,6 +65,7 @@ def arg(container: dict[str, Any], option: str) -> str:
     return next(a.split("=", 1)[1] for a in container["args"] if a.startswith(option + "="))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(RENDERED))
 def test_rendered_manifests_validate_against_the_kubernetes_schema(name: str) -> None:
     for doc in documents(name):

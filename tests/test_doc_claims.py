@@ -32,6 +32,7 @@ def _names_in_code() -> set[str]:
     return names
 
 
+@pytest.mark.slow
 def test_every_metric_name_in_the_docs_is_one_the_code_exports() -> None:
     exported = _names_in_code()
     unknown = {}

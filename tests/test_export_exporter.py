@@ -633,6 +633,7 @@ def test_exporter_never_imports_torch() -> None:
     assert "gpudiag_gpu_info" in out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compat", ["native"])  # DCGM's bare counters: prometheus-client cannot say them
 def test_fast_text_exposition_says_what_prometheus_client_says(compat: str) -> None:
     from prometheus_client import CollectorRegistry, generate_latest
