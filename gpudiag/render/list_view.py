@@ -130,28 +130,56 @@ def _mig_label(mig: MigDevice, parent_name: str | None) -> str:
 
 
 def _natural_width(console: Console, table: Table) -> int:
-    return Measurement.get(console, console.options.update_width(10_000), table).maximum
+    """The table's natural width, as rich measures it. Measuring costs as much as rendering (~5-8 ms
+    for 8 GPUs, ~30 ms for 64 processes), and a narrow terminal measures several tables: when every
+    cell is one line of text the width is added up from the text instead (:func:`text_width`)."""
+    width = text_width(console, table)
+    if width is None:
+        width = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    return width
 
 
-def width_bound(table: Table) -> int | None:
-    """At least the table's natural width, from its cells' plain text; None when a cell is not plain
-    one-line text. Measuring a table costs as much as rendering it (~5-8 ms for 8 GPUs): when the
-    bound fits, the measurement is skipped and rich lays the table out once."""
+def text_width(console: Console, table: Table) -> int | None:
+    """The table's natural width from its cells' text, as rich's measurement adds it up: each
+    column is its widest cell plus the cell padding (none at the outer edges without pad_edge),
+    capped at the column's max_width; then a separator between columns and the edges when shown.
+    None when a cell is not one line of text, or the table or a column is set up otherwise than
+    these tables are (fixed or minimum widths, collapsed padding, a footer): rich measures those."""
+    columns = table.columns
+    if (
+        table.width is not None
+        or table.min_width is not None
+        or table.collapse_padding
+        or table.show_footer
+        or not table.show_header
+        or not columns
+    ):
+        return None
+    _, pad_right, _, pad_left = table.padding
     total = 0
-    for column in table.columns:
-        widest = cell_len(str(column.header))
-        for cell in column.cells:
-            plain = cell.plain if isinstance(cell, Text) else cell if isinstance(cell, str) else None
-            if plain is None or "\t" in plain or "\n" in plain:
+    for position, column in enumerate(columns):
+        if column.width is not None or column.min_width is not None:
+            return None
+        left = pad_left if table.pad_edge or position > 0 else 0
+        right = pad_right if table.pad_edge or position < len(columns) - 1 else 0
+        widest = 0
+        for cell in (column.header, *column.cells):
+            if isinstance(cell, Text):
+                plain = cell.plain
+            elif isinstance(cell, str):  # as the console shows a string (markup and emoji off: as written)
+                plain = console.render_str(cell, highlight=False).plain
+            else:
+                return None
+            if "\n" in plain or "\t" in plain:
                 return None
             widest = max(widest, cell_len(plain))
-        total += widest + 2  # padding on both sides
-    return total + len(table.columns) + 1  # separators, and edges as if shown
-
-
-def _fits(console: Console, table: Table, width: int) -> bool:
-    bound = width_bound(table)
-    return bound is not None and bound <= width
+        width = widest + left + right
+        if column.max_width is not None:
+            width = min(width, column.max_width + left + right)
+        total += width
+    if table.box is not None:
+        total += len(columns) - 1 + (2 if table.show_edge else 0)
+    return total
 
 
 def gpu_table(gpus: tuple[Gpu, ...], console: Console) -> Table:
@@ -163,8 +191,6 @@ def gpu_table(gpus: tuple[Gpu, ...], console: Console) -> Table:
         if column is not None:
             shown.remove(column)
         table = _gpu_table(gpus, shown)
-        if _fits(console, table, console.width):
-            return table
         if _natural_width(console, table) <= console.width:
             return table
     for column in (None, *_LAST_TO_GO):
@@ -254,21 +280,19 @@ MIN_COMMAND_SHOWN = 8
 _Row = tuple[Gpu, GpuProcess | None, str]  # a process, or None and why the GPU's list is missing
 
 
-def process_table(gpus: tuple[Gpu, ...], width: int, console: Console | None = None) -> Table | Text:
+def process_table(gpus: tuple[Gpu, ...], width: int, console: Console) -> Table | Text:
     """The processes table within ``width``: detail columns go first, then the command is cut."""
     rows = _process_rows(gpus)
     if not rows:
         return Text("No running processes found", style="dim")
     whole = _process_table(rows, [], command=True, command_width=width)
-    bound = width_bound(whole)
-    if bound is not None and bound <= width:  # nothing is cut: no need to measure the other columns
+    if _natural_width(console, whole) <= width:  # nothing is cut: no need to measure the other columns
         return _process_table(rows, [], command=True, command_width=width, wrap=width >= 100)
-    measure = console or Console(width=width)
     left_out: list[str] = []
     for detail in (None, *_PROCESS_DETAILS):
         if detail is not None:
             left_out.append(detail)
-        others = _natural_width(measure, _process_table(rows, left_out, command=False))
+        others = _natural_width(console, _process_table(rows, left_out, command=False))
         room = width - others - 3  # three columns of padding and separator before the command
         if room >= MIN_COMMAND_WIDTH:
             break
