@@ -9,7 +9,8 @@ the machine may be shared and noisy, so only ratios taken within one run mean an
   the least ``list --json`` and ``list`` must do with typer, msgspec and rich kept: a Typer app
   with the same options parsing the same command line, then a JSON document or an 8-row table;
   ``floor: app+checklist`` prints what ``check`` prints for 8 GPUs instead (118 rows).
-- gpudiag on the replayed 8-GPU example, run the way the installed ``gpudiag`` script runs it.
+- gpudiag on the replayed 8-GPU example, run the way the installed ``gpudiag`` script runs it, at 160
+  columns (``list`` at 80 too: a narrow terminal leaves columns out, laying the table out again).
 - the peers gpustat and nvitop (``-1``) on the same replayed machine, unmodified, through
   ``python -m gpudiag.replay`` (which puts the replay's fake NVML in front of them);
   ``replay-wrapper`` is that wrapper running an empty script: what it adds to the peers.
@@ -55,6 +56,7 @@ class Case:
     argv: list[str]
     target: float | None = None  # ratio to the floor
     tree: Path | None = None  # PYTHONPATH; None: the interpreter's own
+    columns: int = 160  # the terminal's width (COLUMNS)
     walls: list[float] = field(default_factory=list)
     cpus: list[float] = field(default_factory=list)  # user + system seconds: steadier under load
     rss_kib: list[int] = field(default_factory=list)
@@ -68,9 +70,9 @@ def _gpudiag(*args: str) -> list[str]:
     return [*head, "--replay", EXAMPLE, *args]
 
 
-def _env(tree: Path | None) -> dict[str, str]:
+def _env(tree: Path | None, columns: int = 160) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
-    env.update(COLUMNS="160", LINES="50", NO_COLOR="1", TERM="dumb")
+    env.update(COLUMNS=str(columns), LINES="50", NO_COLOR="1", TERM="dumb")
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
     return env
@@ -81,7 +83,11 @@ def run_once(case: Case) -> tuple[float, float, int]:
     start = time.perf_counter()
     # cwd: not a checkout, whose gpudiag would come before PYTHONPATH's for `python -c` and `-m`.
     proc = subprocess.Popen(
-        case.argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env(case.tree), cwd=tempfile.gettempdir()
+        case.argv,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=_env(case.tree, case.columns),
+        cwd=tempfile.gettempdir(),
     )
     assert proc.stderr is not None
     err = proc.stderr.read()
@@ -105,6 +111,7 @@ def cases(tree: Path, baseline: Path | None, empty_script: Path) -> list[Case]:
     ]
     commands = [
         ("list", ["list"], 1.4),
+        ("list (80 columns)", ["list"], 1.4),  # a narrow terminal: columns left out, the table laid out again
         ("list --json", ["list", "--json"], 1.15),
         ("list --query", ["list", "--query", "name,memory.used", "--format", "csv"], 1.15),
         ("memory", ["memory"], 1.5),
@@ -114,7 +121,10 @@ def cases(tree: Path, baseline: Path | None, empty_script: Path) -> list[Case]:
     for label, tree_path in (("", tree), ("base: ", baseline)):
         if tree_path is None:
             continue
-        out += [Case(label + name, _gpudiag(*args), target, tree_path) for name, args, target in commands]
+        out += [
+            Case(label + name, _gpudiag(*args), target, tree_path, 80 if "80 columns" in name else 160)
+            for name, args, target in commands
+        ]
     replay = [PY, "-m", "gpudiag.replay", EXAMPLE]
     if _has_replay_runner(tree):
         out += [
