@@ -225,5 +225,11 @@ def running(extra: Callable[[Path], str] = lambda root: "") -> Iterator[Cluster]
         yield cluster
     finally:
         subprocess.run(["scancel", "--full", "--user=root"], env=env, capture_output=True, timeout=10)
-        _stop([root / "run" / f"{daemon}.pid" for daemon in DAEMONS])
+        pidfiles = {daemon: root / "run" / f"{daemon}.pid" for daemon in DAEMONS}
+        if "HealthCheckProgram=" in conf.read_text():
+            # slurmd first, alone: it waits for the health check it is running, whose scontrol
+            # calls would wait out their 10 s timeout for a slurmctld stopped with it. (Without a
+            # health check, stopping them together is 2 s quicker.)
+            _stop([pidfiles.pop("slurmd")])
+        _stop(list(pidfiles.values()))
         shutil.rmtree(root, ignore_errors=True)

@@ -60,6 +60,14 @@ def prolog(root: Path) -> str:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
+    """A plain cluster, for what does not involve the Prolog. With PrologFlags=Alloc, salloc polls
+    for the Prolog's end every 3 s (Slurm's salloc POLL_SLEEP): 3 s more per allocation."""
+    with running() as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def prolog_cluster() -> Iterator[Cluster]:
     with running(prolog) as c:
         c.settings("gpudiag-prolog", GPUDIAG=str(c.root / "bin" / "gpudiag"), GPUDIAG_REPLAY=HEALTHY)
         yield c
@@ -196,47 +204,55 @@ def test_a_node_name_is_never_passed_as_syntax(cluster: Cluster) -> None:
 # --- the Prolog -----------------------------------------------------------------------------------
 
 
-def test_the_prolog_drains_for_a_node_fault_and_slurm_requeues_the_job(cluster: Cluster) -> None:
-    done = cluster.run("srun", "-N1", "echo", "job ran")
+def test_the_prolog_drains_for_a_node_fault_and_slurm_requeues_the_job(prolog_cluster: Cluster) -> None:
+    done = prolog_cluster.run("srun", "-N1", "echo", "job ran")
     assert (done.returncode, done.stdout) == (0, "job ran\n"), done.stderr
 
-    cluster.settings(
-        "gpudiag-prolog", GPUDIAG=str(cluster.root / "bin" / "gpudiag"), GPUDIAG_REPLAY=broken_machine(cluster.root)
+    prolog_cluster.settings(
+        "gpudiag-prolog",
+        GPUDIAG=str(prolog_cluster.root / "bin" / "gpudiag"),
+        GPUDIAG_REPLAY=broken_machine(prolog_cluster.root),
     )
     try:
-        submitted = cluster.run("sbatch", "--wrap", "echo job ran", "-o", str(cluster.root / "log" / "job.out"))
+        submitted = prolog_cluster.run(
+            "sbatch", "--wrap", "echo job ran", "-o", str(prolog_cluster.root / "log" / "job.out")
+        )
         job_id = submitted.stdout.split()[-1]
-        wait("the node to be drained", lambda: "DRAIN" in cluster.show()[0], timeout=60)
-        assert cluster.show()[1] == f"gpudiag prolog: {ECC}"
-        wait("the job to be requeued and held", lambda: "held" in job(cluster, job_id).get("Reason", ""))
-        assert job(cluster, job_id)["JobState"] == "PENDING"
-        log = (cluster.root / "log" / "slurmd.log").read_text()
-        assert f"gpudiag-prolog[{cluster.node}]: gpudiag: NOT READY: {ECC}" in log  # the line slurmd logs
+        wait("the node to be drained", lambda: "DRAIN" in prolog_cluster.show()[0], timeout=60)
+        assert prolog_cluster.show()[1] == f"gpudiag prolog: {ECC}"
+        wait("the job to be requeued and held", lambda: "held" in job(prolog_cluster, job_id).get("Reason", ""))
+        assert job(prolog_cluster, job_id)["JobState"] == "PENDING"
+        log = (prolog_cluster.root / "log" / "slurmd.log").read_text()
+        assert f"gpudiag-prolog[{prolog_cluster.node}]: gpudiag: NOT READY: {ECC}" in log  # the line slurmd logs
     finally:
-        cluster.settings("gpudiag-prolog", GPUDIAG=str(cluster.root / "bin" / "gpudiag"), GPUDIAG_REPLAY=HEALTHY)
-        cluster.run("scancel", "--full", "--user=root")
-        cluster.resume()
-    done = cluster.run("srun", "-N1", "echo", "job ran")
+        prolog_cluster.settings(
+            "gpudiag-prolog", GPUDIAG=str(prolog_cluster.root / "bin" / "gpudiag"), GPUDIAG_REPLAY=HEALTHY
+        )
+        prolog_cluster.run("scancel", "--full", "--user=root")
+        prolog_cluster.resume()
+    done = prolog_cluster.run("srun", "-N1", "echo", "job ran")
     assert done.stdout == "job ran\n", done.stderr
 
 
-def test_the_prolog_cancels_a_job_whose_environment_fails_and_keeps_the_node(cluster: Cluster) -> None:
-    gpudiag = str(cluster.root / "bin" / "gpudiag")
-    cluster.settings("gpudiag-prolog", GPUDIAG=gpudiag, GPUDIAG_REPLAY=job_env_machine(cluster.root))
+def test_the_prolog_cancels_a_job_whose_environment_fails_and_keeps_the_node(prolog_cluster: Cluster) -> None:
+    gpudiag = str(prolog_cluster.root / "bin" / "gpudiag")
+    prolog_cluster.settings("gpudiag-prolog", GPUDIAG=gpudiag, GPUDIAG_REPLAY=job_env_machine(prolog_cluster.root))
     try:
-        submitted = cluster.run("sbatch", "--wrap", "echo job ran", "-o", str(cluster.root / "log" / "env-job.out"))
+        submitted = prolog_cluster.run(
+            "sbatch", "--wrap", "echo job ran", "-o", str(prolog_cluster.root / "log" / "env-job.out")
+        )
         job_id = submitted.stdout.split()[-1]
-        wait("the job to be cancelled", lambda: job(cluster, job_id).get("JobState") == "CANCELLED", timeout=60)
-        comment = job(cluster, job_id)["AdminComment"]
+        wait("the job to be cancelled", lambda: job(prolog_cluster, job_id).get("JobState") == "CANCELLED", timeout=60)
+        comment = job(prolog_cluster, job_id)["AdminComment"]
         assert comment.startswith("gpudiag prolog: env.visible_devices: CUDA_VISIBLE_DEVICES='-1' leaves no device")
         assert comment.endswith("; fix job")
-        assert cluster.show() == ("IDLE", "")  # the node was not drained for the job's fault
-        assert not (cluster.root / "log" / "env-job.out").exists()  # the job never ran
-        done = cluster.run("srun", "-N1", "echo", "job ran")  # interactive: Slurm's own words for a cancel
-        assert done.returncode != 0 and "job ran" not in done.stdout and cluster.show() == ("IDLE", "")
+        assert prolog_cluster.show() == ("IDLE", "")  # the node was not drained for the job's fault
+        assert not (prolog_cluster.root / "log" / "env-job.out").exists()  # the job never ran
+        done = prolog_cluster.run("srun", "-N1", "echo", "job ran")  # interactive: Slurm's own words for a cancel
+        assert done.returncode != 0 and "job ran" not in done.stdout and prolog_cluster.show() == ("IDLE", "")
     finally:
-        cluster.settings("gpudiag-prolog", GPUDIAG=gpudiag, GPUDIAG_REPLAY=HEALTHY)
-    done = cluster.run("srun", "-N1", "echo", "next job ran")
+        prolog_cluster.settings("gpudiag-prolog", GPUDIAG=gpudiag, GPUDIAG_REPLAY=HEALTHY)
+    done = prolog_cluster.run("srun", "-N1", "echo", "next job ran")
     assert done.stdout == "next job ran\n", done.stderr
 
 
