@@ -212,6 +212,7 @@ def work_unit(nodeid: str) -> str:
     return module if module in ONE_WORKER_MODULES else nodeid
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: unknown where xdist is not loaded (-p no:xdist)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if config.getvalue("dist") != "loadgroup":
         return None  # xdist's own scheduler for the mode asked
