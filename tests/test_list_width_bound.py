@@ -72,6 +72,12 @@ def test_the_width_is_richs_for_edges_padding_and_what_it_cannot_add_up() -> Non
     two_lines = Table()
     two_lines.add_column("a")
     two_lines.add_row(Text("one\ntwo"))
+    for breaking in ("\u2028", "\x85", "\x1e"):  # str.splitlines breaks there, and so does rich
+        split = Table()
+        split.add_column("a")
+        split.add_row(Text(f"one{breaking}three"))
+        assert list_view.text_width(console, split) is None
+        assert list_view._natural_width(console, split) == _measured(console, split)
     fixed = Table()
     fixed.add_column("a", width=7)
     assert list_view.text_width(console, two_lines) is None and list_view.text_width(console, fixed) is None

@@ -170,7 +170,7 @@ def text_width(console: Console, table: Table) -> int | None:
                 plain = console.render_str(cell, highlight=False).plain
             else:
                 return None
-            if "\n" in plain or "\t" in plain:
+            if "\t" in plain or len(plain.splitlines()) > 1:  # lines as rich splits them (\u2028, \x85 too)
                 return None
             widest = max(widest, cell_len(plain))
         width = widest + left + right
