@@ -8,6 +8,11 @@
   half-written are removed on the way out. A second signal during that clean-up ends the process
   at once (after killing children and removing temporary files). A signal ignored when gpudiag
   started (``nohup``, a background job of a non-interactive shell) stays ignored.
+- **A signal Python cannot pass on still decides the exit code.** The exception can land where
+  Python only reports it: a weakref callback of the import system ("Exception ignored in …"), a
+  ``__del__``. Such an interruption ends the process at once, as a second signal does. Where
+  Python wraps it (``__set_name__`` in 3.11 raises a RuntimeError from it) or a library swallows
+  it, the signal is still on record (:func:`received`) and the command ends with 128+N.
 - **Children** run in sessions of their own (a timeout kills the whole group), so the terminal's
   Ctrl-C does not reach them: every running child's process group is registered here and killed
   whenever gpudiag ends early.
@@ -50,6 +55,7 @@ SHOW_CURSOR = b"\x1b[?25h"
 _groups: set[int] = set()  # process groups of running children (each child leads its own)
 _temporaries: set[str] = set()  # files being written, to remove if gpudiag ends first
 _cursor_hidden = False  # a live view hid the terminal's cursor
+_received: int | None = None  # the terminating signal that arrived while the command ran
 
 
 class Interrupted(KeyboardInterrupt):
@@ -118,7 +124,16 @@ def _exit_now(signum: int, _frame: FrameType | None) -> None:
     os._exit(SIGNAL_BASE + signum)
 
 
+def received() -> int | None:
+    """The terminating signal that arrived while the current command ran, if one did: whatever
+    the command made of the exception, the process ends with 128 + it."""
+    return _received
+
+
 def _raise(signum: int, _frame: FrameType | None) -> None:
+    global _received
+    if _received is None:
+        _received = signum
     for each in SIGNALS:  # the clean-up this starts must not be cut short by a repeat
         if _signal.getsignal(each) is _raise:
             _signal.signal(each, _exit_now)
@@ -126,8 +141,19 @@ def _raise(signum: int, _frame: FrameType | None) -> None:
 
 
 def install() -> None:
-    """From the first line of gpudiag until a command runs: every signal ends the process at once."""
+    """From the first line of gpudiag until a command runs: every signal ends the process at once.
+    An interruption that Python can only report as "Exception ignored" ends it at once too."""
     _set_all(_exit_now)
+    sys.unraisablehook = _unraisable
+
+
+def _unraisable(unraisable: Any) -> None:
+    """Python's hook for an exception it cannot raise (weakref callbacks, ``__del__``): an
+    :class:`Interrupted` there would be lost and the command run on to exit 0; end now instead."""
+    exc = unraisable.exc_value
+    if isinstance(exc, Interrupted):
+        _exit_now(exc.signum, None)
+    sys.__unraisablehook__(unraisable)
 
 
 def _set_all(handler: Any) -> dict[int, Any]:
@@ -148,6 +174,8 @@ class CommandSignals:
     """While a command runs, signals raise :class:`Interrupted`; afterwards, the handlers before."""
 
     def __enter__(self) -> None:
+        global _received
+        _received = None
         self._previous = _set_all(_raise)
 
     def __exit__(self, *_: object) -> None:

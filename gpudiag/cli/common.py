@@ -142,33 +142,54 @@ def handle_errors(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with edge.CommandSignals():
-            return _run(*args, **kwargs)
+        try:
+            with edge.CommandSignals():
+                return _run(*args, **kwargs)
+        finally:  # after the handlers are back: a signal from here on ends the process at once
+            _end_if_signalled()
 
     def _run(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
-        except GpudiagError as exc:
-            fail(exc.message, exc.code)
-        except KeyboardInterrupt as exc:  # SIGINT, SIGTERM, SIGHUP: the command's `finally`s have run
-            edge.clean_up()
-            raise typer.Exit(edge.exit_code(exc)) from None
-        except BrokenPipeError:
-            # Reader went away (`| head`): silence the rest, exit cleanly.
-            edge.stdout_to_devnull()
-            raise typer.Exit(int(ExitCode.OK)) from None
-        except OSError as exc:
-            if exc.errno in edge.WRITE_ERRORS:  # disk full, I/O error: the machine's fault, not a bug
-                edge.stdout_to_devnull()
-                fail(edge.write_error(exc), ExitCode.OUTPUT_ERROR)
-            _internal(exc)
-        except Exception as exc:
-            _internal(exc)
+        except BaseException as exc:
+            if edge.received() is not None:
+                return None  # what the signal caused is no finding: the wrapper ends with 128+N
+            _report(exc)
         return None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _end_if_signalled() -> None:
+    """A signal that arrived while the command ran decides the exit code, whatever the command made
+    of its exception: Python 3.11 wraps it in a RuntimeError when it lands in a class body's
+    ``__set_name__``, and a library may swallow it. A signal is never success."""
+    signum = edge.received()
+    if signum is not None:
+        edge.clean_up()
+        raise typer.Exit(edge.SIGNAL_BASE + signum) from None
+
+
+def _report(exc: BaseException) -> None:
+    """An exception out of a command with no signal behind it: one line and its exit code."""
+    if isinstance(exc, GpudiagError):
+        fail(exc.message, exc.code)
+    if isinstance(exc, KeyboardInterrupt):  # Python's own SIGINT (handlers not ours: not the main thread)
+        edge.clean_up()
+        raise typer.Exit(edge.exit_code(exc)) from None
+    if isinstance(exc, BrokenPipeError):
+        # Reader went away (`| head`): silence the rest, exit cleanly.
+        edge.stdout_to_devnull()
+        raise typer.Exit(int(ExitCode.OK)) from None
+    if isinstance(exc, OSError) and exc.errno in edge.WRITE_ERRORS:
+        # disk full, I/O error: the machine's fault, not a bug
+        edge.stdout_to_devnull()
+        fail(edge.write_error(exc), ExitCode.OUTPUT_ERROR)
+    if not isinstance(exc, Exception):  # GeneratorExit and the like: not ours to report
+        raise exc
+    _internal(exc)
 
 
 def _internal(exc: BaseException) -> None:
