@@ -7,7 +7,8 @@
   :class:`Interrupted`, so that watches restore the terminal, children are stopped and files
   half-written are removed on the way out. A second signal during that clean-up ends the process
   at once (after killing children and removing temporary files). A signal ignored when gpudiag
-  started (``nohup``, a background job of a non-interactive shell) stays ignored.
+  started (``nohup``, a background job of a non-interactive shell) stays ignored. Once the answer
+  is out (:func:`answered`), a signal takes its default action: the process dies by it.
 - **A signal Python cannot pass on still decides the exit code.** The exception can land where
   Python only reports it: a weakref callback of the import system ("Exception ignored in …"), a
   ``__del__``. Such an interruption ends the process at once, as a second signal does. Where
@@ -145,6 +146,13 @@ def install() -> None:
     An interruption that Python can only report as "Exception ignored" ends it at once too."""
     _set_all(_exit_now)
     sys.unraisablehook = _unraisable
+
+
+def answered() -> None:
+    """The answer is out and its exit code decided: from here a signal takes its default action, and
+    the shell reports the process killed by it (128+N). The interpreter's shutdown that follows runs
+    no handler of ours, and a signal that arrived there would be lost: the exit code would stay 0."""
+    _set_all(_signal.SIG_DFL)
 
 
 def _unraisable(unraisable: Any) -> None:

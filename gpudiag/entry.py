@@ -51,3 +51,4 @@ def main() -> None:
     finally:
         edge.clean_up()  # an early torch child that no command took (a usage error, --help)
         edge.flush_stdout()
+        edge.answered()

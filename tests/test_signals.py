@@ -162,6 +162,12 @@ def _before_gpudiag(code: int, err: str, signum: int) -> bool:
     )
 
 
+def _after_the_answer(code: int, err: str, signum: int) -> bool:
+    """The signal arrived once the command had answered (gpudiag.edge.answered): the process died by
+    it, which a shell reports as 128+N. What stderr holds is the command's own answer, never a trace."""
+    return code == -signum and not any(sign in err for sign in ("Traceback", "internal error", "Exception ignored"))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.02, 0.08, 0.15, 0.25])
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
@@ -222,9 +228,42 @@ def test_a_signal_while_any_command_starts_is_128_plus_n(command: str, signum: i
         proc.communicate()
         pytest.skip("the command had finished before the signal")
     code, err = _signal_and_finish(proc, signum)
-    if _before_gpudiag(code, err, signum):
+    if _before_gpudiag(code, err, signum) or _after_the_answer(code, err, signum):
         return
     assert code == CODES[signum] and err == "", (code, err)
+
+
+AFTER_THE_ANSWER = """\
+import atexit, signal, sys
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+atexit.register(lambda: print(*(signal.getsignal(s).name for s in SIGNALS), file=sys.stderr))
+sys.argv = ["gpudiag", "--replay", "h100x8-healthy", "list", "--json"]
+from gpudiag.entry import main
+main()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ignored", [None, signal.SIGHUP], ids=["none ignored", "SIGHUP ignored"])
+def test_once_answered_a_signal_kills_by_its_default_and_an_ignored_one_stays_ignored(ignored: int | None) -> None:
+    """The interpreter's shutdown runs no handler of ours: a signal there kills (the shell's 128+N)
+    rather than being lost to an exit 0. Seen from an atexit callback, after gpudiag's last line."""
+
+    def ignore() -> None:
+        if ignored is not None:
+            signal.signal(ignored, signal.SIG_IGN)
+
+    done = subprocess.run(
+        [sys.executable, "-c", AFTER_THE_ANSWER],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        preexec_fn=ignore,
+        timeout=60,
+    )
+    assert done.returncode == 0 and json.loads(done.stdout)
+    expected = ["SIG_IGN" if s == ignored else "SIG_DFL" for s in SIGNALS]
+    assert done.stderr.split() == expected
 
 
 # Where a signal's exception lands decides what Python does with it. Each case raises the signal
