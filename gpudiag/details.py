@@ -3,7 +3,7 @@
 Kept apart from :mod:`gpudiag.model` so that plain `gpudiag list` never pays for creating
 these classes: they load only when a command reads, shows or replays details. Frozen msgspec
 Structs like the model's (a frozen dataclass costs ~1 ms at import). Every value is a
-:class:`~gpudiag.model.Reading`, so a GPU that lacks one says why. :data:`DETAIL_READINGS`
+:class:`~gpudiag.values.Reading`, so a GPU that lacks one says why. :data:`DETAIL_READINGS`
 declares how NVML answers each (see :mod:`gpudiag.readings`): a reading is its field here and
 its row there.
 """
@@ -16,7 +16,6 @@ from typing import Any
 
 import msgspec
 
-from gpudiag.model import Bar1, FactGroup, Reading, not_recorded
 from gpudiag.readings import (
     BOOL,
     CLOCK_EVENTS,
@@ -47,6 +46,7 @@ from gpudiag.readings import (
     Spec,
     text,
 )
+from gpudiag.values import Bar1, FactGroup, Reading, not_recorded
 
 # NVML's memory locations (nvmlMemoryLocation_t), in nvidia-smi's names.
 ECC_LOCATIONS = (

@@ -32,7 +32,7 @@ from typing import Any
 
 import msgspec
 
-from gpudiag.model import ComputeMode, FactGroup, Reading, RemappedRows, Utilization
+from gpudiag.values import ComputeMode, FactGroup, Reading, RemappedRows, Utilization
 
 
 class ClockEvent(msgspec.Struct, frozen=True):
