@@ -150,8 +150,9 @@ def install() -> None:
 
 def answered() -> None:
     """The answer is out and its exit code decided: from here a signal takes its default action, and
-    the shell reports the process killed by it (128+N). The interpreter's shutdown that follows runs
-    no handler of ours, and a signal that arrived there would be lost: the exit code would stay 0."""
+    the shell reports the process killed by it (128+N). The interpreter's shutdown that follows is no
+    place for our handler (modules are being torn down), and Python drops a signal still pending
+    when it clears its handlers, which would leave the answer's exit code."""
     _set_all(_signal.SIG_DFL)
 
 
