@@ -246,8 +246,8 @@ main()
 @pytest.mark.slow
 @pytest.mark.parametrize("ignored", [None, signal.SIGHUP], ids=["none ignored", "SIGHUP ignored"])
 def test_once_answered_a_signal_kills_by_its_default_and_an_ignored_one_stays_ignored(ignored: int | None) -> None:
-    """The interpreter's shutdown runs no handler of ours: a signal there kills (the shell's 128+N)
-    rather than being lost to an exit 0. Seen from an atexit callback, after gpudiag's last line."""
+    """During the interpreter's shutdown a signal takes its default action (the shell's 128+N), not
+    our handler in a half torn-down interpreter. Seen from an atexit callback, after gpudiag's last line."""
 
     def ignore() -> None:
         if ignored is not None:
