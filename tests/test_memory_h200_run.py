@@ -88,3 +88,63 @@ def test_the_machine_view_of_a_post_mortem_takes_this_process_at_the_same_moment
     (process,) = machine_document(own)["processes"]
     assert process["torch"]["allocated_bytes"] == GiB
     assert process["torch"]["other_bytes"] == process["used_bytes"] - 2 * GiB
+
+
+# --- rates from the tracker's step times ---------------------------------------------------
+
+
+@pytest.fixture
+def h200_log(cli: Cli, instant: None, tmp_path: Path) -> Path:
+    """The replayed run watched at 0.5 s, as it was: four samples per publication."""
+    log = tmp_path / "run.jsonl"
+    code, _, _ = cli("--replay", SNAPSHOT, "memory", "--count", "49", "--interval", "0.5", "--json", "--log", str(log))
+    assert code == 0
+    return log
+
+
+def test_publications_come_less_often_than_the_watch_samples(h200_log: Path) -> None:
+    samples = [json.loads(line) for line in h200_log.read_text().splitlines()]
+    counts = [s["processes"][0]["steps"]["count"] for s in samples if s["processes"][0].get("steps")]
+    assert len(counts) > 3 * len(set(counts))  # the same publication seen by several samples
+
+
+def test_the_step_rate_is_the_trackers_steady_four_per_second(h200_log: Path) -> None:
+    from gpudiag.memory.log import read
+    from gpudiag.render.memory_plot import step_rates
+
+    series = read(h200_log).steps[456]
+    rates = step_rates(series)
+    assert len(rates) == len(set(series.values["step"])) == 9  # one point per publication
+    assert all(3.9 < r < 4.05 for r in rates), rates
+    samples = [json.loads(line) for line in h200_log.read_text().splitlines()]
+    stepped = [s["processes"][0]["steps"] for s in samples if s["processes"][0].get("steps")]
+    assert series.times == sorted({s["last_step_at"] for s in stepped})  # at the tracker's step times
+
+
+def test_the_plotted_step_rate_is_steady(h200_log: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from gpudiag.memory.log import read
+    from gpudiag.render.memory_plot import draw
+
+    figure = draw(read(h200_log))
+    steps_axis = figure.axes[-1]
+    assert steps_axis.get_ylabel() == "steps/s"
+    (line,) = [ln for ln in steps_axis.get_lines() if ln.get_label() == "PID 456"]
+    assert all(3.9 < y < 4.05 for y in line.get_ydata())
+
+
+def test_a_log_from_before_the_step_times_draws_one_rate_per_publication(h200_log: Path, tmp_path: Path) -> None:
+    from gpudiag.memory.log import read
+    from gpudiag.render.memory_plot import step_rates
+
+    old = tmp_path / "old.jsonl"
+    lines = []
+    for line in h200_log.read_text().splitlines():
+        sample = json.loads(line)
+        for p in sample["processes"]:
+            if p.get("steps"):
+                p["steps"] = {"count": p["steps"]["count"]}  # neither the tracker's rate nor its step time
+        lines.append(json.dumps(sample))
+    old.write_text("\n".join(lines) + "\n")
+    rates = step_rates(read(old).steps[456])[1:]
+    assert all(2.5 < r < 5.0 for r in rates), rates  # between publications, never 0 then 16

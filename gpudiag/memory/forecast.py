@@ -22,7 +22,8 @@ HORIZON_S = 7 * 86400.0  # farther than a week is "not filling up" in practice
 
 
 def step_stats(steps: Steps, torch_index: int, updated_at: float) -> StepStats:
-    """Per-step figures on one device from the tracker's records."""
+    """Per-step figures on one device from the tracker's records: the rate between the step times the
+    tracker recorded, never between when a reader happened to look."""
     records = [r for r in steps.records if r.torch_index == torch_index]
     rate = None
     if len(records) >= 2 and records[-1].at > records[0].at:
@@ -40,6 +41,7 @@ def step_stats(steps: Steps, torch_index: int, updated_at: float) -> StepStats:
         growth_bytes_per_step=growth.per_x if growth is not None else None,
         first_step=records[0].step if records else None,
         last_step=last.step if last else None,
+        last_step_at=last.at if last else None,
     )
 
 

@@ -42,7 +42,7 @@ class Run:
     source: str
     gpus: dict[int, Series] = field(default_factory=dict)
     processes: dict[tuple[int, int], Series] = field(default_factory=dict)
-    steps: dict[int, Series] = field(default_factory=dict)  # per PID: step count over time
+    steps: dict[int, Series] = field(default_factory=dict)  # per PID: step count and rate, per publication
     events: list[Event] = field(default_factory=list)
 
     @property
@@ -163,6 +163,21 @@ def _sample(run: Run, sample: dict[str, Any], counters: dict[tuple[int, int, str
                 run.events.append(Event(at, kind, f"PID {p['pid']} on GPU {p['gpu_index']}: {what}"))
         steps = p.get("steps")
         if isinstance(steps, dict) and isinstance(steps.get("count"), int):
-            run.steps.setdefault(p["pid"], Series(f"PID {p['pid']}")).add(at, step=steps["count"])
+            _steps(run.steps.setdefault(p["pid"], Series(f"PID {p['pid']}")), steps, at)
     for e in sample.get("exited") or []:
         run.events.append(Event(at, "exit", f"PID {e['pid']} exited on GPU {e['gpu_index']}"))
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _steps(series: Series, steps: dict[str, Any], at: float) -> None:
+    """One point per publication of the tracker, at the time it recorded the step (``last_step_at``;
+    a log from before it has the sample's time), with the rate it measured between its step times:
+    a watch sees each publication several times, and the count moves only when the tracker publishes."""
+    counts = series.values.get("step", [])
+    if counts and counts[-1] == steps["count"]:
+        return  # the publication already drawn
+    when = _number(steps.get("last_step_at"))
+    series.add(when if when is not None else at, step=steps["count"], rate=_number(steps.get("rate_per_s")))

@@ -70,6 +70,7 @@ class StepStats(msgspec.Struct, frozen=True):
     growth_bytes_per_step: float | None  # sustained growth of allocated at step end (a leak); None if flat
     first_step: int | None = None  # the records the growth is measured over
     last_step: int | None = None
+    last_step_at: float | None = None  # wall time the tracker recorded last_step at: the moment of these figures
 
 
 class Forecast(msgspec.Struct, frozen=True):

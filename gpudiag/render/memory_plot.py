@@ -45,6 +45,19 @@ def _ys(series: Series, name: str, unit: float = 1.0) -> list[float]:
     return [float("nan") if v is None else v / unit for v in series.values.get(name, [])]
 
 
+def step_rates(series: Series) -> list[float]:
+    """Steps per second at each publication: the tracker's own rate (from its step times), else, in a log
+    from before it carried one, between publications."""
+    rates = series.values.get("rate", [])
+    steps, times = series.values["step"], series.times
+    out = []
+    for n, rate in enumerate(rates or [None] * len(steps)):
+        if rate is None and n and times[n] > times[n - 1]:
+            rate = ((steps[n] or 0) - (steps[n - 1] or 0)) / (times[n] - times[n - 1])
+        out.append(float("nan") if rate is None else rate)
+    return out
+
+
 def draw(run: Run) -> Any:
     """The figure for a run (matplotlib's Figure; no pyplot, no display)."""
     figure_class = _figure()
@@ -101,12 +114,7 @@ def draw(run: Run) -> Any:
             ax.set_ylabel("util %")
         else:
             for i, (pid, s) in enumerate(sorted(run.steps.items())):
-                steps = s.values["step"]
-                rates = [float("nan")] + [
-                    ((b or 0) - (a or 0)) / (t1 - t0) if t1 > t0 else float("nan")
-                    for a, b, t0, t1 in zip(steps, steps[1:], s.times, s.times[1:], strict=False)
-                ]
-                ax.plot(_xs(s, start, scale), rates, color=colors[i], label=f"PID {pid}")
+                ax.plot(_xs(s, start, scale), step_rates(s), color=colors[i], marker=".", label=f"PID {pid}")
             ax.set_ylabel("steps/s")
         if panel != "util":
             ax.legend(loc="upper left", fontsize="small", ncols=2)
