@@ -148,3 +148,46 @@ def test_a_log_from_before_the_step_times_draws_one_rate_per_publication(h200_lo
     old.write_text("\n".join(lines) + "\n")
     rates = step_rates(read(old).steps[456])[1:]
     assert all(2.5 < r < 5.0 for r in rates), rates  # between publications, never 0 then 16
+
+
+# --- the replayed watch: it ends with the recording, and forecasts nothing after the OOM ----------
+
+
+def _watch(cli: Cli, *args: str) -> tuple[int, list[dict[str, object]], str]:
+    code, out, err = cli("--replay", SNAPSHOT, "memory", "--interval", "0.5", "--json", *args)
+    return code, [json.loads(line) for line in out.splitlines()], err
+
+
+def test_a_replayed_watch_ends_when_its_recording_does(cli: Cli, instant: None) -> None:
+    frames = len(run.RECORDING.read_text().splitlines()) - 1
+    for args in (("--count", "1000"), ("--watch",)):
+        code, samples, err = _watch(cli, *args)
+        assert code == 0 and len(samples) == frames == 49, args
+        assert err == f"gpudiag: the recording ended after {frames} sample(s)\n"
+    code, samples, err = _watch(cli, "--count", "10")
+    assert code == 0 and len(samples) == 10 and err == ""  # --count first: no word about the recording
+
+
+def test_nothing_is_forecast_after_the_oom(cli: Cli, instant: None) -> None:
+    _, samples, _ = _watch(cli, "--count", "100")
+    ooms = [(s["processes"][0].get("torch") or {}).get("ooms") for s in samples]  # type: ignore[index, union-attr]
+    first = ooms.index(1)
+    before, after = samples[:first], samples[first:]
+    assert any(s["processes"][0]["forecast"] for s in before)  # type: ignore[index]
+    for s in after:
+        assert s["gpus"][0]["forecast"] is None  # type: ignore[index]
+        assert all(p["forecast"] is None for p in s["processes"])  # type: ignore[union-attr]
+        assert not [line for line in s["insights"] if "forecast" in line]  # type: ignore[union-attr]
+
+
+def test_the_forecast_on_the_real_run_said_when_the_oom_came(cli: Cli, instant: None) -> None:
+    """At the sample that first saw step 23 the watch forecast the OOM 11.2 s (44.6 steps) ahead; the
+    allocator's observer caught it 11.2 s later, at step 69 (the one-shot `memory` beside the run said
+    ~12 s / ~47 steps a little earlier)."""
+    oom_at = json.loads(OOM_FILE.read_text())["at"]
+    _, samples, _ = _watch(cli, "--count", "100")
+    seen = next(s for s in samples if (s["processes"][0].get("steps") or {}).get("count") == 23)  # type: ignore[index, union-attr]
+    forecast = seen["processes"][0]["forecast"]  # type: ignore[index]
+    assert forecast["basis"] == "steps" and forecast["steps_to_full"] == pytest.approx(44.6, abs=0.1)
+    assert seen["timestamp"] + forecast["full_in_s"] == pytest.approx(oom_at, abs=0.2)  # type: ignore[operator]
+    assert 23 + forecast["steps_to_full"] == pytest.approx(69, abs=2)

@@ -53,12 +53,16 @@ def _reach(view: MemoryView, gpu_index: int, reserved: int) -> int | None:
 
 
 def step_forecasts(view: MemoryView) -> tuple[Forecast, ...]:
-    """Tracked processes whose allocated memory grows per step: how many steps and seconds are left."""
+    """Tracked processes whose allocated memory grows per step: how many steps and seconds are left.
+    None for a process whose allocator has had an OOM: the forecast came true, and its step records
+    still hold the growth that led to it."""
     out = []
     for row in view.processes:
         s, b = row.steps, row.breakdown
         if s is None or b is None or not s.growth_bytes_per_step or s.first_step is None or s.last_step is None:
             continue
+        if b.ooms:
+            continue  # the growth already ran out of memory: what follows is no longer that trend
         limit = _reach(view, row.gpu_index, b.reserved_bytes)
         level = s.peak_bytes if s.peak_bytes is not None else s.allocated_bytes
         if limit is None or level is None:
