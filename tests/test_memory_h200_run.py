@@ -191,3 +191,57 @@ def test_the_forecast_on_the_real_run_said_when_the_oom_came(cli: Cli, instant: 
     assert forecast["basis"] == "steps" and forecast["steps_to_full"] == pytest.approx(44.6, abs=0.1)
     assert seen["timestamp"] + forecast["full_in_s"] == pytest.approx(oom_at, abs=0.2)  # type: ignore[operator]
     assert 23 + forecast["steps_to_full"] == pytest.approx(69, abs=2)
+
+
+# --- the picture: markers, legend, forecast -------------------------------------------------
+
+
+@pytest.fixture
+def figure(h200_log: Path) -> object:
+    pytest.importorskip("matplotlib")
+    from gpudiag.memory.log import read
+    from gpudiag.render.memory_plot import draw
+
+    return draw(read(h200_log))
+
+
+def test_the_oom_marker_is_drawn_over_the_allocator_retry(figure: object) -> None:
+    from matplotlib.colors import to_hex
+
+    for ax in figure.axes:  # type: ignore[attr-defined]
+        marks = {to_hex(line.get_color()): line for line in ax.get_lines()}
+        oom, retry = marks[to_hex("tab:red")], marks[to_hex("tab:orange")]
+        assert list(oom.get_xdata()) == list(retry.get_xdata())  # the same moment, as on the H200
+        assert oom.get_zorder() > retry.get_zorder() and oom.get_linewidth() > retry.get_linewidth()
+        assert oom.get_zorder() > max(line.get_zorder() for line in ax.get_lines() if line not in (oom, retry))
+
+
+def test_the_process_legend_names_whole_words(figure: object) -> None:
+    process_axis = figure.axes[1]  # type: ignore[attr-defined]
+    texts = [t.get_text() for t in process_axis.get_legend().get_texts()]
+    assert texts[0] == "PID 456 on GPU 0 python3 -m gpudiag.track …/leak.py"
+    command = ["python3", "-m", "gpudiag.track", "/work/steering/.gpu/leak.py"]
+    assert all(w in command or w.startswith("…") for w in texts[0].split()[5:])
+
+
+def test_the_forecast_is_drawn_to_where_the_oom_came(figure: object, h200_log: Path) -> None:
+    from gpudiag.memory.log import read
+
+    run_ = read(h200_log)
+    oom_at = next(e.at for e in run_.events if e.kind == "oom") - run_.start
+    oom_file_at = json.loads(OOM_FILE.read_text())["at"] - run_.start
+    for ax, label in ((figure.axes[0], "GPU 0 forecast (used)"), (figure.axes[1], "PID 456 forecast")):  # type: ignore[attr-defined]
+        (line,) = [ln for ln in ax.get_lines() if ln.get_label() == label]
+        xs, ys = line.get_xdata(), line.get_ydata()
+        assert xs[0] < oom_at - 10  # made seconds ahead
+        assert xs[-1] == pytest.approx(oom_file_at, abs=0.5)  # and the OOM came when it said
+        assert ys[-1] > 135  # GiB: at the limit
+        assert label in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+@pytest.mark.slow
+def test_the_picture_of_the_h200_run(cli: Cli, h200_log: Path) -> None:
+    pytest.importorskip("matplotlib")
+    png = h200_log.with_suffix(".png")
+    code, _, _ = cli("memory", "--plot", str(h200_log), "-o", str(png))
+    assert code == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
