@@ -9,9 +9,10 @@ its publication times.
 Every frame here is one sample of that watch, NVML's figures as the watch read them; its tracker entry
 is the publication that sample saw (the allocator's figures as published, the publication's time from
 the post-mortem's ``recent``, its step records from the post-mortem's, as many as the tracker had by
-then). Derived, not recorded: the times of the four publications after the OOM (2 s apart, as before
-it) and the step records before step 6 (the tracker keeps 64; none are made up). The frames run from
-the first sample that lists the process to the last, because a recording cannot add or remove one.
+then). Derived, not recorded: the times of the publications after the OOM (every 2 s, as before it;
+their figures are the watch's) and the step records before step 6 (the tracker keeps 64; none are
+made up). The frames run from the first sample that lists the process to the last, because a
+recording cannot add or remove one.
 
     python -m tests.h200_training_run   # rewrite tests/machines/h200-training-leak{.json,.recording.jsonl}
 """
@@ -58,11 +59,14 @@ def _publications(oom: dict[str, Any]) -> dict[int, float]:
     return {int(r[2]): float(r[0]) for r in oom["recent"]}
 
 
-def _entry(oom: dict[str, Any], torch: dict[str, Any], steps: dict[str, Any], at: float) -> dict[str, Any]:
+def _entry(
+    oom: dict[str, Any], torch: dict[str, Any], steps: dict[str, Any], at: float, after: list[list[Any]]
+) -> dict[str, Any]:
     device = oom["devices"][0]
     count = int(steps["count"])
     records = [r for r in oom["steps"]["records"] if r[0] <= count][-64:]
-    recent = [r for r in oom["recent"] if r[0] <= at]
+    # The publications before this one (the tracker's entry holds them, not itself).
+    recent = [r for r in [*oom["recent"], *after] if r[0] < at]
     return {
         "schema": "gpudiag.track/1",
         "pid": PID,
@@ -130,7 +134,7 @@ def recording(samples: list[dict[str, Any]]) -> list[str]:
     started = listed[0]["timestamp"]
     lines = [json.dumps({"schema": "gpudiag.recording/1", "started_at": started, "description": DESCRIPTION})]
     last_at = max(published.values())
-    after: dict[tuple[int, int, int], float] = {}  # publications after the OOM, by their figures
+    after: list[list[Any]] = []  # the publications after the OOM, as the tracker's ``recent`` holds them
     for s in listed:
         p = next(p for p in s["processes"] if p["pid"] == PID)
         track = []
@@ -138,13 +142,11 @@ def recording(samples: list[dict[str, Any]]) -> list[str]:
         if torch and steps:
             allocated = int(torch["allocated_bytes"])
             at = published.get(allocated)
-            if at is None:  # after the OOM: a publication 2 s after the one before, as all were
-                key = (allocated, int(steps["count"]), int(torch["ooms"]))
-                if key not in after:
-                    last_at += INTERVAL
-                    after[key] = last_at
-                at = after[key]
-            track.append(_entry(oom, torch, steps, at))
+            if at is None:  # after the OOM: the tracker went on publishing every 2 s, as before it
+                at = last_at + INTERVAL * ((s["timestamp"] - last_at) // INTERVAL)
+                if not after or after[-1][0] < at:
+                    after.append([at, 0, allocated, int(torch["reserved_bytes"]), int(torch["peak_allocated_bytes"])])
+            track.append(_entry(oom, torch, steps, at, after))
         frame = {
             "at": round(s["timestamp"] - started, 6),
             "gpus": [

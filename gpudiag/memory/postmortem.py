@@ -36,13 +36,15 @@ def machine_document(own: dict[str, Any] | None = None) -> dict[str, Any]:
     if machine.nvml.status is not NvmlStatus.OK:
         return {"unavailable": machine.nvml.detail}
     tracked = tracked_entries(replay is not None)
+    fresh: frozenset[int] = frozenset()
     if own is not None:
         from gpudiag.track.entries import parse_entry
 
         entry = parse_entry(own)
         if entry is not None:
             tracked[entry.pid] = entry
-    view = build(machine, tracked)
+            fresh = frozenset({entry.pid})
+    view = build(machine, tracked, same_moment=fresh)
     return to_json(view, time.time())
 
 
