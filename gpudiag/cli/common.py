@@ -20,6 +20,7 @@ from gpudiag.probe.collect import REPLAY_ENV
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
 class Settings(msgspec.Struct, frozen=True):
     replay: str | None  # example name or snapshot path, from --replay or GPUDIAG_REPLAY
     debug: bool
