@@ -39,6 +39,7 @@ from gpudiag.readings import (
     TOPOLOGY_LEVELS,
     Spec,
     fields_from,
+    integer,
     text,
 )
 
@@ -226,7 +227,9 @@ class DetailsProbe:
         lib = self._lib
         states: list[Reading[bool]] = []
         for link in range(NVLINK_MAX_LINKS):
-            state = self._read("nvmlDeviceGetNvLinkState", h, link, convert=lambda s: s == lib.NVML_FEATURE_ENABLED)
+            state = self._read(
+                "nvmlDeviceGetNvLinkState", h, link, convert=lambda s: integer(s) == lib.NVML_FEATURE_ENABLED
+            )
             if state.value is None:
                 if link == 0 and state.reason is not None:
                     no_link = state.reason is Reason.NOT_SUPPORTED and not state.detail

@@ -559,9 +559,10 @@ class NvmlSession:
             return self._read(call, h, *args)
         try:
             struct = getattr(self._lib, spec.struct)()
+            by_reference = ctypes.byref(struct)
         except Exception as exc:  # a binding whose struct cannot be made
             return undecodable(call, exc)
-        return self._read(call, h, *args, ctypes.byref(struct), convert=lambda _: struct)
+        return self._read(call, h, *args, by_reference, convert=lambda _: struct)
 
     def field_values(self, h: Any, ids: list[Any]) -> dict[Any, Reading[Any]]:
         """Field values (an id, or an (id, scope) pair) in one call, each with its own status."""
