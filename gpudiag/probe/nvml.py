@@ -40,7 +40,18 @@ from gpudiag.model import (
     Reason,
     RetiredPages,
 )
-from gpudiag.readings import NO_INSTANCE, Spec, builder, field_key, field_types, group_readings, pick, text
+from gpudiag.readings import (
+    NO_INSTANCE,
+    Spec,
+    builder,
+    field_key,
+    field_types,
+    group_readings,
+    integer,
+    pick,
+    text,
+    truth,
+)
 
 T = TypeVar("T")
 
@@ -575,7 +586,8 @@ class NvmlSession:
                 answers
                 if answers.value is None
                 else Reading.missing(
-                    Reason.UNKNOWN_ERROR, f"nvmlDeviceGetFieldValues: {len(answers.value)} answers to {len(ids)} fields"
+                    Reason.UNKNOWN_ERROR,
+                    f"nvmlDeviceGetFieldValues: unexpected answer ({len(answers.value)} values for {len(ids)} fields)",
                 )
             )
             return {fid: Reading.missing_like(wrong) for fid in ids}
@@ -632,14 +644,17 @@ class NvmlSession:
     def _retired_pages(self, h: Any) -> Reading[RetiredPages]:
         lib = self._lib
         sbe = self._read(
-            "nvmlDeviceGetRetiredPages", h, lib.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, convert=len
+            "nvmlDeviceGetRetiredPages",
+            h,
+            lib.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
+            convert=_page_count,
         )
         if sbe.value is None:
             return Reading.missing_like(sbe)
         dbe = self._read(
-            "nvmlDeviceGetRetiredPages", h, lib.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, convert=len
+            "nvmlDeviceGetRetiredPages", h, lib.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, convert=_page_count
         )
-        pending = self._read("nvmlDeviceGetRetiredPagesPendingStatus", h, convert=bool)
+        pending = self._read("nvmlDeviceGetRetiredPagesPendingStatus", h, convert=truth)
         if dbe.value is None or pending.value is None:
             bad = dbe if dbe.value is None else pending
             return Reading.missing_like(bad)
@@ -887,6 +902,11 @@ class _V1Process(msgspec.Struct):
     usedGpuMemory: int | None  # noqa: N815 - mirrors the NVML struct
 
 
+def _page_count(pages: Any) -> int:
+    """How many addresses nvmlDeviceGetRetiredPages gave (each one a number)."""
+    return len([integer(page) for page in pages])
+
+
 def _mig_attributes(a: Any) -> MigAttributes:
     return MigAttributes(
         multiprocessors=int(a.multiprocessorCount),
@@ -912,7 +932,7 @@ _failed_composite = "\0failed"
 def _blank_for(key: str, error: Reading[Any] | None) -> Any:
     """What stands for the reading at ``key`` (a row's dotted path from the GPU) when its composite
     failed: ``error``, or no items where the model keeps a plain tuple there."""
-    missing = error or Reading.missing(Reason.UNKNOWN_ERROR, f"{key}: not read")
+    missing = error if error is not None else Reading.missing(Reason.UNKNOWN_ERROR, f"{key}: not read")
     cls: Any = Gpu
     names = key.split(".")
     if names[0] == "details":
