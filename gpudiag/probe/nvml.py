@@ -229,7 +229,7 @@ class NvmlSession:
             return False
         try:
             return int(self._lib.nvmlDeviceGetCount()) == len(self._handles)
-        except self._lib.NVMLError:
+        except Exception:  # NVML's error, or an answer that is not a count: open again
             return False
 
     def reopen(self) -> NvmlInfo:
@@ -340,6 +340,10 @@ class NvmlSession:
                     else f"cannot open GPU {index}: {detail or reason.label}"
                 )
                 self._handles.append(_Handles(None, state, message, []))
+                continue
+            except Exception as exc:  # the binding's own failure: this GPU cannot be opened, the rest can
+                message = f"cannot open GPU {index}: {undecodable('nvmlDeviceGetHandleByIndex', exc).detail}"
+                self._handles.append(_Handles(None, GpuState.ERROR, message, []))
                 continue
             enabled, mig = self._mig_handles(handle)
             self._handles.append(_Handles(handle, GpuState.OK, "", mig, enabled))
@@ -820,13 +824,13 @@ class XidWatch:
         self.watched: set[int] = set()  # the indices of the GPUs whose events are seen
         try:
             self._set = lib.nvmlEventSetCreate()
-        except lib.NVMLError as exc:
+        except Exception as exc:  # NVML's error or the binding's: no GPU's events are seen
             self.missing = [f"every GPU ({exc})"]
             return
         for index, handle in handles:
             try:
                 lib.nvmlDeviceRegisterEvents(handle, lib.nvmlEventTypeXidCriticalError, self._set)
-            except lib.NVMLError as exc:
+            except Exception as exc:  # NVML's error or the binding's: this GPU's events are not seen
                 self.missing.append(f"GPU {index} ({exc})")
                 continue
             self.watched.add(index)
