@@ -232,7 +232,10 @@ def _every_field() -> str:
     return ",".join(field.name for field in csv_query.fields())
 
 
-@pytest.mark.parametrize("args", [*COMMANDS, ("list", "--query-gpu", "EVERY")], ids=" ".join)
+PLATFORM_QUERY = ("list", "--query-gpu", "platform.host_id,platform.peer_type,platform.gpu_fabric_guid", "--format=csv")
+
+
+@pytest.mark.parametrize("args", [*COMMANDS, ("list", "--query-gpu", "EVERY"), PLATFORM_QUERY], ids=" ".join)
 def test_the_h200s_platform_answer_ends_no_command(monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...]) -> None:
     import pynvml
 
@@ -258,6 +261,8 @@ def test_the_h200s_platform_answer_ends_no_command(monkeypatch: pytest.MonkeyPat
     code, out, err = run("--replay", IDLE, *args)  # exit 70 on the H200 before
     assert code == 0, err
     assert "internal error" not in err
+    if args == PLATFORM_QUERY:  # the bytes pynvml 13 gives as str, read through the probe
+        assert out.splitlines()[-1] == "1, Direct Connected, 0x0000000000000000"
     if args == ("list", "-q"):
         assert re.search(r"\n +Host ID +: N/A \(the platform reports no chassis", out)  # as nvidia-smi -q
 
