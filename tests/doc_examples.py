@@ -98,7 +98,12 @@ def regenerate(path: Path) -> bool:
         if example.not_run:
             continue
         start, end = example.span
-        pieces += [text[last:start], run(example)]
+        shown = run(example)
+        # The closing fence goes on a line of its own: glued to the last output line it closes
+        # nothing in CommonMark, and the rest of the page renders as code.
+        if shown and not text.startswith("\n", end):
+            shown += "\n"
+        pieces += [text[last:start], shown]
         last = end
     new = "".join([*pieces, text[last:]])
     if new != text:

@@ -5,6 +5,7 @@ Regenerate the examples with ``python -m tests.doc_examples`` (see that module).
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -41,19 +42,24 @@ def test_a_stale_block_is_found(tmp_path: object) -> None:
     assert doc_examples.run(altered) != altered.shown
 
 
-def test_every_check_id_is_in_the_readme() -> None:
+def test_every_check_id_is_in_the_pages_the_readme_sends_check_users_to() -> None:
+    assert "(docs/commands/check.md)" in README
+    check_page = (ROOT / "docs" / "commands" / "check.md").read_text()
     for check_id in CHECK_IDS:
-        assert f"`{check_id}`" in README, check_id
+        assert f"`{check_id}`" in check_page, check_id
 
 
-def test_the_readme_quotes_the_shipped_nhc_and_prolog_settings() -> None:
-    """The README's NHC line is one of deploy/nhc/nhc-gpudiag.conf's, and the flags it gives for the
-    Slurm prolog are the ones the shipped script passes."""
+@pytest.mark.parametrize("path", doc_examples.documents(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_docs_quote_the_shipped_nhc_and_prolog_settings(path: Path) -> None:
+    """Every NHC line the README and docs/ quote is one of deploy/nhc/nhc-gpudiag.conf's, and the
+    flags they give for the Slurm prolog are the ones the shipped script passes."""
+    text = path.read_text()
     conf = (ROOT / "deploy" / "nhc" / "nhc-gpudiag.conf").read_text().splitlines()
-    quoted = [line for line in README.splitlines() if "check_gpudiag" in line and line.lstrip().startswith("*")]
-    assert quoted
+    quoted = [line for line in text.splitlines() if "check_gpudiag" in line and line.lstrip().startswith("*")]
+    if path.relative_to(ROOT).as_posix() in ("README.md", "docs/slurm.md"):
+        assert quoted
     for line in quoted:
         assert line in conf, line
     prolog = (ROOT / "deploy" / "slurm" / "slurm-prolog.sh").read_text()
-    for flag in re.findall(r"`gpudiag check (--mode prolog)", README):
+    for flag in re.findall(r"`gpudiag check (--mode prolog)", text):
         assert flag in prolog

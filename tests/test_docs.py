@@ -1,4 +1,4 @@
-"""The README keeps up with the code: exit codes, commands, set-up commands, CI."""
+"""The README and the reference pages keep up with the code: exit codes, commands, set-up commands, CI."""
 
 from __future__ import annotations
 
@@ -10,15 +10,28 @@ from gpudiag.exitcodes import markdown_table
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+EXIT_CODES = (ROOT / "docs" / "exit-codes.md").read_text()
+SNAPSHOT = (ROOT / "docs" / "commands" / "snapshot.md").read_text()
 
 
 def test_exit_code_table_matches_the_code() -> None:
-    assert markdown_table() in README
+    assert markdown_table() in EXIT_CODES
+    assert "(docs/exit-codes.md)" in README
 
 
 def test_every_command_is_documented() -> None:
+    """The landing page names every command, and links each one's page, which exists."""
     for name in COMMANDS:
         assert f"gpudiag {name}" in README or f"`{name}`" in README, name
+    pages = sorted(set(re.findall(r"\]\((docs/commands/[a-z-]+\.md)\)", README)))
+    linked = " ".join((ROOT / page).read_text() for page in pages)
+    for name in COMMANDS:
+        assert f"gpudiag {name}" in linked or f"`{name}`" in linked, name
+
+
+def test_the_readme_is_a_landing_page() -> None:
+    """What, install, the two commands, an example per command and links: the manual is in docs/."""
+    assert len(README.encode()) <= 40 * 1024
 
 
 def _readme_one_liner() -> str:
@@ -53,4 +66,4 @@ def test_every_example_machine_is_listed() -> None:
     from gpudiag.replay.fixtures import example_names
 
     for name in example_names():
-        assert f"| `{name}` |" in README, name
+        assert f"| `{name}` |" in SNAPSHOT, name
