@@ -4,6 +4,7 @@ link inside the repository leads to a file and a heading that exist."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from pathlib import Path
@@ -71,7 +72,8 @@ def _slug(title: str) -> str:
     return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
 
 
-def _anchors(path: Path) -> set[str]:
+@functools.cache
+def _anchors(path: Path) -> frozenset[str]:
     tokens = _tokens(path.read_text())
     anchors: set[str] = set()
     for opened, inline in itertools.pairwise(tokens):
@@ -79,7 +81,7 @@ def _anchors(path: Path) -> set[str]:
             title = "".join(child.content for child in inline.children or [])
             slug = _slug(title)
             anchors.update({slug, *(f"{slug}-{n}" for n in range(1, 5))})  # repeated titles get -1, -2, …
-    return anchors
+    return frozenset(anchors)
 
 
 def _links(tokens: list[Token]) -> list[str]:
