@@ -62,6 +62,23 @@ def test_changelog_has_an_unreleased_or_versioned_entry() -> None:
     assert "## [" in changelog
 
 
+def test_the_changelog_has_a_section_per_release_in_keep_a_changelog_form() -> None:
+    """Unreleased first, then each release, newest first (the package's version among them), each
+    with Keep a Changelog's kinds of change only."""
+    from gpudiag import __version__
+
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    releases = re.findall(r"^## \[(.+?)\](?: - (\d{4}-\d{2}-\d{2}))?$", changelog, re.M)
+    assert [name for name, _ in releases[:1]] == ["Unreleased"]
+    versions = [tuple(int(n) for n in name.split(".")) for name, _ in releases[1:]]
+    assert versions == sorted(versions, reverse=True) and len(set(versions)) == len(versions)
+    assert all(date for _, date in releases[1:])
+    assert f"## [{__version__}] - " in changelog or __version__ not in {n for n, _ in releases}
+    assert len(re.findall(r"^## ", changelog, re.M)) == len(releases)
+    kinds = set(re.findall(r"^### (.+)$", changelog, re.M))
+    assert kinds <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}, kinds
+
+
 def test_every_example_machine_is_listed() -> None:
     from gpudiag.replay.fixtures import example_names
 

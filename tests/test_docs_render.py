@@ -1,4 +1,4 @@
-"""README.md and docs/ render as written: parsed as CommonMark (markdown-it-py, as code hosts and
+"""README.md, docs/ and the CHANGELOG render as written: parsed as CommonMark (markdown-it-py, as code hosts and
 package indexes render them), every code block is closed, every heading is a heading, and every
 link inside the repository leads to a file and a heading that exist."""
 
@@ -16,7 +16,7 @@ from markdown_it.token import Token
 
 from tests.doc_examples import ROOT, documents
 
-DOCUMENTS = documents()
+DOCUMENTS = [*documents(), ROOT / "CHANGELOG.md"]
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 
