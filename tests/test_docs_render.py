@@ -25,8 +25,17 @@ def _ids(path: Path) -> str:
     return str(path.relative_to(ROOT))
 
 
+_PARSER = MarkdownIt("commonmark").enable("table")
+
+
 def _tokens(text: str) -> list[Token]:
-    return MarkdownIt("commonmark").enable("table").parse(text)
+    return _PARSER.parse(text)
+
+
+@functools.cache
+def _page(path: Path) -> tuple[str, list[Token]]:
+    text = path.read_text()
+    return text, _tokens(text)
 
 
 def _scanned_headings(text: str) -> list[tuple[int, str]]:
@@ -61,8 +70,7 @@ def _unclosed_fences(text: str, tokens: list[Token]) -> list[int]:
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=_ids)
 def test_every_code_block_is_closed_and_every_heading_renders(path: Path) -> None:
-    text = path.read_text()
-    tokens = _tokens(text)
+    text, tokens = _page(path)
     assert _unclosed_fences(text, tokens) == [], "a code block runs on: its closing fence is missing or glued"
     assert _parsed_headings(tokens) == _scanned_headings(text), "a heading does not render as one"
 
@@ -74,7 +82,7 @@ def _slug(title: str) -> str:
 
 @functools.cache
 def _anchors(path: Path) -> frozenset[str]:
-    tokens = _tokens(path.read_text())
+    _, tokens = _page(path)
     anchors: set[str] = set()
     for opened, inline in itertools.pairwise(tokens):
         if opened.type == "heading_open":
@@ -98,7 +106,7 @@ def _links(tokens: list[Token]) -> list[str]:
 @pytest.mark.parametrize("path", DOCUMENTS, ids=_ids)
 def test_every_link_inside_the_repository_leads_somewhere(path: Path) -> None:
     broken = []
-    for href in _links(_tokens(path.read_text())):
+    for href in _links(_page(path)[1]):
         if re.match(r"^[a-z][a-z0-9+.-]*:", href):  # http:, https:, mailto:
             continue
         target, _, anchor = unquote(href).partition("#")
