@@ -94,13 +94,28 @@ def test_the_machine_view_of_a_post_mortem_takes_this_process_at_the_same_moment
 # --- rates from the tracker's step times ---------------------------------------------------
 
 
-@pytest.fixture
-def h200_log(cli: Cli, instant: None, tmp_path: Path) -> Path:
-    """The replayed run watched at 0.5 s, as it was: four samples per publication."""
-    log = tmp_path / "run.jsonl"
-    code, _, _ = cli("--replay", SNAPSHOT, "memory", "--count", "49", "--interval", "0.5", "--json", "--log", str(log))
+@pytest.fixture(scope="module")
+def h200_log(cli: Cli, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The replayed run watched at 0.5 s, as it was: four samples per publication (made once)."""
+    log = tmp_path_factory.mktemp("h200") / "run.jsonl"
+    clock = FakeClock()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv(entries.DIR_ENV, raising=False)
+        mp.setattr(memory_cmd, "CLOCK", memory_cmd.Clock(clock.now, clock.sleep, clock.now))
+        code, _, _ = cli(
+            "--replay", SNAPSHOT, "memory", "--count", "49", "--interval", "0.5", "--json", "--log", str(log)
+        )
     assert code == 0
     return log
+
+
+@pytest.fixture(scope="module")
+def figure(h200_log: Path) -> object:
+    pytest.importorskip("matplotlib")
+    from gpudiag.memory.log import read
+    from gpudiag.render.memory_plot import draw
+
+    return draw(read(h200_log))
 
 
 def test_publications_come_less_often_than_the_watch_samples(h200_log: Path) -> None:
@@ -122,13 +137,8 @@ def test_the_step_rate_is_the_trackers_steady_four_per_second(h200_log: Path) ->
     assert series.times == sorted({s["last_step_at"] for s in stepped})  # at the tracker's step times
 
 
-def test_the_plotted_step_rate_is_steady(h200_log: Path) -> None:
-    pytest.importorskip("matplotlib")
-    from gpudiag.memory.log import read
-    from gpudiag.render.memory_plot import draw
-
-    figure = draw(read(h200_log))
-    steps_axis = figure.axes[-1]
+def test_the_plotted_step_rate_is_steady(figure: object) -> None:
+    steps_axis = figure.axes[-1]  # type: ignore[attr-defined]
     assert steps_axis.get_ylabel() == "steps/s"
     (line,) = [ln for ln in steps_axis.get_lines() if ln.get_label() == "PID 456"]
     assert all(3.9 < y < 4.05 for y in line.get_ydata())
@@ -197,15 +207,6 @@ def test_the_forecast_on_the_real_run_said_when_the_oom_came(cli: Cli, instant: 
 # --- the picture: markers, legend, forecast -------------------------------------------------
 
 
-@pytest.fixture
-def figure(h200_log: Path) -> object:
-    pytest.importorskip("matplotlib")
-    from gpudiag.memory.log import read
-    from gpudiag.render.memory_plot import draw
-
-    return draw(read(h200_log))
-
-
 def test_the_oom_marker_is_drawn_over_the_allocator_retry(figure: object) -> None:
     from matplotlib.colors import to_hex
 
@@ -241,9 +242,9 @@ def test_the_forecast_is_drawn_to_where_the_oom_came(figure: object, h200_log: P
 
 
 @pytest.mark.slow
-def test_the_picture_of_the_h200_run(cli: Cli, h200_log: Path) -> None:
+def test_the_picture_of_the_h200_run(cli: Cli, h200_log: Path, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    png = h200_log.with_suffix(".png")
+    png = tmp_path / "run.png"
     code, _, _ = cli("memory", "--plot", str(h200_log), "-o", str(png))
     assert code == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
