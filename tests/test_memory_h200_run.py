@@ -264,3 +264,17 @@ def test_the_context_is_never_a_leak_counted_twice(cli: Cli, instant: None) -> N
     out = cli("--replay", SNAPSHOT, "memory", "--count", "8", "--interval", "0.5", width=200)[1]
     last = out.split("\n\nreplay:")[-1]
     assert "context and libraries not split off while its reserved memory grows" in last
+
+
+def test_the_leaking_example_ends_at_its_oom_without_a_forecast(cli: Cli, instant: None) -> None:
+    """The symptom as filed: the shipped example's replay repeated its last frame forever, forecasting
+    an OOM in ~6 s beside "1 out-of-memory error"."""
+    code, out, err = cli("--replay", "h100-leak-per-step", "memory", "--count", "500", "--json")
+    samples = [json.loads(line) for line in out.splitlines()]
+    last = samples[-1]
+    assert code == 0 and len(samples) == 79 and err == "gpudiag: the recording ended after 79 sample(s)\n"
+    assert last["processes"][0]["torch"]["ooms"] == 1
+    assert last["processes"][0]["forecast"] is None and last["gpus"][0]["forecast"] is None
+    code, out, _ = cli("--replay", "h100-leak-per-step", "memory", "--count", "500", width=160)
+    frame = out.split("\n\nreplay:")[-1]
+    assert "1 out-of-memory error" in frame and "forecast" not in frame
