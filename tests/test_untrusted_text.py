@@ -34,10 +34,10 @@ from gpudiag.probe.collect import collect
 from gpudiag.render import list_view, memory_view
 from gpudiag.render.printable import (
     csv_field,
-    exposition,
     guard,
     json_document,
     printable,
+    spreadsheet_text,
     strip_trailing_blanks,
 )
 from gpudiag.replay import fixtures
@@ -139,14 +139,22 @@ def test_no_json_writer_turns_off_json_escapes() -> None:
     assert [p.name for p in package.rglob("*.py") if "ensure_ascii" in p.read_text()] == []
 
 
-def test_exposition_text_escapes_controls_as_prometheus_reads_them_back() -> None:
+@pytest.mark.parametrize("label", ["eve" + OSC52 + "\u202e", "caf\udce9 two\nlines", 'a "quoted" \\ value\udcff'])
+def test_exposition_escapes_outside_text_as_prometheus_reads_it_back(label: str) -> None:
+    """Label values and HELP in the exposition: printable UTF-8 whatever the text (a lone surrogate
+    too: it made the old renderer raise UnicodeEncodeError), read back by Prometheus' parser as the
+    text printable() shows."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    raw = 'm{user="eve' + OSC52 + '\u202e"} 1.0\n'
-    safe = exposition(raw)
-    assert raw_controls(safe) == []
-    (family,) = text_string_to_metric_families(safe)
-    assert family.samples[0].labels["user"] == "eve" + printable(OSC52 + "\u202e")
+    from gpudiag.export.exposition import RowMetric, TextRenderer
+
+    family = RowMetric("m", "help " + label, "gauge", ["user"])
+    family.add_row((label,), 1.0)
+    text = TextRenderer().render([family]).decode("utf-8")
+    assert raw_controls(text) == []
+    (read,) = text_string_to_metric_families(text)
+    assert read.samples[0].labels["user"] == printable(label)
+    assert read.documentation == "help " + printable(label)
 
 
 def test_trailing_blanks_go_only_at_line_ends_and_colour_codes_stay() -> None:
@@ -278,7 +286,7 @@ def test_csv_carries_hostile_names_as_single_records(cli: Cli) -> None:
     rows = list(csv.reader(io.StringIO(out), skipinitialspace=True))
     machine = fixtures.load(HOSTILE)[0]
     expected = [
-        [str(p.pid), printable(p.host.name.get("")), printable(g.name.get(""))]
+        [str(p.pid), spreadsheet_text(p.host.name.get("")), spreadsheet_text(g.name.get(""))]
         for g in machine.gpus
         for p in g.processes.get(())
     ]
