@@ -123,7 +123,7 @@ def test_msgspec_json_becomes_printable_json_meaning_the_same(value: Any) -> Non
         return  # msgspec cannot encode lone surrogates at all
     document = msgspec.json.format(msgspec.json.encode({"v": value}), indent=2).decode()
     safe = json_document(document)
-    assert raw_controls(safe) == []
+    assert raw_controls(safe) == [] and safe.isascii()
     assert json.loads(safe) == {"v": value}
 
 
@@ -315,6 +315,13 @@ def test_report_json_names_each_hostile_node_name_in_its_files_problem(cli: Cli,
     problems = "".join(p for node in json.loads(out)["nodes"] for p in node["problems"])
     for name in ("gpu\nfake-node READY", f"node{OSC52}\u202e7", fixtures.load(HOSTILE)[0].host.hostname):
         assert repr(name) in problems
+
+
+def test_report_json_is_ascii_as_every_other_json_document(cli: Cli, nodes: Path) -> None:
+    """Its rule text's "±" and "×" were UTF-8 bytes, which a Latin-1 terminal shows with C1 controls."""
+    _, out, _ = cli("report", "--json", str(nodes))
+    assert out.isascii() and "\\u00b1" in out
+    assert "\u00b1" in json.loads(out)["outliers"]["rule"]
 
 
 def test_texts_no_replay_can_carry_are_escaped_by_the_renderers_too() -> None:

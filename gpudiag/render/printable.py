@@ -25,8 +25,8 @@ the exact text and replay it.
   that forgets :func:`printable` can misalign a table but never hand the terminal a control.
 - :func:`csv_field` is :func:`printable` plus RFC 4180 quoting where a value needs it, and for
   outside text (``text=True``) :func:`spreadsheet_text`'s neutralising of a leading formula
-  character; :func:`json_document` writes such characters in JSON's escapes (for msgspec's
-  output). Prometheus' label values and HELP texts are :func:`printable` too, their backslashes
+  character; :func:`json_document` writes such characters, and all others beyond ASCII, in JSON's
+  escapes (for msgspec's output). Prometheus' label values and HELP texts are :func:`printable` too, their backslashes
   then doubled by the exposition's own escaping (``export/exposition.py``).
 - :func:`strip_trailing_blanks`: output into a pipe or a file carries no padding at line ends.
 """
@@ -93,16 +93,14 @@ def _json_escape(char: str) -> str:
 
 
 def json_document(document: str) -> str:
-    """A JSON document from an encoder that writes non-ASCII text as it is (msgspec): every
-    character :func:`printable` would escape becomes a JSON ``\\uXXXX`` escape, which means the
-    same character to a JSON reader. (Non-printable characters can only be inside strings: JSON's
-    own syntax is printable ASCII and line breaks.) ``json.dumps`` output needs none of this."""
+    """A JSON document from an encoder that writes non-ASCII text as it is (msgspec) made ASCII, as
+    ``json.dumps`` writes every other gpudiag document: every character beyond ASCII and DEL becomes
+    a JSON ``\\uXXXX`` escape, which means the same character to a JSON reader, so no control reaches
+    a terminal and a terminal in another encoding (Latin-1) shows no mojibake. (Such characters can
+    only be inside strings: JSON's own syntax is ASCII.)"""
     if document.isascii() and "\x7f" not in document:  # JSON escapes the rest of ASCII's controls
         return document
-    return "\n".join(
-        line if line.isprintable() else "".join(c if c.isprintable() else _json_escape(c) for c in line)
-        for line in document.split("\n")
-    )
+    return "".join(c if c.isascii() and c != "\x7f" else _json_escape(c) for c in document)
 
 
 _SGR_BODY = re.compile(r"[0-9;]*")
