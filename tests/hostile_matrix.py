@@ -303,7 +303,7 @@ def markdown(
         "",
         "Every read-only command on every example machine (`gpudiag/machines/`, `hostile-strings` among them)",
         "under hostile environments, counting what must never happen: a traceback, an internal error",
-        "(exit 70), an exit code outside the README's table, a raw control character (C0/C1, DEL, a bidi",
+        "(exit 70), an exit code outside the exit-code table, a raw control character (C0/C1, DEL, a bidi",
         "override, a byte that is not UTF-8 or another non-printable character) on stdout, on stderr or in",
         "the file `memory --textfile` writes, `--json` or XML output that does not parse, a CSV cell a",
         "spreadsheet would run as a formula (`=`, `+`, `-`, `@`, a tab or a CR first, not a number), padding",
