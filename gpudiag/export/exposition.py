@@ -107,6 +107,9 @@ ERRORS_NAME = "gpudiag_metric_family_errors"
 ERRORS_HELP = "Metric families left out of a scrape because they could not be built or written (stderr says why)"
 
 
+_WHY_CHARS = 300  # of an error's message on stderr: one line, whatever the data held
+
+
 def _say_on_stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
@@ -126,7 +129,8 @@ class FamilyErrors:
         key = (what, type(error).__name__)
         if key not in self._said:
             self._said.add(key)
-            self._say(printable(f"gpudiag: metrics {what} left out: {type(error).__name__}: {error}"))
+            why = str(error)[:_WHY_CHARS]
+            self._say(printable(f"gpudiag: metrics {what} left out: {type(error).__name__}: {why}"))
 
     def built(self, what: str, build: Callable[[], list[Any]]) -> list[Any]:
         """``build()``'s families, or none (counted and said) when it raises."""
