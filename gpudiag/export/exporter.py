@@ -44,6 +44,7 @@ from gpudiag.memory.view import MemoryView
 from gpudiag.model import FactGroup, Gpu, GpuState, HostProcess, Machine, NvmlStatus, Reading, Reason
 from gpudiag.probe.collect import MachineSource
 from gpudiag.probe.nvml import HostResolver
+from gpudiag.render.printable import printable
 from gpudiag.track.entries import TrackedProcess
 
 # dcgm-exporter's default fields that NVML answers, in both families.
@@ -175,11 +176,6 @@ class Attributor:
         return out
 
 
-def _printable(text: str) -> str:
-    """Control characters escaped: findings quote GPU names and other text from outside."""
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
-
-
 class CheckChanges:
     """Says once, in a log line, when a check's verdict or finding changes (the first scrape: what
     warns or fails); ``gpudiag_check_reason_info`` has the same text for the latest scrape."""
@@ -195,7 +191,7 @@ class CheckChanges:
             before = None if last is None else last.get((check, target))
             if before != (status, finding) and (before is not None or status != "PASS"):
                 where = f" {target}" if target else ""
-                self._say(f"gpudiag: check {check}{where}: {status}: {_printable(finding)}")
+                self._say(f"gpudiag: check {check}{where}: {status}: {printable(finding)}")
         self._last = now
 
 
@@ -322,7 +318,7 @@ class Exporter:
         if self.log is None or (once and key in self._said):
             return
         self._said.add(key)
-        self.log(_printable(line))
+        self.log(printable(line))  # findings quote GPU names and other outside text
 
     def per_second(self, machine: Machine) -> dict[str, dict[str, float]]:
         """The increase per second of the counters DCGM's rate fields are made of (metrics_dcgm.RATES),
