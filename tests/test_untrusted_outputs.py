@@ -120,6 +120,22 @@ def test_query_gpu_neutralises_outside_text_and_keeps_numbers(cli: Cli) -> None:
     assert text == "-5, NVIDIA H100 80GB HBM3\n"
 
 
+def _hostile_with_gpu_name(tmp_path: Path, name: str) -> str:
+    """The hostile example with GPU 1 named ``name``."""
+    data = json.loads((fixtures.EXAMPLES_DIR / f"{HOSTILE}.json").read_text())
+    data["gpus"][1]["name"] = name
+    replay = tmp_path / "gpu-name.json"
+    replay.write_text(json.dumps(data))
+    return str(replay)
+
+
+def test_query_name_neutralises_a_gpu_name_that_is_a_formula(cli: Cli, tmp_path: Path) -> None:
+    replay = _hostile_with_gpu_name(tmp_path, '=HYPERLINK("http://x.example/","GPU")')
+    _, out, _ = cli.replay(replay, "list", "--query", "index,name", "--format", "csv,noheader")
+    assert out.splitlines()[1] == '1, "\'=HYPERLINK(""http://x.example/"",""GPU"")"'
+    assert formula_cells(out) == []
+
+
 def test_query_compute_apps_neutralises_process_names(cli: Cli) -> None:
     _, out, _ = cli.replay(HOSTILE, "list", "--query-compute-apps", "pid,process_name,used_memory", "--format", "csv")
     rows = list(csv.reader(io.StringIO(out), skipinitialspace=True))
@@ -156,16 +172,6 @@ def test_bench_csv_neutralises_an_error_message_and_nothing_else() -> None:
 # --- metrics: a byte that is not UTF-8 ---------------------------------------------------------
 
 
-def _undecodable_gpu_name(tmp_path: Path) -> str:
-    """The hostile example with a GPU name holding a byte that is not UTF-8 (DCGM's labels carry
-    GPU names, not process names)."""
-    data = json.loads((fixtures.EXAMPLES_DIR / f"{HOSTILE}.json").read_text())
-    data["gpus"][1]["name"] = "NVIDIA H100 \udcff"
-    replay = tmp_path / "gpu-name.json"
-    replay.write_text(json.dumps(data))
-    return str(replay)
-
-
 @pytest.mark.parametrize(
     ("compat", "escaped"),
     [
@@ -177,7 +183,9 @@ def test_exporter_once_writes_a_byte_that_is_not_utf8_as_its_escape(
     cli: Cli, compat: str, escaped: str, tmp_path: Path
 ) -> None:
     """The old exporter exited 70 (UnicodeEncodeError) on such a name."""
-    code, out, err = cli.replay(_undecodable_gpu_name(tmp_path), "exporter", "--once", "--compat", compat)
+    # DCGM's labels carry GPU names, not process names: GPU 1's holds such a byte here.
+    replay = _hostile_with_gpu_name(tmp_path, "NVIDIA H100 \udcff")
+    code, out, err = cli.replay(replay, "exporter", "--once", "--compat", compat)
     assert code == ExitCode.OK, err
     assert escaped in out and out.replace("\n", "").isprintable()
     assert f"{ERRORS} 0.0\n" in out
