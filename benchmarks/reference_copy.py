@@ -168,10 +168,10 @@ def raw_copier(device: int) -> RawCopier | None:
 
 def gpu_numa_node(uuid: str, pci_bus_id: str | None) -> int | None:
     """The GPU's NUMA node, as gpudiag bench-transfer finds it (NVML, else sysfs)."""
+    from gpudiag.bench.child import numa_node_for
     from gpudiag.bench.placement import pci_numa_node
     from gpudiag.bench.plan import DeviceInfo
     from gpudiag.bench.preflight import numa_maps
-    from gpudiag.children.bench import numa_node_for
     from gpudiag.errors import GpudiagError
     from gpudiag.probe.collect import open_source
 

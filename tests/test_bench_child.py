@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
+from gpudiag.bench import child as bench_child
 from gpudiag.bench import runner
+from gpudiag.bench.child import Watchdog, child_main, numa_node_for
 from gpudiag.bench.link import Link
 from gpudiag.bench.placement import Placement
 from gpudiag.bench.plan import DeviceInfo, Mode, Task, make_plan
 from gpudiag.bench.runner import Collector, run_child
-from gpudiag.children import bench as bench_child
 from gpudiag.children import protocol
-from gpudiag.children.bench import Watchdog, child_main, numa_node_for
-from gpudiag.probe.child import ChildOutcome, ChildResult, script
+from gpudiag.probe.child import ChildOutcome, ChildResult
 from tests.test_bench_fakes import SCENARIO_ENV, SPEC, Scenario, device
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -212,7 +212,7 @@ def test_run_child_passes_the_plan_and_a_timeout_to_the_launcher() -> None:
     assert len(out.tasks) == 2 and not out.failure
     program, config_text = seen["args"]
     config = json.loads(config_text)
-    assert Path(program) == script("bench") and seen["python"] == sys.executable
+    assert Path(program) == runner.CHILD and seen["python"] == sys.executable
     assert config["numa_by_uuid"] == {"u": 1}
     assert config["primitives"] == "gpudiag.bench.torch_prims:TorchPrimitives" and config["plan"] == plan.to_data()
     assert seen["timeout"] > 120

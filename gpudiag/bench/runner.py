@@ -1,6 +1,6 @@
 """The benchmark's parent side: start the child, read its events, read NVML while it runs.
 
-Why a child (:mod:`gpudiag.children.bench`): gpudiag itself never imports torch or initialises
+Why a child (:mod:`gpudiag.bench.child`): gpudiag itself never imports torch or initialises
 CUDA. One child both answers "can torch use CUDA here?" and measures, so torch is imported once
 (a separate probe would cost a second import and CUDA initialisation). A hung copy cannot
 take gpudiag down: the child's watchdog ends it when a task overruns its budget, and the
@@ -18,6 +18,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.bench.link import Link
@@ -26,7 +27,7 @@ from gpudiag.bench.plan import DeviceInfo, Mode, Plan, Task, overall_budget_seco
 from gpudiag.children import protocol
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
-from gpudiag.probe.child import ChildOutcome, ChildResult, script
+from gpudiag.probe.child import ChildOutcome, ChildResult
 from gpudiag.probe.child import run_child as run_program
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from gpudiag.probe.collect import MachineSource
 
 TORCH_PRIMITIVES = "gpudiag.bench.torch_prims:TorchPrimitives"
+CHILD = Path(__file__).resolve().with_name("child.py")  # run by path with gpudiag's own interpreter
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,7 @@ class Collector:
 
 def child_args(config: dict[str, Any]) -> list[str]:
     """The command line after the interpreter: the child's path and its configuration."""
-    return [str(script("bench")), json.dumps(config)]
+    return [str(CHILD), json.dumps(config)]
 
 
 def run_child(

@@ -1,6 +1,6 @@
 """The copy tests' parent side (``link.pcie``, ``link.peer``, ``mem.bandwidth``): `bench-transfer`'s
 engine and judgement (:mod:`gpudiag.bench`), run as that command runs it, in its child
-(:mod:`gpudiag.children.bench`, gpudiag's own interpreter), the link re-read under load.
+(:mod:`gpudiag.bench.child`, gpudiag's own interpreter), the link re-read under load.
 
 One benchmark run measures pinned host copies both ways and every ordered GPU pair's peer copy,
 each at 256 MiB (bandwidth, on the plateau) and 4 bytes (latency, as CUDA's

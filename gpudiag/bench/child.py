@@ -1,6 +1,6 @@
 """Child: the transfer benchmark, run by gpudiag's own interpreter (it uses gpudiag's engine).
 
-``python bench.py CONFIG_JSON``: the plan, the NUMA maps and the primitives to time with. It
+``python child.py CONFIG_JSON``: the plan, the NUMA maps and the primitives to time with. It
 prints one event per line after ``protocol.EVENT`` (see :mod:`gpudiag.bench.runner`, the parent
 side) and ends with one result: ``{"done": true}``, ``{"no_cuda": why}`` or ``{"usage": why}``.
 A watchdog ends it when a task overruns its budget or when gpudiag goes away.
@@ -144,4 +144,8 @@ def _task_data(task: Task) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    # Run by path, this folder is first on sys.path: its modules (plan, report, stats, ...) must not
+    # answer for others of those names that torch imports.
+    if sys.path and os.path.realpath(sys.path[0]) == os.path.dirname(os.path.realpath(__file__)):
+        del sys.path[0]
     child_main(sys.argv[1], protocol.emit)
