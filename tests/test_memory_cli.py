@@ -18,10 +18,10 @@ import pytest
 from rich.console import Console
 
 from gpudiag.cli import memory_cmd
+from gpudiag.cli.memory_watch import SinkOptions, Sinks
 from gpudiag.exitcodes import ExitCode
 from gpudiag.memory.build import build
 from gpudiag.memory.state import WatchState
-from gpudiag.memory.watch import SinkOptions, Sinks
 from gpudiag.model import ALL_GROUPS, Machine
 from gpudiag.probe import collect
 from gpudiag.replay.fixtures import load
@@ -517,7 +517,7 @@ def test_piped_watch_prints_the_text_a_terminal_shows_one_block_per_sample() -> 
 
 
 def test_the_command_only_parses_calls_and_renders() -> None:
-    """The watch's sinks (live view, log files, Prometheus) belong to gpudiag.memory.watch, not the command."""
+    """The watch's sinks (live view, log files, Prometheus) belong to gpudiag.cli.memory_watch, not the command."""
     import ast
 
     source = (Path(__file__).resolve().parent.parent / "gpudiag" / "cli" / "memory_cmd.py").read_text()

@@ -7,7 +7,10 @@ step at a steady 4 steps/s; NVML was read every 0.5 s and the tracker published 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,11 +76,8 @@ def test_a_machine_view_taken_long_after_the_oom_gives_no_context_figure(cli: Cl
     assert "(NVML 60.0 s after the OOM)" in holders and "context" not in holders
 
 
-def test_the_machine_view_of_a_post_mortem_takes_this_process_at_the_same_moment(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The publisher adds the machine with the entry it has just taken, not its file from the last publication."""
-    from gpudiag.memory.postmortem import machine_document
+def _own_entry_at_step() -> dict[str, Any]:
+    """The run's process as its tracker sees it mid-run, its allocator's split changed since its last file."""
     from gpudiag.replay.recording import Recording
 
     recording = Recording(run.RECORDING)
@@ -85,10 +85,60 @@ def test_the_machine_view_of_a_post_mortem_takes_this_process_at_the_same_moment
     own = dict(recording.frame.track[0])
     own["devices"] = [{**own["devices"][0], "allocated_bytes": GiB, "reserved_bytes": 2 * GiB}]
     own["recent"] = [[own["updated_at"] - 2, 0, GiB, 2 * GiB, GiB]]  # reserved held still: the split is a figure
+    return own
+
+
+def test_the_machine_view_of_a_post_mortem_takes_this_process_at_the_same_moment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The publisher adds the machine with the entry it has just taken, not its file from the last publication."""
+    from gpudiag.oom_machine import machine_document
+
+    own = _own_entry_at_step()
     monkeypatch.setenv("GPUDIAG_REPLAY", SNAPSHOT)
     (process,) = machine_document(own)["processes"]
     assert process["torch"]["allocated_bytes"] == GiB
     assert process["torch"]["other_bytes"] == process["used_bytes"] - 2 * GiB
+
+
+@pytest.mark.slow
+def test_the_tracker_takes_the_machine_view_from_a_child_and_loads_nothing_of_gpudiag_but_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In the training process the tracker imports itself only; its child (python -m gpudiag.oom_machine)
+    adds the same machine document this process makes, its own entry of the moment included."""
+    from gpudiag.oom_machine import machine_document
+
+    own = _own_entry_at_step()
+    monkeypatch.setenv("GPUDIAG_REPLAY", SNAPSHOT)
+    program = (  # as the training process: the tracker only, asked for the machine at an OOM
+        "import json, sys\nimport gpudiag.track as track\n"
+        "view = track._machine_view(json.loads(sys.stdin.read()))\n"
+        "print(json.dumps({'view': view, 'loaded': sorted(m for m in sys.modules if m.startswith('gpudiag'))}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        input=json.dumps(own),
+        capture_output=True,
+        text=True,
+        cwd=run.ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert [m for m in answer["loaded"] if m != "gpudiag" and not m.startswith("gpudiag.track")] == []
+    expected = machine_document(own)
+    assert answer["view"]["processes"] and answer["view"]["processes"][0]["torch"]["allocated_bytes"] == GiB
+    assert {**answer["view"], "timestamp": None} == {**expected, "timestamp": None}
+
+
+def test_the_tracker_says_why_when_its_machine_reading_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child that fails leaves one line of why (the post-mortem keeps it as the machine's "unavailable")."""
+    from gpudiag import track
+
+    monkeypatch.setattr(track.sys, "executable", "/bin/false")
+    with pytest.raises(RuntimeError, match=r"^gpudiag's machine reading ended with status 1$"):
+        track._machine_view(None)
 
 
 # --- rates from the tracker's step times ---------------------------------------------------

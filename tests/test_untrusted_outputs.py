@@ -270,8 +270,8 @@ def test_memory_prometheus_answers_200_to_such_a_name_and_leaves_a_failing_part_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The old `memory --prometheus` answered HTTP 500 to every scrape of such a name."""
+    from gpudiag.export.memory_metrics import MemoryMetrics
     from gpudiag.memory.build import build
-    from gpudiag.render.prometheus import MemoryMetrics
 
     metrics = MemoryMetrics.serve(0, "127.0.0.1")
     try:

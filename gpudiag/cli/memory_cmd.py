@@ -1,6 +1,6 @@
 """`gpudiag memory [--watch]`: per-GPU and per-process memory, with PyTorch's breakdown.
 
-The options are checked in gpudiag.memory.request; a watch runs in gpudiag.memory.watch.
+The options are checked in gpudiag.memory.request; a watch runs in gpudiag.cli.memory_watch.
 """
 
 import time
@@ -161,9 +161,9 @@ def command(
     if r.offline:
         _offline(s, r)
         return
+    from gpudiag.cli.memory_watch import SinkOptions, follow
     from gpudiag.memory.tracked import one_sample, recording_for
     from gpudiag.memory.view import GROUPS
-    from gpudiag.memory.watch import SinkOptions, follow
     from gpudiag.probe.collect import open_source
     from gpudiag.selection import select_gpus
 

@@ -24,6 +24,7 @@ import contextlib
 import json
 import math
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -50,6 +51,8 @@ MIN_INTERVAL_S = 1.0  # a watch refreshes at 1 Hz: publishing faster only costs 
 RECENT = 32  # publications kept per device: the entry's and a post-mortem's recent history
 SEGMENTS_ON_REQUEST_S = 5.0  # a reader's request is honoured at most this often
 SEGMENTS_AUTO_S = 60.0  # unasked, when the counters show fragmentation, at most this often
+MACHINE_VIEW_TIMEOUT_S = 30.0  # a hung driver leaves the post-mortem without the machine, not waiting
+_PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)  # the folder gpudiag was imported from
 
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
@@ -215,13 +218,29 @@ def _after_sample(torch: Any, directory: Path, entry: dict[str, Any]) -> None:
 
 
 def _machine_view(own: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The whole machine as `gpudiag memory --json` shows it, for a post-mortem (gpudiag's NVML reading).
+    """The whole machine as `gpudiag memory --json` shows it, for a post-mortem: gpudiag's NVML reading,
+    made by a child (:mod:`gpudiag.oom_machine`) so that this process loads no more than the tracker.
 
     ``own`` is this process's entry taken just now: its allocator's figures and NVML's are then of one
     moment, where the file on disk is the previous publication's (seconds older: a leak's gigabytes)."""
-    from gpudiag.memory.postmortem import machine_document
-
-    return machine_document(own)
+    # The child imports the same gpudiag as this process, wherever the program found it.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (_PACKAGE_ROOT, os.environ.get("PYTHONPATH"))))}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "gpudiag.oom_machine"],
+            input=json.dumps(own),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=MACHINE_VIEW_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"gpudiag's machine reading took over {MACHINE_VIEW_TIMEOUT_S:.0f} s") from None
+    if done.returncode != 0:
+        said = done.stderr.strip().splitlines()
+        raise RuntimeError(said[-1] if said else f"gpudiag's machine reading ended with status {done.returncode}")
+    view: dict[str, Any] = json.loads(done.stdout)
+    return view
 
 
 def _report_context() -> dict[str, Any]:

@@ -95,7 +95,7 @@ class Sinks:
             if options.log is not None:
                 self._open_log(options.log)
             if options.prometheus is not None:
-                from gpudiag.render.prometheus import MemoryMetrics
+                from gpudiag.export.memory_metrics import MemoryMetrics
 
                 self._metrics = MemoryMetrics.serve(options.prometheus, options.bind)
                 print(
