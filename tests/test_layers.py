@@ -18,6 +18,7 @@ import ast
 import functools
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -366,6 +367,77 @@ def test_no_module_imports_a_layer_below_it_in_the_table() -> None:
 
 def test_no_import_cycle_but_the_known_ones() -> None:
     assert cycles(import_graph()) == KNOWN_CYCLES
+
+
+# --- packages: the folders of gpudiag/ ------------------------------------------------------
+
+# Two packages that still import each other, each with why; each is to untangle. Another such pair
+# fails, and so does one of these once it is gone, so the list cannot go stale.
+KNOWN_TWO_WAY: set[frozenset[str]] = {
+    # fleet.scheduled, faults and nodefiles read the checks' declarations; checks.request arms
+    # fleet.scheduled's deadline for check --mode.
+    frozenset({"gpudiag.checks", "gpudiag.fleet"}),
+    # probe.collect chooses the live source or the replay's fake; replay.fixtures takes its machine
+    # from probe.nvml's reading.
+    frozenset({"gpudiag.probe", "gpudiag.replay"}),
+}
+
+
+def package_of(module: str) -> str:
+    """The package a module belongs to: the folder of gpudiag/ it lives in (a folder inside one,
+    ``checks/deep/``, is part of it); a module directly in gpudiag/ is a unit of its own."""
+    parts = module.split(".")
+    if len(parts) > 2 or (len(parts) == 2 and (PACKAGE / parts[1]).is_dir()):
+        return ".".join(parts[:2])
+    return module
+
+
+def package_graph(graph: dict[str, set[str]], of: Callable[[str], str] = package_of) -> dict[str, set[str]]:
+    """Which package imports which: one module of one importing any module of the other."""
+    out: dict[str, set[str]] = {}
+    for module, used in graph.items():
+        mine = of(module)
+        out.setdefault(mine, set()).update(p for p in map(of, used) if p != mine)
+    return out
+
+
+def two_way(packages: dict[str, set[str]]) -> set[frozenset[str]]:
+    return {frozenset({a, b}) for a, used in packages.items() for b in used if a in packages.get(b, ())}
+
+
+def without(packages: dict[str, set[str]], pairs: set[frozenset[str]]) -> dict[str, set[str]]:
+    """The package graph less both directions of the given pairs."""
+    return {a: {b for b in used if frozenset({a, b}) not in pairs} for a, used in packages.items()}
+
+
+def test_no_two_packages_import_each_other_but_the_known_ones() -> None:
+    """A folder never imports a folder that imports it back (imports inside functions and under
+    TYPE_CHECKING included): the folders follow the layers, not only the modules."""
+    assert two_way(package_graph(import_graph())) == KNOWN_TWO_WAY
+
+
+def test_no_cycle_among_packages() -> None:
+    """Nor through others: no package reaches itself (bench → probe → children → bench was one).
+    The modules directly in gpudiag/ count as packages of their own here."""
+    assert cycles(without(package_graph(import_graph()), KNOWN_TWO_WAY)) == set()
+
+
+def test_the_package_rules_can_fail() -> None:
+    """On a made-up graph: a two-way pair and a longer loop between folders are both found."""
+    graph = {
+        "gpudiag.bench.runner": {"gpudiag.probe.child"},
+        "gpudiag.probe.child": {"gpudiag.children.protocol"},
+        "gpudiag.children.bench": {"gpudiag.bench.plan"},
+        "gpudiag.checks.deep.rules": {"gpudiag.checks.base", "gpudiag.fleet.faults"},
+        "gpudiag.fleet.faults": {"gpudiag.checks.rules", "gpudiag.model"},
+    }
+    packages = package_graph(graph)
+    assert packages["gpudiag.checks"] == {"gpudiag.fleet"}  # checks/deep is part of checks
+    assert packages["gpudiag.fleet"] == {"gpudiag.checks", "gpudiag.model"}  # model.py: a unit of its own
+    assert two_way(packages) == {frozenset({"gpudiag.checks", "gpudiag.fleet"})}
+    assert cycles(without(packages, two_way(packages))) == {
+        frozenset({"gpudiag.bench", "gpudiag.probe", "gpudiag.children"})
+    }
 
 
 def test_every_import_of_gpudiag_names_a_module_that_exists() -> None:
