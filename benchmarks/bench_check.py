@@ -47,7 +47,7 @@ def wall(cmd: list[str]) -> tuple[float, int]:
 
 def rules_alone(runs: int) -> float:
     from gpudiag.checks import Facts, Options, rules
-    from gpudiag.probe.collect import collect
+    from gpudiag.sources import collect
 
     machine = collect("h100x8-healthy")
     facts = Facts(machine=machine, torch=machine.torch_runtime, devices=None)
@@ -64,18 +64,19 @@ NVML_SECONDS = 0.6  # live NVML reads of an 8-GPU node, InfoROM validation inclu
 
 def overlap(runs: int, python: str | None) -> tuple[float, float]:
     """Median seconds to gather check's facts (no functional test) with a slow NVML: overlapped, serial."""
+    from gpudiag import sources
     from gpudiag.checks.gather import Plan, gather
     from gpudiag.probe import collect, torch_runtime
 
-    real = collect._live_source
+    real = collect.live_source
 
     def slow(environ: object) -> collect.MachineSource:
         time.sleep(NVML_SECONDS)
-        source = collect._replay_source("h100x8-healthy")
+        source = sources.replay_source("h100x8-healthy")
         source.name = "live"
         return source
 
-    collect._live_source = slow  # type: ignore[assignment]
+    collect.live_source = slow  # type: ignore[assignment]
     together, serial = [], []
     try:
         for _ in range(runs):
@@ -83,12 +84,12 @@ def overlap(runs: int, python: str | None) -> tuple[float, float]:
             gather(Plan(replay=None, torch_off="", functional_off="--quick", python=python))
             together.append(time.perf_counter() - start)
             start = time.perf_counter()
-            with collect.open_source(None) as source:
+            with sources.open_source(None) as source:
                 source.read()
             torch_runtime.probe(python)
             serial.append(time.perf_counter() - start)
     finally:
-        collect._live_source = real  # type: ignore[assignment]
+        collect.live_source = real  # type: ignore[assignment]
     return statistics.median(together), statistics.median(serial)
 
 

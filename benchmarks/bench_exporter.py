@@ -30,10 +30,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from gpudiag.export.attribution import ProcReader
 from gpudiag.export.exporter import Attributor, Exporter
 from gpudiag.model import Machine, Reading
-from gpudiag.probe.collect import MachineSource, open_source
+from gpudiag.probe.collect import MachineSource
 from gpudiag.probe.host import PsutilHost
 from gpudiag.replay.fake_nvml import FakeNvml
 from gpudiag.replay.fixtures import load
+from gpudiag.sources import open_source
 
 TARGET_MS = 5.0
 EXAMPLE = "h100x8-training-64procs"

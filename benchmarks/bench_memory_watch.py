@@ -37,11 +37,12 @@ from gpudiag.memory.build import build
 from gpudiag.memory.state import WatchState
 from gpudiag.memory.view import GROUPS, MemoryView
 from gpudiag.model import Machine, Reading
-from gpudiag.probe.collect import MachineSource, open_source
+from gpudiag.probe.collect import MachineSource
 from gpudiag.probe.host import PsutilHost
 from gpudiag.render import memory_view
 from gpudiag.replay.fake_nvml import FakeNvml
 from gpudiag.replay.fixtures import load
+from gpudiag.sources import open_source
 from gpudiag.track import entries
 
 TARGET_PERCENT = 2.0

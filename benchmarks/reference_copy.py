@@ -173,7 +173,7 @@ def gpu_numa_node(uuid: str, pci_bus_id: str | None) -> int | None:
     from gpudiag.bench.plan import DeviceInfo
     from gpudiag.bench.preflight import numa_maps
     from gpudiag.errors import GpudiagError
-    from gpudiag.probe.collect import open_source
+    from gpudiag.sources import open_source
 
     try:
         with open_source() as source:

@@ -20,7 +20,8 @@ reading, :meth:`Reading.missing_like` passes one on as another type.
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING
+import typing
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # loaded only where details are read or shown (see gpudiag.serialize)
     from gpudiag.details import GpuDetails
@@ -370,3 +371,38 @@ class Machine(msgspec.Struct, frozen=True):
 
 
 MACHINE_SCHEMA = "gpudiag.machine/1"
+
+
+_GPU_FIXED = ("index", "state", "state_detail")
+
+
+def blank_fields(missing: Reading[Any]) -> dict[str, Any]:
+    """Every Gpu field but index and state, each ``missing`` (nested link and ECC readings too, no MIG
+    devices): found from the Struct, so a new reading field needs no line here."""
+    from gpudiag.readings import field_types  # the declarations load where GPUs are read
+
+    values: dict[str, Any] = {}
+    kinds = field_types(Gpu)
+    for name in Gpu.__struct_fields__:
+        if name in _GPU_FIXED:
+            continue
+        kind = kinds[name]
+        if typing.get_origin(kind) is tuple:
+            values[name] = ()
+        elif isinstance(kind, type) and issubclass(kind, msgspec.Struct):
+            values[name] = kind(**{inner: missing for inner in kind.__struct_fields__})
+        else:
+            values[name] = missing
+    return values
+
+
+def blank_gpu(index: int, state: GpuState, detail: str, missing: Reading[Any]) -> Gpu:
+    """A GPU whose every reading is ``missing``."""
+    return Gpu(index=index, state=state, state_detail=detail, **blank_fields(missing))
+
+
+def failed_gpu(index: int, state: GpuState, detail: str) -> Gpu:
+    """A GPU row whose handle is unusable (the probe's lost GPU, a replay file's shorthand): every
+    reading says why."""
+    reason = Reason.GPU_LOST if state is GpuState.LOST else Reason.UNKNOWN_ERROR
+    return blank_gpu(index, state, detail, Reading.missing(reason, detail))

@@ -24,8 +24,8 @@ def machine_document(own: dict[str, Any] | None = None) -> dict[str, Any]:
     from gpudiag.memory.tracked import tracked_entries
     from gpudiag.memory.view import GROUPS
     from gpudiag.model import NvmlStatus
-    from gpudiag.probe.collect import open_source
     from gpudiag.render.memory_view import to_json
+    from gpudiag.sources import open_source
     from gpudiag.track.entries import parse_entry
 
     replay = os.environ.get("GPUDIAG_REPLAY") or None

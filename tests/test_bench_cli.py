@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from gpudiag import sources
 from gpudiag.bench import runner
 from gpudiag.bench.plan import DeviceInfo, GiB
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import ALL_GROUPS, Reading, Reason, TorchBuild
-from gpudiag.probe import collect
 from gpudiag.replay.fixtures import load
 from tests.conftest import Cli
 from tests.test_bench_fakes import SCENARIO_ENV, SPEC, Scenario
@@ -55,10 +55,10 @@ def test_no_torch_and_no_cuda_build(cli: Cli, monkeypatch: pytest.MonkeyPatch, b
 
 def _machine(monkeypatch: pytest.MonkeyPatch, example: str) -> None:
     """This machine 'is' an example machine: torch is a CUDA build and NVML reads the example."""
-    real = collect.open_source
+    real = sources.open_source
     monkeypatch.setattr("gpudiag.probe.torch_static.torch_build", lambda: CUDA_BUILD)
     monkeypatch.setattr(
-        collect, "open_source", lambda replay=None, environ=None, facts=ALL_GROUPS: real(example, facts=facts)
+        sources, "open_source", lambda replay=None, environ=None, facts=ALL_GROUPS: real(example, facts=facts)
     )
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from gpudiag.model import ComputeMode, Gpu, Machine, Reason
-from gpudiag.probe.collect import collect
+from gpudiag.sources import collect
 from tests import golden
 from tests.conftest import Cli
 

@@ -231,14 +231,15 @@ def test_python_option_checks_another_interpreter(cli: Cli, tmp_path: Path) -> N
 
 def live_as(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     """Make the 'live' machine this example, so a test does not depend on the machine it runs on."""
+    from gpudiag import sources
     from gpudiag.probe import collect
 
     def live_source(environ: Any) -> Any:
-        source = collect._replay_source(name)
+        source = sources.replay_source(name)
         source.name = "live"
         return source
 
-    monkeypatch.setattr(collect, "_live_source", live_source)
+    monkeypatch.setattr(collect, "live_source", live_source)
     monkeypatch.setattr("gpudiag.probe.devices.read_device_facts", lambda minors: HEALTHY_HOST)
 
 
@@ -378,17 +379,18 @@ class FakeRunning(Running):
 @pytest.fixture
 def child(monkeypatch: pytest.MonkeyPatch) -> FakeTorchChild:
     """Make the 'live' machine the healthy H100 example, with its host facts and torch child faked."""
+    from gpudiag import sources
     from gpudiag.probe import collect
 
     fake = FakeTorchChild()
 
     def live_source(environ: Any) -> Any:
         fake.nvml_read = True
-        source = collect._replay_source("h100x8-healthy")
+        source = sources.replay_source("h100x8-healthy")
         source.name = "live"
         return source
 
-    monkeypatch.setattr(collect, "_live_source", live_source)
+    monkeypatch.setattr(collect, "live_source", live_source)
     monkeypatch.setattr("gpudiag.probe.torch_runtime.start", fake)
     monkeypatch.setattr("gpudiag.probe.devices.read_device_facts", lambda minors: HEALTHY_HOST)
     return fake

@@ -29,8 +29,8 @@ from gpudiag.model import (
     TorchRuntime,
     Utilization,
 )
-from gpudiag.probe.collect import collect
 from gpudiag.probe.devices import DeviceFacts, DeviceNode
+from gpudiag.sources import collect
 
 PASS, WARN, FAIL, SKIP = Status.PASS, Status.WARN, Status.FAIL, Status.SKIP
 

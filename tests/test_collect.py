@@ -7,10 +7,10 @@ import types
 
 import pytest
 
+from gpudiag import sources
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import NvmlStatus
-from gpudiag.probe import collect as collect_mod
 
 
 def test_stale_pynvml_copy_is_refused_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -18,13 +18,13 @@ def test_stale_pynvml_copy_is_refused_with_the_fix(monkeypatch: pytest.MonkeyPat
     stale.__file__ = "/site-packages/pynvml/__init__.py"
     monkeypatch.setitem(sys.modules, "pynvml", stale)
     with pytest.raises(GpudiagError) as err:
-        collect_mod.collect()
+        sources.collect()
     assert err.value.code == ExitCode.NVML_ERROR
     assert "pip uninstall pynvml" in err.value.message
 
 
 def test_live_machine_without_driver_is_an_explained_state_not_an_exception() -> None:
-    machine = collect_mod.collect()  # this CI machine has no NVIDIA driver
+    machine = sources.collect()  # this CI machine has no NVIDIA driver
     if machine.nvml.status is NvmlStatus.OK:
         pytest.skip("an NVIDIA driver is present here")
     assert machine.gpus == ()

@@ -22,8 +22,8 @@ import pytest
 from gpudiag.details import DETAIL_READINGS
 from gpudiag.model import FactGroup, Gpu, Reading, Reason
 from gpudiag.probe import nvml
-from gpudiag.probe.collect import collect
 from gpudiag.readings import GPU_READINGS, TEXT, Spec, reading_at
+from gpudiag.sources import collect
 
 IDLE = "h100-driver580-idle"  # the captured H100: details recorded
 # Composite rows whose calls only a MIG GPU, or a GPU with GPM, makes.

@@ -29,7 +29,8 @@ from gpudiag.checks.deep.sampler import Sampler
 from gpudiag.children import patterns
 from gpudiag.model import Reading, Reason
 from gpudiag.probe.child import script
-from gpudiag.probe.collect import MachineSource, open_source
+from gpudiag.probe.collect import MachineSource
+from gpudiag.sources import open_source
 from tests import fake_devices
 from tests.test_bench_fakes import SCENARIO_ENV, SPEC, Scenario, device
 

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from gpudiag.checks.deep import run
 from gpudiag.exitcodes import ExitCode
-from gpudiag.probe.collect import open_source
+from gpudiag.sources import open_source
 from tests import fake_devices
 from tests.conftest import Cli
 from tests.test_bench_fakes import SCENARIO_ENV, SPEC, Scenario, device
@@ -33,15 +33,16 @@ DEEP_IDS = ("mem.test", "link.pcie", "link.peer", "link.nccl")
 def live(monkeypatch: pytest.MonkeyPatch, name: str = "h100x8-healthy") -> FakeTorchChild:
     """The 'live' machine is this example; the torch child answers as a cu124 torch seeing 8 GPUs;
     the deep children test two CPU stand-ins for GPUs 0 and 1."""
+    from gpudiag import sources
     from gpudiag.probe import collect
 
     def live_source(environ: Any) -> Any:
-        source = collect._replay_source(name)
+        source = sources.replay_source(name)
         source.name = "live"
         return source
 
     fake = FakeTorchChild()
-    monkeypatch.setattr(collect, "_live_source", live_source)
+    monkeypatch.setattr(collect, "live_source", live_source)
     monkeypatch.setattr("gpudiag.probe.torch_runtime.start", fake)
     monkeypatch.setattr("gpudiag.probe.devices.read_device_facts", lambda minors: HEALTHY_HOST)
     for phase, settings in {**fake_devices.CPU, "links": {"primitives": SPEC}}.items():

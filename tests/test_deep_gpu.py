@@ -20,7 +20,7 @@ from gpudiag.checks.deep.facts import DeepFacts
 from gpudiag.checks.deep.sampler import Sampler
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import Reading, Reason
-from gpudiag.probe.collect import open_source
+from gpudiag.sources import open_source
 from tests.conftest import Cli
 from tests.test_check_cli import by_id, check_json
 

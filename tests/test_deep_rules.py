@@ -38,7 +38,7 @@ from gpudiag.checks.deep.links import judge_pair
 from gpudiag.checks.deep.stress import figures
 from gpudiag.errors import UsageError
 from gpudiag.model import FactGroup
-from gpudiag.probe.collect import collect, open_source
+from gpudiag.sources import collect, open_source
 from tests.test_check_rules import Case, facts
 
 PASS, WARN, FAIL, SKIP = Status.PASS, Status.WARN, Status.FAIL, Status.SKIP

@@ -14,11 +14,11 @@ import pynvml
 import pytest
 
 from gpudiag.model import ALL_GROUPS, FactGroup, Reason
-from gpudiag.probe.collect import collect
 from gpudiag.probe.details import cpu_list, ranges
 from gpudiag.replay import fixtures
 from gpudiag.replay.fake_answers import FakeHandle
 from gpudiag.replay.fake_nvml import FakeNvml
+from gpudiag.sources import collect
 from tests import golden
 from tests.hardware import capture
 

@@ -24,8 +24,8 @@ from gpudiag.export.attribution import (
 )
 from gpudiag.export.exporter import Attributor, Exporter
 from gpudiag.memory.build import build
-from gpudiag.probe.collect import open_source
 from gpudiag.replay.fixtures import load
+from gpudiag.sources import open_source
 
 POD_UID = "6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
 CID = "a" * 63 + "1"

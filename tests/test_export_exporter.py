@@ -22,8 +22,9 @@ from gpudiag.exitcodes import ExitCode
 from gpudiag.export.attribution import Owner
 from gpudiag.export.exporter import GROUPS, REOPEN_EVERY_S, Exporter, Printable, Server
 from gpudiag.model import GpuState, Machine, Reading, Reason
-from gpudiag.probe.collect import MachineSource, open_source
+from gpudiag.probe.collect import MachineSource
 from gpudiag.replay.fixtures import load
+from gpudiag.sources import open_source
 from tests.conftest import Cli
 
 MiB = 1024 * 1024

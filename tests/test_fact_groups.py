@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from gpudiag import sources
 from gpudiag.model import ALL_GROUPS, FactGroup, GpuState, Reason
-from gpudiag.probe import collect
+from gpudiag.probe.collect import MachineSource
 from gpudiag.probe.nvml import NvmlSession
 from gpudiag.replay import fixtures
 from gpudiag.replay.fake_host import RecordedHost
@@ -62,7 +63,7 @@ def test_a_group_not_asked_for_is_not_read_and_says_so() -> None:
 def test_every_group_has_a_reader_and_all_groups_read_every_field() -> None:
     """A full read leaves no field NOT_READ: a new Gpu field without a group would show up here."""
     for name in fixtures.example_names():
-        for gpu in collect.collect(name).gpus:
+        for gpu in sources.collect(name).gpus:
             if gpu.state is GpuState.OK:
                 assert "not_read" not in repr(gpu), (name, gpu.index)
 
@@ -113,12 +114,12 @@ def test_list_costs_a_fraction_of_a_full_read(cli: Cli, calls: Counter[str]) -> 
 
 
 def _force_everything(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = collect.open_source
+    real = sources.open_source
 
-    def everything(replay: Any = None, environ: Any = None, facts: Any = ALL_GROUPS) -> collect.MachineSource:
+    def everything(replay: Any = None, environ: Any = None, facts: Any = ALL_GROUPS) -> MachineSource:
         return real(replay, environ, ALL_GROUPS)
 
-    monkeypatch.setattr(collect, "open_source", everything)
+    monkeypatch.setattr(sources, "open_source", everything)
 
 
 COMMANDS = [

@@ -181,7 +181,7 @@ def _with(machine: Machine, **fields: Any) -> Machine:
 
 def test_the_finding_decides_the_action() -> None:
     from gpudiag.model import Reading, RemappedRows, RetiredPages
-    from gpudiag.probe.collect import collect
+    from gpudiag.sources import collect
 
     base = collect("h100x8-healthy")
     pages = Reading.of(RetiredPages(single_bit=1, double_bit=0, pending=True))

@@ -16,10 +16,10 @@ import msgspec
 import pytest
 
 from gpudiag.model import ALL_GROUPS, GpuState, Machine, Reason
-from gpudiag.probe.collect import collect
 from gpudiag.replay import fixtures
 from gpudiag.replay.fixtures import FixtureError, example_names, machine_from_data
 from gpudiag.serialize import to_data
+from gpudiag.sources import collect
 
 # The whole-machine examples the probe layer owns; the memory identity below is checked on these.
 PROBE_EXAMPLES = (

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from gpudiag.model import Gpu, Machine, NvmlStatus
-from gpudiag.probe.collect import collect
 from gpudiag.replay import fixtures
+from gpudiag.sources import collect
 
 pytestmark = pytest.mark.gpu
 

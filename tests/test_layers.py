@@ -377,9 +377,6 @@ KNOWN_TWO_WAY: set[frozenset[str]] = {
     # fleet.scheduled, faults and nodefiles read the checks' declarations; checks.request arms
     # fleet.scheduled's deadline for check --mode.
     frozenset({"gpudiag.checks", "gpudiag.fleet"}),
-    # probe.collect chooses the live source or the replay's fake; replay.fixtures takes its machine
-    # from probe.nvml's reading.
-    frozenset({"gpudiag.probe", "gpudiag.replay"}),
 }
 
 

@@ -14,9 +14,9 @@ from rich.table import Table
 from rich.text import Text
 
 from gpudiag.cli.common import make_console
-from gpudiag.probe.collect import collect
 from gpudiag.render import list_view
 from gpudiag.replay.fixtures import example_names
+from gpudiag.sources import collect
 from tests.conftest import every_example
 
 WIDTHS = (40, 60, 80, 100, 120, 160, 250)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from gpudiag.model import GpuState
-from gpudiag.probe.collect import collect
 from gpudiag.render.format import mib_text
+from gpudiag.sources import collect
 from tests.conftest import Cli, every_example
 
 WIDTHS = (60, 80, 100, 120, 200)

@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from gpudiag import sources
 from gpudiag.cli import memory_cmd
 from gpudiag.cli.memory_watch import SinkOptions, Sinks
 from gpudiag.exitcodes import ExitCode
 from gpudiag.memory.build import build
 from gpudiag.memory.state import WatchState
 from gpudiag.model import ALL_GROUPS, Machine
-from gpudiag.probe import collect
+from gpudiag.probe.collect import MachineSource
 from gpudiag.replay.fixtures import load
 from gpudiag.track import entries
 from tests.conftest import Cli
@@ -74,9 +75,9 @@ def steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Machine]]:
     """Machine states the CLI's watch will see, one per sample (the last one stays)."""
     states: list[Machine] = []
     clocks: list[Timeline] = []
-    real_open = collect.open_source
+    real_open = sources.open_source
 
-    def opening(replay: str | None = None, environ: Any = None, facts: Any = ALL_GROUPS) -> collect.MachineSource:
+    def opening(replay: str | None = None, environ: Any = None, facts: Any = ALL_GROUPS) -> MachineSource:
         source = real_open(replay, environ, facts)
         if states:
             clock = Timeline(source, states)
@@ -84,7 +85,7 @@ def steps(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Machine]]:
             monkeypatch.setattr(memory_cmd, "CLOCK", memory_cmd.Clock(clock.now, clock.sleep, clock.now))
         return source
 
-    monkeypatch.setattr(collect, "open_source", opening)
+    monkeypatch.setattr(sources, "open_source", opening)
     yield states
 
 
@@ -201,14 +202,14 @@ def test_ctrl_c_in_the_watch_exits_130_after_the_samples_so_far(
     def interrupt(_seconds: float) -> None:
         raise KeyboardInterrupt
 
-    real_open = collect.open_source
+    real_open = sources.open_source
 
-    def opening(replay: str | None = None, environ: Any = None, facts: Any = ALL_GROUPS) -> collect.MachineSource:
+    def opening(replay: str | None = None, environ: Any = None, facts: Any = ALL_GROUPS) -> MachineSource:
         source = real_open(replay, environ, facts)
         monkeypatch.setattr(memory_cmd, "CLOCK", memory_cmd.Clock(time.monotonic, interrupt, time.time))
         return source
 
-    monkeypatch.setattr(collect, "open_source", opening)
+    monkeypatch.setattr(sources, "open_source", opening)
     code, out, err = cli("--replay", "v100x4-tutorial", "memory", "--watch", "--json")
     assert code == 130 and len(out.splitlines()) == 1 and err == ""
 

@@ -16,8 +16,9 @@ from gpudiag.memory.build import build
 from gpudiag.memory.state import max_free, min_free
 from gpudiag.memory.view import MemoryView
 from gpudiag.model import GpuState, Machine, Reading, Reason
-from gpudiag.probe.collect import MachineSource, open_source
+from gpudiag.probe.collect import MachineSource
 from gpudiag.replay.fixtures import load
+from gpudiag.sources import open_source
 from tests.test_memory import MiB, with_free, with_gpu
 
 

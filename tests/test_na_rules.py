@@ -21,9 +21,9 @@ import pytest
 
 from gpudiag.details import FABRIC, PLATFORM
 from gpudiag.model import Gpu, Machine, Reading
-from gpudiag.probe.collect import collect
 from gpudiag.readings import FI_PCIE_ATOMICS_INBOUND, FI_PCIE_ATOMICS_OUTBOUND
 from gpudiag.render import csv_query, details_view, details_xml
+from gpudiag.sources import collect
 
 HARDWARE = Path(__file__).resolve().parent.parent / "docs" / "hardware"
 RAW = HARDWARE / "h200-driver580" / "nvml-getters-idle.json"  # the one capture of these calls

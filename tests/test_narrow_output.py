@@ -18,8 +18,8 @@ import pytest
 
 from gpudiag.cli.terminal_env import COLUMNS_RANGE, LINES_RANGE, sanitize, terminal_size
 from gpudiag.model import GpuState, Machine
-from gpudiag.probe.collect import collect
 from gpudiag.render.format import mib_text
+from gpudiag.sources import collect
 from tests.conftest import Cli, every_example
 
 NARROW = (40, 50)

@@ -18,13 +18,13 @@ import pynvml
 import pytest
 
 from gpudiag.model import FactGroup, GpuState, HostProcess, HostState, Machine, NvmlStatus, ProcessKind, Reading, Reason
-from gpudiag.probe.collect import collect
 from gpudiag.probe.nvml import NvmlSession
 from gpudiag.replay import fixtures
 from gpudiag.replay.fake_answers import FakeHandle
 from gpudiag.replay.fake_host import RecordedHost
 from gpudiag.replay.fake_nvml import FakeNvml
 from gpudiag.serialize import to_data
+from gpudiag.sources import collect
 
 Load = Callable[[str], Machine]
 PACKAGE = Path(__file__).resolve().parent.parent / "gpudiag"

@@ -110,7 +110,7 @@ def stack() -> Iterator[Stack]:
         pytest.skip("prometheus and prometheus-node-exporter are not installed (apt-get install them)")
     pytest.importorskip("grpc")
     from gpudiag.export.exporter import Exporter, Server
-    from gpudiag.probe.collect import open_source
+    from gpudiag.sources import open_source
     from tests.test_export_attribution import FakeKubelet
 
     procs: list[subprocess.Popen[Any]] = []

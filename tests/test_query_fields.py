@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from gpudiag.model import ALL_GROUPS
-from gpudiag.probe.collect import collect
 from gpudiag.render import csv_query
+from gpudiag.sources import collect
 from tests.test_list_cli import run
 
 CAPTURE = Path(__file__).resolve().parent.parent / "docs" / "hardware" / "h100-80gb-hbm3-driver580"

@@ -185,7 +185,7 @@ def test_every_format_a_row_names_exists() -> None:
 def test_every_metric_a_row_names_is_a_series_the_exporter_writes() -> None:
     """``metric`` is for the exporter's tables: each is a series `gpudiag exporter` writes."""
     from gpudiag.export.exporter import Exporter
-    from gpudiag.probe.collect import open_source
+    from gpudiag.sources import open_source
 
     with open_source("h100x8-healthy") as source:
         exporter = Exporter(source)

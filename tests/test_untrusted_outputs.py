@@ -33,10 +33,10 @@ from gpudiag.exitcodes import ExitCode
 from gpudiag.export import metrics_native
 from gpudiag.export.exporter import Exporter, Server
 from gpudiag.model import Reading
-from gpudiag.probe.collect import collect, open_source
 from gpudiag.render import csv_query
 from gpudiag.render.printable import FORMULA_STARTS, csv_field, printable, spreadsheet_text
 from gpudiag.replay import fixtures
+from gpudiag.sources import collect, open_source
 from tests.conftest import Cli
 from tests.test_export_exporter import QUICK_SHUTDOWN, free_port
 

@@ -30,7 +30,6 @@ from hypothesis import strategies as st
 from gpudiag.cli.app import COMMANDS
 from gpudiag.cli.common import make_console
 from gpudiag.exitcodes import ExitCode
-from gpudiag.probe.collect import collect
 from gpudiag.render import list_view, memory_view
 from gpudiag.render.printable import (
     csv_field,
@@ -41,6 +40,7 @@ from gpudiag.render.printable import (
     strip_trailing_blanks,
 )
 from gpudiag.replay import fixtures
+from gpudiag.sources import collect
 from tests.conftest import Cli
 
 HOSTILE = "hostile-strings"

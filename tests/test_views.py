@@ -14,10 +14,10 @@ import pytest
 from gpudiag import monitor
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import FactGroup, Reading, Reason
-from gpudiag.probe.collect import open_source
 from gpudiag.probe.monitor import PROCESS_LOAD, RowReader
 from gpudiag.replay import fixtures, series
 from gpudiag.replay.fixtures import FixtureError
+from gpudiag.sources import open_source
 from tests import golden
 from tests.conftest import Cli, every_example
 

@@ -145,7 +145,7 @@ def _drop_early() -> None:
 
 def _open(plan: Plan) -> MachineSource:
     from gpudiag.checks import GROUPS
-    from gpudiag.probe.collect import open_source
+    from gpudiag.sources import open_source
 
     try:
         return open_source(plan.replay, facts=GROUPS)

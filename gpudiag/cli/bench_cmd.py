@@ -62,8 +62,8 @@ def command(
     if reason:
         raise no_device(reason)
 
-    from gpudiag.probe.collect import open_source
     from gpudiag.render.bench_progress import BenchProgress
+    from gpudiag.sources import open_source
 
     # Placement needs the NUMA node, the verdict the PCIe link; nothing else is shown or judged.
     with open_source(facts=frozenset({FactGroup.PCIE, FactGroup.NUMA})) as source:

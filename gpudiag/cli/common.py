@@ -16,7 +16,7 @@ from gpudiag.cli import terminal_env
 from gpudiag.errors import DEBUG_ENV, GpudiagError
 from gpudiag.exitcodes import NVML_EXIT, ExitCode
 from gpudiag.model import Gpu, GpuState, NvmlInfo, NvmlStatus
-from gpudiag.probe.collect import REPLAY_ENV
+from gpudiag.sources import REPLAY_ENV
 
 F = TypeVar("F", bound=Callable[..., Any])
 

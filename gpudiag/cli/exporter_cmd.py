@@ -81,7 +81,7 @@ def command(
     from gpudiag.export.kubelet import DEFAULT_SOCKET
     from gpudiag.memory.tracked import tracked_entries
     from gpudiag.model import NvmlStatus
-    from gpudiag.probe.collect import open_source
+    from gpudiag.sources import open_source
 
     s = settings(ctx)
     if compat not in COMPAT:

@@ -6,7 +6,7 @@ import typer
 
 from gpudiag.cli.common import exit_if_lost, handle_errors, settings
 from gpudiag.cli.list_modes import Request, check_nvml, selected, validate, view_for
-from gpudiag.probe.collect import collect
+from gpudiag.sources import collect
 
 _LISTS = "csv[,noheader][,nounits]"
 Json = Annotated[

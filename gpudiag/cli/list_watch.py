@@ -14,7 +14,7 @@ from gpudiag.cli.common import exit_if_lost, make_console
 from gpudiag.cli.list_modes import Request, View, check_nvml, selected
 from gpudiag.model import Gpu, Machine
 from gpudiag.pacing import repeat
-from gpudiag.probe.collect import open_source
+from gpudiag.sources import open_source
 
 
 def stamp(machine: Machine) -> str:

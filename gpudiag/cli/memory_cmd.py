@@ -164,8 +164,8 @@ def command(
     from gpudiag.cli.memory_watch import SinkOptions, follow
     from gpudiag.memory.tracked import one_sample, recording_for
     from gpudiag.memory.view import GROUPS
-    from gpudiag.probe.collect import open_source
     from gpudiag.selection import select_gpus
+    from gpudiag.sources import open_source
 
     options = watch_options(r)  # None: one sample
     replayed = s.replay is not None

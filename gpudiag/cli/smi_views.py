@@ -11,9 +11,10 @@ import typer
 from gpudiag.cli.common import Settings, fail
 from gpudiag.exitcodes import NVML_EXIT, ExitCode
 from gpudiag.model import FactGroup, Gpu, GpuState, Machine, NvmlStatus
-from gpudiag.probe.collect import MachineSource, open_source
+from gpudiag.probe.collect import MachineSource
 from gpudiag.render import smi_errors
 from gpudiag.selection import parse_ids, select_gpus
+from gpudiag.sources import open_source
 
 
 def say(line: str) -> None:

@@ -9,8 +9,8 @@ from msgspec.structs import replace
 from gpudiag.cli.common import echo, handle_errors, settings
 from gpudiag.files import write_atomic
 from gpudiag.model import ALL_GROUPS
-from gpudiag.probe.collect import collect
 from gpudiag.replay.fixtures import dump
+from gpudiag.sources import collect
 
 
 @handle_errors

@@ -11,7 +11,7 @@ import typer
 from gpudiag.cli.common import echo, exit_if_lost, handle_errors, make_console, require_nvml, settings
 from gpudiag.exitcodes import NVML_EXIT, ExitCode
 from gpudiag.model import NvmlStatus
-from gpudiag.probe.collect import collect
+from gpudiag.sources import collect
 from gpudiag.visibility import ORDER_VAR, VISIBLE_VAR
 
 if TYPE_CHECKING:

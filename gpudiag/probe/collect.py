@@ -1,10 +1,11 @@
-"""Builds a Machine from the sources: live (NVML, psutil, /proc) or replayed from a file."""
+"""Builds a Machine from its sources: :class:`MachineSource` reads NVML (the live module or a fake one
+handed in), the host and the environment; :func:`live_source` opens the live machine. A replay's
+source is made by :mod:`gpudiag.sources`, which chooses between the two."""
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +28,6 @@ from gpudiag.probe import env as env_probe
 from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
 from gpudiag.probe.nvml import HostResolver, NvmlSession, no_process_stats
 from gpudiag.probe.torch_static import torch_build
-
-REPLAY_ENV = "GPUDIAG_REPLAY"
 
 
 @dataclass
@@ -58,6 +57,10 @@ class MachineSource:
     # them from 0, the readings keep their real numbers. Empty: indices are positions.
     indices: tuple[int, ...] = ()
     replay: str = ""  # the example name or snapshot file replayed ("" live)
+    # A replay's recorded series (gpudiag/machines/series/), loaded when played; None: it has none.
+    load_series: Callable[[], Any] | None = None
+    # What answers the details' per-process statistics: psutil live, the recorded machine on a replay.
+    process_stats: Callable[[], Any] = field(default=lambda: _live_process_stats())
     session: NvmlSession = field(init=False)
     # A replay playing its recorded series (gpudiag.replay.series): the sample the fake NVML answers.
     series: Any = None
@@ -71,7 +74,7 @@ class MachineSource:
         """One reading: ``facts`` overrides the source's groups for this read (e.g. a re-read of the link)."""
         wanted = self.facts if facts is None else facts
         if FactGroup.DETAILS in wanted and self.session.process_stats is no_process_stats:
-            self.session.process_stats = _process_stats(self.recorded)
+            self.session.process_stats = self.process_stats()
         gpus = self.session.read_gpus(wanted) if self.session.opened else ()
         if self.indices:
             gpus = tuple(replace(g, index=self.indices[g.index]) for g in gpus)
@@ -94,9 +97,7 @@ class MachineSource:
         Returns how many samples it holds: 1 for a snapshot without a series; 0 live (no end)."""
         if self.recorded is None:
             return 0
-        from gpudiag.replay import series
-
-        self.series = series.load_for(self.replay, self.recorded)
+        self.series = self.load_series() if self.load_series is not None else None
         if self.series is None:
             return 1
         self.seek(0)
@@ -125,24 +126,10 @@ class MachineSource:
         self.close()
 
 
-def _process_stats(recorded: Machine | None) -> Any:
-    if recorded is None:
-        from gpudiag.probe.details import PsutilProcessStats
+def _live_process_stats() -> Any:
+    from gpudiag.probe.details import PsutilProcessStats
 
-        return PsutilProcessStats()
-    from gpudiag.replay.fake_details import RecordedProcessStats
-
-    return RecordedProcessStats(recorded)
-
-
-def open_source(
-    replay: str | None = None, environ: Mapping[str, str] | None = None, facts: frozenset[FactGroup] = ALL_GROUPS
-) -> MachineSource:
-    """Open the live machine, or replay an example name / snapshot file, to read ``facts``."""
-    environ = os.environ if environ is None else environ
-    source = _replay_source(replay) if replay else _live_source(environ)
-    source.facts = facts
-    return source
+    return PsutilProcessStats()
 
 
 def _import_pynvml() -> Any:
@@ -162,7 +149,8 @@ def _import_pynvml() -> Any:
     return pynvml
 
 
-def _live_source(environ: Mapping[str, str]) -> MachineSource:
+def live_source(environ: Mapping[str, str]) -> MachineSource:
+    """The live machine: NVML through nvidia-ml-py, psutil and /proc, the environment given."""
     pynvml = _import_pynvml()
     info = host_info()
     return MachineSource(
@@ -174,47 +162,3 @@ def _live_source(environ: Mapping[str, str]) -> MachineSource:
         torch_build=torch_build(),
         kernel_module_version=kernel_module_version(),
     )
-
-
-def _replay_source(spec: str) -> MachineSource:
-    from gpudiag.replay import fixtures
-    from gpudiag.replay.fake_host import RecordedHost
-    from gpudiag.replay.fake_nvml import FakeNvml, ReplayTime
-
-    machine, description = fixtures.load(spec)
-    indices = tuple(g.index for g in machine.gpus)
-    source = MachineSource(
-        name=f"replay:{spec}",
-        lib=FakeNvml(machine),
-        host=RecordedHost(machine),
-        host_info=machine.host,
-        env=machine.env,
-        torch_build=machine.torch_build,
-        kernel_module_version=machine.nvml.kernel_module_version,
-        description=description,
-        torch_runtime=machine.torch_runtime,
-        recorded=machine,
-        indices=indices if indices != tuple(range(len(indices))) else (),
-        replay=spec,
-    )
-    source.session.cpu_count = 1024  # the recorded machine's CPUs, not this host's, size its affinity masks
-    time = ReplayTime()  # a one-shot GPM read has nothing to wait for in a replay
-    source.session.gpm_clock, source.session.gpm_sleep = time.now, time.sleep
-    source.session.unrecorded_details = {  # by position: the fake enumerates a snapshot's GPUs from 0
-        position: (
-            Reading.missing(Reason.NOT_RECORDED)
-            if gpu.details.reason is Reason.NOT_READ  # the file holds none (an older gpudiag, or not read)
-            else gpu.details
-        )
-        for position, gpu in enumerate(machine.gpus)
-        if gpu.details.reason is not None
-    }
-    return source
-
-
-def collect(
-    replay: str | None = None, environ: Mapping[str, str] | None = None, facts: frozenset[FactGroup] = ALL_GROUPS
-) -> Machine:
-    """One reading of the machine's ``facts`` (every group unless a command asks for fewer)."""
-    with open_source(replay, environ, facts) as source:
-        return source.read()

@@ -39,6 +39,8 @@ from gpudiag.model import (
     Reading,
     Reason,
     RetiredPages,
+    blank_fields,
+    failed_gpu,
 )
 from gpudiag.readings import (
     NO_INSTANCE,
@@ -952,12 +954,6 @@ def _blank_for(key: str, error: Reading[Any] | None) -> Any:
     return () if typing.get_origin(kind) is tuple else missing
 
 
-def failed_gpu(index: int, state: GpuState, detail: str) -> Gpu:
-    """A GPU row whose handle is unusable: every reading says why."""
-    reason = Reason.GPU_LOST if state is GpuState.LOST else Reason.UNKNOWN_ERROR
-    return blank_gpu(index, state, detail, Reading.missing(reason, detail))
-
-
 NOT_READ: Reading[Any] = Reading.missing(Reason.NOT_READ)
 
 
@@ -997,33 +993,7 @@ def _custom_reading(session: NvmlSession, h: Any, handles: _Handles, key: str) -
     return {key: _CUSTOM_READERS[key](session, h, handles)}
 
 
-_GPU_FIXED = ("index", "state", "state_detail")
-
-
-def blank_gpu(index: int, state: GpuState, detail: str, missing: Reading[Any]) -> Gpu:
-    """A GPU whose every reading is ``missing`` (nested link and ECC readings too), no MIG devices."""
-    return Gpu(index=index, state=state, state_detail=detail, **_blank_fields(missing))
-
-
-def _blank_fields(missing: Reading[Any]) -> dict[str, Any]:
-    """Every Gpu field but index and state, each ``missing``: found from the Struct, so a new
-    reading field needs no line here."""
-    values: dict[str, Any] = {}
-    kinds = field_types(Gpu)
-    for name in Gpu.__struct_fields__:
-        if name in _GPU_FIXED:
-            continue
-        kind = kinds[name]
-        if typing.get_origin(kind) is tuple:
-            values[name] = ()
-        elif isinstance(kind, type) and issubclass(kind, msgspec.Struct):
-            values[name] = kind(**{inner: missing for inner in kind.__struct_fields__})
-        else:
-            values[name] = missing
-    return values
-
-
 @functools.cache
 def _not_read_fields() -> dict[str, Any]:
     """The blank fields of a read GPU, built once: every read copies them (a watch or exporter reads often)."""
-    return _blank_fields(NOT_READ)
+    return blank_fields(NOT_READ)

@@ -17,9 +17,8 @@ import msgspec
 from msgspec.structs import replace
 
 from gpudiag.errors import UsageError
-from gpudiag.model import MACHINE_SCHEMA, Gpu, GpuState, Machine, Memory, Reading, Reason
+from gpudiag.model import MACHINE_SCHEMA, Gpu, GpuState, Machine, Memory, Reading, Reason, failed_gpu
 from gpudiag.parsing import shorten
-from gpudiag.probe.nvml import failed_gpu
 from gpudiag.serialize import SchemaError, from_data, to_data
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "machines"

@@ -1,0 +1,78 @@
+"""The machine a command reads: the live one (:mod:`gpudiag.probe`) or a replayed file
+(:mod:`gpudiag.replay`: an example name or a snapshot, answered by the fake NVML), chosen here,
+above both, so that neither imports the other."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from gpudiag.model import ALL_GROUPS, FactGroup, Machine, Reading, Reason
+from gpudiag.probe import collect as live
+from gpudiag.probe.collect import MachineSource
+
+REPLAY_ENV = "GPUDIAG_REPLAY"
+
+
+def open_source(
+    replay: str | None = None, environ: Mapping[str, str] | None = None, facts: frozenset[FactGroup] = ALL_GROUPS
+) -> MachineSource:
+    """Open the live machine, or replay an example name / snapshot file, to read ``facts``."""
+    environ = os.environ if environ is None else environ
+    source = replay_source(replay) if replay else live.live_source(environ)
+    source.facts = facts
+    return source
+
+
+def replay_source(spec: str) -> MachineSource:
+    """A machine file replayed: the fake NVML answers from it, its host and environment as recorded."""
+    from gpudiag.replay import fixtures, series
+    from gpudiag.replay.fake_host import RecordedHost
+    from gpudiag.replay.fake_nvml import FakeNvml, ReplayTime
+
+    machine, description = fixtures.load(spec)
+    indices = tuple(g.index for g in machine.gpus)
+    source = MachineSource(
+        name=f"replay:{spec}",
+        lib=FakeNvml(machine),
+        host=RecordedHost(machine),
+        host_info=machine.host,
+        env=machine.env,
+        torch_build=machine.torch_build,
+        kernel_module_version=machine.nvml.kernel_module_version,
+        description=description,
+        torch_runtime=machine.torch_runtime,
+        recorded=machine,
+        indices=indices if indices != tuple(range(len(indices))) else (),
+        replay=spec,
+        load_series=lambda: series.load_for(spec, machine),
+        process_stats=lambda: _recorded_process_stats(machine),
+    )
+    source.session.cpu_count = 1024  # the recorded machine's CPUs, not this host's, size its affinity masks
+    time = ReplayTime()  # a one-shot GPM read has nothing to wait for in a replay
+    source.session.gpm_clock, source.session.gpm_sleep = time.now, time.sleep
+    source.session.unrecorded_details = {  # by position: the fake enumerates a snapshot's GPUs from 0
+        position: (
+            Reading.missing(Reason.NOT_RECORDED)
+            if gpu.details.reason is Reason.NOT_READ  # the file holds none (an older gpudiag, or not read)
+            else gpu.details
+        )
+        for position, gpu in enumerate(machine.gpus)
+        if gpu.details.reason is not None
+    }
+    return source
+
+
+def _recorded_process_stats(machine: Machine) -> Any:
+    from gpudiag.replay.fake_details import RecordedProcessStats  # only where the details are read
+
+    return RecordedProcessStats(machine)
+
+
+def collect(
+    replay: str | None = None, environ: Mapping[str, str] | None = None, facts: frozenset[FactGroup] = ALL_GROUPS
+) -> Machine:
+    """One reading of the machine's ``facts`` (every group unless a command asks for fewer)."""
+    with open_source(replay, environ, facts) as source:
+        return source.read()
