@@ -497,10 +497,13 @@ def test_a_corrupted_document_is_unreadable_never_ready(raw: bytes, cause: nodef
 
 def test_consistent_verdicts_are_read() -> None:
     strict = json.loads(mutated(None, health_ecc={"status": "WARN"}))
-    strict |= {"strict": True, "verdict": "NOT READY"}  # under --strict a warning fails
+    strict |= {"strict": True, "verdict": "NOT READY", "exit_code": 1}  # under --strict a warning fails
+    strict["summary"] |= {"pass": strict["summary"]["pass"] - 8, "warn": strict["summary"]["warn"] + 8}
     node = nodefiles.parse(json.dumps(strict).encode(), "gpu1.json")
     assert node.verdict == "NOT READY" and {f.check for f in node.failures} == {"health.ecc"}
-    unknown = mutated({"verdict": "UNKNOWN", "could_not_run": ["the torch probe could not start: killed"]})
+    unknown = mutated(
+        {"verdict": "UNKNOWN", "exit_code": 5, "could_not_run": ["the torch probe could not start: killed"]}
+    )
     node = nodefiles.parse(unknown, "gpu1.json")
     assert node.verdict == "UNKNOWN" and [(f.check, f.scope) for f in node.failures] == [
         ("gpudiag.could_not_run", "job")

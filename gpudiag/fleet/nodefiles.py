@@ -8,7 +8,9 @@ names the kind of trouble for grouping). A file is read only when it is exactly 
 - one JSON document in valid UTF-8, nested no deeper than msgspec recurses, with nothing but
   white space after it (two appended runs, or stderr text that Slurm mixed in, are unreadable);
 - of a schema gpudiag reads, every field it reads of the right type and in range;
-- consistent with itself: a check file's verdict is the one its results give;
+- consistent with itself: a check file's verdict, exit code and summary are the ones its results
+  give by `check`'s own rule (:func:`gpudiag.exitcodes.check_code`: nothing verified is UNKNOWN);
+- no object with a key twice, at any depth (readers disagree on which one counts);
 - named by exactly one valid node name (``slurm_node``, else ``host``, else the file's name):
   a name is data, never hostlist syntax.
 
@@ -19,15 +21,18 @@ few figures. Whatever the file holds is that node's problem, never ours: nothing
 from __future__ import annotations
 
 import enum
+import json
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
+from gpudiag.exitcodes import CHECK_VERDICTS, ExitCode, check_code
 from gpudiag.fleet.faults import remedy
 from gpudiag.fleet.hostlists import is_node_name
 
@@ -80,6 +85,7 @@ class Cause(str, enum.Enum):
     UNKNOWN_SCHEMA = "unknown schema"
     MALFORMED = "malformed output"
     CONTRADICTS = "contradicts itself"
+    DUPLICATE_KEY = "duplicate key"
     BAD_NAME = "invalid node name"
 
 
@@ -109,6 +115,9 @@ class NodeFile:
     cause: Cause | None = None  # set exactly when kind is None
     name_ok: bool = True  # False: no valid node name at all, ``host`` is the file's name as found
     figure_gpus: dict[str, int] = field(default_factory=dict)  # the GPU a deep figure is from (its slowest)
+    # A check file in which node-scope checks ran and passed (or warned) and none failed: what may
+    # resume a node (a snapshot, a memory record or a check of the job alone verifies nothing of it).
+    node_verified: bool = False
 
 
 def file_host(path: str) -> str:
@@ -213,14 +222,68 @@ def parse(raw: bytes, path: str, keep_checks: bool = False) -> NodeFile:
     except RecursionError:
         return _too_deep(path)
     try:
-        node: NodeFile = _READERS[type(doc)](doc, path, keep_checks)
+        read: tuple[NodeFile, int | None] = _READERS[type(doc)](doc, path, keep_checks)
     except msgspec.ValidationError as exc:  # in the list of checks
         return _explain(raw, path, f"{exc} in `checks`")
     except RecursionError:
         return _too_deep(path)
     except _InvalidContentError as exc:
-        return unreadable(path, exc.cause, exc.problem, _name(doc)[0])
+        # A key given twice is the likelier story behind a contradiction: say that.
+        return _duplicated(raw, path, _name(doc)[0]) or unreadable(path, exc.cause, exc.problem, _name(doc)[0])
+    node, keys = read
+    if keys is None or _key_count(raw) != keys:  # the exact check only where counting cannot rule it out
+        return _duplicated(raw, path, node.host) or node
     return node
+
+
+# --- a key twice in one object -------------------------------------------------------------------
+#
+# msgspec (as most readers) keeps the last of two equal keys without a word, so a file with two
+# "checks" would read as its second while a person reads its first. The exact check below runs the
+# standard library's parser over every object's pairs: three times the cost of reading the file. So
+# it runs only where counting cannot rule a duplicate out: with blanks removed, every key is a
+# closing quote followed by ':', and anything else matching '":' (an escaped quote, a string that
+# begins with ':') only adds to the count; the reader counts the distinct keys it decoded. Equal
+# counts therefore mean no key was given twice.
+
+_BLANKS = b" \t\n\r"
+
+
+def _key_count(raw: bytes) -> int:
+    """At least the number of keys in the JSON text ``raw``; exactly that for gpudiag's own output."""
+    return raw.translate(None, _BLANKS).count(b'":')
+
+
+class _DuplicateKeyError(Exception):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> None:
+    if len(pairs) > 1 and len({key for key, _ in pairs}) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKeyError(key)
+            seen.add(key)
+
+
+def _duplicated(raw: bytes, path: str, host: str | None) -> NodeFile | None:
+    """The file unreadable for a key given twice in one object, or None when it has none."""
+    try:
+        json.loads(raw, object_pairs_hook=_no_duplicates)
+    except _DuplicateKeyError as exc:
+        key = exc.args[0]
+        return unreadable(
+            path,
+            Cause.DUPLICATE_KEY,
+            f"key {key[:60]!r} twice in one object: readers disagree on which one counts (edited or corrupted?)",
+            host,
+        )
+    except RecursionError:
+        return _too_deep(path)
+    except ValueError as exc:  # read by msgspec, refused by the standard library (a 5,000-digit number)
+        return unreadable(path, Cause.MALFORMED, f"malformed JSON: {str(exc)[:200]}", host)
+    return None
 
 
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
@@ -322,11 +385,11 @@ class _Host(msgspec.Struct):
 
 
 class _Named(msgspec.Struct, kw_only=True):
-    host: str | _Host | None = None  # a snapshot's is {"hostname": ...}
-    slurm_node: str | None = None
+    host: str | _Host | UnsetType | None = UNSET  # a snapshot's is {"hostname": ...}
+    slurm_node: str | UnsetType | None = UNSET
 
 
-class _CheckItem(msgspec.Struct):
+class _CheckItem(msgspec.Struct, gc=False):  # gc=False: strings only, never in a cycle
     id: str
     status: CheckStatus
     target: str | None = None
@@ -335,7 +398,30 @@ class _CheckItem(msgspec.Struct):
     action: str | None = None
 
 
-class _CheckGpu(msgspec.Struct):
+class _FullCheckItem(msgspec.Struct, gc=False):
+    """A result as `check --json` has written it since 0.2.0: every key there, so that they can be counted."""
+
+    id: str
+    area: msgspec.Raw
+    status: CheckStatus
+    target: str | None
+    finding: str
+    fix: msgspec.Raw
+    scope: Literal["node", "job"] | None
+    action: str | None
+
+
+_ITEM_KEYS = len(_FullCheckItem.__struct_fields__)
+
+
+class _Summary(msgspec.Struct, gc=False):
+    passed: Count = msgspec.field(name="pass")
+    warned: Count = msgspec.field(name="warn")
+    failed: Count = msgspec.field(name="fail")
+    skipped: Count = msgspec.field(name="skip")
+
+
+class _CheckGpu(msgspec.Struct, gc=False):
     index: Index | None = None
     name: str | None = None
     uuid: str | None = None
@@ -358,13 +444,52 @@ class _CheckGpu(msgspec.Struct):
     allreduce_busbw_gbps: Gbps | None = None
 
 
+class _FullCheckGpu(msgspec.Struct, gc=False):
+    """A GPU as `check --json` has written it since 0.2.0: the same fields, every level-1 key required
+    (so that they can be counted)."""
+
+    index: Index | None
+    name: str | None
+    uuid: str | None
+    temperature_c: Celsius | None
+    ecc_aggregate_corrected: Count | None
+    ecc_aggregate_uncorrected: Count | None
+    remapped_rows_correctable: Count | None
+    remapped_rows_uncorrectable: Count | None
+    remap_pending: bool | None
+    remap_failure: bool | None
+    retired_pages: Count | None
+    recovery_action: Index | None
+    matmul_tflops: Tflops | None
+    stress_tflops: Tflops | None = None  # check --level 2-4 (not counted: its files are checked in full)
+    memtest_gbps: Gbps | None = None
+    h2d_gbps: Gbps | None = None
+    d2h_gbps: Gbps | None = None
+    d2d_gbps: Gbps | None = None
+    peer_min_gbps: Gbps | None = None
+    allreduce_busbw_gbps: Gbps | None = None
+
+
+_GPU_KEYS = 13  # the level-1 fields above
+
+
 class _CheckFile(_Named, tag_field="schema", tag="gpudiag.check/1"):
     verdict: Verdict
     could_not_run: list[str]
     versions: dict[str, str]
     checks: msgspec.Raw  # decoded below, once the rest of the file is known to be good
-    strict: bool = False
-    gpus: list[_CheckGpu] = []  # absent before gpudiag 0.2.0: no figures then
+    gpus: msgspec.Raw | UnsetType = UNSET  # absent before gpudiag 0.2.0: no figures then
+    strict: bool | UnsetType = UNSET
+    exit_code: int | UnsetType = UNSET
+    summary: _Summary | UnsetType = UNSET
+    # Not read, only counted (see _key_count):
+    source: Any = UNSET
+    collected_at: Any = UNSET
+    diagnostics: msgspec.Raw | UnsetType = UNSET  # check --level 2-4: its keys are not counted
+
+
+_CHECK_REQUIRED = 5  # the schema, verdict, could_not_run, versions and checks
+_CHECK_OPTIONAL = ("host", "slurm_node", "gpus", "strict", "exit_code", "summary", "source", "collected_at")
 
 
 class _Nvml(msgspec.Struct):
@@ -450,16 +575,20 @@ class _MemoryFileV1(_MemoryFile, tag="gpudiag.memory/1"):
 
 _DECODER = msgspec.json.Decoder(_CheckFile | _SnapshotFile | _BenchFile | _MemoryFile | _MemoryFileV1)
 _CHECKS = msgspec.json.Decoder(list[_CheckItem])
+_FULL_CHECKS = msgspec.json.Decoder(list[_FullCheckItem])
+_GPUS = msgspec.json.Decoder(list[_CheckGpu])
+_FULL_GPUS = msgspec.json.Decoder(list[_FullCheckGpu])
 
 
 def _name(data: _Named | None) -> tuple[str | None, str]:
-    """Slurm's name for the node when recorded, else its hostname (None: neither), and the field it came from."""
+    """Slurm's name for the node when recorded, else its hostname (None: neither), and the field it
+    came from. A field that is there but empty is a name too (an invalid one): never a default."""
     if data is None:
         return None, ""
-    if data.slurm_node:
+    if isinstance(data.slurm_node, str):
         return data.slurm_node, "slurm_node"
     host = data.host.hostname if isinstance(data.host, _Host) else data.host
-    return (host, "host") if isinstance(host, str) and host else (None, "")
+    return (host, "host") if isinstance(host, str) else (None, "")
 
 
 def _node_name(doc: _Named, path: str) -> str:
@@ -471,7 +600,7 @@ def _node_name(doc: _Named, path: str) -> str:
         raise _InvalidContentError(
             Cause.BAD_NAME,
             f"invalid node name {name[:100]!r} in {source}: a node name is one name (letters, digits, '.', '_', '-'),"
-            " never a hostlist",
+            " never a hostlist nor a keyword (ALL, DEFAULT)",
         )
     return name
 
@@ -497,9 +626,14 @@ def _shared(kind: str, value: Any, key: Any = None) -> Any:
 # --- per schema ----------------------------------------------------------------------
 
 
-def _check(doc: _CheckFile, path: str, keep_checks: bool) -> NodeFile:
+def _check(doc: _CheckFile, path: str, keep_checks: bool) -> tuple[NodeFile, int | None]:
     host = _node_name(doc, path)
-    checks = _CHECKS.decode(doc.checks)
+    keys: int | None = _CHECK_REQUIRED + sum(getattr(doc, f) is not UNSET for f in _CHECK_OPTIONAL)
+    try:
+        checks: list[_FullCheckItem] | list[_CheckItem] = _FULL_CHECKS.decode(doc.checks)
+        keys += _ITEM_KEYS * len(checks)  # type: ignore[operator]
+    except msgspec.ValidationError:  # an older file (no scope, no action): not counted
+        checks, keys = _CHECKS.decode(doc.checks), None
     ids = {c.id for c in checks}
     if not ids <= _valid_ids:
         for cid in ids - _valid_ids:
@@ -509,28 +643,43 @@ def _check(doc: _CheckFile, path: str, keep_checks: bool) -> NodeFile:
                 )
         if len(_valid_ids) < 10_000:  # bounded, whatever the files hold
             _valid_ids.update(ids)
-    failing = ("FAIL", "WARN") if doc.strict else ("FAIL",)
-    failed = [c for c in checks if c.status in failing]
-    given = "NOT READY" if failed else "UNKNOWN" if doc.could_not_run else "READY"
-    if doc.verdict != given:
-        raise _InvalidContentError(
-            Cause.CONTRADICTS,
-            f"verdict {doc.verdict} contradicts its own results, which give {given} (edited or corrupted?)",
-        )
-    failures = [_failure(c, doc.gpus) for c in failed]
-    # What could not run (the torch probe, the functional test's child) leaves the verdict UNKNOWN:
-    # not ready for the job, but no proof against the node, so not drained for it.
+    statuses = [c.status for c in checks]
+    counts = (statuses.count("PASS"), statuses.count("WARN"), statuses.count("FAIL"), statuses.count("SKIP"))
+    strict = doc.strict is True
+    failing = ("FAIL", "WARN") if strict else ("FAIL",)
+    code = check_code(bool(counts[2] or (strict and counts[1])), bool(doc.could_not_run), counts[3] < len(statuses))
+    _consistent(doc, code, counts)
+    failed = [c for c in checks if c.status in failing] if code is ExitCode.FAILED else []
+    gpus: list[_FullCheckGpu] | list[_CheckGpu] = []
+    if doc.gpus is not UNSET:
+        try:
+            try:
+                gpus = _FULL_GPUS.decode(doc.gpus)
+                keys = None if keys is None else keys + _GPU_KEYS * len(gpus)
+            except msgspec.ValidationError:  # an older file: not counted
+                gpus, keys = _GPUS.decode(doc.gpus), None
+        except msgspec.ValidationError as exc:
+            raise _InvalidContentError(Cause.MALFORMED, f"malformed gpudiag.check/1 output: {exc} in `gpus`") from None
+    if keys is not None:
+        keys = None if doc.diagnostics is not UNSET else keys + len(doc.versions) + 4 * (doc.summary is not UNSET)
+    failures = [_failure(c, gpus) for c in failed]
+    # What could not run (the torch probe, the functional test's child) or a run in which every check
+    # was skipped leaves the verdict UNKNOWN: not ready for the job, but no proof against the node,
+    # so not drained for it, and never a reason to resume it either.
     failures += [Failure("gpudiag.could_not_run", "", note, "job") for note in doc.could_not_run]
+    if code is ExitCode.NOTHING_CHECKED:
+        failures.append(_NOTHING_CHECKED)
+    verified = code is ExitCode.OK and any(c.status != "SKIP" and _scope(c) == "node" for c in checks)
     versions = {
         key: value.split("  (", 1)[0]  # "2.5.1+cu124  (files only: ...)"
         for key, value in doc.versions.items()
         if key in VERSION_FIELDS and value != "N/A"
     }
-    names, metrics, rem = _gpu_figures(doc.gpus)
+    names, metrics, rem = _gpu_figures(gpus)
     deep: dict[str, int] = {}
-    if doc.gpus and _has_deep(doc.gpus[0]):  # check --level 2-4
-        deep = _deep_figures(doc.gpus, metrics)
-    kept = _shared("checks", _worst_statuses(checks)) if keep_checks else ()
+    if gpus and _has_deep(gpus[0]):  # check --level 2-4
+        deep = _deep_figures(gpus, metrics)
+    kept = _shared("checks", worst_statuses((c.id, c.status) for c in checks)) if keep_checks else ()
     node = NodeFile(
         path,
         host,
@@ -543,8 +692,49 @@ def _check(doc: _CheckFile, path: str, keep_checks: bool) -> NodeFile:
         metrics,
         rem,
         kept,
+        node_verified=verified,
     )
-    return replace(node, figure_gpus=deep) if deep else node
+    return (replace(node, figure_gpus=deep) if deep else node), keys
+
+
+_NOTHING_CHECKED = Failure("gpudiag.nothing_checked", "", "nothing was checked: every check was skipped", "job")
+
+
+def _consistent(doc: _CheckFile, code: ExitCode, counts: tuple[int, int, int, int]) -> None:
+    """The file's verdict, exit code and summary are the ones its results give, or it is unreadable."""
+    given = CHECK_VERDICTS[code]
+    if doc.verdict != given:
+        raise _InvalidContentError(
+            Cause.CONTRADICTS,
+            f"verdict {doc.verdict} contradicts its own results, which give {given} (edited or corrupted?)",
+        )
+    if doc.exit_code is not UNSET and doc.exit_code != code:
+        raise _InvalidContentError(
+            Cause.CONTRADICTS,
+            f"exit_code {doc.exit_code} contradicts its verdict {given}, which is exit {int(code)}"
+            " (edited or corrupted?)",
+        )
+    summary = doc.summary
+    if summary is not UNSET and (summary.passed, summary.warned, summary.failed, summary.skipped) != counts:
+        raise _InvalidContentError(
+            Cause.CONTRADICTS,
+            "summary {} contradicts its own results, which are {} (edited or corrupted?)".format(
+                *(
+                    ", ".join(f"{n} {word}" for n, word in zip(c, ("pass", "warn", "fail", "skip"), strict=True))
+                    for c in ((summary.passed, summary.warned, summary.failed, summary.skipped), counts)
+                )
+            ),
+        )
+
+
+def _scope(c: _FullCheckItem | _CheckItem) -> str:
+    """A result's scope: as the file gives it, else the check's declaration (an unknown check is the node's)."""
+    if c.scope is not None:
+        return c.scope
+    from gpudiag.checks.rules import BY_ID
+
+    declared = BY_ID.get(c.id)
+    return declared.scope.value if declared else "node"
 
 
 _SEVERITY = {"FAIL": 3, "WARN": 2, "PASS": 1, "SKIP": 0}
@@ -559,11 +749,7 @@ def worst_statuses(results: Iterable[tuple[str, str]]) -> tuple[tuple[str, str],
     return tuple(_shared("result", item) for item in worst.items())
 
 
-def _worst_statuses(checks: list[_CheckItem]) -> tuple[tuple[str, str], ...]:
-    return worst_statuses((c.id, c.status) for c in checks)
-
-
-def _failure(c: _CheckItem, gpus: list[_CheckGpu]) -> Failure:
+def _failure(c: _FullCheckItem | _CheckItem, gpus: list[_FullCheckGpu] | list[_CheckGpu]) -> Failure:
     """A failed check result, with its scope and action (from the file, else from the check's
     declaration; an unknown check is node-scope) and the UUID of the GPU it is about."""
     from gpudiag.checks.rules import BY_ID
@@ -579,7 +765,7 @@ def _failure(c: _CheckItem, gpus: list[_CheckGpu]) -> Failure:
     return Failure(_shared("id", c.id), target, c.finding, scope, action, uuid)
 
 
-def _gpu_figures(gpus: list[_CheckGpu]) -> tuple[tuple[str, ...], dict[str, float], str]:
+def _gpu_figures(gpus: Sequence[_FullCheckGpu | _CheckGpu]) -> tuple[tuple[str, ...], dict[str, float], str]:
     """Per node: GPU models, the hottest GPU, the slowest matmul, error counts summed over GPUs."""
     names = []
     ecc_u = ecc_c = rows = pages = 0
@@ -639,15 +825,15 @@ _DEEP_FIGURES = (
 )
 
 
-def _has_deep(gpu: _CheckGpu) -> bool:
+def _has_deep(gpu: _FullCheckGpu | _CheckGpu) -> bool:
     return any(getattr(gpu, key) is not None for key, _ in _DEEP_FIGURES)
 
 
-def _deep_figures(gpus: list[_CheckGpu], metrics: dict[str, float]) -> dict[str, int]:
+def _deep_figures(gpus: Sequence[_FullCheckGpu | _CheckGpu], metrics: dict[str, float]) -> dict[str, int]:
     """Add the slowest GPU's deep figures to ``metrics``; which GPU each came from."""
     where: dict[str, int] = {}
     for key, figure in _DEEP_FIGURES:
-        slowest: _CheckGpu | None = None
+        slowest: _FullCheckGpu | _CheckGpu | None = None
         for g in gpus:
             value = getattr(g, key)
             if value is not None and (slowest is None or value < getattr(slowest, key)):
@@ -659,7 +845,7 @@ def _deep_figures(gpus: list[_CheckGpu], metrics: dict[str, float]) -> dict[str,
     return where
 
 
-def _snapshot(doc: _SnapshotFile, path: str, keep_checks: bool) -> NodeFile:
+def _snapshot(doc: _SnapshotFile, path: str, keep_checks: bool) -> tuple[NodeFile, None]:
     host = _node_name(doc, path)
     versions = {}
     if driver := _known(doc.nvml.driver_version):
@@ -693,10 +879,10 @@ def _snapshot(doc: _SnapshotFile, path: str, keep_checks: bool) -> NodeFile:
         )
     names, metrics, rem = _gpu_figures(gpus)
     shared = _shared("versions", versions, tuple(versions.items()))
-    return NodeFile(path, host, Kind.SNAPSHOT, "", None, (), shared, names, metrics, rem)
+    return NodeFile(path, host, Kind.SNAPSHOT, "", None, (), shared, names, metrics, rem), None
 
 
-def _bench(doc: _BenchFile, path: str, keep_checks: bool) -> NodeFile:
+def _bench(doc: _BenchFile, path: str, keep_checks: bool) -> tuple[NodeFile, None]:
     host = _node_name(doc, path)
     failures = [
         Failure("bench-transfer", f"cuda:{f.cuda_device}" if f.cuda_device is not None else "", f.message)
@@ -719,13 +905,13 @@ def _bench(doc: _BenchFile, path: str, keep_checks: bool) -> NodeFile:
                 metrics[metric] = min(rates) / 1e9  # the slowest GPU, GB/s
                 break
     names = _shared("gpus", tuple(d.name or "unknown GPU" for d in doc.devices))
-    return NodeFile(path, host, Kind.BENCH, "", None, tuple(failures), {}, names, metrics)
+    return NodeFile(path, host, Kind.BENCH, "", None, tuple(failures), {}, names, metrics), None
 
 
-def _memory(doc: _MemoryFile, path: str, keep_checks: bool) -> NodeFile:
+def _memory(doc: _MemoryFile, path: str, keep_checks: bool) -> tuple[NodeFile, None]:
     host = _node_name(doc, path)
     names = _shared("gpus", tuple(n if isinstance(n := _known(g.name), str) else "unknown GPU" for g in doc.gpus))
-    return NodeFile(path, host, Kind.MEMORY, gpus=names)
+    return NodeFile(path, host, Kind.MEMORY, gpus=names), None
 
 
 _READERS: dict[type, Any] = {

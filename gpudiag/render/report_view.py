@@ -299,6 +299,7 @@ def _node_json(n: Node, found: list[Outlier]) -> dict[str, Any]:
         "verdict": n.verdict,
         "outputs": [k.value for k in n.kinds],
         "files": list(n.files),
+        "verified_files": list(n.verified),
         "worst_file": n.worst or None,
         "failures": [
             {
