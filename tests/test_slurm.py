@@ -146,7 +146,7 @@ def test_the_fleet_script_then_drain_and_resume(cluster: Cluster) -> None:
     done = fleet("before", HEALTHY, "--gpus-per-node=8")
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"1 node(s) expected as {cluster.node}: 1 ready, 0 not ready, 0 unreadable, 0 missing" in done.stdout
-    assert (cluster.root / "before" / "report.xml").read_text().count("<testcase") > 20
+    assert (cluster.root / "before" / "report.xml").read_text().count("<testcase") == 1  # one per node
     done = fleet("broken", broken, "--gpus-per-node=8")
     assert done.returncode == 1, done.stdout + done.stderr
     assert re.search(rf"^  health\.ecc +node +1  {cluster.node} ", done.stdout, re.M), done.stdout
