@@ -162,6 +162,18 @@ def test_a_key_twice_is_found_however_the_text_is_laid_out() -> None:
     assert nodefiles.parse(dup, "gpu1.json").cause is Cause.DUPLICATE_KEY
 
 
+def test_a_colon_written_as_an_escape_does_not_balance_a_key_twice() -> None:
+    """One key more is one ':' more; a finding's ':' written as \\u003a is one fewer in the text."""
+    raw = twice("checks.0.status", "PASS")
+    finding = next(c["finding"] for c in ff.check(HEALTHY, "gpu1")["checks"] if ":" in c["finding"])
+    escaped = json.dumps(finding).replace(":", "\\u003a", 1).encode()
+    balanced = raw.replace(json.dumps(finding).encode(), escaped, 1)
+    assert balanced.count(b":") == raw.count(b":") - 1
+    assert nodefiles.parse(balanced, "gpu1.json").cause is Cause.DUPLICATE_KEY
+    fine = json.dumps(ff.check(HEALTHY, "gpu1"), indent=2).encode().replace(json.dumps(finding).encode(), escaped, 1)
+    assert nodefiles.parse(fine, "gpu1.json").kind is nodefiles.Kind.CHECK
+
+
 def test_a_snapshot_with_a_key_twice_is_unreadable() -> None:
     raw = json.dumps(ff.snapshot(HEALTHY), indent=2).replace('"nvml": {', '"nvml": {"driver_version": "1",', 1)
     node = nodefiles.parse(raw.encode(), "gpu1.json")

@@ -212,7 +212,7 @@ def parse(raw: bytes, path: str, keep_checks: bool = False) -> NodeFile:
         except UnicodeDecodeError as exc:
             return unreadable(path, Cause.BAD_UTF8, f"not valid UTF-8 (byte {exc.start})")
     try:
-        doc = _DECODER.decode(raw)
+        doc = _decode(raw)
     except msgspec.ValidationError as exc:  # JSON, but not a document of ours
         return _explain(raw, path, str(exc))
     except msgspec.DecodeError as exc:
@@ -222,7 +222,7 @@ def parse(raw: bytes, path: str, keep_checks: bool = False) -> NodeFile:
     except RecursionError:
         return _too_deep(path)
     try:
-        read: tuple[NodeFile, int | None] = _READERS[type(doc)](doc, path, keep_checks)
+        read: tuple[NodeFile, _Colons | None] = _READERS[type(doc)](doc, path, keep_checks)
     except msgspec.ValidationError as exc:  # in the list of checks
         return _explain(raw, path, f"{exc} in `checks`")
     except RecursionError:
@@ -230,8 +230,8 @@ def parse(raw: bytes, path: str, keep_checks: bool = False) -> NodeFile:
     except _InvalidContentError as exc:
         # A key given twice is the likelier story behind a contradiction: say that.
         return _duplicated(raw, path, _name(doc)[0]) or unreadable(path, exc.cause, exc.problem, _name(doc)[0])
-    node, keys = read
-    if keys is None or _key_count(raw) != keys:  # the exact check only where counting cannot rule it out
+    node, colons = read
+    if not _colons_ruled_out(raw, colons):  # the exact check only where counting cannot rule it out
         return _duplicated(raw, path, node.host) or node
     return node
 
@@ -241,17 +241,33 @@ def parse(raw: bytes, path: str, keep_checks: bool = False) -> NodeFile:
 # msgspec (as most readers) keeps the last of two equal keys without a word, so a file with two
 # "checks" would read as its second while a person reads its first. The exact check below runs the
 # standard library's parser over every object's pairs: three times the cost of reading the file. So
-# it runs only where counting cannot rule a duplicate out: with blanks removed, every key is a
-# closing quote followed by ':', and anything else matching '":' (an escaped quote, a string that
-# begins with ':') only adds to the count; the reader counts the distinct keys it decoded. Equal
-# counts therefore mean no key was given twice.
-
-_BLANKS = b" \t\n\r"
+# it runs only where counting cannot rule a duplicate out. Every ':' of a JSON text follows one key
+# or lies inside a string; the reader knows how many keys it decoded and how many colons the strings
+# it decoded hold (when no string writes a colon as an escape, each of those is a ':' of the text).
+# A text with exactly that many colons has no key twice: one given twice is a colon more.
 
 
-def _key_count(raw: bytes) -> int:
-    """At least the number of keys in the JSON text ``raw``; exactly that for gpudiag's own output."""
-    return raw.translate(None, _BLANKS).count(b'":')
+# The colons a document's text has when no key is there twice, and whether some of them were counted
+# in decoded text (where \\u003a would be a colon too).
+_Colons = tuple[int, bool]
+
+
+def _colons_ruled_out(raw: bytes, colons: _Colons | None) -> bool:
+    """Whether counting rules out a key twice: ``colons`` (None: the reader could not count) is every
+    ':' of ``raw``."""
+    return colons is not None and raw.count(b":") == colons[0] and not (colons[1] and _escaped_colon(raw))
+
+
+def _escaped_colon(raw: bytes) -> bool:
+    """Whether ``raw`` may write a ':' as ``\\u003a`` (a decoded colon that is no ':' of the text)."""
+    at = raw.find(b"\\")  # a few escapes (°, …) in a file of ours: memchr beats a search for the 5 bytes
+    for _ in range(64):
+        if at < 0:
+            return False
+        if raw[at + 1 : at + 5] == b"u003":
+            return True
+        at = raw.find(b"\\", at + 2)  # past an escaped backslash too: "\\\\u003a" is no escape
+    return b"\\u003" in raw
 
 
 class _DuplicateKeyError(Exception):
@@ -284,6 +300,15 @@ def _duplicated(raw: bytes, path: str, host: str | None) -> NodeFile | None:
     except ValueError as exc:  # read by msgspec, refused by the standard library (a 5,000-digit number)
         return unreadable(path, Cause.MALFORMED, f"malformed JSON: {str(exc)[:200]}", host)
     return None
+
+
+def _decode(raw: bytes) -> Any:
+    """The document, in the shape that counts its keys, else (an older check file) in the shape that
+    reads it; the errors are the latter's."""
+    try:
+        return _DECODER.decode(raw)
+    except msgspec.ValidationError:
+        return _OLDER.decode(raw)
 
 
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
@@ -405,7 +430,7 @@ class _FullCheckItem(msgspec.Struct, gc=False):
     area: msgspec.Raw
     status: CheckStatus
     target: str | None
-    finding: str
+    finding: msgspec.Raw  # its JSON text: decoded for a failure only (see _text), its colons counted as written
     fix: msgspec.Raw
     scope: Literal["node", "job"] | None
     action: str | None
@@ -474,18 +499,34 @@ _GPU_KEYS = 13  # the level-1 fields above
 
 
 class _CheckFile(_Named, tag_field="schema", tag="gpudiag.check/1"):
+    """`check --json` as written since 0.2.0, every key of its results and GPUs there to be counted."""
+
+    verdict: Verdict
+    could_not_run: list[str]
+    versions: dict[str, str]
+    checks: list[_FullCheckItem]
+    gpus: list[_FullCheckGpu] | UnsetType = UNSET
+    strict: bool | UnsetType = UNSET
+    exit_code: int | UnsetType = UNSET
+    summary: _Summary | UnsetType = UNSET
+    # Not read, only counted (see _colons_ruled_out):
+    source: Any = UNSET
+    collected_at: Any = UNSET
+    diagnostics: msgspec.Raw | UnsetType = UNSET  # check --level 2-4: its keys are not counted
+
+
+class _OlderCheckFile(_Named, tag_field="schema", tag="gpudiag.check/1"):
+    """Any other `check --json` (before 0.2.0 its results had no scope or action, and no GPUs were listed):
+    read when the shape above refuses it, its keys not counted."""
+
     verdict: Verdict
     could_not_run: list[str]
     versions: dict[str, str]
     checks: msgspec.Raw  # decoded below, once the rest of the file is known to be good
-    gpus: msgspec.Raw | UnsetType = UNSET  # absent before gpudiag 0.2.0: no figures then
+    gpus: list[_CheckGpu] | UnsetType = UNSET
     strict: bool | UnsetType = UNSET
     exit_code: int | UnsetType = UNSET
     summary: _Summary | UnsetType = UNSET
-    # Not read, only counted (see _key_count):
-    source: Any = UNSET
-    collected_at: Any = UNSET
-    diagnostics: msgspec.Raw | UnsetType = UNSET  # check --level 2-4: its keys are not counted
 
 
 _CHECK_REQUIRED = 5  # the schema, verdict, could_not_run, versions and checks
@@ -574,10 +615,9 @@ class _MemoryFileV1(_MemoryFile, tag="gpudiag.memory/1"):
 
 
 _DECODER = msgspec.json.Decoder(_CheckFile | _SnapshotFile | _BenchFile | _MemoryFile | _MemoryFileV1)
+# A check file the shape of _CheckFile refuses (in a union: a document without a schema is none of ours).
+_OLDER = msgspec.json.Decoder(_OlderCheckFile | _SnapshotFile | _BenchFile | _MemoryFile | _MemoryFileV1)
 _CHECKS = msgspec.json.Decoder(list[_CheckItem])
-_FULL_CHECKS = msgspec.json.Decoder(list[_FullCheckItem])
-_GPUS = msgspec.json.Decoder(list[_CheckGpu])
-_FULL_GPUS = msgspec.json.Decoder(list[_FullCheckGpu])
 
 
 def _name(data: _Named | None) -> tuple[str | None, str]:
@@ -626,14 +666,21 @@ def _shared(kind: str, value: Any, key: Any = None) -> Any:
 # --- per schema ----------------------------------------------------------------------
 
 
-def _check(doc: _CheckFile, path: str, keep_checks: bool) -> tuple[NodeFile, int | None]:
+def _check(doc: _CheckFile | _OlderCheckFile, path: str, keep_checks: bool) -> tuple[NodeFile, _Colons | None]:
     host = _node_name(doc, path)
-    keys: int | None = _CHECK_REQUIRED + sum(getattr(doc, f) is not UNSET for f in _CHECK_OPTIONAL)
-    try:
-        checks: list[_FullCheckItem] | list[_CheckItem] = _FULL_CHECKS.decode(doc.checks)
-        keys += _ITEM_KEYS * len(checks)  # type: ignore[operator]
-    except msgspec.ValidationError:  # an older file (no scope, no action): not counted
-        checks, keys = _CHECKS.decode(doc.checks), None
+    # The keys decoded, then the colons in the strings decoded (see _colons_ruled_out); None: not counted.
+    keys: int | None = None
+    checks: list[_FullCheckItem] | list[_CheckItem]
+    if isinstance(doc, _CheckFile):
+        checks = doc.checks
+        keys = _CHECK_REQUIRED + sum(getattr(doc, f) is not UNSET for f in _CHECK_OPTIONAL)
+        keys += _ITEM_KEYS * len(checks)
+        if doc.gpus is not UNSET:
+            keys += _GPU_KEYS * len(doc.gpus)
+        if doc.diagnostics is not UNSET:
+            keys = None
+    else:
+        checks = _CHECKS.decode(doc.checks)
     ids = {c.id for c in checks}
     if not ids <= _valid_ids:
         for cid in ids - _valid_ids:
@@ -650,18 +697,16 @@ def _check(doc: _CheckFile, path: str, keep_checks: bool) -> tuple[NodeFile, int
     code = check_code(bool(counts[2] or (strict and counts[1])), bool(doc.could_not_run), counts[3] < len(statuses))
     _consistent(doc, code, counts)
     failed = [c for c in checks if c.status in failing] if code is ExitCode.FAILED else []
-    gpus: list[_FullCheckGpu] | list[_CheckGpu] = []
-    if doc.gpus is not UNSET:
-        try:
-            try:
-                gpus = _FULL_GPUS.decode(doc.gpus)
-                keys = None if keys is None else keys + _GPU_KEYS * len(gpus)
-            except msgspec.ValidationError:  # an older file: not counted
-                gpus, keys = _GPUS.decode(doc.gpus), None
-        except msgspec.ValidationError as exc:
-            raise _InvalidContentError(Cause.MALFORMED, f"malformed gpudiag.check/1 output: {exc} in `gpus`") from None
+    gpus: list[_FullCheckGpu] | list[_CheckGpu] = [] if doc.gpus is UNSET else doc.gpus
     if keys is not None:
-        keys = None if doc.diagnostics is not UNSET else keys + len(doc.versions) + 4 * (doc.summary is not UNSET)
+        keys += len(doc.versions) + 4 * (doc.summary is not UNSET)
+    colons: tuple[int, bool] | None = None
+    if keys is not None and isinstance(doc, _CheckFile):  # and the colons of the strings decoded
+        keys += b"\0".join([c.finding for c in doc.checks]).count(b":")  # as written: Raw
+        decoded = sum(s.count(":") for s in doc.could_not_run)
+        decoded += sum(key.count(":") + value.count(":") for key, value in doc.versions.items())
+        decoded += sum(v.count(":") for v in (doc.source, doc.host, doc.slurm_node) if isinstance(v, str))
+        colons = (keys + decoded, decoded > 0)
     failures = [_failure(c, gpus) for c in failed]
     # What could not run (the torch probe, the functional test's child) or a run in which every check
     # was skipped leaves the verdict UNKNOWN: not ready for the job, but no proof against the node,
@@ -694,13 +739,13 @@ def _check(doc: _CheckFile, path: str, keep_checks: bool) -> tuple[NodeFile, int
         kept,
         node_verified=verified,
     )
-    return (replace(node, figure_gpus=deep) if deep else node), keys
+    return (replace(node, figure_gpus=deep) if deep else node), colons
 
 
 _NOTHING_CHECKED = Failure("gpudiag.nothing_checked", "", "nothing was checked: every check was skipped", "job")
 
 
-def _consistent(doc: _CheckFile, code: ExitCode, counts: tuple[int, int, int, int]) -> None:
+def _consistent(doc: _CheckFile | _OlderCheckFile, code: ExitCode, counts: tuple[int, int, int, int]) -> None:
     """The file's verdict, exit code and summary are the ones its results give, or it is unreadable."""
     given = CHECK_VERDICTS[code]
     if doc.verdict != given:
@@ -762,7 +807,21 @@ def _failure(c: _FullCheckItem | _CheckItem, gpus: list[_FullCheckGpu] | list[_C
     if target.startswith("GPU ") and target[4:].isdigit():
         index = int(target[4:])
         uuid = next((g.uuid for g in gpus if g.index == index and g.uuid), "")
-    return Failure(_shared("id", c.id), target, c.finding, scope, action, uuid)
+    return Failure(_shared("id", c.id), target, _text(c.finding), scope, action, uuid)
+
+
+_TEXT = msgspec.json.Decoder(str)
+
+
+def _text(finding: str | msgspec.Raw) -> str:
+    """A finding as text (a full result keeps its JSON until it is needed); one that is not a string
+    makes the file malformed."""
+    if isinstance(finding, str):
+        return finding
+    try:
+        return _TEXT.decode(finding)
+    except msgspec.ValidationError as exc:
+        raise _InvalidContentError(Cause.MALFORMED, f"malformed gpudiag.check/1 output: {exc} in a finding") from None
 
 
 def _gpu_figures(gpus: Sequence[_FullCheckGpu | _CheckGpu]) -> tuple[tuple[str, ...], dict[str, float], str]:
@@ -916,6 +975,7 @@ def _memory(doc: _MemoryFile, path: str, keep_checks: bool) -> tuple[NodeFile, N
 
 _READERS: dict[type, Any] = {
     _CheckFile: _check,
+    _OlderCheckFile: _check,
     _SnapshotFile: _snapshot,
     _BenchFile: _bench,
     _MemoryFile: _memory,
