@@ -21,7 +21,7 @@ from msgspec.structs import replace
 from gpudiag.checks import LOADED_GROUPS, CheckResult, Facts, FunctionalResult, Options, functional_runner
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
-from gpudiag.model import Machine, NvmlStatus, Reading, Reason, TorchRuntime
+from gpudiag.model import FactGroup, Machine, NvmlStatus, Reading, Reason, TorchRuntime
 from gpudiag.probe.child import Running
 
 if TYPE_CHECKING:  # imported when used: the torch child starts before NVML, psutil and the host modules load
@@ -142,12 +142,19 @@ def _drop_early() -> None:
         early.kill()
 
 
+# What `check` reads besides what its rules look at (rules.GROUPS): the deep diagnostics refuse GPUs
+# in use (deep.run.busy), and --json carries per-GPU figures (render.check_view.gpus_json).
+OWN_GROUPS = frozenset(
+    {FactGroup.PROCESSES, FactGroup.THERMAL, FactGroup.ECC, FactGroup.MEMORY_HEALTH, FactGroup.RECOVERY}
+)
+
+
 def _open(plan: Plan) -> MachineSource:
-    from gpudiag.checks import GROUPS
+    from gpudiag.checks.rules import GROUPS
     from gpudiag.probe.collect import open_source
 
     try:
-        return open_source(plan.replay, facts=GROUPS)
+        return open_source(plan.replay, facts=GROUPS | OWN_GROUPS)
     except UsageError:
         raise
     except GpudiagError as exc:  # e.g. the pynvml module is missing or stale: gpudiag cannot look
