@@ -98,7 +98,7 @@ class Check(msgspec.Struct, frozen=True):
     scope: Scope  # the node (hardware, driver, node configuration) or the job (its environment, its torch)
     action: Action  # what an operator does when it fails (a result may name a more precise one)
     finding: Steady | Volatile  # whether a failure's finding stays the same while the fault does
-    fails: str = ""  # when it fails or warns: the docs' table of checks
+    fails: str  # when it fails or warns: the docs' table of checks
     reads: tuple[str, ...] = ()  # the GPU's readings the rule looks at (model.Gpu fields): what `check` reads
     produces: frozenset[Status] = EVERY_STATUS  # the statuses its results can have
     needs_torch: NeedsTorch = never  # whether, with these options, it judges torch's runtime view
