@@ -827,5 +827,15 @@ def test_the_groups_check_reads_give_the_results_of_reading_everything(name: str
     assert "not read" not in " ".join(r.finding for r in got)
 
 
+@pytest.mark.parametrize("name", ["h100x8-healthy", "a100-ecc-errors"])
+def test_check_reads_the_figures_its_json_shows(name: str) -> None:
+    """--json's per-GPU figures come from what `check` reads, whichever checks read them."""
+    from gpudiag.checks.gather import OWN_GROUPS
+    from gpudiag.render.check_view import gpus_json
+
+    read = collect(name, facts=OWN_GROUPS)
+    assert gpus_json(Facts(machine=read, torch=read.torch_runtime, devices=None)) == gpus_json(facts(name))
+
+
 def test_a_failed_nvml_start_names_what_the_operator_does() -> None:
     assert rules.run(facts("no-driver"), Options(), only=("nvml.init",))[0].action is Action.FIX_CONFIG

@@ -1,9 +1,10 @@
 """What `gpudiag check` was asked for: its options checked, alone, against each other and against the
 checks' declarations, and the run they make. Every usage error is raised here, before anything runs.
 
-The command hands over its options as a :class:`Request`; :func:`prepare` returns the :class:`Prepared`
-run (the gathering's Plan, the rules' Options, ``--only``/``--skip``, the scheduler's mode) or raises
-one :class:`~gpudiag.errors.UsageError`.
+The command hands over its options as a :class:`Request` (``cli.common.request_of``); :func:`prepare`
+parses them once into what they mean and returns the :class:`Prepared` run (the gathering's Plan with
+its Level and, for ``--level 2-4``, its DeepPlan; the rules' Options, ``--only``/``--skip``, the
+scheduler's mode) or raises one :class:`~gpudiag.errors.UsageError`.
 """
 
 from __future__ import annotations
