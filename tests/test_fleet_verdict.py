@@ -174,6 +174,17 @@ def test_a_colon_written_as_an_escape_does_not_balance_a_key_twice() -> None:
     assert nodefiles.parse(fine, "gpu1.json").kind is nodefiles.Kind.CHECK
 
 
+@pytest.mark.parametrize("finding", [{"object": "with a key twice"}, 3, None, ["x: y"]])
+def test_a_finding_that_is_not_text_is_malformed_even_in_a_passed_check(finding: Any) -> None:
+    """A finding is kept as JSON until a failure needs it: still, each must be a string (an object
+    there would also hide its keys from the count)."""
+    data = ff.check(HEALTHY, "gpu1")
+    data["checks"][3]["finding"] = "@@F@@"
+    raw = json.dumps(data).replace('"@@F@@"', '{"a": 1, "a": 2}' if isinstance(finding, dict) else json.dumps(finding))
+    node = nodefiles.parse(raw.encode(), "gpu1.json")
+    assert node.cause in (Cause.MALFORMED, Cause.DUPLICATE_KEY) and node.kind is None, node
+
+
 def test_a_snapshot_with_a_key_twice_is_unreadable() -> None:
     raw = json.dumps(ff.snapshot(HEALTHY), indent=2).replace('"nvml": {', '"nvml": {"driver_version": "1",', 1)
     node = nodefiles.parse(raw.encode(), "gpu1.json")

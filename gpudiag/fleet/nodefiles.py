@@ -671,8 +671,13 @@ def _check(doc: _CheckFile | _OlderCheckFile, path: str, keep_checks: bool) -> t
     # The keys decoded, then the colons in the strings decoded (see _colons_ruled_out); None: not counted.
     keys: int | None = None
     checks: list[_FullCheckItem] | list[_CheckItem]
+    findings = b""
     if isinstance(doc, _CheckFile):
         checks = doc.checks
+        # Each finding's JSON text, NUL apart (no NUL is in JSON text): every one must be a string.
+        findings = b"\0".join([c.finding for c in checks])
+        if checks and (findings[:1] != b'"' or findings.count(b'\0"') != len(checks) - 1):
+            raise _InvalidContentError(Cause.MALFORMED, "malformed gpudiag.check/1 output: a finding that is not text")
         keys = _CHECK_REQUIRED + sum(getattr(doc, f) is not UNSET for f in _CHECK_OPTIONAL)
         keys += _ITEM_KEYS * len(checks)
         if doc.gpus is not UNSET:
@@ -702,7 +707,7 @@ def _check(doc: _CheckFile | _OlderCheckFile, path: str, keep_checks: bool) -> t
         keys += len(doc.versions) + 4 * (doc.summary is not UNSET)
     colons: tuple[int, bool] | None = None
     if keys is not None and isinstance(doc, _CheckFile):  # and the colons of the strings decoded
-        keys += b"\0".join([c.finding for c in doc.checks]).count(b":")  # as written: Raw
+        keys += findings.count(b":")  # as written
         decoded = sum(s.count(":") for s in doc.could_not_run)
         decoded += sum(key.count(":") + value.count(":") for key, value in doc.versions.items())
         decoded += sum(v.count(":") for v in (doc.source, doc.host, doc.slurm_node) if isinstance(v, str))
