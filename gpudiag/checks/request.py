@@ -22,7 +22,7 @@ from gpudiag.errors import UsageError
 from gpudiag.units import seconds, size
 
 if TYPE_CHECKING:  # the scheduler's modes load with --mode only
-    from gpudiag.fleet.scheduled import Mode
+    from gpudiag.checks.modes import Mode
 
 
 class Request(msgspec.Struct, frozen=True, kw_only=True):
@@ -76,12 +76,12 @@ def prepare(r: Request, replay: str | None) -> Prepared:
     quick, no_torch, schedule = r.quick, r.no_torch, None
     health_check = False  # --mode health-check: outside any job, the node's own checks only
     if r.mode is not None:
-        from gpudiag.fleet import scheduled
+        from gpudiag.checks import modes
 
         if r.json_output or r.junit is not None:
             raise UsageError("--mode gives an exit status and one line on stderr; leave out --json and --junit")
-        schedule = scheduled.parse(r.mode, r.deadline)
-        health_check = schedule[0] is scheduled.Mode.HEALTH_CHECK
+        schedule = modes.parse(r.mode, r.deadline)
+        health_check = schedule[0] is modes.Mode.HEALTH_CHECK
         quick, no_torch = quick or r.python is None, no_torch or r.python is None
     elif r.deadline is not None:
         raise UsageError("--deadline goes with --mode prolog or --mode health-check")
@@ -91,7 +91,7 @@ def prepare(r: Request, replay: str | None) -> Prepared:
     options = _options(r)
     only, skip = _ids(r.only, "--only"), _ids(r.skip, "--skip")
     if health_check:
-        from gpudiag.fleet.scheduled import node_checks_only
+        from gpudiag.checks.modes import node_checks_only
 
         job_options = ["--min-free"] if r.min_free is not None else []  # the requirements are the site's here
         skip += node_checks_only(only, job_options)
