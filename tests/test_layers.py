@@ -3,6 +3,9 @@
 - every module sits in one row of docs/design.md's layer table and imports only its own row and the
   rows above it, imports inside functions and under TYPE_CHECKING included; no import cycle but the
   known ones (KNOWN_CYCLES: each with why it is still there);
+- the folders follow the layers too: no package of gpudiag/ imports one that imports it back, and no
+  cycle runs among packages (lazy and TYPE_CHECKING imports included; KNOWN_TWO_WAY names a pair
+  left to untangle);
 - the model (values.py, its base; model.py, the details it may carry, details.py, and the
   declarations of NVML's readings, readings.py) imports nothing else of gpudiag;
 - only the live NVML source (probe/collect.py, which hands the module to probe/nvml.py) and the
@@ -371,8 +374,8 @@ def test_no_import_cycle_but_the_known_ones() -> None:
 
 # --- packages: the folders of gpudiag/ ------------------------------------------------------
 
-# Two packages that still import each other, each with why (none since fleet's scheduler modes left
-# check's options to checks/modes.py). Another such pair fails; so does one of these once it is gone.
+# Two packages left importing each other on purpose, each with why (none may: a pair to untangle is
+# named here until it is). Another such pair fails; so does one of these once it is gone.
 KNOWN_TWO_WAY: set[frozenset[str]] = set()
 
 
@@ -410,8 +413,8 @@ def test_no_two_packages_import_each_other_but_the_known_ones() -> None:
 
 
 def test_no_cycle_among_packages() -> None:
-    """Nor through others: no package reaches itself (bench → probe → children → bench was one).
-    The modules directly in gpudiag/ count as packages of their own here."""
+    """Nor through others: no package reaches itself (bench → probe → children → bench, say). The
+    modules directly in gpudiag/ count as packages of their own here."""
     assert cycles(without(package_graph(import_graph()), KNOWN_TWO_WAY)) == set()
 
 
