@@ -262,3 +262,15 @@ def test_the_real_cpu_only_torch_says_why_in_the_child() -> None:
     out = run_child(plan, Collector(lambda d: None), gpu_count=1, numa_by_uuid={}, numa_by_pci={})
     assert out.no_cuda == f"torch {torch_build.version} is a CPU-only build"
     assert not out.devices and not out.failure
+
+
+def test_the_child_run_by_path_does_not_put_its_folder_first_on_the_path() -> None:
+    """gpudiag/bench/ holds plan.py, report.py, stats.py, ...: run by path, the child drops its own
+    folder from sys.path, so those never answer an import of another module of that name."""
+    import subprocess
+
+    config = {"plan": make_plan("d2d", None, False, 16, 3, None).to_data(), "primitives": "torch_prims:nothing"}
+    done = subprocess.run(
+        [sys.executable, str(runner.CHILD), json.dumps(config)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode != 0 and "No module named 'torch_prims'" in done.stderr
