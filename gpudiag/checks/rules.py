@@ -18,9 +18,19 @@ import traceback
 from collections.abc import Iterable
 
 # Importing the rule modules declares their checks.
-from gpudiag.checks import CheckResult, Facts, Options, Status, config, driver, health, requirements, software  # noqa: F401
+from gpudiag.checks import (  # noqa: F401
+    CheckResult,
+    Facts,
+    Options,
+    Status,
+    config,
+    deep_rules,  # the deep diagnostics, check --level 2-4
+    driver,
+    health,
+    requirements,
+    software,
+)
 from gpudiag.checks.base import AREAS, DECLARED, Check, groups
-from gpudiag.checks.deep import rules as deep_rules  # noqa: F401  (the deep diagnostics, check --level 2-4)
 from gpudiag.errors import DEBUG_ENV
 
 CHECKS: tuple[Check, ...] = tuple(sorted(DECLARED, key=lambda c: AREAS.index(c.area)))  # stable: declaration order
