@@ -307,6 +307,7 @@ def test_a_kernel_file_empty_to_stat_is_refused_unread() -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.access("/proc/kmsg", os.R_OK), reason="/proc/kmsg is root's to read")
 def test_replaying_proc_kmsg_neither_blocks_nor_reads_it() -> None:
     done = subprocess.run(

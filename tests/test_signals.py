@@ -224,7 +224,7 @@ def _timeless(text: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
-@pytest.mark.parametrize("point", sorted(POINTS))
+@pytest.mark.parametrize("point", sorted(POINTS), ids=lambda p: f"{p}-{POINTS[p].replace(' ', '-')}")
 def test_a_signal_at_each_moment_of_a_wait_is_128_plus_n_or_its_own_death(
     tmp_path: Path, point: str, signum: int
 ) -> None:
@@ -248,7 +248,7 @@ def _cases() -> list[tuple[str, str, int]]:
 @pytest.mark.parametrize(
     ("command", "point", "signum"),
     _cases(),
-    ids=[f"{c}-{p}-{signal.Signals(s).name}" for c, p, s in _cases()],
+    ids=[f"{c}-{p}-{signal.Signals(s).name}-{POINTS[p].replace(' ', '-')}" for c, p, s in _cases()],
 )
 def test_a_signal_at_each_moment_of_every_command(tmp_path: Path, command: str, point: str, signum: int) -> None:
     _assert_ended_as_the_moment_requires(tmp_path, STARTING[command], point, signum)

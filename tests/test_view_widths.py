@@ -27,6 +27,7 @@ NEVER_WRAPPED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("view", sorted(NEVER_WRAPPED))
 def test_a_view_that_never_wraps_prints_the_same_bytes_at_any_width(cli: Cli, view: str) -> None:
     name, args = NEVER_WRAPPED[view]
