@@ -71,3 +71,23 @@ def test_up_to_the_limit_each_peer_is_listed_and_the_matrix_follows(cli: Cli, tm
     first = per_gpu_blocks(out)[0]
     assert sum(bool(re.match(r" +GPU \d+ +: ", line)) for line in first) == PEERS_READ_UP_TO - 1
     assert "\nTopology\n       GPU0  GPU1" in out and "Legend:" in out
+
+
+@pytest.mark.slow
+def test_beyond_the_limit_no_peer_is_read_and_allreduce_judges_no_path(tmp_path: Path) -> None:
+    """What reads the details' topology (the deep checks' allreduce) takes peers not read for an
+    unknown path, never for "no NVLink between them"."""
+    import os
+
+    from gpudiag.checks.deep.allreduce import expectation
+    from gpudiag.probe.collect import collect
+    from gpudiag.values import FactGroup
+
+    facts = frozenset({FactGroup.DETAILS, FactGroup.LINKS, FactGroup.PCIE})
+    small = collect(str(fixtures.EXAMPLES_DIR / "h100x8-nvswitch.json"), os.environ, facts)
+    path, gbps = expectation(small.gpus, [0, 1])
+    assert path == "NVSwitch" and gbps  # up to the limit, the peers are read and judged
+    large = collect(str(many_gpus(tmp_path, PEERS_READ_UP_TO + 1)), os.environ, facts)
+    affinities = [g.details.value.affinity.value for g in large.gpus if g.details.value is not None]
+    assert len(affinities) == PEERS_READ_UP_TO + 1 and all(a is not None and a.peers == () for a in affinities)
+    assert expectation(large.gpus, [0, 1]) == ("", None)
