@@ -169,10 +169,10 @@ _NO_MATRIX = "Topology\n{} GPUs: how each reaches each other one is `gpudiag top
 
 
 def _peers_read(machine: Machine) -> bool:
-    """Whether the details list each GPU's peers: not beyond PEERS_READ_UP_TO GPUs (N² lines)."""
+    """Whether the details list each GPU's peers: not beyond PEERS_READ_UP_TO usable GPUs (N² lines)."""
     from gpudiag.details import PEERS_READ_UP_TO
 
-    return len(machine.gpus) <= PEERS_READ_UP_TO
+    return sum(g.state is GpuState.OK for g in machine.gpus) <= PEERS_READ_UP_TO
 
 
 # The lines of a GPU in `-q`, in nvidia-smi's order and words (driver 580), each with its `-q -x`
@@ -950,7 +950,7 @@ def _topology(machine: Machine, gpu: Gpu, d: GpuDetails | None, display: frozens
     for peer in a.peers:
         link = f"NV{peer.nvlinks}" if peer.nvlinks else show(peer.common_ancestor)
         lines.append((3, f"GPU {peer.gpu}", f"{link}, P2P read {show(peer.p2p_read)}", None))
-    if not _peers_read(machine):
+    if not a.peers and not _peers_read(machine):
         lines.append((3, "Peers", f"{len(machine.gpus) - 1} GPUs, not listed here: see gpudiag topo", None))
     return lines
 
