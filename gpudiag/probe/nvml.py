@@ -829,7 +829,9 @@ def _invoke(lib: Any, spec: Spec, call: str, h: Any, args: tuple[Any, ...]) -> A
     if not spec.struct:
         return getattr(lib, call)(h, *args)
     struct = getattr(lib, spec.struct)()
-    getattr(lib, call)(h, *args, ctypes.byref(struct))
+    code = getattr(lib, call)(h, *args, ctypes.byref(struct))
+    if isinstance(code, int) and code != lib.NVML_SUCCESS:  # nvmlDeviceGetCapabilities returns NVML's code
+        raise lib.NVMLError(code)
     return struct
 
 
