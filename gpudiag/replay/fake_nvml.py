@@ -692,38 +692,32 @@ class FakeNvml(CFake):
         if not recorded(self._full_gpu(handle).inforom_valid):
             fail(pynvml.NVML_ERROR_CORRUPTED_INFOROM)
 
-    def nvmlDeviceGetFieldValues(self, handle: FakeHandle, field_ids: list[Any]) -> Any:
-        """Each field asked as nvidia-ml-py takes it: an id, or an (id, scope) pair."""
-        self._enter("nvmlDeviceGetFieldValues")
-        values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
-        code = self._fill_field_values(handle, field_ids, values)
-        if code != pynvml.NVML_SUCCESS:
-            fail(code)
-        return values
-
     def field_not_recorded(self, slot: Any) -> bool:
         """Whether a field value this fake answered with an error is one the snapshot does not hold
         (NVML's unknown error to gpustat and nvitop; gpudiag's probe asks, to say "not recorded")."""
         return ctypes.addressof(slot) in self._unrecorded_fields
 
-    def _fill_field_values(self, handle: FakeHandle, field_ids: list[Any], values: Any) -> int:
+    def _fill_field_values(self, handle: FakeHandle, count: int, values: Any) -> int:
+        """The first ``count`` slots of ``values``: each one's id and scope as pynvml set them, its
+        status, value type and value answered (set as the C library sets them, not through pynvml's
+        struct conversions)."""
         self._unrecorded_fields.clear()  # the slots of the latest call only
         try:
             gpu = self._full_gpu(handle)
         except pynvml.NVMLError as exc:
             return int(exc.value)
-        for slot, field_id in zip(values, field_ids, strict=False):
-            slot.fieldId = field_id[0] if isinstance(field_id, tuple) else field_id
-            slot.scopeId = field_id[1] if isinstance(field_id, tuple) else 0
+        put = ctypes.Structure.__setattr__
+        for i in range(count):
+            slot = values[i]
             try:
                 value, value_type = self._field(gpu, handle, int(slot.fieldId), int(slot.scopeId))
             except pynvml.NVMLError as exc:
-                slot.nvmlReturn = int(exc.value)
+                put(slot, "nvmlReturn", int(exc.value))
                 if isinstance(exc, NotRecordedError):
                     self._unrecorded_fields.add(ctypes.addressof(slot))
                 continue
-            slot.nvmlReturn = pynvml.NVML_SUCCESS
-            slot.valueType = value_type
+            put(slot, "nvmlReturn", pynvml.NVML_SUCCESS)
+            put(slot, "valueType", value_type)
             setattr(slot.value, _VALUE_MEMBERS.get(value_type, "uiVal"), value)
         return int(pynvml.NVML_SUCCESS)
 
@@ -982,9 +976,8 @@ class FakeNvml(CFake):
             self._enter("nvmlDeviceGetFieldValues")
         except pynvml.NVMLError as exc:
             return int(exc.value)
-        values = ref._obj
         n = int(count.value if isinstance(count, ctypes._SimpleCData) else count)
-        return self._fill_field_values(handle, [(values[i].fieldId, values[i].scopeId) for i in range(n)], values)
+        return self._fill_field_values(handle, n, ref._obj)
 
 
 def _fill_process(info: Any, proc: GpuProcess) -> None:
