@@ -18,9 +18,11 @@ import msgspec
 import pynvml
 import pytest
 
-from gpudiag.model import Reading
+from gpudiag.model import GpuState, Reading
+from gpudiag.probe.nvml import NvmlSession
 from gpudiag.render import csv_query
 from gpudiag.replay import c_boundary
+from gpudiag.replay.fake_host import RecordedHost
 from gpudiag.replay.fake_nvml import FakeNvml
 from gpudiag.replay.fixtures import example_names, load
 from tests.conftest import Cli
@@ -176,3 +178,11 @@ def test_invalid_utf8_in_a_recorded_name_raises_as_pynvml_raises() -> None:
         tb = tb.tb_next
     assert tb.tb_frame.f_code in _pynvml_code()  # raised by pynvml's own decoding
     assert lib.nvmlDeviceGetUUID(handle) == gpu.uuid.value  # the rest still answers
+    # gpudiag's probe reads it as that reading's error, as with a real driver; the GPU reads on.
+    session = NvmlSession(FakeNvml(msgspec.structs.replace(machine, gpus=(gpu,))), RecordedHost(machine))
+    session.open(machine.nvml.kernel_module_version)
+    read = session.read_gpus()[0]
+    assert (
+        read.name.value is None and "nvmlDeviceGetName" in read.name.detail and "UnicodeDecodeError" in read.name.detail
+    )
+    assert read.state is GpuState.OK and read.uuid.value == gpu.uuid.value
