@@ -361,6 +361,7 @@ class FakeNvml(CFake):
 
         return (
             hand
+            or self._c_special(name) is not None
             or name in _ROW_CALLS
             or name in _detail_rows_by_call()
             or hasattr(FakeDetails, name)
@@ -786,48 +787,6 @@ class FakeNvml(CFake):
             gi, ci = mig.gpu_instance_id.value, mig.compute_instance_id.value
             procs = [p for p in procs if p.gpu_instance_id == gi and p.compute_instance_id == ci]
         return procs
-
-    def _query_processes(self, symbol: str, handle: FakeHandle) -> list[Any]:
-        """nvidia-ml-py's process wrapper: through the module's function-pointer lookup (which
-        gpustat patches to fall back from v3 to v2), the sizing call, then friendly objects."""
-        fn = self.__dict__["_nvmlGetFunctionPointer"](symbol)
-        count = ctypes.c_uint(0)
-        ret = fn(handle, ctypes.byref(count), None)
-        if ret == pynvml.NVML_SUCCESS:
-            return []
-        if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
-            fail(ret)
-        count.value = count.value * 2 + 5
-        infos = (pynvml.c_nvmlProcessInfo_v3_t * count.value)()
-        ret = fn(handle, ctypes.byref(count), infos)
-        if ret != pynvml.NVML_SUCCESS:
-            fail(ret)
-        out = []
-        for i in range(count.value):
-            obj = pynvml.nvmlStructToFriendlyObject(infos[i])
-            if obj.usedGpuMemory == _NOT_AVAILABLE:
-                obj.usedGpuMemory = None  # as pynvml maps NVML_VALUE_NOT_AVAILABLE
-            out.append(obj)
-        return out
-
-    def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: FakeHandle) -> list[Any]:
-        return self._query_processes("nvmlDeviceGetComputeRunningProcesses_v3", handle)
-
-    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: FakeHandle) -> list[Any]:
-        return self._query_processes("nvmlDeviceGetComputeRunningProcesses_v2", handle)
-
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeHandle) -> list[Any]:
-        # nvidia-ml-py's unversioned wrapper calls the v3 entry point.
-        return self._query_processes("nvmlDeviceGetComputeRunningProcesses_v3", handle)
-
-    def nvmlDeviceGetGraphicsRunningProcesses_v3(self, handle: FakeHandle) -> list[Any]:
-        return self._query_processes("nvmlDeviceGetGraphicsRunningProcesses_v3", handle)
-
-    def nvmlDeviceGetGraphicsRunningProcesses_v2(self, handle: FakeHandle) -> list[Any]:
-        return self._query_processes("nvmlDeviceGetGraphicsRunningProcesses_v2", handle)
-
-    def nvmlDeviceGetGraphicsRunningProcesses(self, handle: FakeHandle) -> list[Any]:
-        return self._query_processes("nvmlDeviceGetGraphicsRunningProcesses_v3", handle)
 
     # -- GPM (profiling metrics) ----------------------------------------------------
     # The recorded figures are what the GPU did over a window: nvmlGpmMetricsGet answers the ones the
