@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import json
 import re
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -336,3 +337,34 @@ def test_a_field_row_answers_its_own_scope_and_a_link_answers_for_itself() -> No
     details = gpu.details.value
     assert details is not None and details.nvlinks.value is not None
     assert (link0.nvmlReturn, link0.value.ullVal) == (pynvml.NVML_SUCCESS, details.nvlinks.value[0].data_tx_kib.value)
+
+
+# --- the real pynvml: untouched by a replay, borrowed by python -m gpudiag.replay -------------------
+
+
+def test_a_replay_leaves_the_real_pynvml_alone() -> None:
+    """Each fake has pynvml's functions on a loader state of its own: two replays at once answer each
+    for its machine, and the real module never loads anything."""
+    healthy, lost = fake("h100x8-healthy"), fake("gpu-lost")
+    assert (healthy.nvmlDeviceGetCount(), lost.nvmlDeviceGetCount()) == (8, len(load("gpu-lost")[0].gpus))
+    assert pynvml.nvmlLib is None and pynvml._nvmlGetFunctionPointer_cache == {}
+    assert healthy.nvmlLib is healthy.library and lost.nvmlLib is lost.library
+
+
+def test_python_m_gpudiag_replay_runs_a_program_on_the_real_pynvml_and_puts_it_back(tmp_path: Path) -> None:
+    from gpudiag.replay import run
+
+    script = tmp_path / "reader.py"
+    script.write_text(
+        "import json, sys, pynvml\n"
+        "pynvml.nvmlInit()\n"
+        "h = pynvml.nvmlDeviceGetHandleByIndex(0)\n"
+        "read = [pynvml.nvmlDeviceGetName(h), type(pynvml.nvmlDeviceGetMemoryInfo(h)).__name__]\n"
+        "json.dump(read, open(sys.argv[1], 'w'))\n"
+        "pynvml._nvmlGetFunctionPointer = None  # a program's own patch (gpustat makes one)\n"
+    )
+    before, argv = dict(vars(pynvml)), list(sys.argv)
+    assert run.main(["h100-driver580-idle", str(script), str(tmp_path / "out.json")]) == 0
+    assert json.loads((tmp_path / "out.json").read_text()) == ["NVIDIA H100 80GB HBM3", "c_nvmlMemory_t"]
+    assert vars(pynvml) == before  # its loader state and the program's patch undone
+    assert pynvml.nvmlLib is None and sys.argv == argv

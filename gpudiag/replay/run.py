@@ -46,11 +46,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[1] != "-m" and not Path(args[1]).is_file():
         print(f"gpudiag.replay: no such script: {args[1]}", file=sys.stderr)
         return int(ExitCode.USAGE)
-    with installed(fake.library):
-        if args[1] == "-m":
-            sys.argv = [args[2], *args[3:]]
-            runpy.run_module(args[2], run_name="__main__", alter_sys=True)
-        else:
-            sys.argv = args[1:]
-            runpy.run_path(args[1], run_name="__main__")
+    argv = sys.argv
+    try:
+        with installed(fake.library):
+            if args[1] == "-m":
+                sys.argv = [args[2], *args[3:]]
+                runpy.run_module(args[2], run_name="__main__", alter_sys=True)
+            else:
+                sys.argv = args[1:]
+                runpy.run_path(args[1], run_name="__main__")
+    finally:
+        sys.argv = argv
     return 0
