@@ -42,19 +42,22 @@ SIZED_EVEN_EMPTY = frozenset({"nvmlDeviceGetProcessUtilization"})
 # -- pynvml's functions on a loader state of their own ---------------------------------------------
 
 
+def _ours(value: Any) -> bool:
+    return isinstance(value, FunctionType) and value.__globals__ is _PYNVML
+
+
 @functools.cache
-def _functions() -> tuple[tuple[str, FunctionType], ...]:
-    return tuple((n, v) for n, v in _PYNVML.items() if isinstance(v, FunctionType) and v.__globals__ is _PYNVML)
+def _functions() -> tuple[tuple[str, FunctionType, bool], ...]:
+    """pynvml's functions, each with whether it needs more than its code bound anew (a decorator's
+    wrapper holds the function it wraps; wraps() leaves attributes; a keyword default)."""
+    return tuple((n, v, bool(v.__closure__ or v.__dict__ or v.__kwdefaults__)) for n, v in _PYNVML.items() if _ours(v))
 
 
 def _rebind(function: FunctionType, namespace: dict[str, Any]) -> FunctionType:
     closure = function.__closure__
     if closure is not None:  # a decorator's wrapper (convertStrBytes): the function it wraps too
         closure = tuple(
-            CellType(_rebind(cell.cell_contents, namespace))
-            if isinstance(cell.cell_contents, FunctionType) and cell.cell_contents.__globals__ is _PYNVML
-            else cell
-            for cell in closure
+            CellType(_rebind(cell.cell_contents, namespace)) if _ours(cell.cell_contents) else cell for cell in closure
         )
     out = FunctionType(function.__code__, namespace, function.__name__, function.__defaults__, closure)
     out.__kwdefaults__, out.__qualname__, out.__doc__ = function.__kwdefaults__, function.__qualname__, function.__doc__
@@ -68,8 +71,13 @@ def bind(namespace: dict[str, Any], load: Callable[[str], Any]) -> None:
     the library loaded through ``load`` (in place of ``ctypes.CDLL``)."""
     name = namespace.get("__name__", "pynvml")
     namespace.update(_PYNVML)
-    for key, function in _functions():
-        namespace[key] = _rebind(function, namespace)
+    new = FunctionType
+    for key, function, more in _functions():
+        # The plain ones (nearly all) as cheaply as Python makes a function: its name, qualified name
+        # and docstring come with its code.
+        namespace[key] = (
+            _rebind(function, namespace) if more else new(function.__code__, namespace, key, function.__defaults__)
+        )
     namespace.update(
         __name__=name,
         nvmlLib=None,
