@@ -1,6 +1,6 @@
 """NVML's C boundary, for a fake library under the real pynvml.
 
-Two things live here. :func:`bind` gives pynvml's own functions (the same code objects, unmodified)
+:func:`bind` gives pynvml's own functions (the same code objects, unmodified)
 a private copy of the module's loader state, so that a replay's fake library is what *they* load,
 while the ``pynvml`` module itself and every other replay in the process keep theirs; :func:`installed`
 puts a fake library into the real module for a whole program (``python -m gpudiag.replay``) and puts the
@@ -8,7 +8,9 @@ real loader state back after. :class:`Shaper` is the one layer that turns an ans
 encoded as NVML answers it) into what the C function writes through the pointers pynvml passes it:
 numbers, strings as the driver's bytes (so pynvml decodes them, and raises on invalid UTF-8, as with a
 real driver), pynvml's structs and arrays, opaque handles, and the two-call "insufficient size" protocol
-of the list queries. The capture replayer (tests/hardware/capture.py) answers through it too.
+of the list queries. :class:`CFake` is such a pynvml whose library is itself: it decodes each C
+call's arguments (handles back to :class:`FakeHandle`) and has a subclass say what the call answers;
+the replay's fake (:mod:`.fake_nvml`) and the capture replayer (tests/hardware/capture.py) are two.
 """
 
 from __future__ import annotations
