@@ -70,6 +70,19 @@ _NOT_COMPARED = {
 }
 
 
+def test_the_capture_replayer_answers_a_struct_through_pynvml_whatever_form_the_capture_keeps() -> None:
+    """The H200's capture keeps char arrays as their bytes (``{"hex": ...}``), the H100's as text: the
+    capture replayer writes either into pynvml's own struct, as the C library fills it."""
+    bus = b"00000000:00:06.0".ljust(32, b"\0")
+    for bus_id in ("00000000:00:06.0", {"hex": bus.hex()}):
+        pci = {"domain": 0, "bus": 0, "device": 6, "pciDeviceId": 590680286, "pciSubSystemId": 1, "busId": bus_id}
+        lib = capture.CaptureNvml({"system": {}, "device0": {"nvmlDeviceGetPciInfo": {"ok": pci}}}, {})
+        lib.nvmlInit()
+        ext = lib.nvmlPciInfoExt_v1_t()
+        lib.nvmlDeviceGetPciInfoExt(lib.nvmlDeviceGetHandleByIndex(0), ctypes.byref(ext))
+        assert (ext.busId, ext.pciDeviceId, ext.baseClass, ext.subClass) == ("00000000:00:06.0", 590680286, 3, 2)
+
+
 @pytest.mark.parametrize("moment", ["idle", "busy"])
 def test_fake_answers_each_captured_call_like_the_real_h100(moment: str) -> None:
     getters = json.loads((CAPTURE / f"nvml-getters-{moment}.json").read_text())["device0"]

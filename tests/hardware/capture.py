@@ -167,7 +167,7 @@ class CaptureNvml(CFake):
     capture shows pynvml's wrapper returned (through the replay's own answer shaping), so the probe
     reads it through pynvml's wrappers, as it read the real GPU."""
 
-    RAW = frozenset({"nvmlDeviceGetPciInfoExt", "nvmlDeviceGetSramEccErrorStatus", "nvmlGpmMetricsGet"})
+    RAW = frozenset({"nvmlDeviceGetSramEccErrorStatus", "nvmlGpmMetricsGet"})
 
     def __init__(self, getters: dict[str, Any], fields: dict[Any, Any], gpm: dict[str, Any] | None = None) -> None:
         super().__init__(__doc__)
@@ -223,14 +223,12 @@ class CaptureNvml(CFake):
             raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return FakeHandle(0)
 
-    def nvmlDeviceGetPciInfoExt(self, handle: Any, ref: Any) -> None:
-        """Not in the getter capture (it takes a struct): nvidia-smi's pci.baseClass 0x3, pci.subClass 0x2."""
-        pci = self._device["nvmlDeviceGetPciInfo"]["ok"]
-        info = ref._obj
-        info.domain, info.bus, info.device = pci["domain"], pci["bus"], pci["device"]
-        info.pciDeviceId, info.pciSubSystemId = pci["pciDeviceId"], pci["pciSubSystemId"]
-        info.baseClass, info.subClass = 0x3, 0x2
-        info.busId = pci["busId"].encode()
+    def nvmlDeviceGetPciInfoExt(self, handle: Any) -> dict[str, Any]:
+        """Not in the getter capture (it takes a struct): nvidia-smi's pci.baseClass 0x3, pci.subClass 0x2,
+        the rest as nvmlDeviceGetPciInfo answered (the bus id as text, or as the bytes a newer capture keeps)."""
+        pci = _namespace(self._device["nvmlDeviceGetPciInfo"]["ok"])
+        names = ("domain", "bus", "device", "pciDeviceId", "pciSubSystemId", "busId")
+        return {**{name: getattr(pci, name) for name in names}, "baseClass": 0x3, "subClass": 0x2}
 
     def nvmlDeviceGetSramEccErrorStatus(self, handle: Any, ref: Any) -> None:
         """Not in the getter capture (it takes a struct): nvidia-smi printed 0 for every SRAM count and
