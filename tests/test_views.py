@@ -389,7 +389,9 @@ def test_pmon_reads_the_process_lists_and_their_samples_each_interval() -> None:
             source.seek(sample)
             before = len(source.lib.calls)
             reader.read(0)
-            assert source.lib.calls[before:] == [
+            calls = source.lib.calls[before:]
+            # Each query once: nvidia-ml-py's list wrappers make a sizing call, then the filled one.
+            assert [c for i, c in enumerate(calls) if i == 0 or c != calls[i - 1]] == [
                 "nvmlDeviceGetComputeRunningProcesses_v3",
                 "nvmlDeviceGetGraphicsRunningProcesses_v3",
                 "nvmlDeviceGetProcessUtilization",

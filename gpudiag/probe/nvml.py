@@ -579,7 +579,19 @@ class NvmlSession:
             by_reference = ctypes.byref(struct)
         except Exception as exc:  # a binding whose struct cannot be made
             return undecodable(call, exc)
-        return self._read(call, h, *args, by_reference, convert=lambda _: struct)
+        code: Reading[Any] = self._read(call, h, *args, by_reference)
+        if code.value is None:
+            return code
+        if isinstance(code.value, int) and code.value != self._lib.NVML_SUCCESS:
+            # nvidia-ml-py's nvmlDeviceGetCapabilities returns NVML's code where its other wrappers raise it
+            try:
+                raise self._lib.NVMLError(code.value)
+            except self._lib.NVMLError as exc:
+                reason, detail = self._reason(exc, call)
+            if reason is Reason.GPU_LOST:
+                raise _GpuLostError(f"{call}: GPU is lost")
+            return Reading.missing(reason, detail)
+        return Reading.of(struct)
 
     def field_values(self, h: Any, ids: list[Any]) -> dict[Any, Reading[Any]]:
         """Field values (an id, or an (id, scope) pair) in one call, each with its own status."""
