@@ -38,15 +38,16 @@ def test_the_captured_examples_hold_the_details_the_probe_reads_from_the_capture
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if hasattr(value, "__dict__"):
-        return {k: _plain(v) for k, v in vars(value).items()}
-    return value
+    """An answer as the getter capture recorded the real one (its structs' members, arrays as lists)."""
+    from tests.hardware.tools.nvml_getters import plain
+
+    return plain(value)
 
 
 def _subset(got: Any, want: Any) -> bool:
     """Every attribute the fake returns equals the capture's (the fake may return fewer)."""
+    if isinstance(got, dict) and set(got) == {"hex"} and isinstance(want, str):  # a string member, recorded as text
+        return bytes.fromhex(got["hex"]).split(b"\0")[0].decode(errors="replace") == want
     if isinstance(got, dict) and isinstance(want, dict):
         return all(k in want and _subset(v, want[k]) for k, v in got.items())
     if isinstance(got, list) and isinstance(want, list):
@@ -67,6 +68,19 @@ _NOT_COMPARED = {
     "nvmlDeviceGetComputeInstanceId": "a full GPU's answer is not modelled (only MIG handles ask)",
     "nvmlDeviceGetMaxCustomerBoostClock(1,)": "the SM's boost clock is not in the model: -q shows the graphics one",
 }
+
+
+def test_the_capture_replayer_answers_a_struct_through_pynvml_whatever_form_the_capture_keeps() -> None:
+    """The H200's capture keeps char arrays as their bytes (``{"hex": ...}``), the H100's as text: the
+    capture replayer writes either into pynvml's own struct, as the C library fills it."""
+    bus = b"00000000:00:06.0".ljust(32, b"\0")
+    for bus_id in ("00000000:00:06.0", {"hex": bus.hex()}):
+        pci = {"domain": 0, "bus": 0, "device": 6, "pciDeviceId": 590680286, "pciSubSystemId": 1, "busId": bus_id}
+        lib = capture.CaptureNvml({"system": {}, "device0": {"nvmlDeviceGetPciInfo": {"ok": pci}}}, {})
+        lib.nvmlInit()
+        ext = lib.nvmlPciInfoExt_v1_t()
+        lib.nvmlDeviceGetPciInfoExt(lib.nvmlDeviceGetHandleByIndex(0), ctypes.byref(ext))
+        assert (ext.busId, ext.pciDeviceId, ext.baseClass, ext.subClass) == ("00000000:00:06.0", 590680286, 3, 2)
 
 
 @pytest.mark.parametrize("moment", ["idle", "busy"])

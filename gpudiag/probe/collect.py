@@ -39,6 +39,8 @@ class MachineSource:
     """
 
     name: str
+    # pynvml; on a replay, pynvml's own functions on a loader state of their own whose library is the
+    # replay's fake (gpudiag.replay.c_boundary): the real module is never changed, two replays can be open.
     lib: Any
     host: HostResolver
     host_info: HostInfo

@@ -408,18 +408,20 @@ class NvmlSession:
         return tuple(gpus)
 
     def _with_details(self, gpus: list[Gpu], links: bool) -> list[Gpu]:
+        from gpudiag.details import PEERS_READ_UP_TO
         from gpudiag.probe.details import DetailsProbe, with_nvlink_counts
 
         if self._details is None:
             self._details = DetailsProbe(self, self.process_stats, self.cpu_count)
         opened = [(i, hs.gpu) for i, hs in enumerate(self._handles) if hs.gpu is not None]
+        read_peers = len(opened) <= PEERS_READ_UP_TO  # beyond, N² calls: `gpudiag topo`'s to make
         found: list[Any] = []
         for index, gpu in enumerate(gpus):
             handle = self._handles[index].gpu
             if handle is None or gpu.state is not GpuState.OK or index in self.unrecorded_details:
                 found.append(None)
                 continue
-            peers = [(other, oh) for other, oh in opened if other != index]
+            peers = [(other, oh) for other, oh in opened if other != index] if read_peers else []
             try:
                 found.append(self._details.read(index, handle, peers, links))
             except _GpuLostError as lost:
@@ -579,7 +581,19 @@ class NvmlSession:
             by_reference = ctypes.byref(struct)
         except Exception as exc:  # a binding whose struct cannot be made
             return undecodable(call, exc)
-        return self._read(call, h, *args, by_reference, convert=lambda _: struct)
+        code: Reading[Any] = self._read(call, h, *args, by_reference)
+        if code.value is None:
+            return code
+        if isinstance(code.value, int) and code.value != self._lib.NVML_SUCCESS:
+            # nvidia-ml-py's nvmlDeviceGetCapabilities returns NVML's code where its other wrappers raise it
+            try:
+                raise self._lib.NVMLError(code.value)
+            except self._lib.NVMLError as exc:
+                reason, detail = self._reason(exc, call)
+            if reason is Reason.GPU_LOST:
+                raise _GpuLostError(f"{call}: GPU is lost")
+            return Reading.missing(reason, detail)
+        return Reading.of(struct)
 
     def field_values(self, h: Any, ids: list[Any]) -> dict[Any, Reading[Any]]:
         """Field values (an id, or an (id, scope) pair) in one call, each with its own status."""

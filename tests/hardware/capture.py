@@ -21,6 +21,7 @@ from it, and "not recorded" without it (the H100 capture of 2026-11-22 has none)
 
 from __future__ import annotations
 
+import ctypes
 import json
 import sys
 from pathlib import Path
@@ -33,8 +34,8 @@ from gpudiag.model import ALL_GROUPS, MACHINE_SCHEMA, HostProcess, HostState, Ma
 from gpudiag.probe.nvml import NvmlSession
 from gpudiag.readings import GPU_READINGS, TEXT, Spec, field_key
 from gpudiag.replay import fixtures
-from gpudiag.replay.fake_answers import NotRecordedError
-from gpudiag.replay.fake_nvml import fill_struct
+from gpudiag.replay.c_boundary import CFake, unversioned
+from gpudiag.replay.fake_answers import FakeHandle, NotRecordedError
 
 CAPTURE_DIR = Path(__file__).resolve().parent.parent.parent / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
 MIB = 1 << 20
@@ -161,10 +162,15 @@ def _answer(value: Any) -> Any:
     return _namespace(value)
 
 
-class CaptureNvml:
-    """A ``pynvml`` stand-in for the one captured GPU: each call answers as the capture shows."""
+class CaptureNvml(CFake):
+    """A ``pynvml`` whose library answers for the one captured GPU: each C function writes what the
+    capture shows pynvml's wrapper returned (through the replay's own answer shaping), so the probe
+    reads it through pynvml's wrappers, as it read the real GPU."""
+
+    RAW = frozenset({"nvmlDeviceGetSramEccErrorStatus", "nvmlGpmMetricsGet"})
 
     def __init__(self, getters: dict[str, Any], fields: dict[Any, Any], gpm: dict[str, Any] | None = None) -> None:
+        super().__init__(__doc__)
         self._system = getters["system"]
         self._device = getters["device0"]
         self._gpm = gpm
@@ -174,21 +180,36 @@ class CaptureNvml:
                 for item in entry["ok"]:
                     scope = item.get("scopeId", 0)
                     self._fields[(item["fieldId"], scope) if scope else item["fieldId"]] = item
+        self._names = {key.split("(")[0] for key in (*self._system, *self._device, *FROM_NVIDIA_SMI)}
         self.unanswered: list[str] = []  # calls neither the capture nor nvidia-smi's output answer
 
-    def __getattr__(self, name: str) -> Any:
-        real = getattr(pynvml, name, None)
-        if real is not None and not callable(real):
-            return real
-        if name.startswith("NVMLError") or not name.startswith("nvml"):
-            return real
+    def _answerer(self, symbol: str) -> tuple[str, Any]:
+        for name in (symbol, unversioned(symbol)):
+            method = getattr(type(self), name, None)
+            if method is not None and name.startswith("nvml"):
+                return name, method.__get__(self)
+        name = symbol if symbol in self._names else unversioned(symbol)
+        return name, lambda *args: self._call(name, args)
 
-        def call(*args: Any) -> Any:
-            return self._call(name, args)
+    def _c_special(self, symbol: str) -> Any:
+        if symbol == "nvmlDeviceGetFieldValues":
+            return self._c_field_values
+        if symbol == "nvmlDeviceGetMemoryInfo_v2":  # captured as the wrapper's call with the struct's version
+            return lambda device, ref: self._c_answer(
+                lambda: self._call("nvmlDeviceGetMemoryInfo", (device, ref._obj.version)), ref._obj
+            )
+        return super()._c_special(symbol)
 
-        return call
+    def _c_answer(self, answer: Any, target: Any) -> int:
+        try:
+            value = answer()
+        except pynvml.NVMLError as exc:
+            if getattr(exc, "gpudiag_reason", None) is not None:
+                raise
+            return int(exc.value)
+        return self._shaper.store(target, value)
 
-    def nvmlInit(self) -> None:
+    def nvmlInitWithFlags(self, flags: int) -> None:
         return None
 
     def nvmlShutdown(self) -> None:
@@ -197,23 +218,19 @@ class CaptureNvml:
     def nvmlDeviceGetCount(self) -> int:
         return 1
 
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeHandle:
         if index != 0:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return 0
+        return FakeHandle(0)
 
-    nvmlPciInfoExt_v1_t = pynvml.nvmlPciInfoExt_v1_t  # noqa: N815 - a struct, not a call
+    def nvmlDeviceGetPciInfoExt(self, handle: Any) -> dict[str, Any]:
+        """Not in the getter capture (it takes a struct): nvidia-smi's pci.baseClass 0x3, pci.subClass 0x2,
+        the rest as nvmlDeviceGetPciInfo answered (the bus id as text, or as the bytes a newer capture keeps)."""
+        pci = _namespace(self._device["nvmlDeviceGetPciInfo"]["ok"])
+        names = ("domain", "bus", "device", "pciDeviceId", "pciSubSystemId", "busId")
+        return {**{name: getattr(pci, name) for name in names}, "baseClass": 0x3, "subClass": 0x2}
 
-    def nvmlDeviceGetPciInfoExt(self, handle: int, ref: Any) -> None:
-        """Not in the getter capture (it takes a struct): nvidia-smi's pci.baseClass 0x3, pci.subClass 0x2."""
-        pci = self._device["nvmlDeviceGetPciInfo"]["ok"]
-        info = ref._obj
-        info.domain, info.bus, info.device = pci["domain"], pci["bus"], pci["device"]
-        info.pciDeviceId, info.pciSubSystemId = pci["pciDeviceId"], pci["pciSubSystemId"]
-        info.baseClass, info.subClass = 0x3, 0x2
-        info.busId = pci["busId"].encode()
-
-    def nvmlDeviceGetSramEccErrorStatus(self, handle: int, ref: Any) -> None:
+    def nvmlDeviceGetSramEccErrorStatus(self, handle: Any, ref: Any) -> None:
         """Not in the getter capture (it takes a struct): nvidia-smi printed 0 for every SRAM count and
         "No" for the threshold (ecc.errors.*.sram.* in the field capture, the SRAM lines of -q)."""
         status = ref._obj
@@ -221,37 +238,29 @@ class CaptureNvml:
             if name != "version":
                 setattr(status, name, 0)
 
-    def nvmlDeviceGetFieldValues(self, handle: int, ids: list[Any]) -> list[Any]:
-        out = []
-        for fid in ids:
-            key = fid if isinstance(fid, tuple) and fid[1] else (fid[0] if isinstance(fid, tuple) else fid)
-            number, scope = key if isinstance(key, tuple) else (key, 0)
-            if number in FIELDS_NOT_CAPTURED:
-                out.append(SimpleNamespace(fieldId=number, scopeId=scope, nvmlReturn=pynvml.NVML_ERROR_UNKNOWN))
-                continue
-            if key not in self._fields:
-                self.unanswered.append(f"nvmlDeviceGetFieldValues([{key}])")
-                out.append(SimpleNamespace(fieldId=number, scopeId=scope, nvmlReturn=pynvml.NVML_ERROR_NOT_SUPPORTED))
-                continue
-            item = self._fields[key]
-            if isinstance(item, dict):
-                out.append(_namespace(item))
-            elif isinstance(item, str):  # an NVMLError class name
-                code = _ERROR_CODES[item]
-                out.append(SimpleNamespace(fieldId=number, scopeId=scope, nvmlReturn=code))
-            else:
-                value_type = _field_value_types().get(key, pynvml.NVML_VALUE_TYPE_UNSIGNED_INT)
-                member = {3: "ullVal", 5: "siVal"}.get(value_type, "uiVal")
-                out.append(
-                    SimpleNamespace(
-                        fieldId=number,
-                        scopeId=scope,
-                        nvmlReturn=pynvml.NVML_SUCCESS,
-                        valueType=value_type,
-                        value=SimpleNamespace(**{member: item}),
-                    )
-                )
-        return out
+    def _c_field_values(self, device: Any, count: Any, ref: Any) -> int:
+        values = ref._obj
+        for i in range(int(count.value if isinstance(count, ctypes.c_int32) else count)):
+            slot = values[i]
+            number, scope = int(slot.fieldId), int(slot.scopeId)
+            self._shaper.fill(slot, self._field(number, scope))
+        return int(pynvml.NVML_SUCCESS)
+
+    def _field(self, number: int, scope: int) -> Any:
+        key = (number, scope) if scope else number
+        if number in FIELDS_NOT_CAPTURED:
+            return {"nvmlReturn": pynvml.NVML_ERROR_UNKNOWN}
+        if key not in self._fields:
+            self.unanswered.append(f"nvmlDeviceGetFieldValues([{key}])")
+            return {"nvmlReturn": pynvml.NVML_ERROR_NOT_SUPPORTED}
+        item = self._fields[key]
+        if isinstance(item, dict):
+            return {k: v for k, v in item.items() if k not in ("fieldId", "scopeId")}
+        if isinstance(item, str):  # an NVMLError class name
+            return {"nvmlReturn": _ERROR_CODES[item]}
+        value_type = _field_value_types().get(key, pynvml.NVML_VALUE_TYPE_UNSIGNED_INT)
+        member = {3: "ullVal", 5: "siVal"}.get(value_type, "uiVal")
+        return {"nvmlReturn": pynvml.NVML_SUCCESS, "valueType": value_type, "value": {member: item}}
 
     def field_not_recorded(self, slot: Any) -> bool:
         """Whether a field value answered with an error is one this capture does not hold (see the fake
@@ -265,22 +274,22 @@ class CaptureNvml:
             raise NotRecordedError()
         return self._gpm
 
-    def nvmlGpmQueryDeviceSupport(self, handle: int) -> Any:
+    def nvmlGpmQueryDeviceSupport(self, handle: Any) -> Any:
         entry = self._gpm_record()["nvmlGpmQueryDeviceSupport"]
         return _answer(entry["error"]) if "error" in entry else _namespace(entry["ok"])
 
-    def nvmlGpmSampleAlloc(self) -> Any:
+    def nvmlGpmSampleAlloc(self) -> int:
         self._gpm_record()
-        return pynvml.c_nvmlGpmSample_t(pynvml.struct_c_nvmlGpmSample_t())
+        return self.new_address()
 
-    def nvmlGpmSampleGet(self, handle: int, sample: Any) -> Any:
+    def nvmlGpmSampleGet(self, handle: Any, sample: Any) -> None:
         self._gpm_record()
-        return sample
 
     def nvmlGpmSampleFree(self, sample: Any) -> None:
         return None
 
-    def nvmlGpmMetricsGet(self, query: Any) -> Any:
+    def nvmlGpmMetricsGet(self, ref: Any) -> None:
+        query = ref._obj
         recorded = self._gpm_record()["nvmlGpmMetricsGet"]
         for slot in list(query.metrics)[: int(query.numMetrics)]:
             entry = recorded.get(str(int(slot.metricId)))
@@ -289,32 +298,21 @@ class CaptureNvml:
                 slot.nvmlReturn = _ERROR_CODES.get(name, pynvml.NVML_ERROR_UNKNOWN)
             else:
                 slot.nvmlReturn, slot.value = pynvml.NVML_SUCCESS, float(entry["ok"])
-        return query
 
     def _call(self, name: str, args: tuple[Any, ...]) -> Any:
         table = self._system if name.startswith("nvmlSystem") else self._device
         rest = args[1:] if name.startswith("nvmlDevice") else args
-        ref = rest[-1] if rest and hasattr(rest[-1], "_obj") else None  # a struct passed by reference
-        if ref is not None:
-            rest = rest[:-1]
-        if name in ("nvmlDeviceGetMemoryInfo",) and rest:
-            rest = (int(rest[0]),)
         key = f"{name}{rest!r}" if rest else name
         entry = table.get(key)
         if entry is not None and ("ok" in entry or "error" in entry):  # what the GPU answered
             if "error" in entry:
                 return _answer(entry["error"])
-            answer = _namespace(entry["ok"])
-        elif key in FROM_NVIDIA_SMI:  # what nvidia-smi printed of it
-            answer = _answer(FROM_NVIDIA_SMI[key])
-        else:
-            if name not in NOT_CAPTURED:
-                self.unanswered.append(key)
-            raise NotRecordedError()
-        if ref is None:
-            return answer
-        fill_struct(ref._obj, answer)
-        return pynvml.NVML_SUCCESS
+            return _namespace(entry["ok"])
+        if key in FROM_NVIDIA_SMI:  # what nvidia-smi printed of it
+            return _answer(FROM_NVIDIA_SMI[key])
+        if name not in NOT_CAPTURED:
+            self.unanswered.append(key)
+        raise NotRecordedError()
 
 
 def _detail_rows() -> tuple[Spec, ...]:
