@@ -204,8 +204,15 @@ class CaptureNvml:
 
     nvmlPciInfoExt_v1_t = pynvml.nvmlPciInfoExt_v1_t  # noqa: N815 - a struct, not a call
 
-    def nvmlDeviceGetPciInfoExt(self, handle: int, ref: Any) -> None:
-        """Not in the getter capture (it takes a struct): nvidia-smi's pci.baseClass 0x3, pci.subClass 0x2."""
+    def _recorded(self, name: str) -> bool:
+        """Whether the getter capture holds the GPU's answer to ``name`` (newer captures call the
+        struct-filling calls too)."""
+        return bool({"ok", "error"} & set(self._device.get(name, {})))
+
+    def nvmlDeviceGetPciInfoExt(self, handle: int, ref: Any) -> Any:
+        """Where the getter capture lacks it (it takes a struct): nvidia-smi's pci.baseClass 0x3, pci.subClass 0x2."""
+        if self._recorded("nvmlDeviceGetPciInfoExt"):
+            return self._call("nvmlDeviceGetPciInfoExt", (handle, ref))
         pci = self._device["nvmlDeviceGetPciInfo"]["ok"]
         info = ref._obj
         info.domain, info.bus, info.device = pci["domain"], pci["bus"], pci["device"]
@@ -213,9 +220,11 @@ class CaptureNvml:
         info.baseClass, info.subClass = 0x3, 0x2
         info.busId = pci["busId"].encode()
 
-    def nvmlDeviceGetSramEccErrorStatus(self, handle: int, ref: Any) -> None:
-        """Not in the getter capture (it takes a struct): nvidia-smi printed 0 for every SRAM count and
-        "No" for the threshold (ecc.errors.*.sram.* in the field capture, the SRAM lines of -q)."""
+    def nvmlDeviceGetSramEccErrorStatus(self, handle: int, ref: Any) -> Any:
+        """Where the getter capture lacks it (it takes a struct): nvidia-smi printed 0 for every SRAM count
+        and "No" for the threshold (ecc.errors.*.sram.* in the field capture, the SRAM lines of -q)."""
+        if self._recorded("nvmlDeviceGetSramEccErrorStatus"):
+            return self._call("nvmlDeviceGetSramEccErrorStatus", (handle, ref))
         status = ref._obj
         for name, _ in status._fields_:
             if name != "version":
