@@ -67,8 +67,9 @@ def run(
     from gpudiag.checks import rules
 
     gathered = gather(plan, progress)
-    results = rules.run(gathered.facts, options, only, skip, plan.level)
-    return CheckRun(gathered.facts, tuple(results), gathered.notes)
+    failed: list[str] = []  # rules that raised: each is a check that could not run
+    results = rules.run(gathered.facts, options, only, skip, plan.level, failed)
+    return CheckRun(gathered.facts, tuple(results), (*gathered.notes, *failed))
 
 
 def gather(plan: Plan, progress: Progress | None = None) -> Gathered:

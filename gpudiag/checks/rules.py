@@ -10,12 +10,16 @@ results; none touches the outside. Thresholds cite their sources where they are 
 
 from __future__ import annotations
 
+import os
+import sys
+import traceback
 from collections.abc import Iterable
 
 # Importing the rule modules declares their checks.
 from gpudiag.checks import CheckResult, Facts, Options, Status, config, driver, health, requirements, software  # noqa: F401
 from gpudiag.checks.base import AREAS, DECLARED, Check
 from gpudiag.checks.deep import rules as deep_rules  # noqa: F401  (the deep diagnostics, check --level 2-4)
+from gpudiag.errors import DEBUG_ENV
 
 CHECKS: tuple[Check, ...] = tuple(sorted(DECLARED, key=lambda c: AREAS.index(c.area)))  # stable: declaration order
 CHECK_IDS = tuple(c.id for c in CHECKS)
@@ -63,11 +67,34 @@ def needs_torch(checks: Iterable[Check], options: Options, gpu_work: bool) -> bo
 
 
 def run(
-    facts: Facts, options: Options, only: tuple[str, ...] = (), skip: tuple[str, ...] = (), level: int = 1
+    facts: Facts,
+    options: Options,
+    only: tuple[str, ...] = (),
+    skip: tuple[str, ...] = (),
+    level: int = 1,
+    failed: list[str] | None = None,
 ) -> list[CheckResult]:
-    """Every selected check's results, in the registry's order (those of ``level`` and below)."""
+    """Every selected check's results, in the registry's order (those of ``level`` and below). Each
+    rule runs on its own (as node_exporter isolates its collectors): a rule that raises is that
+    check's could-not-run result, with the error, and a line in ``failed``; the others still run."""
     results: list[CheckResult] = []
     for check in CHECKS:
         if at_level(check, level) and selected(check.id, only, skip):
-            results.extend(check.rule(facts, options))
+            try:
+                results.extend(check.rule(facts, options))
+            except Exception as exc:  # a bug in one rule costs that check, never the run
+                results.append(could_not_run(check, exc))
+                if failed is not None:
+                    failed.append(f"check {check.id} could not run: {type(exc).__name__}: {exc}")
     return results
+
+
+def could_not_run(check: Check, exc: BaseException) -> CheckResult:
+    """The result of a check whose rule raised: nothing verified (SKIP), the error as its finding;
+    the traceback on stderr under ``--debug``."""
+    if os.environ.get(DEBUG_ENV):
+        traceback.print_exception(exc, file=sys.stderr)
+    error = f"{type(exc).__name__}: {exc}"[:300]
+    return CheckResult(
+        check.id, check.area, Status.SKIP, f"could not run: {error}", "a bug in gpudiag: report it with --debug output"
+    )

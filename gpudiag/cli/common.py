@@ -13,14 +13,12 @@ import typer
 
 from gpudiag import edge
 from gpudiag.cli import terminal_env
-from gpudiag.errors import GpudiagError
+from gpudiag.errors import DEBUG_ENV, GpudiagError
 from gpudiag.exitcodes import NVML_EXIT, ExitCode
 from gpudiag.model import Gpu, GpuState, NvmlInfo, NvmlStatus
 from gpudiag.probe.collect import REPLAY_ENV
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-DEBUG_ENV = "GPUDIAG_DEBUG"
 
 
 class Settings(msgspec.Struct, frozen=True):
