@@ -1,4 +1,4 @@
-"""The one table of exit codes. Documented in the README; schedulers rely on it.
+"""The one table of exit codes. Documented in docs/exit-codes.md; schedulers rely on it.
 
 NVML failures reuse nvidia-smi's codes (which are NVML's error numbers), so scripts
 written for nvidia-smi read ours the same way. A signal N ends every command with 128 + N,
@@ -91,7 +91,7 @@ DESCRIPTIONS = {
 
 
 def markdown_table() -> str:
-    """The README's exit-code table; tests/test_docs.py keeps the README in step with it."""
+    """The exit-code table of docs/exit-codes.md; tests/test_docs.py keeps that page in step with it."""
     rows = ["| code | meaning |", "| --- | --- |"]
     rows += [f"| {int(code)} | {DESCRIPTIONS[code]} |" for code in ExitCode]
     return "\n".join(rows)

@@ -8,9 +8,11 @@ after changing output, regenerate them all and review the diff::
     python -m tests.doc_examples            # rewrite README.md and docs/**/*.md in place
     python -m tests.doc_examples --check    # what CI does: exit 1 if a block is stale
 
-A block that cannot run here (it needs a GPU, a fleet's files, a recorded tracker directory) is
-marked by an HTML comment on the line just before it, ``<!-- not run: WHY -->``, and is then
-shown as written; the reason is required.
+A block that cannot run here (it needs a GPU, a recorded tracker directory) is marked by an HTML
+comment on the line just before it, ``<!-- not run: WHY -->``, and is then shown as written; the
+reason is required. A block that asks Slurm (``gpudiag drain``) names the sample of Slurm's view
+it runs against the same way, ``<!-- scontrol: docs/samples/fleet/slurm-nodes.json -->``: the
+nodes' states and reasons, answered in Slurm's own format by ``tests/fake_scontrol.py``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import re
 import shlex
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WIDTH = 120
 _BLOCK = re.compile(r"(?P<before>[^\n]*)\n```\n(?P<command>\$ [^\n]*)\n(?P<shown>.*?)\n?```", re.S)
 _NOT_RUN = re.compile(r"<!-- not run: (?P<why>[^>]*\S) -->")
+_SCONTROL = re.compile(r"<!-- scontrol: (?P<view>\S+) -->")
 _ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 
 
@@ -38,6 +42,7 @@ class Example:
     shown: str
     not_run: str  # the reason, when the block is marked as not run
     span: tuple[int, int]  # where the shown output sits in the file's text
+    slurm: str = ""  # the sample of Slurm's view the block runs against, relative to the repository
 
     @property
     def name(self) -> str:
@@ -58,9 +63,11 @@ def examples(path: Path) -> list[Example]:
         if program != "gpudiag":
             continue
         marker = _NOT_RUN.search(match["before"])
+        slurm = _SCONTROL.search(match["before"])
         line = text.count("\n", 0, match.start("command")) + 1
         span = (match.start("shown"), match.end("shown"))
-        found.append(Example(path, line, command, match["shown"], marker["why"] if marker else "", span))
+        why = marker["why"] if marker else ""
+        found.append(Example(path, line, command, match["shown"], why, span, slurm["view"] if slurm else ""))
     return found
 
 
@@ -81,13 +88,26 @@ def run(example: Example) -> str:
     here = os.getcwd()
     os.chdir(ROOT)  # paths in examples (docs/samples/fleet/nodes/) are relative to the repository
     try:
-        result = CliRunner().invoke(app, words[1:], env=env)
+        with tempfile.TemporaryDirectory() as scratch:
+            if example.slurm:
+                env["PATH"] = _fake_slurm(ROOT / example.slurm, Path(scratch))
+            result = CliRunner().invoke(app, words[1:], env=env)
     finally:
         os.chdir(here)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise RuntimeError(f"{example.name}: `{example.command}` raised {result.exception!r}")
     text = result.stdout + result.stderr
     return "\n".join(line.rstrip() for line in text.rstrip("\n").splitlines())
+
+
+def _fake_slurm(view: Path, directory: Path) -> str:
+    """PATH with a fake ``scontrol`` first that answers from ``view`` (as tests/fake_scontrol.py
+    keeps its state: node -> state, reason and when it was set)."""
+    from tests import fake_scontrol
+
+    slurm = fake_scontrol.install(directory, {})
+    slurm.state_file.write_text(view.read_text())
+    return slurm.path
 
 
 def regenerate(path: Path) -> bool:
@@ -98,7 +118,12 @@ def regenerate(path: Path) -> bool:
         if example.not_run:
             continue
         start, end = example.span
-        pieces += [text[last:start], run(example)]
+        shown = run(example)
+        # The closing fence goes on a line of its own: glued to the last output line it closes
+        # nothing in CommonMark, and the rest of the page renders as code.
+        if shown and not text.startswith("\n", end):
+            shown += "\n"
+        pieces += [text[last:start], shown]
         last = end
     new = "".join([*pieces, text[last:]])
     if new != text:

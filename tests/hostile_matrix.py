@@ -233,7 +233,7 @@ def markdown(
         "",
         "Every read-only command on every example machine (`gpudiag/machines/`, `hostile-strings` among them)",
         "under hostile environments, counting what must never happen: a traceback, an internal error",
-        "(exit 70), an exit code outside the README's table, a raw control character (C0/C1, DEL, a bidi",
+        "(exit 70), an exit code outside the exit-code table, a raw control character (C0/C1, DEL, a bidi",
         "override or another non-printable character) on stdout or stderr, `--json` output that does not",
         "parse, padding at the end of a line of output into a pipe, a run that hangs (120 s). A replay reads",
         "its recorded environment, so the environment's `CUDA_VISIBLE_DEVICES` reaches `visible --value`; the",

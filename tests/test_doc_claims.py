@@ -45,19 +45,19 @@ def test_every_metric_name_in_the_docs_is_one_the_code_exports() -> None:
     assert unknown == {}
 
 
-def test_the_readme_counts_the_nvml_calls_bench_nvml_calls_counts() -> None:
+def test_the_list_page_counts_the_nvml_calls_bench_nvml_calls_counts() -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import bench_nvml_calls
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    page = " ".join((ROOT / "docs" / "commands" / "list.md").read_text().split())
     claimed = re.search(
         r"\(`list` (\d+), `--query name,memory.used` (\d+), `check --quick --no-torch` (\d+), "
         r"`list --json` (\d+), `snapshot` (\d+) ",
-        readme,
+        page,
     )
-    assert claimed is not None, "the README's NVML call counts moved: update this test"
+    assert claimed is not None, "docs/commands/list.md's NVML call counts moved: update this test"
 
     def calls(*args: str) -> int:
         return sum(bench_nvml_calls.count_calls("h100x8-healthy", list(args)).values())
@@ -72,11 +72,11 @@ def test_the_readme_counts_the_nvml_calls_bench_nvml_calls_counts() -> None:
     assert tuple(map(int, claimed.groups())) == counted
 
 
-@pytest.mark.parametrize("document", ["docs/commands/memory.md", "README.md"])
-def test_memory_says_what_a_piped_watch_writes(document: str) -> None:
+def test_memory_says_what_a_piped_watch_writes() -> None:
     """A watch into a pipe writes text blocks; JSON Lines only with --json (memory.md said otherwise)."""
-    text = " ".join((ROOT / document).read_text().split())
-    assert "or with `--json`, it writes one JSON object per sample" not in text
+    for document in DOCUMENTS:
+        text = " ".join(document.read_text().split())
+        assert "or with `--json`, it writes one JSON object per sample" not in text, document
     from typer.testing import CliRunner
 
     from gpudiag.cli.app import app

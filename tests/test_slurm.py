@@ -1,7 +1,7 @@
 """gpudiag against a real Slurm (Debian's slurm-wlm 22.05 and munge): a single-node cluster started
 here (tests/slurm_cluster.py), with 8 GPUs as GRES and replayed machines instead of GPUs.
 
-What each test proves on the real slurmctld/slurmd: the README's srun recipe run line by line;
+What each test proves on the real slurmctld/slurmd: docs/slurm.md's srun recipe run line by line;
 deploy/slurm/slurm-fleet-check.sh, then `gpudiag drain` (dry run through a shell, --execute, --resume)
 with its rules; the Prolog draining for a node fault and cancelling the job, not the node, for a
 job fault; the HealthCheckProgram draining and resuming on its own; NHC's check_gpudiag under a
@@ -85,18 +85,18 @@ def since(cluster: Cluster) -> float | None:
     return parse_nodes(cluster.run("scontrol", "show", "node").stdout)[cluster.node].since
 
 
-# --- the README's srun recipe and the fleet script -------------------------------------------------
+# --- docs/slurm.md's srun recipe and the fleet script ---------------------------------------------
 
 
-def readme_recipe() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+def slurm_recipe() -> list[str]:
+    text = (ROOT / "docs" / "slurm.md").read_text()
     block = text.split("<!-- tests/test_slurm.py runs this block", 1)[1].split("```\n", 1)[1].split("```", 1)[0]
     return block.splitlines()
 
 
-def test_the_readme_recipe_line_by_line(cluster: Cluster) -> None:
+def test_the_documented_recipe_line_by_line(cluster: Cluster) -> None:
     """Each line fed to a shell as typed: `salloc` starts a shell that reads the lines after it."""
-    lines = readme_recipe()
+    lines = slurm_recipe()
     assert lines[0] == "export NODES=128 GPUS_PER_NODE=8"  # the one line changed: this cluster has 1 node
     work = cluster.root / "recipe"
     work.mkdir()
