@@ -141,6 +141,38 @@ def test_online_a_reference_that_crashes_is_a_fail_with_its_error(tmp_path: Path
     assert passed.compared == 1 and passed.differences == [] and not passed.skipped
 
 
+def test_online_the_h200s_own_bundle_compares_as_its_live_run_did_and_its_crash_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/hardware/h200-driver580 is what capture.sh wrote on the H200: compared as a GPU machine's
+    bundle, it gives the DIFFs its live run gave (acceptance-summary.txt there: gpudiag's output then),
+    and the reference's crash, SKIPPED there, is a FAIL."""
+    bundle = tmp_path / "bundle"
+    shutil.copytree(acceptance.HARDWARE / "h200-driver580", bundle)
+
+    def gpudiag(*args: str, replay: str | None = None, env: Any = None) -> subprocess.CompletedProcess[str]:
+        if args[0] == "visible":  # CUDA's answers against gpudiag's prediction for the same GPU
+            return _in_process(*args, replay="h200-driver580-idle")
+        return _done(out='{"exit_code": 0}')
+
+    monkeypatch.setattr(acceptance, "gpudiag", gpudiag)
+    monkeypatch.setattr(acceptance.subprocess, "run", lambda argv, **kwargs: _done(out="4 passed\n"))
+    results = acceptance.compare_bundle(acceptance.Bundle(bundle, offline=False), {})
+    live = (bundle / "acceptance-summary.txt").read_text()
+    recorded = sorted(line.split("] ", 1)[1] for line in live.splitlines() if line.startswith("  [DIFF]"))
+    found = [d for r in results for d in r.failures]
+    assert (
+        sorted(
+            f"{d.check}: {d.where}: nvidia-smi {d.nvidia_smi!r}, gpudiag {d.gpudiag!r}"
+            for d in found
+            if d.check != "bench-transfer (against a plain copy loop)"
+        )
+        == recorded
+    )
+    (bench,) = [r for r in results if r.check.startswith("bench-transfer")]
+    assert "SKIP  bench-transfer" in live and bench.failures and not bench.skipped
+
+
 def test_online_level_2_runs_once_and_the_deep_tests_read_its_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
