@@ -935,10 +935,10 @@ DETAIL_READINGS: tuple[Spec, ...] = (
         codec=PLATFORM,
         query="platform.chassis_serial_number:chassis_serial_number;platform.slot_number:slot_number;"
         "platform.tray_index:tray_index;platform.host_id:host_id;platform.peer_type:peer_type=peer_type;"
-        "platform.gpu_fabric_guid:fabric_guid",
+        "platform.gpu_fabric_guid:fabric_guid=guid",
         q="Platform Info/Chassis Serial Number:chassis_serial_number;Platform Info/Slot Number:slot_number;"
         "Platform Info/Tray Index:tray_index;Platform Info/Host ID:host_id;Platform Info/Peer Type:peer_type=peer_type;"
-        "Platform Info/GPU Fabric GUID:fabric_guid",
+        "Platform Info/GPU Fabric GUID:fabric_guid=guid",
     ),
     _detail(
         "identity.bbx_flush",  # (timestamp, duration in µs); NOT_READY until the InfoROM BBX was first flushed

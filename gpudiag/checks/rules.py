@@ -85,7 +85,7 @@ def run(
             except Exception as exc:  # a bug in one rule costs that check, never the run
                 results.append(could_not_run(check, exc))
                 if failed is not None:
-                    failed.append(f"check {check.id} could not run: {type(exc).__name__}: {exc}")
+                    failed.append(f"check {check.id}: {type(exc).__name__}: {exc}")
     return results
 
 

@@ -40,7 +40,18 @@ from gpudiag.model import (
     Reason,
     RetiredPages,
 )
-from gpudiag.readings import NO_INSTANCE, Spec, builder, field_key, field_types, group_readings, pick, text
+from gpudiag.readings import (
+    NO_INSTANCE,
+    Spec,
+    builder,
+    field_key,
+    field_types,
+    group_readings,
+    integer,
+    pick,
+    text,
+    truth,
+)
 
 T = TypeVar("T")
 
@@ -218,7 +229,7 @@ class NvmlSession:
             return False
         try:
             return int(self._lib.nvmlDeviceGetCount()) == len(self._handles)
-        except self._lib.NVMLError:
+        except Exception:  # NVML's error, or an answer that is not a count: open again
             return False
 
     def reopen(self) -> NvmlInfo:
@@ -329,6 +340,10 @@ class NvmlSession:
                     else f"cannot open GPU {index}: {detail or reason.label}"
                 )
                 self._handles.append(_Handles(None, state, message, []))
+                continue
+            except Exception as exc:  # the binding's own failure: this GPU cannot be opened, the rest can
+                message = f"cannot open GPU {index}: {undecodable('nvmlDeviceGetHandleByIndex', exc).detail}"
+                self._handles.append(_Handles(None, GpuState.ERROR, message, []))
                 continue
             enabled, mig = self._mig_handles(handle)
             self._handles.append(_Handles(handle, GpuState.OK, "", mig, enabled))
@@ -575,7 +590,8 @@ class NvmlSession:
                 answers
                 if answers.value is None
                 else Reading.missing(
-                    Reason.UNKNOWN_ERROR, f"nvmlDeviceGetFieldValues: {len(answers.value)} answers to {len(ids)} fields"
+                    Reason.UNKNOWN_ERROR,
+                    f"nvmlDeviceGetFieldValues: unexpected answer ({len(answers.value)} values for {len(ids)} fields)",
                 )
             )
             return {fid: Reading.missing_like(wrong) for fid in ids}
@@ -632,14 +648,17 @@ class NvmlSession:
     def _retired_pages(self, h: Any) -> Reading[RetiredPages]:
         lib = self._lib
         sbe = self._read(
-            "nvmlDeviceGetRetiredPages", h, lib.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, convert=len
+            "nvmlDeviceGetRetiredPages",
+            h,
+            lib.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
+            convert=_page_count,
         )
         if sbe.value is None:
             return Reading.missing_like(sbe)
         dbe = self._read(
-            "nvmlDeviceGetRetiredPages", h, lib.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, convert=len
+            "nvmlDeviceGetRetiredPages", h, lib.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, convert=_page_count
         )
-        pending = self._read("nvmlDeviceGetRetiredPagesPendingStatus", h, convert=bool)
+        pending = self._read("nvmlDeviceGetRetiredPagesPendingStatus", h, convert=truth)
         if dbe.value is None or pending.value is None:
             bad = dbe if dbe.value is None else pending
             return Reading.missing_like(bad)
@@ -805,13 +824,13 @@ class XidWatch:
         self.watched: set[int] = set()  # the indices of the GPUs whose events are seen
         try:
             self._set = lib.nvmlEventSetCreate()
-        except lib.NVMLError as exc:
+        except Exception as exc:  # NVML's error or the binding's: no GPU's events are seen
             self.missing = [f"every GPU ({exc})"]
             return
         for index, handle in handles:
             try:
                 lib.nvmlDeviceRegisterEvents(handle, lib.nvmlEventTypeXidCriticalError, self._set)
-            except lib.NVMLError as exc:
+            except Exception as exc:  # NVML's error or the binding's: this GPU's events are not seen
                 self.missing.append(f"GPU {index} ({exc})")
                 continue
             self.watched.add(index)
@@ -887,6 +906,11 @@ class _V1Process(msgspec.Struct):
     usedGpuMemory: int | None  # noqa: N815 - mirrors the NVML struct
 
 
+def _page_count(pages: Any) -> int:
+    """How many addresses nvmlDeviceGetRetiredPages gave (each one a number)."""
+    return len([integer(page) for page in pages])
+
+
 def _mig_attributes(a: Any) -> MigAttributes:
     return MigAttributes(
         multiprocessors=int(a.multiprocessorCount),
@@ -912,7 +936,7 @@ _failed_composite = "\0failed"
 def _blank_for(key: str, error: Reading[Any] | None) -> Any:
     """What stands for the reading at ``key`` (a row's dotted path from the GPU) when its composite
     failed: ``error``, or no items where the model keeps a plain tuple there."""
-    missing = error or Reading.missing(Reason.UNKNOWN_ERROR, f"{key}: not read")
+    missing = error if error is not None else Reading.missing(Reason.UNKNOWN_ERROR, f"{key}: not read")
     cls: Any = Gpu
     names = key.split(".")
     if names[0] == "details":

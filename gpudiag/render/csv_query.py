@@ -21,7 +21,7 @@ import msgspec
 
 from gpudiag.model import FactGroup, Gpu, Machine, Reading, Reason, cuda_version_text
 from gpudiag.readings import CLOCK_EVENTS, GPU_READINGS, Spec, pick, reading_at
-from gpudiag.render.format import VALUE_FORMATS
+from gpudiag.render.format import QUERY_NA_RULES, VALUE_FORMATS, as_nvidia_smi_shows
 from gpudiag.render.printable import csv_field
 
 Reader = Callable[[Machine, Gpu], Reading[Any]]
@@ -292,7 +292,7 @@ def _row_reader(key: str, part: str) -> Reader:
     index: int | str | None = int(part) if part.isdigit() else part or None
 
     def read(m: Machine, g: Gpu) -> Reading[Any]:
-        reading = reading_at(g, key)
+        reading = as_nvidia_smi_shows(key, reading_at(g, key), QUERY_NA_RULES)
         if index is None or reading.value is None:
             return reading
         value = pick(reading.value, index)
