@@ -27,27 +27,8 @@ def _in_process(*args: str, replay: str | None = None, env: Any = None) -> subpr
     return subprocess.CompletedProcess(list(args), code, out, err)
 
 
-# nvidia-smi prints N/A where gpudiag still prints a value on the H200 (fabric state NOT_SUPPORTED, platform
-# info, atomic caps, the peer type's name, the GUID's width): the N/A rules are issue 32's decode work.
-H200_NA_RULES = (
-    "issue 32: the H200 shows 11 -q, 11 -q -x (each) and 5 --query-gpu DIFFs until nvidia-smi's N/A rules land "
-    "(fabric fields when the fabric state is NOT_SUPPORTED, platform info as -q and as --query-gpu print it, "
-    "peer type by name, a 16-digit GUID, atomic caps)"
-)
-EXPECTED_FAILURES = {"h200-driver580": H200_NA_RULES}
-
-
 def _captures() -> list[Any]:
-    return [
-        pytest.param(
-            c,
-            id=c.folder,
-            marks=[pytest.mark.xfail(strict=True, reason=EXPECTED_FAILURES[c.folder])]
-            if c.folder in EXPECTED_FAILURES
-            else [],
-        )
-        for c in acceptance.CAPTURES
-    ]
+    return [pytest.param(c, id=c.folder) for c in acceptance.CAPTURES]
 
 
 def test_every_capture_folder_is_compared() -> None:
