@@ -234,12 +234,14 @@ def test_the_gpm_recording_is_read_back_by_the_capture_tool(tmp_path: Any) -> No
     assert recorded["nvmlGpmQueryDeviceSupport"] == {"ok": {"isSupportedDevice": 1}}
     assert recorded["nvmlGpmMetricsGet"][str(pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL)] == {"ok": 47.5}
     assert set(recorded["nvmlGpmMetricsGet"]) == {str(metric) for _, metric, _ in GPM_METRICS}
+    folder = tmp_path / capture.CAPTURE_DIR.name  # a copy of the H100's capture: its nvidia-smi supplements apply
+    folder.mkdir()
     for name in ("nvml-getters-busy.json", "gpudiag-snapshot-busy.json"):
-        shutil.copy(capture.CAPTURE_DIR / name, tmp_path / name)
-    without, unanswered = capture.build("busy", tmp_path)
+        shutil.copy(capture.CAPTURE_DIR / name, folder / name)
+    without, unanswered = capture.build("busy", folder)
     assert without.gpus[0].profiling.reason is Reason.NOT_RECORDED and unanswered == []
-    (tmp_path / capture.GPM_CAPTURE.format(moment="busy")).write_text(json.dumps(recorded))
-    read, unanswered = capture.build("busy", tmp_path)
+    (folder / capture.GPM_CAPTURE.format(moment="busy")).write_text(json.dumps(recorded))
+    read, unanswered = capture.build("busy", folder)
     profiling = read.gpus[0].profiling.value
     assert unanswered == [] and profiling is not None
     assert profiling.tensor_active_percent == Reading.of(47.5)
