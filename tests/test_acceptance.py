@@ -65,6 +65,7 @@ def test_offline_each_capture_matches_nvidia_smi_but_for_moments_and_what_nvml_l
     assert by_check["check"].failures == [] and (tmp_path / "gpudiag-list-q.txt").exists()
 
 
+@pytest.mark.slow  # the per-capture tests above are the quick gate; this runs them all again
 def test_the_offline_run_covers_every_capture_in_one_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(acceptance, "gpudiag", _in_process)
     results = acceptance.run(tmp_path, offline=True)
