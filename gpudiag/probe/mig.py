@@ -68,8 +68,9 @@ def _profile_infos(session: Session, h: Any) -> Reading[list[tuple[int, dict[str
         offered = _offered(answer)
         if offered is None:
             return Reading.missing_like(answer)
-        if offered and answer.value["instances"] > 0:
-            found.append((index, answer.value))
+        info: dict[str, Any] | None = answer.value
+        if offered and info is not None and info["instances"] > 0:
+            found.append((index, info))
     return Reading.of(found)
 
 
@@ -149,9 +150,10 @@ def _compute_instances(session: Session, gi: Any) -> Reading[tuple[MigComputeIns
         offered = _offered(answer)
         if offered is None:
             return Reading.missing_like(answer)
-        if not offered or answer.value[1] == 0:
+        shape: tuple[int, int, str] | None = answer.value
+        if not offered or shape is None or shape[1] == 0:
             continue
-        profile_id, count, name = answer.value
+        profile_id, count, name = shape
         handles = _instances(
             session, "nvmlGpuInstanceGetComputeInstances", lib.c_nvmlComputeInstance_t, gi, profile_id, count
         )
