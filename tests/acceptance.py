@@ -315,6 +315,25 @@ def check_bench(b: Bundle) -> cmp.Result:
     return result
 
 
+_CRASH = re.compile(r"^(gpudiag: internal error: .*|Traceback \(most recent call last\):)$", re.M)
+
+
+def check_outputs(b: Bundle) -> cmp.Result:
+    """No output of gpudiag's in the bundle is a crash: on the H200 every detail view ended in
+    ``gpudiag: internal error`` (exit 70), and a comparison of that output is no comparison."""
+    result = cmp.Result("gpudiag's own outputs (none crashed)")
+    for path in sorted(b.out.glob("gpudiag-*")):
+        if not path.is_file():
+            continue
+        result.compared += 1
+        text = path.read_text(errors="replace")
+        found = _CRASH.search(text)
+        if found is not None:
+            said = found.group() if found.group().startswith("gpudiag:") else last_line(text)
+            result.differences.append(cmp.Difference(result.check, path.name, "output", "crashed", cmp.DIFF, said))
+    return result
+
+
 def _exit_result(name: str, done: subprocess.CompletedProcess[str]) -> cmp.Result:
     result = cmp.Result(name, compared=1)
     if done.returncode != 0:
@@ -394,6 +413,7 @@ def compare_bundle(b: Bundle, timings: dict[str, float] | None = None) -> list[c
     b.out.mkdir(parents=True, exist_ok=True)
     begun = time.monotonic()
     results = [*check_q(b), check_query(b), check_table(b), *check_views(b), check_visible(b), check_bench(b)]
+    results.append(check_outputs(b))  # online: what capture.sh recorded; offline: the replays just written
     if timings is not None:
         timings["comparisons"] = time.monotonic() - begun
     results += check_commands(b, timings)

@@ -155,6 +155,22 @@ def test_online_the_h200s_own_bundle_compares_as_its_live_run_did_and_its_crash_
     assert "SKIP  bench-transfer" in live and bench.failures and not bench.skipped
 
 
+def test_a_gpudiag_output_that_crashed_is_a_fail_with_its_error(tmp_path: Path) -> None:
+    """On the H200, gpudiag as on main ended every detail view in exit 70 (runs/unpatched-*): such an
+    output in the bundle fails the acceptance, whatever its comparison says."""
+    runs = acceptance.HARDWARE / "h200-driver580" / "runs"
+    shutil.copy(runs / "unpatched-gpudiag-list-q.txt", tmp_path / "gpudiag-list-q.txt")
+    (tmp_path / "gpudiag-list.txt").write_text("GPU  Name ...\n")
+    result = acceptance.check_outputs(acceptance.Bundle(tmp_path, offline=False))
+    assert result.compared == 2
+    (failure,) = result.failures
+    assert failure.where == "gpudiag-list-q.txt"
+    assert failure.reason.startswith("gpudiag: internal error: ValueError: invalid literal for int()")
+    (tmp_path / "gpudiag-check.txt").write_text("Traceback (most recent call last):\n  ...\nKeyError: 'x'\n")
+    crashed = acceptance.check_outputs(acceptance.Bundle(tmp_path, offline=False)).failures
+    assert {d.where: d.reason for d in crashed}["gpudiag-check.txt"] == "KeyError: 'x'"
+
+
 def test_online_level_2_runs_once_and_the_deep_tests_read_its_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
