@@ -15,9 +15,10 @@ beside each), then holds gpudiag to it:
 - ``check`` and the deep level (``check --level 2`` once, its result shared with
   ``tests/test_deep_gpu.py``, which adds the stress).
 
-A part that cannot run there (a reference or child that crashes, a deep test that skips for any
-reason but one GPU's missing peer) is a FAIL with its error, and the whole run must take at most
-6 minutes on one GPU (:data:`BUDGET_S`, each part's share in :data:`PART_BUDGETS_S`).
+A part that cannot run there (a gpudiag output that crashed, a reference or child that crashes, a
+deep test that skips for any reason but one GPU's missing peer) is a FAIL with its error, and the
+whole run must take at most 6 minutes on one GPU (:data:`BUDGET_S`, each part's share in
+:data:`PART_BUDGETS_S`).
 
 Offline (CI, no GPU) it does the same for every capture folder in ``docs/hardware`` (:data:`CAPTURES`),
 against gpudiag's replays of the example machines built from it, skipping what needs a GPU.
