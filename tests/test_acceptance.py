@@ -231,5 +231,6 @@ def test_online_the_whole_run_must_fit_in_six_minutes() -> None:
 @pytest.mark.gpu
 @pytest.mark.slow
 def test_on_this_gpu_machine_gpudiag_matches_the_machine_itself(tmp_path: Path) -> None:
-    """The whole acceptance on real hardware: capture at one moment, then compare (about 5 minutes)."""
+    """The whole acceptance on real hardware: capture at one moment, then compare (at most 6 minutes on one
+    GPU; about 4 estimated)."""
     assert acceptance.main([str(tmp_path)]) == 0, (tmp_path / "acceptance-summary.txt").read_text()
