@@ -39,7 +39,7 @@ PAIRS = [
     ("h200-driver580-idle", f"{H200}/nvidia-smi-q.xml"),
     ("h200-driver580-busy", f"{H200}/nvidia-smi-q-busy.xml"),
 ]
-# Pairs read at one moment: the H200's idle snapshot was taken about 30 s after its -q -x (capture.sh
+# Pairs read at one moment: the H200's idle snapshot was taken 15 s after its -q -x (capture.sh
 # records nvidia-smi's views first, then the getters and the snapshot), so its load, power and
 # temperature moved in between (118.36 W there, 80.87 W in the snapshot).
 SAME_MOMENT = [pair for pair in PAIRS if pair[0] != "h200-driver580-idle"]
@@ -336,7 +336,7 @@ _SMI_ROW = re.compile(
         # (PID 739, a minute later). Its memory figures are the busy snapshot's to the MiB;
         # its temperature, power and PID are its own, so they are not compared.
         ("h100-driver580-busy", "nvidia-smi-busy.txt"),
-        # The H200's table was printed first in its capture, a minute before either snapshot (35C, 124W
+        # The H200's table was printed first in its capture, 17 s before the idle snapshot (35C, 124W
         # idle): its memory and identity are compared, its temperature not.
         ("h200-driver580-idle", "nvidia-smi.txt"),
         ("h200-driver580-busy", "nvidia-smi-busy.txt"),
