@@ -4,10 +4,12 @@ device it says why and exits 0."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -90,3 +92,76 @@ def test_the_first_cuda_call_comes_after_the_set_up(monkeypatch: pytest.MonkeyPa
     assert script.main(["--size", "64MiB"], out=said.append) == 0
     assert said == ["no usable CUDA device: a stand-in with no CUDA: nothing to compare (run this on a GPU machine)"]
     assert planned[0].nbytes == 64 << 20
+
+
+class _Buffer(list[int]):
+    """A fake copy's buffer with an address, as a torch tensor has (``data_ptr``)."""
+
+    def data_ptr(self) -> int:
+        return id(self)
+
+
+def test_the_whole_run_to_its_figures_on_stand_ins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Past the set-up, with the bench tests' simulated GPU for gpudiag's side and a copier that copies
+    the same buffers by address for the reference's: every step runs, each mode's figures come out and
+    the JSON is written (on the H200 the script never got past its set-up)."""
+    from gpudiag.bench import torch_prims
+    from tests.test_bench_fakes import FakeCopy, FakePrimitives, Scenario
+
+    buffers: dict[int, _Buffer] = {}
+
+    class Copy(FakeCopy):
+        def __init__(self, prims: FakePrimitives, task: Any) -> None:
+            super().__init__(prims, task)
+            self.src, self.dst = _Buffer(self.src), _Buffer(self.dst)
+            buffers.update({self.src.data_ptr(): self.src, self.dst.data_ptr(): self.dst})
+
+        def clear(self) -> None:
+            self.dst[:] = [-1] * self.N
+
+        def run(self) -> None:
+            super().run()
+            self.dst = _Buffer(self.dst)
+            buffers[self.dst.data_ptr()] = self.dst
+
+    class Prims(FakePrimitives):
+        def __init__(self) -> None:
+            super().__init__(Scenario(rates={"h2d_pinned_async": 50e9, "d2h_pinned_async": 50e9, "d2d": 2e12}))
+
+        def prepare(self, task: Any) -> Copy:
+            return Copy(self, task)
+
+    script = _script()
+
+    class Copier(script.RawCopier):  # type: ignore[name-defined,misc]
+        name = "a stand-in copier"
+
+        def event(self) -> list[float]:
+            return [0.0]
+
+        def record(self, event: list[float]) -> None:
+            event[0] = float(len(self.done))
+
+        def elapsed_seconds(self, start: list[float], end: list[float]) -> float:
+            return (end[0] - start[0]) * 256 * 2**20 / 50e9  # each copy at 50 GB/s
+
+        def copy(self, dst: int, src: int, nbytes: int, kind: int) -> None:
+            buffers[dst][:] = buffers[src]
+            self.done.append(kind)
+
+        def synchronize(self) -> None:
+            pass
+
+    copier = Copier()
+    copier.done = []
+    monkeypatch.setattr(torch_prims, "TorchPrimitives", Prims)
+    monkeypatch.setattr(script, "raw_copier", lambda device: copier)
+    monkeypatch.setattr(script, "gpu_numa_node", lambda uuid, bus: None)
+    said: list[str] = []
+    out = tmp_path / "figures.json"
+    code = script.main(["--size", "256MiB", "--json", str(out)], out=said.append)
+    figures = json.loads(out.read_text())["figures"]
+    assert [f["mode"] for f in figures] == ["h2d_pinned_async", "d2h_pinned_async", "d2d"]
+    assert all(f["gpudiag_verified"] and f["reference_verified"] for f in figures)
+    assert said[-1].startswith("largest difference ") and code in (0, 1)
+    assert set(copier.done) == {script.H2D, script.D2H, script.D2D}
