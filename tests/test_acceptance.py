@@ -171,6 +171,44 @@ def test_a_gpudiag_output_that_crashed_is_a_fail_with_its_error(tmp_path: Path) 
     assert {d.where: d.reason for d in crashed}["gpudiag-check.txt"] == "KeyError: 'x'"
 
 
+def test_online_a_run_captures_compares_and_times_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m tests.acceptance OUTDIR` on a GPU machine, its commands stood in for: capture.sh
+    writes the bundle (the H200's, its gpudiag -q, -q -x and --query-gpu files standing as nvidia-smi's
+    own, a reference within 5 %), then every comparison, the deep part and the time: exit 0, no SKIP."""
+    h200 = acceptance.HARDWARE / "h200-driver580"
+
+    def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        if argv[0] == "bash":  # capture.sh OUTDIR
+            out = Path(argv[2])
+            shutil.copytree(h200, out, dirs_exist_ok=True)
+            for ours, theirs in (
+                ("gpudiag-list-q.txt", "nvidia-smi-q.txt"),
+                ("gpudiag-list-q.xml", "nvidia-smi-q.xml"),
+                ("gpudiag-list-q-busy.xml", "nvidia-smi-q-busy.xml"),
+                ("gpudiag-query-gpu-all.csv", "nvidia-smi-query-gpu-all.csv"),
+            ):
+                (out / ours).write_text((out / theirs).read_text())
+            (out / "reference-copy.txt").write_text("largest difference 0.4% (target: within 5%)\n")
+            return _done()
+        return _done(out="4 passed\n")
+
+    def gpudiag(*args: str, replay: str | None = None, env: Any = None) -> subprocess.CompletedProcess[str]:
+        if args[0] == "visible":
+            return _in_process(*args, replay="h200-driver580-idle")
+        return _done(out='{"exit_code": 0}')
+
+    monkeypatch.setattr(acceptance.subprocess, "run", run)
+    monkeypatch.setattr(acceptance, "gpudiag", gpudiag)
+    monkeypatch.setattr(acceptance, "has_gpu", lambda: True)
+    assert acceptance.main([str(tmp_path)]) == 0, (tmp_path / "acceptance-summary.txt").read_text()
+    summary = (tmp_path / "acceptance-summary.txt").read_text()
+    assert (
+        "PASS  time (at most 360 s on one GPU)" in summary
+        and "[note] time (at most 360 s on one GPU): capture.sh" in summary
+    )
+    assert "SKIP" not in summary
+
+
 def test_online_level_2_runs_once_and_the_deep_tests_read_its_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
