@@ -185,9 +185,10 @@ def _replay_source(spec: str) -> MachineSource:
 
     machine, description = fixtures.load(spec)
     indices = tuple(g.index for g in machine.gpus)
+    lib = FakeNvml(machine)
     source = MachineSource(
         name=f"replay:{spec}",
-        lib=FakeNvml(machine),
+        lib=lib,
         host=RecordedHost(machine),
         host_info=machine.host,
         env=machine.env,
@@ -200,7 +201,15 @@ def _replay_source(spec: str) -> MachineSource:
         replay=spec,
     )
     source.session.cpu_count = 1024  # the recorded machine's CPUs, not this host's, size its affinity masks
-    time = ReplayTime()  # a one-shot GPM read has nothing to wait for in a replay
+    # A one-shot GPM read has nothing to wait for in a replay, and each GPU's window is the recorded one.
+    time = ReplayTime(
+        {
+            position: gpu.profiling.value.window_s
+            for position, gpu in enumerate(machine.gpus)
+            if gpu.profiling.value is not None
+        }
+    )
+    lib.replay_time = time
     source.session.gpm_clock, source.session.gpm_sleep = time.now, time.sleep
     source.session.unrecorded_details = {  # by position: the fake enumerates a snapshot's GPUs from 0
         position: (
