@@ -11,10 +11,9 @@ import io
 from typing import Any
 
 import msgspec
-import typer
 from msgspec.structs import replace
 
-from gpudiag.cli.common import echo, make_console, require_nvml
+from gpudiag.cli import plain
 from gpudiag.errors import UsageError
 from gpudiag.model import ALL_GROUPS, FactGroup, Gpu, Machine, NvmlStatus, Reading
 from gpudiag.selection import parse_ids, select_gpus
@@ -170,9 +169,9 @@ class View:
     def echo(self, text: str) -> None:
         """CSV, -q and -L carry outside text: through the guard; JSON and XML are escaped already."""
         if self.escaped:
-            typer.echo(text, nl=False)
+            plain.write(text)
         else:
-            echo(text, nl=False)
+            plain.echo(text, nl=False)
 
     def renderable(self, machine: Machine, gpus: tuple[Gpu, ...], console: Any) -> Any:
         from gpudiag.render.list_view import render
@@ -185,6 +184,8 @@ class View:
             if self.plain:
                 self.echo(self.text(machine, gpus, first=True))
             else:
+                from gpudiag.cli.common import make_console  # the table: rich and typer's edge
+
                 console = make_console(s)
                 console.print(self.renderable(machine, gpus, console))
             return
@@ -194,6 +195,8 @@ class View:
             text = self.text(machine, gpus, first=True)
             document = text if self.escaped else guard(text)
         else:
+            from gpudiag.cli.common import make_console
+
             buffer = io.StringIO()
             console = make_console(s, file=buffer)
             console.print(self.renderable(machine, gpus, console))
@@ -253,8 +256,8 @@ def check_nvml(machine: Machine, view: View) -> None:
     if machine.nvml.status is not NvmlStatus.OK and view.kind == "json":
         import json  # only with --json: ~1.5 ms of start-up otherwise
 
-        typer.echo(json.dumps(to_data(machine), indent=2))
-    require_nvml(machine.nvml)
+        plain.write(json.dumps(to_data(machine), indent=2) + "\n")
+    plain.require_nvml(machine.nvml)
 
 
 def selected(machine: Machine, ids: str | None, no_processes: bool) -> tuple[Gpu, ...]:
