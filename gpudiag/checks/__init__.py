@@ -21,31 +21,12 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from gpudiag.exitcodes import ExitCode
-from gpudiag.model import ALL_GROUPS, FactGroup, Machine, Reading, TorchRuntime
+from gpudiag.model import FactGroup, Machine, Reading, TorchRuntime
 from gpudiag.probe.devices import DeviceFacts
 
 if TYPE_CHECKING:  # loaded only by `check --level 2-4` (a Struct never resolves an annotation it does not decode)
     from gpudiag.checks.deep.facts import DeepFacts
 
-# What the rules judge: every group but power draw/limit, the NUMA node, the details and the
-# exporter's clocks, energy, PCIe replay counter and dcgm-exporter's fields (GPM among them, whose
-# one-shot read waits), which no rule reads.
-GROUPS: frozenset[FactGroup] = ALL_GROUPS - {
-    FactGroup.POWER,
-    FactGroup.NUMA,
-    FactGroup.DETAILS,
-    FactGroup.LINKS,
-    FactGroup.CLOCKS,
-    FactGroup.ENERGY,
-    FactGroup.PCIE_REPLAYS,
-    FactGroup.MEMORY_TEMPERATURE,
-    FactGroup.CODECS,
-    FactGroup.VIOLATIONS,
-    FactGroup.NVLINK_TRAFFIC,
-    FactGroup.PCIE_TRAFFIC,
-    FactGroup.VGPU,
-    FactGroup.PROFILING,
-}
 # What the functional test re-reads while a GPU is busy.
 LOADED_GROUPS: frozenset[FactGroup] = frozenset({FactGroup.PCIE, FactGroup.CLOCK_EVENTS})
 

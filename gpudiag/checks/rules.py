@@ -1,11 +1,13 @@
 """The registry: every declared check, in the order they are shown; selection and running.
 
 A check is declared once, next to its rule, with :func:`gpudiag.checks.base.check` (id, area,
-title, scope, operator action, whether it needs torch or the GPUs, whether the exporter judges
-it); everything else (``--only``/``--skip``, the torch decision, the scheduler modes, the
-exporter, drain, the docs) reads :data:`CHECKS`. Ids are stable: scripts select them with
-``--only``/``--skip`` and read them in JSON/JUnit. Each rule takes (Facts, Options) and returns
-results; none touches the outside. Thresholds cite their sources where they are defined.
+what it judges and when it fails, the readings it looks at, the statuses it can give, scope,
+operator action, whether its finding is steady, whether it needs torch or the GPUs, whether the
+exporter judges it); everything else (``--only``/``--skip``, the facts `check` reads, the torch
+decision, the scheduler modes, the exporter, drain reasons, the docs' table) reads :data:`CHECKS`.
+Ids are stable: scripts select them with ``--only``/``--skip`` and read them in JSON/JUnit. Each
+rule takes (Facts, Options) and returns results; none touches the outside. Thresholds cite their
+sources where they are defined.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Iterable
 
 # Importing the rule modules declares their checks.
 from gpudiag.checks import CheckResult, Facts, Options, Status, config, driver, health, requirements, software  # noqa: F401
-from gpudiag.checks.base import AREAS, DECLARED, Check
+from gpudiag.checks.base import AREAS, DECLARED, Check, groups
 from gpudiag.checks.deep import rules as deep_rules  # noqa: F401  (the deep diagnostics, check --level 2-4)
 from gpudiag.errors import DEBUG_ENV
 
@@ -25,6 +27,7 @@ CHECKS: tuple[Check, ...] = tuple(sorted(DECLARED, key=lambda c: AREAS.index(c.a
 CHECK_IDS = tuple(c.id for c in CHECKS)
 BY_ID: dict[str, Check] = {c.id: c for c in CHECKS}
 EXPORTER_CHECKS = tuple(c.id for c in CHECKS if c.exporter)
+GROUPS = groups(CHECKS)  # the fact groups `check` reads: those its rules look at, no other
 
 
 def matches(check_id: str, pattern: str) -> bool:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import IO, Any, TypeVar
 
+import msgspec
 import typer
 
 from gpudiag import edge
@@ -27,6 +28,16 @@ def settings(ctx: typer.Context) -> Settings:
     if isinstance(obj, Settings):
         return obj
     return Settings(replay=os.environ.get(REPLAY_ENV) or None, debug=bool(os.environ.get(DEBUG_ENV)), color="auto")
+
+
+R = TypeVar("R", bound=msgspec.Struct)
+
+
+def request_of(kind: type[R], arguments: Mapping[str, Any]) -> R:
+    """A command's options as its request: ``kind`` (a Struct with a field per option, named as the
+    command's parameter) from the command's ``locals()``. The one way options reach the layers
+    below, which check them and parse them once into what they mean (``checks.request.prepare``)."""
+    return kind(**{name: arguments[name] for name in kind.__struct_fields__})
 
 
 # Width of output that goes to a pipe or file with no COLUMNS set: wide enough for every column.
