@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -155,6 +154,8 @@ def _internal(exc: BaseException) -> int:
     """A bug: one line, exit 70; the traceback only with --debug."""
     debug = bool(os.environ.get(DEBUG_ENV))
     if debug:
+        import traceback  # ~3 ms of start-up: only for the bug it shows
+
         traceback.print_exception(exc)
     hint = "" if debug else " (run with --debug for the traceback)"
     say(f"internal error: {type(exc).__name__}: {exc}{hint}")

@@ -23,10 +23,7 @@ from gpudiag.model import (
     TorchBuild,
     TorchRuntime,
 )
-from gpudiag.probe import env as env_probe
-from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
 from gpudiag.probe.nvml import HostResolver, NvmlSession, no_process_stats
-from gpudiag.probe.torch_static import torch_build
 
 REPLAY_ENV = "GPUDIAG_REPLAY"
 
@@ -163,6 +160,11 @@ def _import_pynvml() -> Any:
 
 
 def _live_source(environ: Mapping[str, str]) -> MachineSource:
+    # The host's probes only here: a replay reads its host from the file (socket, pathlib, ast: ~4 ms).
+    from gpudiag.probe import env as env_probe
+    from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
+    from gpudiag.probe.torch_static import torch_build
+
     pynvml = _import_pynvml()
     info = host_info()
     return MachineSource(

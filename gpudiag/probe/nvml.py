@@ -13,7 +13,6 @@ import ctypes
 import functools
 import os
 import sys
-import traceback
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -77,6 +76,8 @@ def undecodable(function: str, exc: BaseException) -> Reading[Any]:
     """An answer its reader did not expect (another type, a value out of range, bytes that are not
     UTF-8): that reading's error, with the reason; the traceback on stderr under ``--debug``."""
     if os.environ.get(DEBUG_ENV):
+        import traceback  # only under --debug: ~3 ms of every start otherwise
+
         traceback.print_exception(exc, file=sys.stderr)
     why = f"{type(exc).__name__}: {exc}"
     return Reading.missing(Reason.UNKNOWN_ERROR, f"{function}: unexpected answer ({why[:200]})")
