@@ -179,7 +179,7 @@ def _list(s: Settings, options: dict[str, object]) -> None:
     request = Request(**options)  # type: ignore[arg-type]
     validate(request)
     view = view_for(request)
-    machine = collect(s.replay, facts=view.facts)
+    machine = collect(s.replay, facts=view.facts, only=view.only)
     check_nvml(machine, view)
     gpus = selected(machine, request.ids, request.no_processes)
     view.show(machine, gpus, s, request.filename)

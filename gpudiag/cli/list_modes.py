@@ -19,6 +19,26 @@ from gpudiag.model import ALL_GROUPS, FactGroup, Gpu, Machine, NvmlStatus, Readi
 from gpudiag.selection import parse_ids, select_gpus
 from gpudiag.serialize import to_data
 
+# What `-q` and `-q -x` show none of (tests/test_read_what_is_shown.py holds it on every example), so
+# they do not ask NVML for it: GPM, which also waits 0.1 s; what `-q` shows of the clocks, codecs and
+# the rest it reads with the details.
+NOT_IN_DETAILS = frozenset(
+    {
+        FactGroup.PROFILING,
+        FactGroup.CAPABILITY,
+        FactGroup.CLOCKS,
+        FactGroup.CODECS,
+        FactGroup.ENERGY,
+        FactGroup.MEMORY_TEMPERATURE,
+        FactGroup.MIG_LAYOUT,
+        FactGroup.NVLINK_TRAFFIC,
+        FactGroup.PCIE_REPLAYS,
+        FactGroup.PCIE_TRAFFIC,
+        FactGroup.VGPU,
+        FactGroup.VIOLATIONS,
+    }
+)
+
 
 class Request(msgspec.Struct, frozen=True, kw_only=True):
     """The options of one `gpudiag list`, as given."""
@@ -93,9 +113,10 @@ class View:
     details (-q text), xml (-q -x), gpus (-L), csv (--query-gpu), list (a list query); ``as_json``
     turns the last three into JSON documents."""
 
-    def __init__(self, kind: str, facts: frozenset[FactGroup], **how: Any) -> None:
+    def __init__(self, kind: str, facts: frozenset[FactGroup], only: frozenset[str] | None = None, **how: Any) -> None:
         self.kind = kind
         self.facts = facts
+        self.only = only  # of the facts' rows, the ones shown (None: all of them)
         self.how = how  # the mode's own settings: columns, format, display sections, list query
         self.as_json = bool(how.get("as_json"))
         self.show_processes = bool(how.get("show_processes", True))
@@ -220,7 +241,8 @@ def view_for(r: Request) -> View:
             from gpudiag.render import csv_query
 
             columns = parse_query(r.query)
-            return View("csv", csv_query.groups(columns), columns=columns, format=fmt, as_json=r.json_output)
+            facts, only = csv_query.groups(columns), csv_query.rows(columns)
+            return View("csv", facts, only, columns=columns, format=fmt, as_json=r.json_output)
         from gpudiag.cli.list_query import parse_list_query
         from gpudiag.render import csv_lists
 
@@ -236,7 +258,7 @@ def view_for(r: Request) -> View:
         quick = ALL_GROUPS - {FactGroup.DETAILS, FactGroup.LINKS, FactGroup.PROFILING}
         return View("json", ALL_GROUPS if r.details else quick)
     if r.details:
-        shown = ALL_GROUPS - {FactGroup.PROFILING}  # -q, -q -x: no GPM, which they do not show and which waits 0.1 s
+        shown = ALL_GROUPS - NOT_IN_DETAILS
         if r.xml:
             return View("xml", shown)
         display = None
