@@ -150,6 +150,8 @@ def test_global_options_after_the_command_and_the_environments_replay(
 ) -> None:
     _both(["list", "--replay", "gpu-lost", "--json"], capfd, monkeypatch)
     _both(["list", "--replay=gpu-lost", "-L"], capfd, monkeypatch)
+    _both(["--replay", "/nonexistent/machine.json", "list", "--json"], capfd, monkeypatch)  # a usage error
+    _both(["--replay", "no-such-example", "list", "-q", "-x"], capfd, monkeypatch)
     monkeypatch.setenv("GPUDIAG_REPLAY", "a100-mig")
     found = list_fast.read(argv.read(["list", "--json"]), dict(os.environ))
     assert found is not None and found.replay == "a100-mig"
@@ -157,6 +159,12 @@ def test_global_options_after_the_command_and_the_environments_replay(
     assert found is not None and found.replay == "gpu-lost"  # the option outranks the variable
     found = list_fast.read(argv.read(["--replay=", "list", "--json"]), dict(os.environ))
     assert found is not None and found.replay is None  # `--replay ""` is the live machine, as in click
+
+
+def test_the_live_machine_without_nvml(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """No NVIDIA library here (and, on a GPU machine, the driver's answer): the same line and exit code."""
+    _both(["list", "--query", "name,uuid", "--format", "csv"], capfd, monkeypatch)  # fields that hold still
+    _both(["list", "-L"], capfd, monkeypatch)
 
 
 @pytest.mark.parametrize("args", TYPER_LINES, ids=" ".join)
