@@ -26,25 +26,38 @@ def _calls(example: str, view: View) -> collections.Counter[str]:
         return collections.Counter(source.lib._calls)
 
 
-def _text(example: str, view: View, only: frozenset[str] | None, facts: frozenset[FactGroup] | None = None) -> str:
+def _text(
+    example: str,
+    view: View,
+    only: frozenset[str] | None,
+    facts: frozenset[FactGroup] | None = None,
+    ids: str | None = None,
+) -> str:
     with open_source(example, facts=view.facts if facts is None else facts, only=only) as source:
         machine = source.read()
-    return view.text(machine, selected(machine, None, False), first=True)
+    return view.text(machine, selected(machine, ids, False), first=True)
 
 
-def test_a_query_asks_nvml_for_its_fields_and_identity_only() -> None:
+def test_a_query_asks_nvml_for_its_fields_only() -> None:
     calls = _calls("h100x8-healthy", view_for(Request(query=QUERY_7)))
     assert set(calls) == {
-        "nvmlDeviceGetUUID",  # identity: finds a GPU lost since discovery, selects --id
-        "nvmlDeviceGetPciInfo",
+        "nvmlDeviceGetUUID",  # asked for, and the call that finds a GPU lost since discovery
         "nvmlDeviceGetName",
-        "nvmlDeviceGetMinorNumber",
         "nvmlDeviceGetMemoryInfo",  # the fake counts the _v2 call and the one it forwards to
         "nvmlDeviceGetMemoryInfo_v2",
         "nvmlDeviceGetUtilizationRates",
         "nvmlDeviceGetTemperature",  # not the fan or the two thresholds of the thermal group
-    }
-    assert sum(calls.values()) == 8 * 8
+    }  # nor the bus id and minor number, which it does not print
+    assert sum(calls.values()) == 6 * 8
+
+
+def test_a_query_with_id_reads_what_the_selection_matches() -> None:
+    ids = "00000000:2A:00.0,GPU-8e1f2a6c-4b7d-4c1e-9a3f-1d0c5e7b2001"  # GPU 1 by bus id, by UUID
+    view = view_for(Request(query="index,name", ids=ids))
+    assert {"nvmlDeviceGetUUID", "nvmlDeviceGetPciInfo"} <= set(_calls("h100x8-healthy", view))
+    text = _text("h100x8-healthy", view, view.only, ids=ids)
+    assert text == "index, name\n1, NVIDIA H100 80GB HBM3\n"
+    assert text == _text("h100x8-healthy", view, None, ids=ids)
 
 
 def test_details_views_ask_for_no_group_they_do_not_show() -> None:

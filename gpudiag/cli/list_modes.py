@@ -16,7 +16,7 @@ from msgspec.structs import replace
 from gpudiag.cli import plain
 from gpudiag.errors import UsageError
 from gpudiag.model import ALL_GROUPS, FactGroup, Gpu, Machine, NvmlStatus, Reading
-from gpudiag.selection import parse_ids, select_gpus
+from gpudiag.selection import READS, parse_ids, select_gpus
 from gpudiag.serialize import to_data
 
 # What `-q` and `-q -x` show none of (tests/test_read_what_is_shown.py holds it on every example), so
@@ -241,7 +241,7 @@ def view_for(r: Request) -> View:
             from gpudiag.render import csv_query
 
             columns = parse_query(r.query)
-            facts, only = csv_query.groups(columns), csv_query.rows(columns)
+            facts, only = csv_query.groups(columns), csv_query.rows(columns) | (READS if r.ids is not None else set())
             return View("csv", facts, only, columns=columns, format=fmt, as_json=r.json_output)
         from gpudiag.cli.list_query import parse_list_query
         from gpudiag.render import csv_lists

@@ -972,13 +972,13 @@ def _rows_of(
 ) -> tuple[tuple[Spec, ...], Callable[[dict[str, Any]], dict[str, Any]]]:
     """The per-GPU rows a read of ``facts`` asks, in NVML call order: identity first (the UUID is the
     cheap call that finds a GPU lost since the last read), then each group as FactGroup declares
-    them, whatever the set (DETAILS is read across GPUs, in read_gpus), of those only the fields
-    the keys in ``only`` fill when given; and how their readings become the GPU's fields."""
-    heads = None if only is None else {_head(key) for key in only}
-    rows = group_readings(None) + tuple(
+    them, whatever the set (DETAILS is read across GPUs, in read_gpus); given ``only``, of all
+    these the UUID and the fields the keys in ``only`` fill; and how their readings become the
+    GPU's fields."""
+    heads = None if only is None else {_head(key) for key in only} | {"uuid"}
+    rows = tuple(
         row
-        for group in FactGroup
-        if group in facts
+        for group in (None, *(group for group in FactGroup if group in facts))
         for row in group_readings(group)
         if heads is None or _head(row.key) in heads
     )
