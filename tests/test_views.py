@@ -113,7 +113,7 @@ GOLDENS = [
     ("hostile-strings", ["pmon", "-c", "2"]),
     ("hostile-strings", ["stat", "-c"]),
     ("hostile-strings", ["nvlink", "-i", "0"]),
-    ("v100x4-tutorial", ["stat", "--watch", "--count", "2", "--interval", "0.01"]),
+    ("v100x4-tutorial", ["stat", "--watch", "--count", "2", "--interval", "0.1"]),
     ("h100x8-ranks-imbalance", ["pmon", "-c", "2", "--json"]),
     ("geforce-no-ecc-power", ["dmon", "-s", "pucvmet", "-c", "4"]),
 ]
@@ -246,7 +246,7 @@ def test_the_series_waits_the_delay_between_samples(cli: Cli, no_waiting: list[f
 
 def test_stat_watch_plays_the_series_and_one_shot_shows_the_snapshot(cli: Cli) -> None:
     _, once, _ = cli.replay("v100x4-tutorial", "stat")
-    _, watched, _ = cli.replay("v100x4-tutorial", "stat", "--watch", "--count", "4", "--interval", "0.01")
+    _, watched, _ = cli.replay("v100x4-tutorial", "stat", "--watch", "--count", "4", "--interval", "0.1")
     blocks = watched.split("\n\n")
     assert len(blocks) == 4 and len(set(blocks)) == 4
     assert " 87 %" in once and " 87 %" in blocks[0] and " 84 %" in blocks[1]

@@ -73,7 +73,7 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
 
 def validate(r: Request) -> None:
     """Options that do not go together, or not without another: usage errors before anything is read."""
-    from gpudiag.units import seconds
+    from gpudiag.units import interval as interval_option
 
     # --json goes with any mode (the document); the other outputs exclude each other.
     modes = [
@@ -101,7 +101,7 @@ def validate(r: Request) -> None:
         raise UsageError("--interval and --count go with --watch")
     if r.filename is not None and r.watch:
         raise UsageError("--filename writes one sample: with --watch, redirect the output instead")
-    seconds(r.interval, "--interval")
+    interval_option(r.interval, "--interval")
     if r.count is not None and r.count < 1:
         raise UsageError("--count must be at least 1")
     if r.ids is not None:

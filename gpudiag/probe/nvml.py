@@ -409,18 +409,20 @@ class NvmlSession:
         return tuple(gpus)
 
     def _with_details(self, gpus: list[Gpu], links: bool) -> list[Gpu]:
+        from gpudiag.details import PEERS_READ_UP_TO
         from gpudiag.probe.details import DetailsProbe, with_nvlink_counts
 
         if self._details is None:
             self._details = DetailsProbe(self, self.process_stats, self.cpu_count)
         opened = [(i, hs.gpu) for i, hs in enumerate(self._handles) if hs.gpu is not None]
+        read_peers = len(opened) <= PEERS_READ_UP_TO  # beyond, N² calls: `gpudiag topo`'s to make
         found: list[Any] = []
         for index, gpu in enumerate(gpus):
             handle = self._handles[index].gpu
             if handle is None or gpu.state is not GpuState.OK or index in self.unrecorded_details:
                 found.append(None)
                 continue
-            peers = [(other, oh) for other, oh in opened if other != index]
+            peers = [(other, oh) for other, oh in opened if other != index] if read_peers else []
             try:
                 found.append(self._details.read(index, handle, peers, links))
             except _GpuLostError as lost:
