@@ -113,7 +113,7 @@ def list_command(
 
         watch_list(s, view, request)
         return
-    machine = collect(s.replay, facts=view.facts)
+    machine = collect(s.replay, facts=view.facts, only=view.only)
     check_nvml(machine, view)
     gpus = selected(machine, ids, no_processes)
     view.show(machine, gpus, s, filename)
