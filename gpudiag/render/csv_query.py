@@ -20,9 +20,10 @@ from typing import Any
 import msgspec
 
 from gpudiag.model import FactGroup, Gpu, Machine, Reading, Reason, cuda_version_text
-from gpudiag.readings import CLOCK_EVENTS, GPU_READINGS, Spec, pick, reading_at
+from gpudiag.readings import CLOCK_EVENTS, GPU_READINGS, pick, reading_at
 from gpudiag.render.format import QUERY_NA_RULES, VALUE_FORMATS, as_nvidia_smi_shows
 from gpudiag.render.printable import csv_field
+from gpudiag.render.query_names import QUERY_NAMES
 
 Reader = Callable[[Machine, Gpu], Reading[Any]]
 Formatter = Callable[[Any], str]
@@ -301,14 +302,16 @@ def _row_reader(key: str, part: str) -> Reader:
     return read
 
 
-def _answers(rows: tuple[Spec, ...]) -> dict[str, _Answer]:
-    """Each --query-gpu name the rows answer (``query``: ``NAME[:PART][=SHOW]``; see readings.Spec)."""
+def _answers() -> dict[str, _Answer]:
+    """Each --query-gpu name a reading answers (QUERY_NAMES: ``NAME[:PART][=FORMAT]``)."""
+    groups = {row.key: row.group for row in GPU_READINGS}
     out = {}
-    for row in rows:
-        for entry in filter(None, row.query.split(";")):
+    for key, entries in QUERY_NAMES.items():
+        group = groups.get(key, FactGroup.DETAILS)
+        for entry in entries:
             entry, _, show = entry.partition("=")
             name, _, part = entry.partition(":")
-            out[name] = _Answer(_row_reader(row.key, part), VALUE_FORMATS[show or row.show], row.group)
+            out[name] = _Answer(_row_reader(key, part), VALUE_FORMATS[show], group)
     return out
 
 
@@ -381,18 +384,11 @@ _DERIVED: dict[str, _Answer] = {
 
 @functools.cache
 def _gpu_answers() -> dict[str, _Answer]:
-    return {**_answers(GPU_READINGS), **_DERIVED}
-
-
-@functools.cache
-def _detail_answers() -> dict[str, _Answer]:
-    from gpudiag.details import DETAIL_READINGS  # only for a field of the details
-
-    return _answers(DETAIL_READINGS)
+    return {**_answers(), **_DERIVED}
 
 
 def _field(name: _Name) -> Field:
-    answer = _gpu_answers().get(name.name) or _detail_answers().get(name.name)
+    answer = _gpu_answers().get(name.name)
     if answer is None:
         return Field(name.name, name.aliases, name.unit, None, missing=name.missing)
     return Field(name.name, name.aliases, name.unit, answer.read, answer.show, answer.group, name.missing)
