@@ -192,3 +192,16 @@ def test_every_format_a_table_names_exists() -> None:
         for key, entries in table.items():
             shows = {entry.partition("=")[2] for entry in entries}
             assert shows <= set(VALUE_FORMATS), (key, shows - set(VALUE_FORMATS))
+
+
+def test_every_exporter_sample_reads_a_declared_reading() -> None:
+    """The exporter's table names readings a row declares (a struct's part, one its value has)."""
+    from gpudiag.export.gpu_families import GPU_FAMILIES
+
+    keys = {row.key: row for row in readings.GPU_READINGS}
+    for family in GPU_FAMILIES:
+        for sample in family.samples:
+            assert sample.key in keys, (family.name, sample.key)
+            assert len(sample.labels) == len(family.labels), family.name
+    named = {s.key for f in GPU_FAMILIES for s in f.samples}
+    assert len(named) >= 30
