@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import operator
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -611,6 +611,15 @@ GPU_READINGS: tuple[Spec, ...] = (
 def group_readings(group: FactGroup | None) -> tuple[Spec, ...]:
     """The per-GPU readings ``group`` reads (None: identity), in the order NVML is asked."""
     return tuple(spec for spec in GPU_READINGS if spec.group is group)
+
+
+def groups_of(keys: Iterable[str]) -> frozenset[FactGroup]:
+    """The fact groups to read for these readings (rows' keys; a detail's is DETAILS): how a
+    consumer that names the readings it uses knows what to ask for. Identity is always read; a key
+    no row declares is a KeyError, where the consumer is declared."""
+    rows = {spec.key: spec.group for spec in GPU_READINGS}
+    found = (FactGroup.DETAILS if key.startswith("details.") else rows[key] for key in keys)
+    return frozenset(group for group in found if group is not None)
 
 
 def pick(raw: Any, part: int | str | None) -> Any:
