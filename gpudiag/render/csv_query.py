@@ -257,8 +257,8 @@ platform.module_id
 platform.gpu_fabric_guid
 hostname
 """
-# gpudiag's own names, from before the full table (not nvidia-smi's): kept so scripts keep working.
-GPUDIAG_FIELDS = ("cuda_version", "temperature")
+# gpudiag's own names besides those of its readings' table (render.query_names) that nvidia-smi has not.
+GPUDIAG_FIELDS = ("cuda_version",)
 
 
 class _Name(msgspec.Struct, frozen=True):
@@ -399,16 +399,25 @@ def fields() -> tuple[Field, ...]:
     return tuple(_field(name) for name in _vocabulary())
 
 
+@functools.cache
+def own_names() -> tuple[str, ...]:
+    """gpudiag's own names: GPUDIAG_FIELDS, then those QUERY_NAMES gives a reading that nvidia-smi
+    does not know (a new reading's name needs no other edit)."""
+    known = {n.lower() for name in _vocabulary() for n in (name.name, *name.aliases)}
+    named = (entry.partition("=")[0].partition(":")[0] for entries in QUERY_NAMES.values() for entry in entries)
+    return GPUDIAG_FIELDS + tuple(name for name in named if name.lower() not in known)
+
+
 def extras() -> tuple[Field, ...]:
     """gpudiag's own names."""
-    return tuple(_field(_Name(name, (), "", "[N/A]")) for name in GPUDIAG_FIELDS)
+    return tuple(_field(_Name(name, (), "", "[N/A]")) for name in own_names())
 
 
 @functools.cache
 def _spellings() -> dict[str, _Name]:
     """Every accepted spelling, lower-cased (nvidia-smi matches names case-insensitively)."""
     out = {n.lower(): name for name in _vocabulary() for n in (name.name, *name.aliases)}
-    out.update({n: _Name(n, (), "", "[N/A]") for n in GPUDIAG_FIELDS})
+    out.update({n: _Name(n, (), "", "[N/A]") for n in own_names()})
     return out
 
 
