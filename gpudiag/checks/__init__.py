@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from gpudiag.exitcodes import ExitCode
+from gpudiag.exitcodes import ExitCode, check_code
 from gpudiag.model import FactGroup, Machine, Reading, TorchRuntime
 from gpudiag.probe.devices import DeviceFacts
 
@@ -75,17 +75,12 @@ def nothing_checked(results: Sequence[CheckResult]) -> bool:
 
 
 def exit_code(results: Sequence[CheckResult], notes: Sequence[str], strict: bool) -> ExitCode:
-    """`check`'s verdict as its exit status: a failure (a warning too with ``strict``) is FAILED; else
-    what could not run (``notes``) makes it CHECK_INCOMPLETE, and a run that verified nothing is
-    NOTHING_CHECKED, never OK."""
+    """`check`'s verdict as its exit status (:func:`gpudiag.exitcodes.check_code`): a failure (a warning
+    too with ``strict``) is FAILED; else what could not run (``notes``) makes it CHECK_INCOMPLETE, and
+    a run that verified nothing is NOTHING_CHECKED, never OK."""
     statuses = {r.status for r in results}
-    if Status.FAIL in statuses or (strict and Status.WARN in statuses):
-        return ExitCode.FAILED
-    if notes:
-        return ExitCode.CHECK_INCOMPLETE
-    if statuses == {Status.SKIP}:
-        return ExitCode.NOTHING_CHECKED
-    return ExitCode.OK
+    failed = Status.FAIL in statuses or (strict and Status.WARN in statuses)
+    return check_code(failed, bool(notes), bool(statuses - {Status.SKIP}))
 
 
 class FunctionalResult(msgspec.Struct, frozen=True):
