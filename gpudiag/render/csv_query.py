@@ -408,11 +408,6 @@ def own_names() -> tuple[str, ...]:
     return GPUDIAG_FIELDS + tuple(name for name in named if name.lower() not in known)
 
 
-def extras() -> tuple[Field, ...]:
-    """gpudiag's own names."""
-    return tuple(_field(_Name(name, (), "", "[N/A]")) for name in own_names())
-
-
 @functools.cache
 def _spellings() -> dict[str, _Name]:
     """Every accepted spelling, lower-cased (nvidia-smi matches names case-insensitively)."""
