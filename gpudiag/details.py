@@ -764,7 +764,7 @@ DETAIL_READINGS: tuple[Spec, ...] = (
     _detail("nvlinks", call="nvmlDeviceGetNvLinkState", custom=True),  # each link, with FactGroup.LINKS
     _detail("affinity", call="nvmlDeviceGetCpuAffinity", custom=True),  # topology to each peer, with LINKS
     _detail("process_load", call="nvmlDeviceGetProcessUtilization", custom=True),
-    # --- nvidia-smi -q parity (issue 24): driver 580's remaining labels, each from its NVML call -------
+    # --- nvidia-smi -q parity: driver 580's remaining labels, each from its NVML call ------------------
     _detail("identity.brand", call="nvmlDeviceGetBrand", codec=BRAND),
     *(
         _detail(

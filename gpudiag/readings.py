@@ -542,7 +542,7 @@ GPU_READINGS: tuple[Spec, ...] = (
         group=_G.PCIE_REPLAYS,
         whole_gpu=False,
     ),
-    # dcgm-exporter's default fields that NVML answers (issue 25), read for the exporter; `-q` shows the
+    # dcgm-exporter's default fields that NVML answers, read for the exporter; `-q` shows the
     # details' own readings of the same calls (memory temperature, codec utilization).
     Spec(
         key="memory_temperature_c",
