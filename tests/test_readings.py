@@ -205,3 +205,11 @@ def test_every_exporter_sample_reads_a_declared_reading() -> None:
             assert len(sample.labels) == len(family.labels), family.name
     named = {s.key for f in GPU_FAMILIES for s in f.samples}
     assert len(named) >= 30
+
+
+def test_every_dcgm_field_reads_a_declared_reading() -> None:
+    from gpudiag.export import metrics_dcgm
+
+    keys = {row.key for row in readings.GPU_READINGS}
+    assert sorted(set(metrics_dcgm.READS) - keys) == []
+    assert len(metrics_dcgm.FIELDS) >= 40
