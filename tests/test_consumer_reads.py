@@ -10,10 +10,14 @@ import pytest
 from rich.console import Console
 
 from gpudiag.cli import stat_watch
+from gpudiag.memory import view as memory
+from gpudiag.memory.build import build
 from gpudiag.model import ALL_GROUPS, Gpu, Machine
 from gpudiag.probe.collect import collect
 from gpudiag.readings import GPU_READINGS
-from gpudiag.render import list_view, stat_view
+from gpudiag.render import list_view, memory_view, stat_view, visible_view
+from gpudiag.visibility import code_hints, request
+from gpudiag.visibility.rules import resolve
 
 # What any view may look at besides its readings: which GPU it is and its identity (always read).
 _ALWAYS = {"index", "state", "state_detail", "label"} | {s.key for s in GPU_READINGS if s.group is None}
@@ -42,11 +46,25 @@ def _stat_text(machine: Machine) -> str:
     return stat_view.block(machine, machine.gpus) + repr(stat_view.to_json(machine, machine.gpus))
 
 
-VIEWS = [(list_view.READS, list_view.GROUPS, _list_text), (stat_watch.READS, stat_watch.GROUPS, _stat_text)]
+def _memory_text(machine: Machine) -> str:
+    return repr(memory_view.to_json(build(machine, {}), 0.0))
+
+
+def _visible_text(machine: Machine) -> str:
+    resolutions = [resolve(machine, value) for value in (None, "1,0", "GPU-x")]
+    return repr([visible_view.to_json(r, "environment", code_hints(r), None) for r in resolutions])
+
+
+VIEWS = [
+    (list_view.READS, list_view.GROUPS, _list_text),
+    (stat_watch.READS, stat_watch.GROUPS, _stat_text),
+    (memory.READS, memory.GROUPS, _memory_text),
+    (request.READS, request.GROUPS, _visible_text),
+]
 
 
 @pytest.mark.parametrize("name", MACHINES)
-@pytest.mark.parametrize("view", range(len(VIEWS)), ids=["list", "stat"])
+@pytest.mark.parametrize("view", range(len(VIEWS)), ids=["list", "stat", "memory", "visible"])
 def test_a_view_reads_the_readings_it_names_and_no_other(name: str, view: int) -> None:
     reads, groups, render = VIEWS[view]
     machine = collect(name, facts=ALL_GROUPS)
