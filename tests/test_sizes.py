@@ -51,7 +51,7 @@ def long_functions(path: str, text: str) -> dict[str, int]:
                 visit(child, f"{name}.")
             elif isinstance(child, ast.ClassDef):
                 visit(child, f"{prefix}{child.name}.")
-            else:
+            elif isinstance(child, ast.stmt | ast.excepthandler | ast.match_case):  # a def is a statement
                 visit(child, prefix)
 
     visit(ast.parse(text), "")
