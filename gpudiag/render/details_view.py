@@ -172,7 +172,7 @@ _TEXT_LABELS: dict[str, str] = {}
 
 
 class _Shown(msgspec.Struct, frozen=True):
-    """A row's -q line: the reading's key, the part of its value shown, and how."""
+    """A reading's -q line: its key, the part of its value shown, and how."""
 
     key: str
     part: int | str | None
