@@ -12,6 +12,8 @@ changing message (an error count going up) never starts a new status series.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,7 +24,6 @@ from gpudiag.export.gpu_families import GPU_FAMILIES, INFO, LOST, MIG_TOTAL, MIG
 from gpudiag.export.xid import XidTally
 from gpudiag.memory.view import Forecast, MemoryView, ProcessRow
 from gpudiag.model import Gpu, GpuState, Reading
-from gpudiag.readings import reading_at
 
 if TYPE_CHECKING:
     from gpudiag.checks import CheckResult
@@ -80,9 +81,16 @@ def gpu_target(target: str) -> int | None:
     return int(index) if head == "GPU" and index.isdigit() else None
 
 
+@functools.cache
+def _reader(key: str) -> Callable[[Gpu], Reading[Any]]:
+    """A per-GPU reading's getter, made once: a scrape reads some 60 per GPU (the details, which
+    reading_at walks into, are never exported)."""
+    return operator.attrgetter(key)
+
+
 def _sample(gpu: Gpu, sample: Sample) -> float | None:
     """A sample's value on a GPU, in the metric's base unit; None when its reading is N/A."""
-    value: Any = reading_at(gpu, sample.key).value
+    value: Any = _reader(sample.key)(gpu).value
     if value is not None and sample.part:
         value = getattr(value, sample.part)
         value = value.value if isinstance(value, Reading) else value
