@@ -25,14 +25,14 @@ def command(
 
     s = settings(ctx)
     seconds(interval, "--interval", at_least=MIN_INTERVAL)
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise UsageError(
-            "gpudiag top is interactive and needs a terminal; into a pipe use `gpudiag list --watch` or `gpudiag dmon`"
-        )
     try:
         import textual  # noqa: F401  (the extra's presence, before anything is read)
     except ImportError:
         raise GpudiagError(INSTALL_HINT, ExitCode.FAILED) from None
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError(
+            "gpudiag top is interactive and needs a terminal; into a pipe use `gpudiag list --watch` or `gpudiag dmon`"
+        )
     from gpudiag.api import Sampler
     from gpudiag.top.app import TopApp
     from gpudiag.top.host import LiveHost, ReplayedHost, cuda_names

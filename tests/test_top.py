@@ -1,0 +1,418 @@
+"""`gpudiag top`: its rows (pure), who may be signalled, and the app driven headless by Textual's own
+pilot (keys, mouse, sorting, filtering, the tree, a process's detail, the signal's confirmation on a real
+child process) with snapshots of its screens at fixed sizes (tests/golden/top/*.svg)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from gpudiag import api
+from gpudiag.top import rows
+from gpudiag.top.host import LiveHost, ReplayedHost, cuda_env, may_signal
+from tests.golden import GOLDEN, assert_matches_golden
+
+pytest.importorskip("textual")
+
+from textual.widgets import DataTable, Input, Static
+
+from gpudiag.top.app import ConfirmSignal, Detail, TopApp
+
+TRAINING = "h100x8-training-64procs"
+
+
+# --- rows ---------------------------------------------------------------------------------------
+
+
+def test_sparkline_scales_to_the_top() -> None:
+    assert rows.sparkline([0, 50, 100], 100.0) == "▁▅█"
+    assert rows.sparkline([]) == ""
+    assert len(rows.sparkline(range(100))) == rows.HISTORY
+
+
+def test_filter_reads_users_gpus_and_words() -> None:
+    f = rows.parse_filter("user:alice,bob gpu:1,3 Train")
+    assert f.users == {"alice", "bob"} and f.gpus == {1, 3} and f.words == ("train",)
+    assert rows.parse_filter("gpu:x").error == "gpu:x: not a GPU index"
+    line = rows.ProcLine(1, 42, "alice", "C", 1, 1.0, 1, "cuda:0", "python train.py", "")
+    assert rows.matches(line, f)
+    assert not rows.matches(msgspec.structs.replace(line, gpu=2), f)
+    assert not rows.matches(msgspec.structs.replace(line, user="eve"), f)
+    assert rows.matches(line, rows.parse_filter("42"))  # a PID is text too
+
+
+def _line(pid: int, mem: int | None, gpu: int = 0) -> rows.ProcLine:
+    return rows.ProcLine(gpu, pid, "u", "C", mem, None, None, "", f"cmd {pid}", "")
+
+
+def test_sort_puts_unknown_values_last_and_ties_in_gpu_pid_order() -> None:
+    procs = [_line(3, None), _line(1, 10), _line(2, 10, gpu=1), _line(4, 30)]
+    assert [p.pid for p in rows.sort_procs(procs, "mem", reverse=True)] == [4, 1, 2, 3]
+    assert [p.pid for p in rows.sort_procs(procs, "pid", reverse=False)] == [1, 2, 3, 4]
+
+
+def test_tree_nests_under_the_nearest_gpu_process_ancestor() -> None:
+    launcher, rank0, rank1, worker, other = _line(10, 1), _line(11, 1), _line(12, 1), _line(13, 1), _line(20, 1)
+    parents = {11: 10, 12: 5, 5: 10, 13: 11, 10: 1, 20: 1}  # 12's parent is a shell under the launcher
+    nested = rows.tree([rank1, worker, other, rank0, launcher], parents)
+    assert [(p.pid, p.depth) for p in nested] == [(20, 0), (10, 0), (12, 1), (11, 1), (13, 2)]
+    assert nested[3].last and not nested[2].last
+    assert [p.pid for p in rows.tree([rank0, launcher], {})] == [11, 10]  # no parents known: flat
+    assert len(rows.tree([_line(1, 1), _line(2, 1)], {1: 2, 2: 1})) == 2  # a cycle still shows every row
+
+
+def test_only_root_signals_other_users_processes() -> None:
+    assert may_signal(1000, 1000) == ""
+    assert may_signal(0, 0) == ""
+    assert may_signal(1000, 0) == ""
+    assert "another user" in may_signal(0, 1000)
+    assert "cannot be read" in may_signal(None, 1000)
+
+
+def test_live_host_refuses_another_users_process_before_trying(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 4242)
+    host = LiveHost()
+    assert "another user" in host.why_not(1)  # init, root's
+    assert host.send(1, "KILL").startswith("PID 1 not signalled")
+
+
+def test_a_replay_signals_nothing() -> None:
+    assert "replay" in ReplayedHost().why_not(50000)
+    assert ReplayedHost().send(50000, "KILL").startswith("PID 50000 not signalled")
+
+
+def test_cuda_env_keeps_what_bears_on_cuda() -> None:
+    env = {
+        "CUDA_VISIBLE_DEVICES": "1",
+        "NCCL_DEBUG": "INFO",
+        "HOME": "/root",
+        "RANK": "3",
+        "PYTORCH_CUDA_ALLOC_CONF": "x",
+    }
+    assert list(cuda_env(env)) == ["CUDA_VISIBLE_DEVICES", "NCCL_DEBUG", "PYTORCH_CUDA_ALLOC_CONF", "RANK"]
+
+
+# --- the app, headless ----------------------------------------------------------------------------
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def table(app: TopApp, name: str) -> DataTable[Any]:
+    return app.query_one(f"#{name}", DataTable)
+
+
+def first_pid(app: TopApp) -> int:
+    return app.proc_lines[table(app, "procs").cursor_row].pid
+
+
+def test_the_example_shows_gpus_and_processes_and_quits_on_q() -> None:
+    async def go() -> TopApp:
+        with api.Sampler(TRAINING) as sampler:
+            app = TopApp(sampler, ReplayedHost(), interval=3600, described=f"replay {TRAINING}")
+            async with app.run_test(size=(80, 30)) as pilot:
+                await pilot.pause()
+                assert table(app, "gpus").row_count == 8
+                assert table(app, "procs").row_count == 64
+                await pilot.press("q")
+            return app
+
+    assert run(go()).return_code == 0
+
+
+@pytest.mark.slow
+def test_keys_sort_reverse_filter_and_clear() -> None:
+    async def go() -> None:
+        with api.Sampler(TRAINING) as sampler:
+            app = TopApp(sampler, ReplayedHost(), interval=3600)
+            async with app.run_test(size=(120, 40)) as pilot:
+                await pilot.pause()
+                mems = [p.mem for p in app.proc_lines]
+                assert mems == sorted(mems, reverse=True)  # default: GPU memory, largest first
+                await pilot.press("r")
+                assert [p.mem for p in app.proc_lines] == sorted(mems)
+                await pilot.press("comma", "comma", "comma", "comma")  # mem -> type -> user -> pid -> gpu
+                assert app.sort_column == "gpu"
+                assert [p.gpu for p in app.proc_lines] == sorted(p.gpu for p in app.proc_lines)
+                await pilot.press("full_stop")
+                assert app.sort_column == "pid"
+                await pilot.press("slash", *"gpu:3", "enter")
+                assert {p.gpu for p in app.proc_lines} == {3} and len(app.proc_lines) == 8
+                await pilot.press("slash", "space", *"50031")  # added to what the box holds
+                assert [p.pid for p in app.proc_lines] == [50031]
+                await pilot.press("escape")  # leaves the box
+                await pilot.press("escape")  # clears the filter
+                assert len(app.proc_lines) == 64
+                await pilot.press("slash", *"user:nobody")
+                assert app.proc_lines == [] and table(app, "procs").row_count == 0
+                await pilot.press("escape", "escape")
+                await pilot.press("q")
+
+    run(go())
+
+
+@pytest.mark.slow
+def test_mouse_sorts_by_a_heading_and_g_keeps_one_gpu() -> None:
+    async def go() -> None:
+        with api.Sampler(TRAINING) as sampler:
+            app = TopApp(sampler, ReplayedHost(), interval=3600)
+            async with app.run_test(size=(120, 40)) as pilot:
+                await pilot.pause()
+                procs = table(app, "procs")
+                await pilot.click("#procs", offset=(procs.columns["gpu"].get_render_width(procs) + 2, 0))
+                await pilot.pause()
+                assert app.sort_column == "pid"
+                table(app, "gpus").move_cursor(row=5)
+                await pilot.press("g")
+                assert {p.gpu for p in app.proc_lines} == {5}
+                assert app.query_one("#filter", Input).value == "gpu:5"
+                await pilot.press("escape")
+                assert len(app.proc_lines) == 64
+
+    run(go())
+
+
+@pytest.mark.slow
+def test_tree_on_a_replay_stays_flat_and_says_why() -> None:
+    async def go() -> None:
+        with api.Sampler(TRAINING) as sampler:
+            app = TopApp(sampler, ReplayedHost(), interval=3600)
+            async with app.run_test(size=(120, 40)) as pilot:
+                await pilot.pause()
+                await pilot.press("t")
+                assert app.tree_view and all(p.depth == 0 for p in app.proc_lines)
+                summary = app.query_one("#summary", Static).render()
+                assert "a replay records no parents" in str(summary)
+
+    run(go())
+
+
+@pytest.mark.slow
+def test_detail_shows_allocator_and_forecast_where_the_tracker_reports_them() -> None:
+    async def go() -> None:
+        with api.Sampler("h100-leak-per-step") as sampler:
+            sampler.sample()  # a forecast needs samples
+            app = TopApp(sampler, ReplayedHost(), interval=3600)
+            async with app.run_test(size=(100, 30)) as pilot:
+                await pilot.pause()
+                await pilot.press("enter")
+                await pilot.pause()
+                assert isinstance(app.screen, Detail)
+                text = str(app.screen.query_one(Static).render())
+                assert "PID 4242" in text and "allocator (cuda:0): allocated" in text
+                assert "forecast: this process fills up in" in text
+                assert "environment: not recorded in a replay" in text
+                await pilot.press("escape")
+                assert not isinstance(app.screen, Detail)
+
+    run(go())
+
+
+def test_a_replay_is_never_signalled() -> None:
+    async def go() -> None:
+        with api.Sampler(TRAINING) as sampler:
+            app = TopApp(sampler, ReplayedHost(), interval=3600)
+            async with app.run_test(size=(80, 30)) as pilot:
+                await pilot.pause()
+                await pilot.press("K")
+                assert not isinstance(app.screen, ConfirmSignal)
+                assert "this is a replay" in app.message
+
+    run(go())
+
+
+class OnePid:
+    """A replay whose first process is ``pid``: a real process the test started, on a live host."""
+
+    def __init__(self, sampler: api.Sampler, pid: int) -> None:
+        self.sampler, self.pid = sampler, pid
+
+    @property
+    def state(self) -> Any:
+        return self.sampler.state
+
+    def sample(self) -> api.Sample:
+        s = self.sampler.sample()
+        first = s.memory.processes[0]
+        mine = msgspec.structs.replace(
+            first,
+            process=msgspec.structs.replace(first.process, pid=self.pid, used_memory_bytes=api.Reading.of(1 << 40)),
+        )
+        memory = msgspec.structs.replace(s.memory, processes=(mine, *s.memory.processes[1:]))
+        return msgspec.structs.replace(s, memory=memory)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("key", "signum"), [("T", signal.SIGTERM), ("K", signal.SIGKILL), ("I", signal.SIGINT)])
+def test_a_signal_is_sent_only_after_the_confirmation(key: str, signum: int) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+
+        async def go() -> None:
+            with api.Sampler(TRAINING) as sampler:
+                app = TopApp(OnePid(sampler, child.pid), LiveHost(), interval=3600)
+                async with app.run_test(size=(80, 30)) as pilot:
+                    await pilot.pause()
+                    assert first_pid(app) == child.pid  # the largest: sorted first
+                    await pilot.press(key)
+                    await pilot.pause()
+                    assert isinstance(app.screen, ConfirmSignal)
+                    await pilot.press("n")
+                    await pilot.pause()
+                    assert child.poll() is None and "not sent" in app.message
+                    await pilot.press(key)
+                    await pilot.pause()
+                    await pilot.press("y")
+                    await pilot.pause()
+                    assert app.message == f"SIG{signal.Signals(signum).name[3:]} sent to PID {child.pid}"
+
+        run(go())
+        assert child.wait(timeout=10) == -signum
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+@pytest.mark.slow
+def test_outside_text_reaches_the_screen_escaped() -> None:
+    async def go() -> str:
+        with api.Sampler("hostile-strings") as sampler:
+            app = TopApp(sampler, ReplayedHost(), interval=3600, described="replay hostile")
+            async with app.run_test(size=(160, 40)) as pilot:
+                await pilot.pause()
+                await pilot.press("enter")
+                await pilot.pause()
+                return app.export_screenshot()
+
+    svg = run(go())
+    assert "\x1b" not in svg and "\u202e" not in svg and "\x07" not in svg
+    assert "\\x1b" in svg  # shown as its escape
+
+
+# --- snapshots ----------------------------------------------------------------------------------
+
+
+async def settled(app: TopApp, pilot: Any) -> None:
+    """Until the footer has drawn its keys (Textual composes it after the first frame)."""
+    for _ in range(100):
+        await pilot.pause()
+        if app.screen.query("FooterKey"):
+            return
+    raise AssertionError("the footer never drew its keys")
+
+
+def screenshot(size: tuple[int, int], keys: tuple[str, ...] = (), replay: str = TRAINING) -> str:
+    async def go() -> str:
+        with api.Sampler(replay) as sampler:
+            app = TopApp(sampler, ReplayedHost(), interval=3600, described=f"replay {replay}")
+            async with app.run_test(size=size) as pilot:
+                await settled(app, pilot)
+                if keys:
+                    await pilot.press(*keys)
+                    await pilot.pause()
+                    if not app.screen.query("Footer"):  # a modal screen: the one below has its footer
+                        await pilot.pause()
+                    else:
+                        await settled(app, pilot)
+                shot = app.export_screenshot(simplify=True)
+                for _ in range(20):  # until a frame more changes nothing (layout may still be pending)
+                    await pilot.pause(0.05)
+                    again = app.export_screenshot(simplify=True)
+                    if again == shot:
+                        break
+                    shot = again
+                return shot
+
+    return run(go())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "size", "keys"),
+    [
+        ("training-80x30", (80, 30), ()),
+        ("training-160x45", (160, 45), ()),
+        ("training-filtered-80x30", (80, 30), ("slash", *"gpu:2", "enter")),
+        ("training-detail-100x30", (100, 30), ("enter",)),
+    ],
+)
+def test_screens_match_their_snapshots(name: str, size: tuple[int, int], keys: tuple[str, ...]) -> None:
+    assert_matches_golden(GOLDEN / "top" / f"{name}.svg", screenshot(size, keys))
+
+
+@pytest.mark.slow
+def test_no_color_drops_the_colours(monkeypatch: pytest.MonkeyPatch) -> None:
+    coloured = screenshot((80, 30))
+    monkeypatch.setenv("NO_COLOR", "1")
+    plain = screenshot((80, 30))
+    assert plain != coloured
+    assert_matches_golden(GOLDEN / "top" / "training-no-color-80x30.svg", plain)
+
+
+# --- the command, as a person runs it -------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_command_in_a_terminal_shows_the_example_and_quits_on_q(tmp_path: Path) -> None:
+    import pty
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: gpudiag top on the pty, 80 columns
+        os.environ.update({"COLUMNS": "80", "LINES": "30", "TERM": "xterm-256color"})
+        os.execv(sys.executable, [sys.executable, "-m", "gpudiag", "--replay", TRAINING, "top"])
+    import fcntl
+    import struct
+    import termios
+
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 80, 0, 0))
+    seen = b""
+    deadline = time.monotonic() + 30
+    while b"50007" not in seen and time.monotonic() < deadline:
+        try:
+            seen += os.read(fd, 65536)
+        except OSError:
+            break
+    assert b"50007" in seen and b"H100" not in seen[:0]  # a process row drawn
+    os.write(fd, b"q")
+    while time.monotonic() < deadline:
+        try:
+            if not os.read(fd, 65536):
+                break
+        except OSError:
+            break
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_the_command_refuses_a_pipe_in_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from gpudiag.cli.app import build_app
+
+    result = CliRunner().invoke(build_app("top"), ["--replay", TRAINING, "top"])
+    assert result.exit_code == 2
+    assert "needs a terminal" in result.output and "Traceback" not in result.output
+
+
+def test_the_command_without_textual_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpudiag.cli import top_cmd
+
+    monkeypatch.setitem(sys.modules, "textual", None)  # import textual -> ImportError
+    from typer.testing import CliRunner
+
+    from gpudiag.cli.app import build_app
+
+    result = CliRunner().invoke(build_app("top"), ["--replay", TRAINING, "top"])
+    assert top_cmd.INSTALL_HINT in result.output
+    assert result.exit_code == 1
