@@ -21,11 +21,20 @@ from gpudiag.top import rows
 from gpudiag.top.host import LiveHost, ReplayedHost, cuda_env, may_signal
 from tests.golden import GOLDEN, assert_matches_golden
 
-pytest.importorskip("textual")
 
-from textual.widgets import DataTable, Input, Static
+def ui() -> Any:
+    """gpudiag.top.app, imported by the tests that drive it (Textual costs ~0.5 s to import)."""
+    pytest.importorskip("textual")
+    import gpudiag.top.app
 
-from gpudiag.top.app import ConfirmSignal, Detail, TopApp
+    return gpudiag.top.app
+
+
+def widgets() -> Any:
+    import textual.widgets
+
+    return textual.widgets
+
 
 TRAINING = "h100x8-training-64procs"
 
@@ -108,18 +117,19 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-def table(app: TopApp, name: str) -> DataTable[Any]:
-    return app.query_one(f"#{name}", DataTable)
+def table(app: Any, name: str) -> Any:
+    return app.query_one(f"#{name}", widgets().DataTable)
 
 
-def first_pid(app: TopApp) -> int:
+def first_pid(app: Any) -> int:
     return app.proc_lines[table(app, "procs").cursor_row].pid
 
 
+@pytest.mark.slow  # Textual's import alone is ~0.5 s
 def test_the_example_shows_gpus_and_processes_and_quits_on_q() -> None:
-    async def go() -> TopApp:
+    async def go() -> Any:
         with api.Sampler(TRAINING) as sampler:
-            app = TopApp(sampler, ReplayedHost(), interval=3600, described=f"replay {TRAINING}")
+            app = ui().TopApp(sampler, ReplayedHost(), interval=3600, described=f"replay {TRAINING}")
             async with app.run_test(size=(80, 30)) as pilot:
                 await pilot.pause()
                 assert table(app, "gpus").row_count == 8
@@ -134,7 +144,7 @@ def test_the_example_shows_gpus_and_processes_and_quits_on_q() -> None:
 def test_keys_sort_reverse_filter_and_clear() -> None:
     async def go() -> None:
         with api.Sampler(TRAINING) as sampler:
-            app = TopApp(sampler, ReplayedHost(), interval=3600)
+            app = ui().TopApp(sampler, ReplayedHost(), interval=3600)
             async with app.run_test(size=(120, 40)) as pilot:
                 await pilot.pause()
                 mems = [p.mem for p in app.proc_lines]
@@ -165,7 +175,7 @@ def test_keys_sort_reverse_filter_and_clear() -> None:
 def test_mouse_sorts_by_a_heading_and_g_keeps_one_gpu() -> None:
     async def go() -> None:
         with api.Sampler(TRAINING) as sampler:
-            app = TopApp(sampler, ReplayedHost(), interval=3600)
+            app = ui().TopApp(sampler, ReplayedHost(), interval=3600)
             async with app.run_test(size=(120, 40)) as pilot:
                 await pilot.pause()
                 procs = table(app, "procs")
@@ -175,7 +185,7 @@ def test_mouse_sorts_by_a_heading_and_g_keeps_one_gpu() -> None:
                 table(app, "gpus").move_cursor(row=5)
                 await pilot.press("g")
                 assert {p.gpu for p in app.proc_lines} == {5}
-                assert app.query_one("#filter", Input).value == "gpu:5"
+                assert app.query_one("#filter", widgets().Input).value == "gpu:5"
                 await pilot.press("escape")
                 assert len(app.proc_lines) == 64
 
@@ -186,12 +196,12 @@ def test_mouse_sorts_by_a_heading_and_g_keeps_one_gpu() -> None:
 def test_tree_on_a_replay_stays_flat_and_says_why() -> None:
     async def go() -> None:
         with api.Sampler(TRAINING) as sampler:
-            app = TopApp(sampler, ReplayedHost(), interval=3600)
+            app = ui().TopApp(sampler, ReplayedHost(), interval=3600)
             async with app.run_test(size=(120, 40)) as pilot:
                 await pilot.pause()
                 await pilot.press("t")
                 assert app.tree_view and all(p.depth == 0 for p in app.proc_lines)
-                summary = app.query_one("#summary", Static).render()
+                summary = app.query_one("#summary", widgets().Static).render()
                 assert "a replay records no parents" in str(summary)
 
     run(go())
@@ -202,30 +212,31 @@ def test_detail_shows_allocator_and_forecast_where_the_tracker_reports_them() ->
     async def go() -> None:
         with api.Sampler("h100-leak-per-step") as sampler:
             sampler.sample()  # a forecast needs samples
-            app = TopApp(sampler, ReplayedHost(), interval=3600)
+            app = ui().TopApp(sampler, ReplayedHost(), interval=3600)
             async with app.run_test(size=(100, 30)) as pilot:
                 await pilot.pause()
                 await pilot.press("enter")
                 await pilot.pause()
-                assert isinstance(app.screen, Detail)
-                text = str(app.screen.query_one(Static).render())
+                assert isinstance(app.screen, ui().Detail)
+                text = str(app.screen.query_one(widgets().Static).render())
                 assert "PID 4242" in text and "allocator (cuda:0): allocated" in text
                 assert "forecast: this process fills up in" in text
                 assert "environment: not recorded in a replay" in text
                 await pilot.press("escape")
-                assert not isinstance(app.screen, Detail)
+                assert not isinstance(app.screen, ui().Detail)
 
     run(go())
 
 
+@pytest.mark.slow
 def test_a_replay_is_never_signalled() -> None:
     async def go() -> None:
         with api.Sampler(TRAINING) as sampler:
-            app = TopApp(sampler, ReplayedHost(), interval=3600)
+            app = ui().TopApp(sampler, ReplayedHost(), interval=3600)
             async with app.run_test(size=(80, 30)) as pilot:
                 await pilot.pause()
                 await pilot.press("K")
-                assert not isinstance(app.screen, ConfirmSignal)
+                assert not isinstance(app.screen, ui().ConfirmSignal)
                 assert "this is a replay" in app.message
 
     run(go())
@@ -260,13 +271,13 @@ def test_a_signal_is_sent_only_after_the_confirmation(key: str, signum: int) -> 
 
         async def go() -> None:
             with api.Sampler(TRAINING) as sampler:
-                app = TopApp(OnePid(sampler, child.pid), LiveHost(), interval=3600)
+                app = ui().TopApp(OnePid(sampler, child.pid), LiveHost(), interval=3600)
                 async with app.run_test(size=(80, 30)) as pilot:
                     await pilot.pause()
                     assert first_pid(app) == child.pid  # the largest: sorted first
                     await pilot.press(key)
                     await pilot.pause()
-                    assert isinstance(app.screen, ConfirmSignal)
+                    assert isinstance(app.screen, ui().ConfirmSignal)
                     await pilot.press("n")
                     await pilot.pause()
                     assert child.poll() is None and "not sent" in app.message
@@ -288,7 +299,7 @@ def test_a_signal_is_sent_only_after_the_confirmation(key: str, signum: int) -> 
 def test_outside_text_reaches_the_screen_escaped() -> None:
     async def go() -> str:
         with api.Sampler("hostile-strings") as sampler:
-            app = TopApp(sampler, ReplayedHost(), interval=3600, described="replay hostile")
+            app = ui().TopApp(sampler, ReplayedHost(), interval=3600, described="replay hostile")
             async with app.run_test(size=(160, 40)) as pilot:
                 await pilot.pause()
                 await pilot.press("enter")
@@ -303,7 +314,7 @@ def test_outside_text_reaches_the_screen_escaped() -> None:
 # --- snapshots ----------------------------------------------------------------------------------
 
 
-async def settled(app: TopApp, pilot: Any) -> None:
+async def settled(app: Any, pilot: Any) -> None:
     """Until the footer has drawn its keys (Textual composes it after the first frame)."""
     for _ in range(100):
         await pilot.pause()
@@ -315,7 +326,7 @@ async def settled(app: TopApp, pilot: Any) -> None:
 def screenshot(size: tuple[int, int], keys: tuple[str, ...] = (), replay: str = TRAINING) -> str:
     async def go() -> str:
         with api.Sampler(replay) as sampler:
-            app = TopApp(sampler, ReplayedHost(), interval=3600, described=f"replay {replay}")
+            app = ui().TopApp(sampler, ReplayedHost(), interval=3600, described=f"replay {replay}")
             async with app.run_test(size=size) as pilot:
                 await settled(app, pilot)
                 if keys:
