@@ -93,7 +93,7 @@ _gpudiag() {
         mig) COMPREPLY=($(compgen -W "--id -i --list-gpu-instance-profiles -lgip --list-gpu-instances -lgi --list-compute-instances -lci --json --help" -- "$cur")) ;;
         nvlink) COMPREPLY=($(compgen -W "--id -i --status -s --errorcounters -e --getthroughput -gt --json --help" -- "$cur")) ;;
         pmon) COMPREPLY=($(compgen -W "--id -i --select -s --count -c --delay -d --options -o --format --filename -f --json --help" -- "$cur")) ;;
-        report) COMPREPLY=($(compgen -W "--expect --json --junit --nodes --brief --help" -- "$cur")) ;;
+        report) COMPREPLY=($(compgen -W "--expect --json --junit --junit-per-check --nodes --brief --help" -- "$cur")) ;;
         snapshot) COMPREPLY=($(compgen -W "--output -o --description -d --no-torch --help" -- "$cur")) ;;
         stat) COMPREPLY=($(compgen -W "--id -i --show-cmd -c --show-pid -p --show-power -P --no-processes --watch -w --interval --count --json --help" -- "$cur")) ;;
         topo) COMPREPLY=($(compgen -W "--matrix -m --p2pstatus -p2p --json --help" -- "$cur")) ;;

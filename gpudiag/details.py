@@ -410,8 +410,15 @@ PAIR = Codec(lambda p: (int(p[0]), int(p[1])), list)
 
 
 def _byte(value: Any) -> int:
-    """A ``c_char`` member (one byte, read as ``bytes``) as its number."""
-    return value[0] if isinstance(value, bytes) and value else int(value or 0)
+    """A ``c_char`` member as its number: ctypes reads one as ``bytes`` (``b"\\x00"``), nvidia-ml-py
+    13's structures as ``str`` (``"\\x00"``, the H200's capture); an integer as it is."""
+    if isinstance(value, bytes | bytearray):
+        return value[0] if value else 0
+    if isinstance(value, str):
+        if len(value) > 1:
+            raise ValueError(f"not one byte: {value!r}")
+        return ord(value) if value else 0
+    return int(value)
 
 
 def _raw(struct: Any, member: str, size: int) -> bytes:
@@ -928,10 +935,10 @@ DETAIL_READINGS: tuple[Spec, ...] = (
         codec=PLATFORM,
         query="platform.chassis_serial_number:chassis_serial_number;platform.slot_number:slot_number;"
         "platform.tray_index:tray_index;platform.host_id:host_id;platform.peer_type:peer_type=peer_type;"
-        "platform.gpu_fabric_guid:fabric_guid",
+        "platform.gpu_fabric_guid:fabric_guid=guid",
         q="Platform Info/Chassis Serial Number:chassis_serial_number;Platform Info/Slot Number:slot_number;"
         "Platform Info/Tray Index:tray_index;Platform Info/Host ID:host_id;Platform Info/Peer Type:peer_type=peer_type;"
-        "Platform Info/GPU Fabric GUID:fabric_guid",
+        "Platform Info/GPU Fabric GUID:fabric_guid=guid",
     ),
     _detail(
         "identity.bbx_flush",  # (timestamp, duration in µs); NOT_READY until the InfoROM BBX was first flushed

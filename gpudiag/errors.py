@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from gpudiag.exitcodes import ExitCode
 
+# Set by --debug: internal errors, and answers a reader could not decode, show their tracebacks on stderr.
+DEBUG_ENV = "GPUDIAG_DEBUG"
+
 
 class GpudiagError(Exception):
     """An expected fault: shown as one line on stderr, never as a traceback."""

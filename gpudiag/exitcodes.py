@@ -36,6 +36,27 @@ class ExitCode(enum.IntEnum):
     NVML_ERROR = 255  # any other NVML failure
 
 
+# `check`'s verdict for each exit status it ends a run with.
+CHECK_VERDICTS = {
+    ExitCode.OK: "READY",
+    ExitCode.FAILED: "NOT READY",
+    ExitCode.CHECK_INCOMPLETE: "UNKNOWN",
+    ExitCode.NOTHING_CHECKED: "UNKNOWN",
+}
+
+
+def check_code(failed: bool, could_not_run: bool, verified: bool) -> ExitCode:
+    """`check`'s verdict as its exit status: the one rule wherever a verdict is read (`check`, a
+    node file in `report` and `drain`). A failure is FAILED; else what could not run is
+    CHECK_INCOMPLETE; else a run that verified nothing (every check skipped, or none) is
+    NOTHING_CHECKED, never OK."""
+    if failed:
+        return ExitCode.FAILED
+    if could_not_run:
+        return ExitCode.CHECK_INCOMPLETE
+    return ExitCode.OK if verified else ExitCode.NOTHING_CHECKED
+
+
 NVML_EXIT = {
     NvmlStatus.OK: ExitCode.OK,
     NvmlStatus.LIBRARY_NOT_FOUND: ExitCode.NVML_LIBRARY_NOT_FOUND,

@@ -26,6 +26,7 @@ data over the model (no other part of gpudiag, no pynvml): every number is NVML'
 from __future__ import annotations
 
 import functools
+import operator
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -208,20 +209,37 @@ class Codec(msgspec.Struct, frozen=True):
 
 
 def text(value: Any) -> str:
-    """NVML's strings: bytes from older nvidia-ml-py, str from newer."""
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+    """NVML's strings: bytes from older nvidia-ml-py, str from newer; anything else is not a string
+    NVML gave (TypeError, which the probe's guard makes the reading's error)."""
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"expected a string, got {type(value).__name__}")
+
+
+def integer(value: Any) -> int:
+    """An NVML number as pynvml gives it (an int, or a ctypes integer's value); a str, a float, None
+    or a struct is not one (TypeError), where ``int()`` would read ``"7"`` or ``7.9``."""
+    return operator.index(value)
+
+
+def truth(value: Any) -> bool:
+    """An NVML flag (an integer, 0 or not): a str, None or a struct is not one, where ``bool()``
+    would call anything true."""
+    return bool(operator.index(value))
 
 
 def _flag(value: Any) -> int:
     return int(bool(value))
 
 
-INT = Codec(int, int)
-BOOL = Codec(bool, _flag)
+INT = Codec(integer, int)
+BOOL = Codec(truth, _flag)
 TEXT = Codec(text, str)
 MILLIWATTS = Codec(lambda mw: round(int(mw) / 1000.0, 3), lambda w: round(float(w) * 1000))  # model: watts
 NS_AS_US = Codec(lambda ns: int(ns) // 1000, lambda us: int(us) * 1000)  # NVML counts ns; nvidia-smi shows µs
-MIG_ENABLED = Codec(lambda mode: mode == 1, _flag)  # NVML_DEVICE_MIG_ENABLE
+MIG_ENABLED = Codec(lambda mode: integer(mode) == 1, _flag)  # NVML_DEVICE_MIG_ENABLE
 COMPUTE_MODE = Codec(COMPUTE_MODES.__getitem__, COMPUTE_MODE_CODES.__getitem__)
 CAPABILITY = Codec(lambda cc: (int(cc[0]), int(cc[1])), lambda cc: (int(cc[0]), int(cc[1])))
 UTILIZATION = Codec(

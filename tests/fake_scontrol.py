@@ -31,12 +31,15 @@ NodeName={name} Arch=x86_64 CoresPerSocket=1
 """
 
 
-def main(state_file: str, log_file: str, fail_updates: bool, args: list[str]) -> int:
+def main(state_file: str, log_file: str, fail_updates: bool, args: list[str], fail_show: bool = False) -> int:
     with open(log_file, "a") as log:
         log.write(json.dumps(args) + "\n")
     nodes = json.loads(Path(state_file).read_text())
     words = [a for a in args if a not in ("--all", "-a", "--oneliner", "-o")]
     if words[:2] == ["show", "node"]:
+        if fail_show:  # Slurm 22.05's words when slurmctld does not answer
+            print("slurm_load_node error: Unable to contact slurm controller (connect failure)", file=sys.stderr)
+            return 1
         names = words[2:3] or list(nodes)
         if any(n not in nodes for n in names):
             print(f"Node {names[0]} not found")
@@ -112,19 +115,22 @@ def install(
     nodes: dict[str, tuple[str, str]],
     fail_updates: bool = False,
     since: str = "2026-11-23T07:19:25",
+    fail_show: bool = False,
 ) -> FakeSlurm:
     """``nodes``: name -> (state, reason), the reasons set at ``since`` (local time, as Slurm
-    prints it). Put ``result.bindir`` first on PATH."""
+    prints it); ``fail_show``: `show node` fails as when the controller is unreachable. Put
+    ``result.bindir`` first on PATH."""
     bindir = directory / "fake-slurm-bin"
     bindir.mkdir(parents=True)
     state_file, log_file = directory / "slurm-state.json", directory / "scontrol.log"
     state_file.write_text(json.dumps({n: {"state": s, "reason": r, "since": since} for n, (s, r) in nodes.items()}))
     script = bindir / "scontrol"
     here = Path(__file__).resolve()
-    script.write_text(f'#!/bin/sh\nexec {sys.executable} {here} {state_file} {log_file} {int(fail_updates)} "$@"\n')
+    flags = f"{int(fail_updates)}{'s' if fail_show else ''}"
+    script.write_text(f'#!/bin/sh\nexec {sys.executable} {here} {state_file} {log_file} {flags} "$@"\n')
     script.chmod(0o755)
     return FakeSlurm(bindir, state_file, log_file)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4:]))
+    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3][0] == "1", sys.argv[4:], sys.argv[3].endswith("s")))

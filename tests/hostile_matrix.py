@@ -2,9 +2,11 @@
 
 Counts, per command and per environment, what must never happen: a traceback, an internal error
 (exit 70), an exit code outside gpudiag/exitcodes.py, a raw control character (C0/C1, DEL, bidi
-override or another non-printable character) on stdout or stderr, ``--json`` output that does not
-parse, and padding at the end of a line of output into a pipe. docs/hostile-matrix.md holds the
-latest full run, written by this script::
+override, a byte that is not UTF-8 or another non-printable character) on stdout, stderr or in a
+file the command writes (``memory --textfile``), ``--json`` or XML output that does not parse, a CSV
+cell a spreadsheet would run as a formula (one that starts with ``=``, ``+``, ``-``, ``@``, a tab or
+a CR and is not a number), and padding at the end of a line of output into a pipe. docs/hostile-matrix.md
+holds the latest full run, written by this script::
 
     python -m tests.hostile_matrix                          # the full matrix; exit 1 on any problem
     python -m tests.hostile_matrix --write docs/hostile-matrix.md
@@ -19,6 +21,8 @@ or ``PYTHONIOENCODING=ascii``; ``--processes`` runs each command as a real proce
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import os
 import platform
@@ -30,6 +34,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from xml.etree import ElementTree
 
 from gpudiag.exitcodes import ExitCode
 
@@ -44,6 +49,9 @@ Args = Callable[[str, Path, "Environment"], list[str]]  # (machine, its work dir
 class Command:
     label: str
     args: Args
+    kind: str = ""  # "csv", "xml": what the output must be (JSON: "--json" in the label)
+    output: str = ""  # a file the command writes in the machine's work dir, judged as its output too
+    layout: str = "\n"  # the characters the output lays itself out with (XML's tabs)
 
     @property
     def json(self) -> bool:
@@ -54,16 +62,33 @@ COMMANDS = [
     Command("list", lambda m, d, e: ["list"]),
     Command("list --json", lambda m, d, e: ["list", "--json"]),
     Command("list -q", lambda m, d, e: ["list", "-q"]),
+    Command("list -q -x", lambda m, d, e: ["list", "-q", "-x"], kind="xml", layout="\n\t"),
     Command(
         "list --query",
-        lambda m, d, e: ["list", "--query", "index,name,serial,uuid,memory.used,power.draw", "--format", "csv"],
+        lambda m, d, e: [
+            "list",
+            "--query",
+            "index,name,serial,vbios_version,uuid,memory.used,power.draw",
+            "--format",
+            "csv",
+        ],
+        kind="csv",
     ),
     Command(
         "list --query-compute-apps",
         lambda m, d, e: ["list", "--query-compute-apps", "pid,process_name,gpu_name,used_memory", "--format", "csv"],
+        kind="csv",
     ),
+    Command("pmon --format csv", lambda m, d, e: ["pmon", "--count", "1", "--format", "csv"], kind="csv"),
     Command("memory", lambda m, d, e: ["memory"]),
     Command("memory --json", lambda m, d, e: ["memory", "--json"]),
+    Command(
+        "memory --textfile",
+        lambda m, d, e: ["memory", "--textfile", str(d / "textfile")],
+        output="textfile/gpudiag_memory.prom",
+    ),
+    Command("exporter --once", lambda m, d, e: ["exporter", "--once"]),
+    Command("exporter --once --compat dcgm", lambda m, d, e: ["exporter", "--once", "--compat", "dcgm"]),
     Command("visible", lambda m, d, e: ["visible"]),
     Command("visible --json", lambda m, d, e: ["visible", "--json"]),
     # A replay reads its recorded environment: the environment's CUDA_VISIBLE_DEVICES reaches `visible` here.
@@ -99,7 +124,18 @@ ENVIRONMENTS = [
     Environment("PYTHONIOENCODING=ascii", {"PYTHONIOENCODING": "ascii"}, "ascii"),
 ]
 
-PROBLEMS = ("traceback", "exit 70", "undocumented exit", "raw control", "bad JSON", "trailing blanks", "timeout")
+PROBLEMS = (
+    "traceback",
+    "exit 70",
+    "undocumented exit",
+    "raw control",
+    "bad JSON",
+    "bad XML",
+    "formula cell",
+    "trailing blanks",
+    "timeout",
+)
+FORMULA_STARTS = frozenset("=+-@\t\r")
 
 
 @dataclass
@@ -121,16 +157,44 @@ def judge(command: Command, code: int | None, out: str, err: str) -> list[str]:
         found.append("exit 70")
     elif code not in DOCUMENTED:
         found.append("undocumented exit")
-    if any(not c.isprintable() and c != "\n" for c in out + err):
+    if any(not c.isprintable() and c not in command.layout for c in out) or any(
+        not c.isprintable() and c != "\n" for c in err
+    ):
         found.append("raw control")
     if command.json and out.strip():
         try:
             json.loads(out)
         except ValueError:
             found.append("bad JSON")
+    if command.kind == "xml" and out.strip():
+        try:
+            ElementTree.fromstring(out)
+        except ElementTree.ParseError:
+            found.append("bad XML")
+    if command.kind == "csv" and formula_cells(out):
+        found.append("formula cell")
     if any(line.endswith(" ") for line in out.splitlines()):
         found.append("trailing blanks")
     return found
+
+
+def formula_cells(text: str) -> list[str]:
+    """The cells of a CSV output a spreadsheet would run as a formula: those that start (after blanks)
+    with =, +, -, @, a tab or a CR and are not numbers (``-5``, ``-5 W``) nor dmon's and pmon's ``-``."""
+    found = []
+    for row in csv.reader(io.StringIO(text), skipinitialspace=True):
+        for cell in row:
+            if cell.lstrip(" ")[:1] in FORMULA_STARTS and cell != "-" and not _number(cell.split(" ")[0]):
+                found.append(cell)
+    return found
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def prepare(machine: str, work: Path) -> Path:
@@ -142,6 +206,7 @@ def prepare(machine: str, work: Path) -> Path:
     directory = work / machine
     nodes = directory / "nodes"
     nodes.mkdir(parents=True, exist_ok=True)
+    (directory / "textfile").mkdir(exist_ok=True)
     for name, args in (
         ("check.json", ["check", "--quick", "--no-torch", "--json"]),
         ("memory.json", ["memory", "--json"]),
@@ -198,7 +263,12 @@ def run(
             for command in commands:
                 for environment in environments:
                     argv = ["--replay", machine, *command.args(machine, work, environment)]
+                    written = work / command.output if command.output else None
+                    if written is not None:
+                        written.unlink(missing_ok=True)  # judged: this run's file, never an earlier run's
                     code, out, err = runner(argv, environment)
+                    if written is not None and written.exists():  # a byte that is not UTF-8 is a raw control
+                        out += written.read_bytes().decode("utf-8", "surrogateescape")
                     tally = tallies[(command.label, environment.label)]
                     tally.runs += 1
                     tally.codes[code if code is not None else -1] += 1
@@ -234,10 +304,12 @@ def markdown(
         "Every read-only command on every example machine (`gpudiag/machines/`, `hostile-strings` among them)",
         "under hostile environments, counting what must never happen: a traceback, an internal error",
         "(exit 70), an exit code outside the exit-code table, a raw control character (C0/C1, DEL, a bidi",
-        "override or another non-printable character) on stdout or stderr, `--json` output that does not",
-        "parse, padding at the end of a line of output into a pipe, a run that hangs (120 s). A replay reads",
-        "its recorded environment, so the environment's `CUDA_VISIBLE_DEVICES` reaches `visible --value`; the",
-        "output encodings are the streams' (a Latin-1 locale, `PYTHONIOENCODING=ascii`).",
+        "override, a byte that is not UTF-8 or another non-printable character) on stdout, on stderr or in",
+        "the file `memory --textfile` writes, `--json` or XML output that does not parse, a CSV cell a",
+        "spreadsheet would run as a formula (`=`, `+`, `-`, `@`, a tab or a CR first, not a number), padding",
+        "at the end of a line of output into a pipe, a run that hangs (120 s). A replay reads its recorded",
+        "environment, so the environment's `CUDA_VISIBLE_DEVICES` reaches `visible --value`; the output",
+        "encodings are the streams' (a Latin-1 locale, `PYTHONIOENCODING=ascii`).",
         "`tests/hostile_matrix.py` writes this page; `tests/test_hostile_matrix.py` runs a slice of it in CI.",
         "",
         f"Latest full run: {len(machines)} machines x {len(commands)} commands x {len(environments)} environments "

@@ -1,5 +1,6 @@
-"""docs/commands/check.md keeps up with the code: its example output is real, every check id,
-option and exit code is documented, and the exit-code table matches the command's."""
+"""docs/commands/check.md keeps up with the code: its example output is real, its table of checks
+is written from their declarations, every check id, option and exit code is documented, and the
+exit-code table matches the command's."""
 
 from __future__ import annotations
 
@@ -7,9 +8,14 @@ from pathlib import Path
 
 from gpudiag.checks.rules import CHECK_IDS
 from gpudiag.exitcodes import ExitCode
+from tests import check_table
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "commands" / "check.md"
 TEXT = DOC.read_text()
+
+
+def test_the_table_of_checks_is_the_declarations() -> None:
+    assert check_table.written(TEXT) == TEXT, "the table of checks is stale: run python -m tests.check_table"
 
 
 def test_every_check_id_is_documented() -> None:

@@ -6,6 +6,7 @@ status it can produce, so a new rule cannot land untested.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -13,8 +14,10 @@ import msgspec
 import pytest
 
 from gpudiag.checks import Action, CheckResult, Facts, FunctionalResult, Options, Scope, Status, rules
+from gpudiag.checks.base import groups
 from gpudiag.checks.deep.levels import MAX_LEVEL
 from gpudiag.model import (
+    ALL_GROUPS,
     ComputeMode,
     GpuProcess,
     HostProcess,
@@ -31,12 +34,14 @@ from gpudiag.model import (
 )
 from gpudiag.probe.collect import collect
 from gpudiag.probe.devices import DeviceFacts, DeviceNode
+from gpudiag.readings import GPU_READINGS
 
 PASS, WARN, FAIL, SKIP = Status.PASS, Status.WARN, Status.FAIL, Status.SKIP
 
 # --- building facts ------------------------------------------------------------------
 
 
+@functools.cache  # frozen: every case may start from the same reading
 def facts(name: str) -> Facts:
     machine = collect(name)
     return Facts(machine=machine, torch=machine.torch_runtime, devices=None)
@@ -625,29 +630,8 @@ CASES = [
     Case("func.gpu", SKIP, lambda: ran(facts("h100x8-healthy")), says="no CUDA device", name="none"),
 ]
 
+
 # What each rule can say. The coverage test holds the cases to it.
-CAN_PRODUCE: dict[str, set[Status]] = {
-    "nvml.init": {PASS, FAIL},
-    "env.variables": {PASS, WARN},
-    "compat.cudnn": {PASS, FAIL, SKIP},
-    "compat.nccl": {PASS, WARN, SKIP},
-    "config.persistence": {PASS, WARN, SKIP},
-    "health.ecc": {PASS, FAIL, SKIP},
-    "health.retired_pages": {PASS, FAIL, SKIP},
-    "health.row_remap": {PASS, FAIL, SKIP},
-    "health.recovery_action": {PASS, FAIL, SKIP},
-    "health.inforom": {PASS, FAIL, SKIP},
-    "health.free_memory": {PASS, FAIL, SKIP},
-    "health.pcie": {PASS, WARN, SKIP},
-    "mem.bandwidth": {PASS, FAIL, SKIP},
-    "link.pcie": {PASS, FAIL, SKIP},
-    "link.peer": {PASS, FAIL, SKIP},
-    "nvml.gpu_count": {PASS, FAIL, SKIP},
-    "nvml.gpu_lost": {PASS, FAIL, SKIP},
-    **{f"req.{r}": {PASS, FAIL} for r in ("driver", "cuda", "capability", "gpu", "torch")},
-}
-
-
 def _case_id(case: Case) -> str:
     expected = case.expected.value if isinstance(case.expected, Status) else "/".join(s.value for s in case.expected)
     return f"{case.check_id}-{expected}" + (f"-{case.name}" if case.name else "")
@@ -669,10 +653,12 @@ def test_rule(case: Case) -> None:
         assert statuses == case.expected, [(r.status, r.target, r.finding) for r in results]
     if case.says:
         assert any(case.says in r.finding + r.fix for r in results), [(r.finding, r.fix) for r in results]
+    produces = rules.BY_ID[case.check_id].produces
     for r in results:
         assert r.finding and "\n" not in r.finding and "\n" not in r.fix
         if r.status in (FAIL, WARN):
             assert r.fix, f"{r.id} {r.status.value} without a fix: {r.finding}"
+        assert r.status in produces, f"{r.id} gave {r.status.value}: declare it in produces="
 
 
 def test_every_rule_is_covered_for_every_status_it_can_produce() -> None:
@@ -683,8 +669,8 @@ def test_every_rule_is_covered_for_every_status_it_can_produce() -> None:
         expected = {case.expected} if isinstance(case.expected, Status) else set(case.expected)
         covered.setdefault(case.check_id, set()).update(expected)
     for check in rules.CHECKS:
-        wanted = CAN_PRODUCE.get(check.id, {PASS, WARN, FAIL, SKIP})
-        assert covered.get(check.id, set()) >= wanted, (check.id, wanted - covered.get(check.id, set()))
+        missing = check.produces - covered.get(check.id, set())
+        assert not missing, f"{check.id}: no case gives {sorted(s.value for s in missing)} (or narrow its produces=)"
 
 
 def test_requirements_say_nothing_unless_asked() -> None:
@@ -775,17 +761,80 @@ def test_torch_is_needed_only_by_checks_that_judge_it() -> None:
 
 
 def test_the_exporter_judges_only_cheap_nvml_checks() -> None:
-    assert rules.EXPORTER_CHECKS == (
-        "nvml.gpu_lost",
-        "health.ecc",
-        "health.retired_pages",
-        "health.row_remap",
-        "health.recovery_action",
-        "health.clock_events",
-        "health.temperature",
-        "health.pcie",
-    )
-    assert not any(rules.BY_ID[cid].needs_torch(Options()) for cid in rules.EXPORTER_CHECKS)
+    """What the exporter judges on every scrape needs no torch, no GPU work and only the facts a
+    scrape reads (which leave out the InfoROM's ~70 ms per GPU and the details)."""
+    from gpudiag.export.exporter import GROUPS
+
+    exported = [rules.BY_ID[cid] for cid in rules.EXPORTER_CHECKS]
+    assert exported and "health.ecc" in rules.EXPORTER_CHECKS
+    for check in exported:
+        assert not check.needs_torch(Options()) and not check.needs_gpu and check.level == 1, check.id
+        assert groups([check]) <= GROUPS["native"], (check.id, groups([check]) - GROUPS["native"])
+
+
+# --- what a rule reads: its declared readings, no other ---------------------------------------
+
+# What every rule may look at besides its declared readings: which GPU it is, and its identity
+# (always read, whatever a command asks for).
+_ALWAYS = {"index", "state", "state_detail", "label"} | {s.key for s in GPU_READINGS if s.group is None}
+
+
+class _Traced:
+    """A GPU that notes each attribute a rule asks it for."""
+
+    def __init__(self, gpu: object, seen: set[str]) -> None:
+        object.__setattr__(self, "_gpu", gpu)
+        object.__setattr__(self, "_seen", seen)
+
+    def __getattr__(self, name: str) -> object:
+        self._seen.add(name)
+        return getattr(self._gpu, name)
+
+
+def _read_by(case: Case) -> set[str]:
+    f = case.build()
+    seen: set[str] = set()
+    traced = with_machine(f, gpus=tuple(_Traced(g, seen) for g in f.machine.gpus))
+    run = rules.run(traced, case.options, only=(case.check_id,), level=MAX_LEVEL)
+    assert run == rules.run(f, case.options, only=(case.check_id,), level=MAX_LEVEL)
+    return seen - _ALWAYS
+
+
+def test_a_rule_reads_the_readings_it_declares_and_no_other() -> None:
+    """`check` reads only the fact groups of its checks' declared readings: a rule that looked at
+    another would find it "not read by this command". Every case of every rule, traced."""
+    from tests.test_deep_rules import CASES as DEEP_CASES  # the deep diagnostics' rules (check --level 2-4)
+
+    read: dict[str, set[str]] = {}
+    for case in [*CASES, *DEEP_CASES]:
+        seen = _read_by(case)
+        undeclared = seen - set(rules.BY_ID[case.check_id].reads)
+        assert not undeclared, f"{_case_id(case)} reads {sorted(undeclared)}: add them to its reads="
+        read.setdefault(case.check_id, set()).update(seen)
+    for check in rules.CHECKS:
+        unread = set(check.reads) - read.get(check.id, set())
+        assert not unread, f"{check.id} declares {sorted(unread)}, which none of its cases reads"
+
+
+@pytest.mark.parametrize("name", ["h100x8-healthy", "a100-ecc-errors", "a100-mig", "misconfigured-node", "gpu-lost"])
+def test_the_groups_check_reads_give_the_results_of_reading_everything(name: str) -> None:
+    everything = Options(expect_gpus=2, min_free_bytes=1 << 30, require_capability="1.0", require_gpu="x")
+    full = facts(name)
+    read = collect(name, facts=rules.GROUPS)
+    assert rules.GROUPS < ALL_GROUPS
+    got = rules.run(Facts(machine=read, torch=read.torch_runtime, devices=None), everything, level=MAX_LEVEL)
+    assert got == rules.run(full, everything, level=MAX_LEVEL)
+    assert "not read" not in " ".join(r.finding for r in got)
+
+
+@pytest.mark.parametrize("name", ["h100x8-healthy", "a100-ecc-errors"])
+def test_check_reads_the_figures_its_json_shows(name: str) -> None:
+    """--json's per-GPU figures come from what `check` reads, whichever checks read them."""
+    from gpudiag.checks.gather import OWN_GROUPS
+    from gpudiag.render.check_view import gpus_json
+
+    read = collect(name, facts=OWN_GROUPS)
+    assert gpus_json(Facts(machine=read, torch=read.torch_runtime, devices=None)) == gpus_json(facts(name))
 
 
 def test_a_failed_nvml_start_names_what_the_operator_does() -> None:

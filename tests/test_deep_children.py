@@ -374,11 +374,11 @@ def test_the_whole_deep_run_at_level_3(monkeypatch: pytest.MonkeyPatch) -> None:
     scenario(source, monkeypatch)
     machine = source.read()
     progress = XidDuringStress(source)
-    plan = run.DeepPlan(
-        3,
+    plan = levels.DeepPlan(
+        levels.LEVELS[3],
         ("mem.test", "link.pcie", "link.peer", "link.nccl", "stress.gemm"),
         600.0,
-        {**fake_devices.CPU, "links": {"primitives": SPEC}},
+        overrides={**fake_devices.CPU, "links": {"primitives": SPEC}},
     )
     torch_runtime: Any = None
     deep, notes = run.run(plan, source, machine, torch_runtime, None, time.monotonic(), progress)

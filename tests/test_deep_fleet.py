@@ -31,7 +31,7 @@ def node_file(host: str, model: str, gpus: int = 8, slow: dict[int, float] | Non
         "verdict": "READY",
         "could_not_run": [],
         "versions": {},
-        "checks": [],
+        "checks": [{"id": "nvml.init", "status": "PASS"}],  # a file that verified nothing is never READY
         "gpus": entries,
     }
     return json.dumps(doc).encode()

@@ -492,7 +492,7 @@ def test_the_budget_shrinks_the_elastic_tests_alike() -> None:
 )
 def test_level_options_that_do_not_go_together(args: tuple, message: str) -> None:  # type: ignore[type-arg]
     with pytest.raises(UsageError, match=message.replace("(", r"\(")):
-        levels.usage(*args)
+        levels.usage(levels.parse(args[0]), *args[1:])
 
 
 def test_busy_gpus_are_those_with_other_compute_processes(machine) -> None:  # type: ignore[no-untyped-def]

@@ -165,7 +165,7 @@ def test_process_load_keeps_each_pids_newest_sample_and_its_cursor() -> None:
             SimpleNamespace(pid=7, timeStamp=5, smUtil=10, memUtil=1, encUtil=0, decUtil=0),
             SimpleNamespace(pid=7, timeStamp=9, smUtil=40, memUtil=2, encUtil=0, decUtil=0),
         ]
-        return Reading.of(samples)
+        return Reading.of(convert(samples) if convert else samples)
 
     session = SimpleNamespace(lib=pynvml, read=read, read_specs=None, field_values=None)
     probe = DetailsProbe(session, lambda pid: (Reading.of(1.0), Reading.of(2), Reading.of(3.0)), 16)

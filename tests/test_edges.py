@@ -341,6 +341,7 @@ _NULL_MEANS_NOT_APPLICABLE = {
     "rank",  # not in a distributed job (or not tracked)
     "steps",  # the program does not mark its steps (or is not tracked)
     "forecast",  # not filling up
+    "other_bytes",  # the allocator's figures and NVML's are not of one moment (torch.published_at says when)
 }
 
 

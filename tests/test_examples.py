@@ -76,6 +76,15 @@ def test_prolog_never_overwrites_someone_elses_reason(slurm: FakeSlurm) -> None:
 
 @pytest.mark.slow
 @needs_shell
+@pytest.mark.parametrize("name", ["ALL", "all", "Default"])
+def test_prolog_never_passes_a_keyword_as_the_node(slurm: FakeSlurm, name: str) -> None:
+    """`scontrol update NodeName=ALL` would drain every node: the name is refused, the job kept off."""
+    assert run_prolog(slurm, "a100-ecc-errors", node=name) == 1
+    assert slurm.updates() == [] and slurm.nodes()["node1"]["reason"] == ""
+
+
+@pytest.mark.slow
+@needs_shell
 def test_prolog_treats_a_missed_deadline_as_unknown(slurm: FakeSlurm, tmp_path: Path) -> None:
     conf = tmp_path / "gpudiag-prolog"
     conf.write_text("GPUDIAG_DEADLINE=0.001\n")

@@ -20,7 +20,7 @@ import pytest
 
 from gpudiag.exitcodes import ExitCode
 from gpudiag.export.attribution import Owner
-from gpudiag.export.exporter import GROUPS, REOPEN_EVERY_S, Exporter, Server
+from gpudiag.export.exporter import GROUPS, REOPEN_EVERY_S, Exporter, Printable, Server
 from gpudiag.model import GpuState, Machine, Reading, Reason
 from gpudiag.probe.collect import MachineSource, open_source
 from gpudiag.replay.fixtures import load
@@ -278,7 +278,7 @@ def test_dcgm_family_names_units_and_labels(source: MachineSource) -> None:
     exporter = Exporter(source, compat="dcgm", hostname="node-a")
     scrape(exporter)  # GPM's figures and the NVLink bandwidth are measured since an earlier scrape
     samples = scrape(exporter)
-    names = {n for n, _ in samples} - {"gpudiag_nvml_up", "gpudiag_gpu_lost"}
+    names = {n for n, _ in samples} - {"gpudiag_nvml_up", "gpudiag_gpu_lost", "gpudiag_metric_family_errors_total"}
     assert names <= DCGM_DEFAULT_COUNTERS | DCGM_CSV_OPTIONAL | DCGM_OTHER_FIELDS
     assert names >= DCGM_DEFAULT_COUNTERS  # every default field, on this H100 node
     assert set(DASHBOARD) <= names
@@ -470,7 +470,8 @@ def test_counters_are_typed_counters_on_the_served_text(source: MachineSource, c
     """On the text itself: ``rate()`` takes untyped series too, so a working query proves nothing."""
     text = Exporter(source, compat=compat).render_text().decode()
     types = types_of(text)
-    assert {name for name, typ in types.items() if typ == "counter"} == counters
+    counted = {name for name, typ in types.items() if typ == "counter"}
+    assert counted == counters | {"gpudiag_metric_family_errors_total"}
     assert set(types.values()) <= {"counter", "gauge"}
     sample_names = {line.split("{", 1)[0].split(" ", 1)[0] for line in text.splitlines() if not line.startswith("#")}
     assert sample_names <= set(types)  # every sample sits under its own # TYPE line: nothing untyped
@@ -652,7 +653,7 @@ def test_fast_text_exposition_says_what_prometheus_client_says(compat: str) -> N
             exporter = Exporter(s, compat=compat, hostname='host "with" \\ quotes')
             exporter.render_text()  # GPM's figures come with the scrapes after the first
             registry = CollectorRegistry(auto_describe=False)
-            registry.register(exporter)
+            registry.register(Printable(exporter))  # as the OpenMetrics path serves it: outside text printable
             assert parsed(exporter.render_text().decode()) == parsed(generate_latest(registry).decode()), name
 
 

@@ -1,4 +1,6 @@
-"""RowMetric: the exporter's fast families keep rows, yet look like ordinary families to prometheus-client."""
+"""RowMetric: the exporter's fast families keep rows, yet look like ordinary families to prometheus-client;
+outside text in a label or HELP is written printable by both renderers, and data can leave one family
+out of a scrape, never the others."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.samples import Sample
 
-from gpudiag.export.exposition import RowMetric, TextRenderer
+from gpudiag.export.exposition import FamilyErrors, RowMetric, TextRenderer, printable_families
 
 
 class _Collector:
@@ -28,10 +30,45 @@ def test_rows_render_as_prometheus_client_renders_them() -> None:
     assert fast.samples == plain.samples
     assert fast == plain
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Collector([fast]))  # type: ignore[arg-type]
+    registry.register(_Collector(list(printable_families([fast], FamilyErrors()))))  # type: ignore[arg-type]
     renderer = TextRenderer()
     assert renderer.render([fast]) == generate_latest(registry)
     assert renderer.render([fast]) == generate_latest(registry)  # from the remembered prefixes
+    # A line break in outside text is the visible \n on both, as on a terminal: one line per sample.
+    assert rb'why="say \"hi\"\\\\n"} 3.0' in renderer.render([fast])
+
+
+def _families() -> list[RowMetric]:
+    good = RowMetric("x_good", "doc", "gauge", ["gpu"])
+    good.add_row(("0",), 1.0)
+    bad = RowMetric("x_bad", "doc", "gauge", ["gpu"])
+    bad.add_row(("0",), None)  # type: ignore[arg-type]  # not a number: what data must never do to a scrape
+    also = RowMetric("x_also", "doc", "gauge", ["user"])
+    also.add_row(("caf\udce9",), 2.0)  # a byte that is not UTF-8: the old renderer raised UnicodeEncodeError
+    return [good, bad, also]
+
+
+def test_a_family_that_cannot_be_written_is_left_out_counted_and_said_once() -> None:
+    said: list[str] = []
+    errors = FamilyErrors(said.append)
+    renderer = TextRenderer(errors)
+    for scrape in (1, 2):
+        text = renderer.render(_families()).decode("utf-8")
+        assert 'x_good{gpu="0"} 1.0' in text and r'x_also{user="caf\\udce9"} 2.0' in text
+        assert "x_bad" not in text
+        assert errors.count == scrape
+    assert len(said) == 1 and said[0].startswith("gpudiag: metrics x_bad left out: TypeError")
+    assert renderer.render([errors.metric()]).decode().endswith("gpudiag_metric_family_errors_total 2.0\n")
+
+
+def test_prometheus_clients_renderer_leaves_out_the_same_family() -> None:
+    said: list[str] = []
+    errors = FamilyErrors(said.append)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(list(printable_families(_families(), errors))))  # type: ignore[arg-type]
+    text = generate_latest(registry).decode("utf-8")
+    assert 'x_good{gpu="0"} 1.0' in text and r'x_also{user="caf\\udce9"} 2.0' in text and "x_bad" not in text
+    assert errors.count == 1 and len(said) == 1
 
 
 def test_samples_can_be_replaced_and_wrong_samples_are_refused() -> None:

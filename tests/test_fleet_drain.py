@@ -115,14 +115,20 @@ def test_resume_needs_a_gpudiag_reason_and_files_newer_than_the_drain(tmp_path: 
     stamped = ff.write(tmp_path, "stamped.json", json.dumps({"collected_at": drained_at + 5}))
     os.utime(stamped, (drained_at - 60, drained_at - 60))  # the document's own time wins over the file's
     ours = Current("IDLE+DRAIN", "gpudiag health-check: health.ecc GPU0: uncorrected ECC errors; reset", drained_at)
+
+    def ready(node: str, *files: Path) -> Target:
+        return Target(node, "ready", files=tuple(map(str, files)), verified=tuple(map(str, files)))
+
     targets = [
-        Target("healed", "ready", files=(str(new),)),
-        Target("stale", "ready", files=(str(old), str(new))[:1]),
-        Target("stamped", "ready", files=(str(stamped),)),
-        Target("gone-file", "ready", files=(str(tmp_path / "nosuch.json"),)),
-        Target("undated", "ready", files=(str(new),)),
-        Target("admin", "ready", files=(str(new),)),
-        Target("up", "ready", files=(str(new),)),
+        ready("healed", new),
+        ready("stale", old),
+        ready("stamped", stamped),
+        ready("gone-file", tmp_path / "nosuch.json"),
+        ready("undated", new),
+        ready("admin", new),
+        ready("up", new),
+        Target("unverified", "ready", files=(str(new),)),  # no node-scope check passed in it
+        Target("old-report", "ready", files=(str(new),), verified=None),  # a report from before they were listed
     ]
     current = {
         "healed": ours,
@@ -132,8 +138,12 @@ def test_resume_needs_a_gpudiag_reason_and_files_newer_than_the_drain(tmp_path: 
         "undated": Current("IDLE+DRAIN", ours.reason, None),
         "admin": Current("IDLE+DRAIN", "new DIMMs", drained_at),
         "up": Current("IDLE", ""),
+        "unverified": ours,
+        "old-report": ours,
     }
     steps = {s.node: s for s in drain.plan(targets, current, resume=True)}
+    assert steps["unverified"].verb is Verb.KEEP and "no check of the node itself ran" in steps["unverified"].note
+    assert steps["old-report"].verb is Verb.KEEP and "run report again" in steps["old-report"].note
     assert steps["healed"].verb is Verb.RESUME and steps["stamped"].verb is Verb.RESUME
     assert steps["stale"].verb is Verb.KEEP and "is older than the drain" in steps["stale"].note
     assert steps["gone-file"].verb is Verb.KEEP and steps["undated"].verb is Verb.KEEP
@@ -277,6 +287,7 @@ def test_only_job_scope_failures_leave_the_node_in_service(cli: Cli, tmp_path: P
     doc = ff.check("misconfigured-node", "gpu2")  # env.visible_devices (job) and compute mode (node)
     doc["checks"] = [c for c in doc["checks"] if c["id"] != "config.compute_mode"]
     doc["checks"] = [c for c in doc["checks"] if c["id"] != "health.processes"]
+    doc["summary"] = {s.lower(): sum(c["status"] == s for c in doc["checks"]) for s in ("PASS", "WARN", "FAIL", "SKIP")}
     ff.write(directory, "gpu2.json", doc)
     slurm = install(tmp_path, {"gpu1": ("IDLE", ""), "gpu2": ("IDLE", "")})
     code, out, _ = run(cli, slurm, str(directory), "--execute")
@@ -326,13 +337,33 @@ def test_a_failed_update_fails_the_command(cli: Cli, tmp_path: Path, report_file
 
 
 def test_without_scontrol(cli: Cli, tmp_path: Path, nodes: Path) -> None:
+    """Slurm's view unread: the planned commands are comments, nothing that `| sh` would run, exit 1."""
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     env = {"PATH": str(empty)}
     code, out, err = cli("drain", str(nodes), env=env)
-    assert code == 0 and "scontrol not found on PATH" in err and out.count("State=DRAIN") == 2
+    assert code == ExitCode.FAILED and "scontrol not found on PATH" in err and "nothing here is fit to run" in err
+    assert out.count("State=DRAIN") == 2 and all(line.startswith("# ") for line in out.splitlines())
+    assert "# gpu2: not run, Slurm's view unread: scontrol update NodeName=gpu2 State=DRAIN" in out
     code, _, err = cli("drain", str(nodes), "--execute", env=env)
     assert code == ExitCode.FAILED and "scontrol not found" in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("execute", [False, True])
+def test_when_slurms_view_cannot_be_read_nothing_is_fit_to_run(
+    cli: Cli, tmp_path: Path, nodes: Path, execute: bool
+) -> None:
+    """`scontrol show node` failing (the controller unreachable): a reason someone set may be there,
+    so no command is printed to run and none is run; the dry run piped to sh changes nothing."""
+    slurm = install(tmp_path, {"gpu2": ("IDLE+DRAIN", "admin: new DIMMs"), "gpu3": ("IDLE", "")}, fail_show=True)
+    code, out, err = run(cli, slurm, str(nodes), *(("--execute",) if execute else ()))
+    assert code == ExitCode.FAILED, out + err
+    assert "scontrol show node: slurm_load_node error: Unable to contact slurm controller" in err
+    if not execute:
+        assert out.count("State=DRAIN") == 2 and all(line.startswith("# ") for line in out.splitlines())
+        subprocess.run(["sh", "-e"], input=out, text=True, check=True, env={**os.environ, "PATH": slurm.path})
+    assert slurm.updates() == [] and slurm.nodes()["gpu2"]["reason"] == "admin: new DIMMs"
 
 
 def test_a_file_that_is_not_a_report_is_a_usage_error(cli: Cli, tmp_path: Path) -> None:

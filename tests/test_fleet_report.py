@@ -299,11 +299,36 @@ def test_json_output(cli: Cli, tmp_path: Path) -> None:
     assert data == json.loads(json.dumps(report_view.to_json(whole)))
 
 
-def test_junit_has_a_case_per_node_and_check(cli: Cli, tmp_path: Path) -> None:
+def test_junit_has_a_case_per_node(cli: Cli, tmp_path: Path) -> None:
+    """By default one test case per node (50,000 nodes: 50,000 cases, not 1.35 million)."""
+    directory = fleet(tmp_path, {"gpu001": HEALTHY, "gpu002": BROKEN, "gpu005": HEALTHY})
+    ff.write(directory, "gpu005.json", ff.check(HEALTHY, "gpu005", "--require-driver", "999"))  # job only
+    ff.write(directory, "gpu004.json", b"")
+    junit = tmp_path / "report.xml"
+    code, out, err = cli("report", str(directory), "--expect", "gpu[001-005]", "--junit", str(junit))
+    assert code == ExitCode.FAILED, out + err
+    root = ET.parse(junit).getroot()
+    cases = {c.get("classname"): c for c in root.iter("testcase")}
+    assert len(list(root.iter("testcase"))) == 5 and root.get("tests") == "5"
+    assert (root.get("failures"), root.get("errors")) == ("2", "2")
+    assert list(cases["gpudiag.report.gpu001"]) == []  # ready: passed
+    failure = cases["gpudiag.report.gpu002"].find("failure")
+    assert failure is not None and failure.get("type") == "NOT READY"
+    assert (failure.get("message") or "").startswith("health.ecc GPU 0: 2 uncorrected ECC error(s)")
+    assert (failure.get("message") or "").endswith(" more)")
+    job = cases["gpudiag.report.gpu005"].find("failure")
+    assert job is not None and job.get("type") == "NOT READY (job)"
+    assert cases["gpudiag.report.gpu003"].find("error") is not None  # missing
+    assert "empty file" in (cases["gpudiag.report.gpu004"].find("error").get("message") or "")  # type: ignore[union-attr]
+    code, _, err = cli("report", str(directory), "--junit-per-check")
+    assert code == ExitCode.USAGE and "give --junit FILE too" in err
+
+
+def test_junit_per_check_has_a_case_per_node_and_check(cli: Cli, tmp_path: Path) -> None:
     directory = fleet(tmp_path, {"gpu001": HEALTHY, "gpu002": BROKEN})
     ff.write(directory, "gpu004.json", b"")
     junit = tmp_path / "report.xml"
-    cli("report", str(directory), "--expect", "gpu[001-004]", "--junit", str(junit))
+    cli("report", str(directory), "--expect", "gpu[001-004]", "--junit", str(junit), "--junit-per-check")
     cases = ET.parse(junit).getroot().findall(".//testcase")
     by_node: dict[str, list[ET.Element]] = {}
     for case in cases:
@@ -497,10 +522,13 @@ def test_a_corrupted_document_is_unreadable_never_ready(raw: bytes, cause: nodef
 
 def test_consistent_verdicts_are_read() -> None:
     strict = json.loads(mutated(None, health_ecc={"status": "WARN"}))
-    strict |= {"strict": True, "verdict": "NOT READY"}  # under --strict a warning fails
+    strict |= {"strict": True, "verdict": "NOT READY", "exit_code": 1}  # under --strict a warning fails
+    strict["summary"] |= {"pass": strict["summary"]["pass"] - 8, "warn": strict["summary"]["warn"] + 8}
     node = nodefiles.parse(json.dumps(strict).encode(), "gpu1.json")
     assert node.verdict == "NOT READY" and {f.check for f in node.failures} == {"health.ecc"}
-    unknown = mutated({"verdict": "UNKNOWN", "could_not_run": ["the torch probe could not start: killed"]})
+    unknown = mutated(
+        {"verdict": "UNKNOWN", "exit_code": 5, "could_not_run": ["the torch probe could not start: killed"]}
+    )
     node = nodefiles.parse(unknown, "gpu1.json")
     assert node.verdict == "UNKNOWN" and [(f.check, f.scope) for f in node.failures] == [
         ("gpudiag.could_not_run", "job")

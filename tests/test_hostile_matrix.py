@@ -8,7 +8,15 @@ from pathlib import Path
 from tests import hostile_matrix as matrix
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "hostile-matrix.md"
-SLICE_COMMANDS = ("list", "list --query-compute-apps", "memory", "check --json", "report")
+SLICE_COMMANDS = (
+    "list",
+    "list --query-compute-apps",
+    "pmon --format csv",
+    "memory",
+    "exporter --once",
+    "check --json",
+    "report",
+)
 SLICE_ENVIRONMENTS = ("COLUMNS=0", "COLUMNS=99999999", "CUDA_VISIBLE_DEVICES=0,ESC[2J1", "PYTHONIOENCODING=ascii")
 
 
@@ -33,6 +41,13 @@ def test_the_judge_sees_each_problem() -> None:
     assert matrix.judge(plain, 0, "", "\u202e") == ["raw control"]
     assert matrix.judge(plain, 0, "GPU  \n", "") == ["trailing blanks"]
     assert matrix.judge(as_json, 0, "{", "") == ["bad JSON"]
+    as_xml = next(c for c in matrix.COMMANDS if c.kind == "xml")
+    assert matrix.judge(as_xml, 0, "<a>\n\t<b>x</b>\n</a>\n", "") == []  # XML's tabs are its layout
+    assert matrix.judge(as_xml, 0, "<a><b></a>\n", "") == ["bad XML"]
+    as_csv = next(c for c in matrix.COMMANDS if c.kind == "csv")
+    assert matrix.judge(as_csv, 0, "0, -5 W, -, '=1+1, \"'+x,y\"\n", "") == []  # numbers, pmon's -, neutralised
+    assert matrix.judge(as_csv, 0, '0, =HYPERLINK("x")\n', "") == ["formula cell"]
+    assert matrix.judge(as_csv, 0, '0, "@SUM(1+1)"\n', "") == ["formula cell"]
     assert matrix.judge(plain, 1, "", "Traceback (most recent call last):") == ["traceback"]
     assert matrix.judge(plain, None, "", "") == ["timeout"]
 

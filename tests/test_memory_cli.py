@@ -147,6 +147,7 @@ def test_a_tracked_process_is_broken_down(cli: Cli, tmp_path: Path) -> None:
         "--replay", "v100x4-tutorial", "memory", "--json", width=160, env={entries.DIR_ENV: str(directory)}
     )
     torch = json.loads(out)["processes"][0]["torch"]
+    assert torch.pop("published_at") == json.loads((directory / "31337.json").read_text())["updated_at"]
     added = {k: torch.pop(k) for k in list(torch)[9:]}  # keys since the fragmentation figures: null here
     assert all(v["unavailable"] == "not_found" for v in added.values()), added  # an older tracker's entry lacks them
     assert torch == {

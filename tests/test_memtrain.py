@@ -288,7 +288,7 @@ def test_without_the_observer_hook_the_count_rising_writes_one(tmp_path: Path, m
     rec = recorder(torch, tmp_path, err)
     monkeypatch.setattr(track, "_recorder", rec)
     monkeypatch.setattr(track, "_ooms_seen", {})
-    monkeypatch.setattr(track, "_machine_view", lambda: {"unavailable": "test"})
+    monkeypatch.setattr(track, "_machine_view", lambda own=None: {"unavailable": "test"})
     entry = track.snapshot(torch)
     track._after_sample(torch, tmp_path, entry)
     assert not rec.attach(torch) and not list(tmp_path.glob("gpudiag-oom-*"))
@@ -325,7 +325,7 @@ def test_the_example_post_mortem_explained(cli: Cli) -> None:
     code, out, _ = cli("memory", "--postmortem", str(OOM_EXAMPLE.relative_to(ROOT)), width=200)
     assert code == 0
     assert "CUDA out of memory in PID 4242 on cuda:0: asked for 2.0 GiB with 1.5 GiB free of 79.6 GiB" in out
-    assert "Largest holders on that GPU: PID 4242 (this process)" in out
+    assert "Largest holders on that GPU (NVML 0.0 s after the OOM): PID 4242 (this process)" in out
     assert "Not fragmentation" in out and "grew 48.0 MiB per step" in out
     assert "Last steps (of 629)" in out
 

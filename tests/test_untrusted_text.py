@@ -34,10 +34,10 @@ from gpudiag.probe.collect import collect
 from gpudiag.render import list_view, memory_view
 from gpudiag.render.printable import (
     csv_field,
-    exposition,
     guard,
     json_document,
     printable,
+    spreadsheet_text,
     strip_trailing_blanks,
 )
 from gpudiag.replay import fixtures
@@ -123,7 +123,7 @@ def test_msgspec_json_becomes_printable_json_meaning_the_same(value: Any) -> Non
         return  # msgspec cannot encode lone surrogates at all
     document = msgspec.json.format(msgspec.json.encode({"v": value}), indent=2).decode()
     safe = json_document(document)
-    assert raw_controls(safe) == []
+    assert raw_controls(safe) == [] and safe.isascii()
     assert json.loads(safe) == {"v": value}
 
 
@@ -139,14 +139,22 @@ def test_no_json_writer_turns_off_json_escapes() -> None:
     assert [p.name for p in package.rglob("*.py") if "ensure_ascii" in p.read_text()] == []
 
 
-def test_exposition_text_escapes_controls_as_prometheus_reads_them_back() -> None:
+@pytest.mark.parametrize("label", ["eve" + OSC52 + "\u202e", "caf\udce9 two\nlines", 'a "quoted" \\ value\udcff'])
+def test_exposition_escapes_outside_text_as_prometheus_reads_it_back(label: str) -> None:
+    """Label values and HELP in the exposition: printable UTF-8 whatever the text (a lone surrogate
+    too: it made the old renderer raise UnicodeEncodeError), read back by Prometheus' parser as the
+    text printable() shows."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    raw = 'm{user="eve' + OSC52 + '\u202e"} 1.0\n'
-    safe = exposition(raw)
-    assert raw_controls(safe) == []
-    (family,) = text_string_to_metric_families(safe)
-    assert family.samples[0].labels["user"] == "eve" + printable(OSC52 + "\u202e")
+    from gpudiag.export.exposition import RowMetric, TextRenderer
+
+    family = RowMetric("m", "help " + label, "gauge", ["user"])
+    family.add_row((label,), 1.0)
+    text = TextRenderer().render([family]).decode("utf-8")
+    assert raw_controls(text) == []
+    (read,) = text_string_to_metric_families(text)
+    assert read.samples[0].labels["user"] == printable(label)
+    assert read.documentation == "help " + printable(label)
 
 
 def test_trailing_blanks_go_only_at_line_ends_and_colour_codes_stay() -> None:
@@ -278,7 +286,7 @@ def test_csv_carries_hostile_names_as_single_records(cli: Cli) -> None:
     rows = list(csv.reader(io.StringIO(out), skipinitialspace=True))
     machine = fixtures.load(HOSTILE)[0]
     expected = [
-        [str(p.pid), printable(p.host.name.get("")), printable(g.name.get(""))]
+        [str(p.pid), spreadsheet_text(p.host.name.get("")), spreadsheet_text(g.name.get(""))]
         for g in machine.gpus
         for p in g.processes.get(())
     ]
@@ -307,6 +315,13 @@ def test_report_json_names_each_hostile_node_name_in_its_files_problem(cli: Cli,
     problems = "".join(p for node in json.loads(out)["nodes"] for p in node["problems"])
     for name in ("gpu\nfake-node READY", f"node{OSC52}\u202e7", fixtures.load(HOSTILE)[0].host.hostname):
         assert repr(name) in problems
+
+
+def test_report_json_is_ascii_as_every_other_json_document(cli: Cli, nodes: Path) -> None:
+    """Its rule text's "±" and "×" were UTF-8 bytes, which a Latin-1 terminal shows with C1 controls."""
+    _, out, _ = cli("report", "--json", str(nodes))
+    assert out.isascii() and "\\u00b1" in out
+    assert "\u00b1" in json.loads(out)["outliers"]["rule"]
 
 
 def test_texts_no_replay_can_carry_are_escaped_by_the_renderers_too() -> None:

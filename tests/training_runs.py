@@ -332,7 +332,8 @@ def machine_at_last_frame(machine_text: str, lines: list[str], at: float) -> dic
         recording = Recording(path)
     recording.position = len(recording.frames) - 1
     base = machine_from_data(json.loads(machine_text), "h100-leak-per-step")
-    view = build(recording.apply(base), recording.entries())
+    entries = recording.entries()
+    view = build(recording.apply(base), entries, same_moment=frozenset(entries))  # the publisher's fresh entry
     return to_json(view, at)
 
 

@@ -48,8 +48,9 @@ log() {
     logger -t gpudiag-healthcheck "$*" 2>/dev/null
 }
 
-# This node's own name, as data: nothing Slurm would read as a hostlist or an option.
-if ! [[ $NODE =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]]; then
+# This node's own name, as data: nothing Slurm would read as a hostlist, an option or a keyword
+# (NodeName=ALL is every node).
+if ! [[ $NODE =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || [[ ${NODE,,} == all || ${NODE,,} == default ]]; then
     log "node name '$NODE' is not one Slurm node name: not checking it"
     exit 2
 fi

@@ -104,8 +104,9 @@ if [ "$status" != 1 ] && [ "$ON_UNKNOWN" = pass ]; then
     exit 0
 fi
 
-# This node's own name, as data: nothing Slurm would read as a hostlist or an option.
-if ! [[ $NODE =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]]; then
+# This node's own name, as data: nothing Slurm would read as a hostlist, an option or a keyword
+# (NodeName=ALL is every node).
+if ! [[ $NODE =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || [[ ${NODE,,} == all || ${NODE,,} == default ]]; then
     log "node name '$NODE' is not one Slurm node name: not draining it with scontrol; $reason"
     exit 1
 fi

@@ -20,32 +20,13 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from gpudiag.exitcodes import ExitCode
-from gpudiag.model import ALL_GROUPS, FactGroup, Machine, Reading, TorchRuntime
+from gpudiag.exitcodes import ExitCode, check_code
+from gpudiag.model import FactGroup, Machine, Reading, TorchRuntime
 from gpudiag.probe.devices import DeviceFacts
 
 if TYPE_CHECKING:  # loaded only by `check --level 2-4` (a Struct never resolves an annotation it does not decode)
     from gpudiag.checks.deep.facts import DeepFacts
 
-# What the rules judge: every group but power draw/limit, the NUMA node, the details and the
-# exporter's clocks, energy, PCIe replay counter and dcgm-exporter's fields (GPM among them, whose
-# one-shot read waits), which no rule reads.
-GROUPS: frozenset[FactGroup] = ALL_GROUPS - {
-    FactGroup.POWER,
-    FactGroup.NUMA,
-    FactGroup.DETAILS,
-    FactGroup.LINKS,
-    FactGroup.CLOCKS,
-    FactGroup.ENERGY,
-    FactGroup.PCIE_REPLAYS,
-    FactGroup.MEMORY_TEMPERATURE,
-    FactGroup.CODECS,
-    FactGroup.VIOLATIONS,
-    FactGroup.NVLINK_TRAFFIC,
-    FactGroup.PCIE_TRAFFIC,
-    FactGroup.VGPU,
-    FactGroup.PROFILING,
-}
 # What the functional test re-reads while a GPU is busy.
 LOADED_GROUPS: frozenset[FactGroup] = frozenset({FactGroup.PCIE, FactGroup.CLOCK_EVENTS})
 
@@ -94,17 +75,12 @@ def nothing_checked(results: Sequence[CheckResult]) -> bool:
 
 
 def exit_code(results: Sequence[CheckResult], notes: Sequence[str], strict: bool) -> ExitCode:
-    """`check`'s verdict as its exit status: a failure (a warning too with ``strict``) is FAILED; else
-    what could not run (``notes``) makes it CHECK_INCOMPLETE, and a run that verified nothing is
-    NOTHING_CHECKED, never OK."""
+    """`check`'s verdict as its exit status (:func:`gpudiag.exitcodes.check_code`): a failure (a warning
+    too with ``strict``) is FAILED; else what could not run (``notes``) makes it CHECK_INCOMPLETE, and
+    a run that verified nothing is NOTHING_CHECKED, never OK."""
     statuses = {r.status for r in results}
-    if Status.FAIL in statuses or (strict and Status.WARN in statuses):
-        return ExitCode.FAILED
-    if notes:
-        return ExitCode.CHECK_INCOMPLETE
-    if statuses == {Status.SKIP}:
-        return ExitCode.NOTHING_CHECKED
-    return ExitCode.OK
+    failed = Status.FAIL in statuses or (strict and Status.WARN in statuses)
+    return check_code(failed, bool(notes), bool(statuses - {Status.SKIP}))
 
 
 class FunctionalResult(msgspec.Struct, frozen=True):

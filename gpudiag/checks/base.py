@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import msgspec
 
 from gpudiag.checks import Action, CheckResult, Facts, Options, Scope, Status
-from gpudiag.model import Gpu, GpuState, NvmlStatus, Reason
-from gpudiag.readings import clock_event_bits
+from gpudiag.model import FactGroup, Gpu, GpuState, NvmlStatus, Reason
+from gpudiag.readings import GPU_READINGS, clock_event_bits
 
 DRIVER = "Driver and NVML"
 COMPAT = "Compatibility"
@@ -68,16 +68,39 @@ def never(options: Options) -> bool:
     return False
 
 
+class Steady(msgspec.Struct, frozen=True):
+    """A finding that stays the same while its fault does (names, modes, versions, paths): a drain
+    reason quotes its first clause."""
+
+
+class Volatile(msgspec.Struct, frozen=True):
+    """A finding whose figures move while the fault stays (counts, temperatures, PIDs, measured
+    rates): a drain reason states the fault in ``fact`` instead, so that two runs over the same
+    fault give the same reason and a node is not re-drained each time a figure moves."""
+
+    fact: str
+    by_action: tuple[tuple[Action, str], ...] = ()  # finer words where a result names its own action
+    kinds: bool = False  # the finding's first clause names the kind of failure when it holds no figure
+
+
+STEADY = Steady()
+EVERY_STATUS = frozenset(Status)
+
+
 class Check(msgspec.Struct, frozen=True):
     """One check, declared next to its rule with :func:`check`: everything that selection, the
-    scheduler modes, the exporter, drain and the docs need to know about it."""
+    scheduler modes, the exporter, drain, the facts `check` reads and the docs need to know about it."""
 
     id: str  # stable: --only/--skip, JSON, JUnit, metrics and drain reasons use it
     area: str  # the heading it is shown under
-    title: str  # one line for the docs: what it judges
+    title: str  # what it judges: the docs' table of checks
     rule: Rule
     scope: Scope  # the node (hardware, driver, node configuration) or the job (its environment, its torch)
     action: Action  # what an operator does when it fails (a result may name a more precise one)
+    finding: Steady | Volatile  # whether a failure's finding stays the same while the fault does
+    fails: str  # when it fails or warns: the docs' table of checks
+    reads: tuple[str, ...] = ()  # the GPU's readings the rule looks at (model.Gpu fields): what `check` reads
+    produces: frozenset[Status] = EVERY_STATUS  # the statuses its results can have
     needs_torch: NeedsTorch = never  # whether, with these options, it judges torch's runtime view
     needs_gpu: bool = False  # runs work on the GPUs (the functional test): off with --quick
     exporter: bool = False  # NVML facts only and cheap: judged on every exporter scrape
@@ -92,8 +115,12 @@ def check(
     area: str,
     title: str,
     *,
+    fails: str,
     scope: Scope,
     action: Action,
+    finding: Steady | Volatile,
+    reads: tuple[str, ...] = (),
+    produces: Iterable[Status] = EVERY_STATUS,
     needs_torch: NeedsTorch = never,
     needs_gpu: bool = False,
     exporter: bool = False,
@@ -102,10 +129,42 @@ def check(
     """Declare the decorated rule as check ``check_id``."""
 
     def declare(rule: Rule) -> Rule:
-        DECLARED.append(Check(check_id, area, title, rule, scope, action, needs_torch, needs_gpu, exporter, level))
+        DECLARED.append(
+            Check(
+                check_id,
+                area,
+                title,
+                rule,
+                scope,
+                action,
+                finding,
+                fails,
+                reads,
+                frozenset(produces),
+                needs_torch,
+                needs_gpu,
+                exporter,
+                level,
+            )
+        )
         return rule
 
     return declare
+
+
+def groups(checks: Iterable[Check]) -> frozenset[FactGroup]:
+    """The fact groups these checks' rules read (identity is always read)."""
+    return frozenset(group for c in checks for key in c.reads if (group := reading_group(key)) is not None)
+
+
+def reading_group(key: str) -> FactGroup | None:
+    """The fact group that fills a GPU's reading ``key`` (a model.Gpu field); None: always read."""
+    if key == "details":
+        return FactGroup.DETAILS
+    for spec in GPU_READINGS:
+        if spec.key.split(".", 1)[0] == key:
+            return spec.group
+    raise KeyError(f"{key!r} is not a reading of model.Gpu")
 
 
 def usable_gpus(facts: Facts) -> list[Gpu]:

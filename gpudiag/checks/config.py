@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpudiag.checks import Action, CheckResult, Facts, Options, Scope, Status
-from gpudiag.checks.base import CONFIG, check, no_nvml, per_gpu, result, skip_reason, usable_gpus
+from gpudiag.checks.base import CONFIG, STEADY, check, no_nvml, per_gpu, result, skip_reason, usable_gpus
 from gpudiag.model import ComputeMode, Gpu, NvmlStatus
 from gpudiag.probe.env import DCGM_WARNED_VARS
 
@@ -14,9 +14,15 @@ _REPORTED_ELSEWHERE = ("compute mode", "cannot be used (lost or failed)")
 @check(
     "env.visible_devices",
     CONFIG,
-    "CUDA_VISIBLE_DEVICES leaves a device",
+    "`CUDA_VISIBLE_DEVICES` (read as CUDA reads it, see `gpudiag visible`)",
+    fails=(
+        "leaves no device (error 100); WARN: the value means something other than it looks (e.g. integer ids "
+        "under CUDA's default order on mixed GPUs)"
+    ),
+    reads=("compute_capability", "compute_mode", "memory", "mig_mode_current"),
     scope=Scope.JOB,
     action=Action.FIX_JOB,
+    finding=STEADY,
 )
 def visible_devices(facts: Facts, options: Options) -> list[CheckResult]:
     from gpudiag.visibility import ORDER_VAR, VISIBLE_VAR, resolve, shown_value
@@ -61,9 +67,12 @@ def visible_devices(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "env.variables",
     CONFIG,
-    "no debugging/profiling variables",
+    "variables DCGM warns about, `CUDA_LAUNCH_BLOCKING`",
+    fails="WARN when set",
     scope=Scope.JOB,
     action=Action.FIX_JOB,
+    produces=(Status.PASS, Status.WARN),
+    finding=STEADY,
 )
 def environment(facts: Facts, options: Options) -> list[CheckResult]:
     env = facts.machine.env_map
@@ -86,9 +95,12 @@ def environment(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "config.mig",
     CONFIG,
-    "MIG mode and instances",
+    "MIG mode",
+    fails="enabled without instances; WARN: a mode change pending until reset",
+    reads=("mig_mode_current", "mig_mode_pending", "mig_devices"),
     scope=Scope.NODE,
     action=Action.FIX_CONFIG,
+    finding=STEADY,
 )
 def mig(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:
@@ -118,8 +130,11 @@ def mig(facts: Facts, options: Options) -> list[CheckResult]:
     "config.compute_mode",
     CONFIG,
     "compute mode",
+    fails="Prohibited; WARN: Exclusive_Process",
+    reads=("compute_mode",),
     scope=Scope.NODE,
     action=Action.FIX_CONFIG,
+    finding=STEADY,
 )
 def compute_mode(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:
@@ -147,8 +162,12 @@ def compute_mode(facts: Facts, options: Options) -> list[CheckResult]:
     "config.persistence",
     CONFIG,
     "persistence mode",
+    fails="WARN when off (1–3 s per GPU per job)",
+    reads=("persistence_mode",),
     scope=Scope.NODE,
     action=Action.FIX_CONFIG,
+    produces=(Status.PASS, Status.WARN, Status.SKIP),
+    finding=STEADY,
 )
 def persistence(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpudiag.checks import Action, CheckResult, Facts, Options, Scope, Status
-from gpudiag.checks.base import DRIVER, check, no_nvml, result
+from gpudiag.checks.base import DRIVER, STEADY, check, no_nvml, result
 from gpudiag.model import GpuState, NvmlStatus, Reason, cuda_version_text
 
 _NVML_FIXES = {
@@ -27,9 +27,15 @@ _NVML_ACTIONS = {
 @check(
     "nvml.init",
     DRIVER,
-    "NVML initialises (driver loaded, library matches the kernel module)",
+    "NVML initialises",
+    fails=(
+        "library missing, driver not loaded, driver/library version mismatch (with the loaded kernel module's "
+        "version: reboot or reload the modules), no permission"
+    ),
     scope=Scope.NODE,
     action=Action.REBOOT,
+    produces=(Status.PASS, Status.FAIL),
+    finding=STEADY,
 )
 def nvml_init(facts: Facts, options: Options) -> list[CheckResult]:
     nvml = facts.machine.nvml
@@ -52,9 +58,12 @@ def nvml_init(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "nvml.gpu_count",
     DRIVER,
-    "GPU count (--expect-gpus)",
+    "GPU count",
+    fails="not `--expect-gpus`; no GPU at all",
     scope=Scope.NODE,
     action=Action.RESEAT,
+    produces=(Status.PASS, Status.FAIL, Status.SKIP),
+    finding=STEADY,
 )
 def gpu_count(facts: Facts, options: Options) -> list[CheckResult]:
     if facts.machine.nvml.status is not NvmlStatus.OK:
@@ -75,10 +84,13 @@ def gpu_count(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "nvml.gpu_lost",
     DRIVER,
-    "no GPU lost or fallen off the bus",
+    "lost GPUs",
+    fails="a GPU fell off the bus (Xid 79) or cannot be opened",
     scope=Scope.NODE,
     action=Action.REBOOT,
     exporter=True,
+    produces=(Status.PASS, Status.FAIL, Status.SKIP),
+    finding=STEADY,
 )
 def gpu_lost(facts: Facts, options: Options) -> list[CheckResult]:
     if facts.machine.nvml.status is not NvmlStatus.OK:
@@ -105,9 +117,14 @@ _NOT_RECORDED = Reason.NOT_RECORDED.label
 @check(
     "host.device_nodes",
     DRIVER,
-    "/dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidiaN present and accessible",
+    "`/dev/nvidiactl`, `/dev/nvidia-uvm`, `/dev/nvidiaN`",
+    fails=(
+        'missing or not read/writable (missing uvm: PyTorch\'s "CUDA unknown error"); WARN when only '
+        "`nvidia-uvm` is missing and a setuid `nvidia-modprobe` will create it"
+    ),
     scope=Scope.NODE,
     action=Action.FIX_CONFIG,
+    finding=STEADY,
 )
 def device_nodes(facts: Facts, options: Options) -> list[CheckResult]:
     d = facts.devices
@@ -165,9 +182,11 @@ def device_nodes(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "host.kernel_modules",
     DRIVER,
-    "nvidia and nvidia_uvm kernel modules loaded",
+    "`nvidia`, `nvidia_uvm` loaded",
+    fails="`nvidia_uvm` missing (WARN if `nvidia-modprobe` can load it on first use)",
     scope=Scope.NODE,
     action=Action.FIX_CONFIG,
+    finding=STEADY,
 )
 def kernel_modules(facts: Facts, options: Options) -> list[CheckResult]:
     d = facts.devices
@@ -214,9 +233,11 @@ def kernel_modules(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "host.nouveau",
     DRIVER,
-    "no GPU bound to nouveau",
+    "nouveau",
+    fails="a GPU bound to nouveau (FAIL), nouveau loaded (WARN)",
     scope=Scope.NODE,
     action=Action.FIX_CONFIG,
+    finding=STEADY,
 )
 def nouveau(facts: Facts, options: Options) -> list[CheckResult]:
     d = facts.devices

@@ -19,9 +19,10 @@ import msgspec
 from msgspec.structs import replace
 
 from gpudiag.checks import LOADED_GROUPS, CheckResult, Facts, FunctionalResult, Options, functional_runner
+from gpudiag.checks.deep.levels import LEVELS, DeepPlan, Level
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
-from gpudiag.model import Machine, NvmlStatus, Reading, Reason, TorchRuntime
+from gpudiag.model import FactGroup, Machine, NvmlStatus, Reading, Reason, TorchRuntime
 from gpudiag.probe.child import Running
 
 if TYPE_CHECKING:  # imported when used: the torch child starts before NVML, psutil and the host modules load
@@ -39,10 +40,8 @@ class Plan(msgspec.Struct, frozen=True):
     functional_off: str
     python: str | None = None
     timeout: float = 90.0  # for torch to answer (import, libraries, CUDA start-up)
-    level: int = 1  # check --level: 2-4 add the deep diagnostics
-    deep: tuple[str, ...] = ()  # the selected deep checks' ids (none: no deep test runs)
-    budget: float | None = None  # seconds the whole run may take (levels 2-4)
-    force: bool = False  # run the deep tests even on GPUs that other processes use
+    level: Level = LEVELS[1]  # check --level: its checks run; 2-4 add the deep diagnostics
+    deep: DeepPlan | None = None  # the deep tests to run (None: no deep check selected)
 
 
 class Gathered(msgspec.Struct, frozen=True):
@@ -67,8 +66,9 @@ def run(
     from gpudiag.checks import rules
 
     gathered = gather(plan, progress)
-    results = rules.run(gathered.facts, options, only, skip, plan.level)
-    return CheckRun(gathered.facts, tuple(results), gathered.notes)
+    failed: list[str] = []  # rules that raised: each is a check that could not run
+    results = rules.run(gathered.facts, options, only, skip, plan.level.number, failed)
+    return CheckRun(gathered.facts, tuple(results), (*gathered.notes, *failed))
 
 
 def gather(plan: Plan, progress: Progress | None = None) -> Gathered:
@@ -90,15 +90,15 @@ def gather(plan: Plan, progress: Progress | None = None) -> Gathered:
             why = _functional_off(plan, machine, live)
             functional: tuple[FunctionalResult, ...] | None = None
             notes: list[str] = []
-            if running is not None and plan.deep and not plan.force:
+            if running is not None and plan.deep is not None and not plan.deep.force:
                 _refuse_busy(plan, machine, running)
             if running is None:
                 torch = _recorded_torch(machine, plan.torch_off)
             else:
                 torch, functional, why = _torch_child(plan, running, source, machine, why, notes)
             deep, deep_why = None, ""
-            if plan.deep:
-                deep, deep_why = _deep(plan, source, machine, torch, live, started, progress, notes)
+            if plan.deep is not None:
+                deep, deep_why = _deep(plan, plan.deep, source, machine, torch, live, started, progress, notes)
     except BaseException:
         if running is not None:
             running.kill()
@@ -142,12 +142,19 @@ def _drop_early() -> None:
         early.kill()
 
 
+# What `check` reads besides what its rules look at (rules.GROUPS): the deep diagnostics refuse GPUs
+# in use (deep.run.busy), and --json carries per-GPU figures (render.check_view.gpus_json).
+OWN_GROUPS = frozenset(
+    {FactGroup.PROCESSES, FactGroup.THERMAL, FactGroup.ECC, FactGroup.MEMORY_HEALTH, FactGroup.RECOVERY}
+)
+
+
 def _open(plan: Plan) -> MachineSource:
-    from gpudiag.checks import GROUPS
+    from gpudiag.checks.rules import GROUPS
     from gpudiag.probe.collect import open_source
 
     try:
-        return open_source(plan.replay, facts=GROUPS)
+        return open_source(plan.replay, facts=GROUPS | OWN_GROUPS)
     except UsageError:
         raise
     except GpudiagError as exc:  # e.g. the pynvml module is missing or stale: gpudiag cannot look
@@ -173,7 +180,7 @@ def _refuse_busy(plan: Plan, machine: Machine, running: Running) -> None:
     found = busy(machine, own=(running.proc.pid,) if running.proc is not None else ())
     if found:
         raise GpudiagError(
-            f"check --level {plan.level}: other processes use {'; '.join(found)}: the deep tests would take "
+            f"check --level {plan.level.number}: other processes use {'; '.join(found)}: the deep tests would take "
             "their memory and compute; stop them (see `gpudiag list`) or pass --force",
             ExitCode.GPU_BUSY,
         )
@@ -181,6 +188,7 @@ def _refuse_busy(plan: Plan, machine: Machine, running: Running) -> None:
 
 def _deep(
     plan: Plan,
+    deep: DeepPlan,
     source: MachineSource,
     machine: Machine,
     torch: Reading[TorchRuntime],
@@ -190,8 +198,6 @@ def _deep(
     notes: list[str],
 ) -> tuple[DeepFacts | None, str]:
     """Run the deep tests (check --level 2-4) once torch has answered; None and why when they cannot."""
-    from gpudiag.checks.deep.levels import budget_of
-    from gpudiag.checks.deep.run import OVERRIDES, DeepPlan
     from gpudiag.checks.deep.run import run as run_deep
 
     why = ""
@@ -202,11 +208,9 @@ def _deep(
     elif torch.value is None or not torch.value.cuda_available:
         why = "needs a torch that can use CUDA (see compat.torch)"
     if why or torch.value is None:  # asked for and not run: never READY on the checks that could run
-        notes.append(f"the deep tests of --level {plan.level}: {why}")
+        notes.append(f"the deep tests of --level {deep.level.number}: {why}")
         return None, why
-    budget = budget_of(plan.level, plan.budget) or 0.0
-    deep_plan = DeepPlan(plan.level, plan.deep, budget, dict(OVERRIDES))
-    facts, found = run_deep(deep_plan, source, machine, torch.value, plan.python, started, progress)
+    facts, found = run_deep(deep, source, machine, torch.value, plan.python, started, progress)
     notes.extend(found)
     return facts, ""
 

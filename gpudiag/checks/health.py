@@ -14,7 +14,9 @@ from gpudiag.checks.base import (
     RECOVERY_OPERATOR_ACTIONS,
     RETIRED_PAGES_LIMIT,
     SLOWDOWN_WARNING,
+    STEADY,
     UNCORRECTABLE_REMAP_LIMIT,
+    Volatile,
     always,
     check,
     per_gpu,
@@ -29,9 +31,13 @@ from gpudiag.readings import CLOCK_EVENT_NAMES
     "health.ecc",
     HEALTH,
     "volatile uncorrected ECC errors",
+    fails="more than 0",
+    reads=("ecc_mode_current", "ecc_errors"),
     scope=Scope.NODE,
     action=Action.RESET,
     exporter=True,
+    produces=(Status.PASS, Status.FAIL, Status.SKIP),
+    finding=Volatile("uncorrected ECC errors"),
 )
 def ecc(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:
@@ -56,10 +62,14 @@ def ecc(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "health.retired_pages",
     HEALTH,
-    "retired and pending pages",
+    "retired pages",
+    fails="retirement pending; 63 or more retired",
+    reads=("retired_pages",),
     scope=Scope.NODE,
     action=Action.RMA,
     exporter=True,
+    produces=(Status.PASS, Status.FAIL, Status.SKIP),
+    finding=Volatile("page retirement pending", by_action=((Action.RMA, "retired pages at the limit"),)),
 )
 def retired_pages(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str] | tuple[Status, str, str, Action]:
@@ -85,10 +95,14 @@ def retired_pages(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "health.row_remap",
     HEALTH,
-    "row remapping: pending, failed, counts",
+    "row remapping",
+    fails="remap pending, remap failure, 512 or more uncorrectable remaps",
+    reads=("remapped_rows",),
     scope=Scope.NODE,
     action=Action.RESET,
     exporter=True,
+    produces=(Status.PASS, Status.FAIL, Status.SKIP),
+    finding=Volatile("row remap pending", by_action=((Action.RMA, "row remapping exhausted"),)),
 )
 def row_remap(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str] | tuple[Status, str, str, Action]:
@@ -114,10 +128,14 @@ def row_remap(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "health.recovery_action",
     HEALTH,
-    "NVML's recovery action",
+    "NVML's GPU recovery action",
+    fails="reset, reboot or drain required",
+    reads=("recovery_action",),
     scope=Scope.NODE,
     action=Action.RESET,
     exporter=True,
+    produces=(Status.PASS, Status.FAIL, Status.SKIP),
+    finding=STEADY,
 )
 def recovery_action(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str] | tuple[Status, str, str, Action]:
@@ -144,10 +162,13 @@ def _throttle(bits: int) -> tuple[Status, list[str]]:
 @check(
     "health.clock_events",
     HEALTH,
-    "clock events (throttling)",
+    "clock event (throttle) reasons",
+    fails="HW thermal or power-brake slowdown; WARN: HW slowdown, SW thermal",
+    reads=("clock_event_reasons",),
     scope=Scope.NODE,
     action=Action.COOLING,
     exporter=True,
+    finding=Volatile("hardware slowdown (thermal or power brake)"),
 )
 def clock_events(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:
@@ -171,10 +192,13 @@ def clock_events(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "health.temperature",
     HEALTH,
-    "temperature vs the GPU's slowdown threshold",
+    "temperature vs the GPU's own slowdown threshold",
+    fails="at or above it; WARN within `--temp-margin` °C",
+    reads=("temperature_c", "temperature_slowdown_c"),
     scope=Scope.NODE,
     action=Action.COOLING,
     exporter=True,
+    finding=Volatile("at the slowdown temperature"),
 )
 def temperature(facts: Facts, options: Options) -> list[CheckResult]:
     margin = options.temp_margin_c
@@ -199,9 +223,13 @@ def temperature(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "health.inforom",
     HEALTH,
-    "InfoROM valid",
+    "InfoROM",
+    fails="corrupted",
+    reads=("inforom_valid",),
     scope=Scope.NODE,
     action=Action.RMA,
+    produces=(Status.PASS, Status.FAIL, Status.SKIP),
+    finding=STEADY,
 )
 def inforom(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:
@@ -218,9 +246,12 @@ def inforom(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "health.processes",
     HEALTH,
-    "no leftover compute or graphics processes",
+    "leftover processes",
+    fails="compute processes (WARN with `--allow-processes`); WARN: graphics processes",
+    reads=("processes",),
     scope=Scope.NODE,
     action=Action.STOP_PROCESSES,
+    finding=Volatile("compute processes left running"),
 )
 def leftover_processes(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:
@@ -250,9 +281,13 @@ def leftover_processes(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "health.free_memory",
     HEALTH,
-    "free memory (--min-free)",
+    "free memory",
+    fails="below `--min-free`",
+    reads=("memory",),
     scope=Scope.JOB,
     action=Action.FIX_JOB,
+    produces=(Status.PASS, Status.FAIL, Status.SKIP),
+    finding=Volatile("less free memory than --min-free"),
 )
 def free_memory(facts: Facts, options: Options) -> list[CheckResult]:
     from gpudiag.units import human_bytes
@@ -288,10 +323,17 @@ def _loaded_link(facts: Facts, gpu: Gpu) -> tuple[tuple[int, int] | None, str]:
 @check(
     "health.pcie",
     HEALTH,
-    "PCIe link: slot vs GPU, and under load",
+    "PCIe link",
+    fails=(
+        "WARN: the slot limits the GPU's generation; the link trained down while loaded (by the functional "
+        "test, or a snapshot taken busy in P0). An idle link below its maximum is normal and SKIPs"
+    ),
+    reads=("pcie", "pstate", "utilization"),
     scope=Scope.NODE,
     action=Action.RESEAT,
     exporter=True,
+    produces=(Status.PASS, Status.WARN, Status.SKIP),
+    finding=STEADY,
 )
 def pcie(facts: Facts, options: Options) -> list[CheckResult]:
     def judge(gpu: Gpu) -> tuple[Status, str, str]:
@@ -363,11 +405,17 @@ def _judge_functional(r: FunctionalResult) -> tuple[Status, str, str]:
 @check(
     "func.gpu",
     FUNCTIONAL,
-    "functional test per GPU",
+    "functional test, per visible GPU",
+    fails=(
+        "an error, hang or crash (pinned to the GPU it happened on), a memory pattern read back wrong, an "
+        "fp32 matmul (TF32 off) off its float64 CPU reference by more than 1e-4 or NaN/Inf, HW throttling "
+        "under load (WARN for HW slowdown)"
+    ),
     scope=Scope.NODE,
     action=Action.RESET,
     needs_torch=always,
     needs_gpu=True,
+    finding=Volatile("functional test failed", kinds=True),
 )
 def functional(facts: Facts, options: Options) -> list[CheckResult]:
     if facts.functional is None:

@@ -1,9 +1,10 @@
 """What `gpudiag check` was asked for: its options checked, alone, against each other and against the
 checks' declarations, and the run they make. Every usage error is raised here, before anything runs.
 
-The command hands over its options as a :class:`Request`; :func:`prepare` returns the :class:`Prepared`
-run (the gathering's Plan, the rules' Options, ``--only``/``--skip``, the scheduler's mode) or raises
-one :class:`~gpudiag.errors.UsageError`.
+The command hands over its options as a :class:`Request` (``cli.common.request_of``); :func:`prepare`
+parses them once into what they mean and returns the :class:`Prepared` run (the gathering's Plan with
+its Level and, for ``--level 2-4``, its DeepPlan; the rules' Options, ``--only``/``--skip``, the
+scheduler's mode) or raises one :class:`~gpudiag.errors.UsageError`.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def prepare(r: Request, replay: str | None) -> Prepared:
     """The run ``r`` asks for on this machine (or on ``replay``), or the first usage error in it."""
     from gpudiag.checks import rules
 
-    levels.usage(r.level, r.budget, r.force, r.quick, r.no_torch, r.mode, bool(replay))
+    level = levels.parse(r.level)
+    levels.usage(level, r.budget, r.force, r.quick, r.no_torch, r.mode, bool(replay))
     if r.npd and r.json_output:
         raise UsageError("--npd and --json are two different outputs; pick one")
     if r.npd and r.mode is not None:
@@ -93,8 +95,8 @@ def prepare(r: Request, replay: str | None) -> Prepared:
 
         job_options = ["--min-free"] if r.min_free is not None else []  # the requirements are the site's here
         skip += node_checks_only(only, job_options)
-    selected = [c for c in rules.CHECKS if rules.at_level(c, r.level) and rules.selected(c.id, only, skip)]
-    if not selected and (needed := rules.deeper(only, r.level)) is not None:
+    selected = [c for c in rules.CHECKS if rules.at_level(c, level.number) and rules.selected(c.id, only, skip)]
+    if not selected and (needed := rules.deeper(only, level.number)) is not None:
         raise UsageError(f"--only {','.join(only)}: level-{needed} checks; add --level {needed}")
     if not selected:  # a run that checks nothing must not say READY
         skipping = f"--skip {','.join(skip)}"
@@ -115,10 +117,10 @@ def prepare(r: Request, replay: str | None) -> Prepared:
         functional_off="--quick" if quick else ("" if functional_wanted else "not selected"),
         python=r.python,
         timeout=r.timeout,
-        level=r.level,
-        deep=deep,
-        budget=r.budget,
-        force=r.force,
+        level=level,
+        deep=levels.DeepPlan(level, deep, r.budget if r.budget is not None else level.budget or 0.0, r.force)
+        if deep
+        else None,
     )
     return Prepared(plan, options, only, skip, schedule)
 

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from gpudiag.checks import Action, CheckResult, Facts, Options, Scope, Status
-from gpudiag.checks.base import REQUIRE, Judge, check, pass_if, result, torch_cuda_build, torch_missing, usable_gpus
+from gpudiag.checks.base import (
+    REQUIRE,
+    STEADY,
+    Judge,
+    check,
+    pass_if,
+    result,
+    torch_cuda_build,
+    torch_missing,
+    usable_gpus,
+)
 from gpudiag.checks.compat import parse_version
 from gpudiag.model import Gpu, NvmlStatus, cuda_version_text
 
@@ -20,9 +30,12 @@ def _asks_torch_version(options: Options) -> bool:
 @check(
     "req.driver",
     REQUIRE,
-    "--require-driver",
+    "`--require-driver`",
+    fails="the driver is older, or NVML cannot say",
     scope=Scope.JOB,
     action=Action.FIX_JOB,
+    produces=(Status.PASS, Status.FAIL),
+    finding=STEADY,
 )
 def require_driver(facts: Facts, options: Options) -> list[CheckResult]:
     want = options.require_driver
@@ -41,10 +54,13 @@ def require_driver(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "req.cuda",
     REQUIRE,
-    "--require-cuda (the driver's and torch's)",
+    "`--require-cuda`: the driver's CUDA and torch's build, one result each",
+    fails="either is older, or cannot be read",
     scope=Scope.JOB,
     action=Action.FIX_JOB,
     needs_torch=_asks_torch_cuda,
+    produces=(Status.PASS, Status.FAIL),
+    finding=STEADY,
 )
 def require_cuda(facts: Facts, options: Options) -> list[CheckResult]:
     want_text = options.require_cuda
@@ -121,9 +137,13 @@ def _gpu_requirement(check_id: str, facts: Facts, wanted: str, judge: Judge) -> 
 @check(
     "req.capability",
     REQUIRE,
-    "--require-capability",
+    "`--require-capability`, per GPU",
+    fails="a GPU's compute capability is lower, or unknown",
+    reads=("compute_capability",),
     scope=Scope.JOB,
     action=Action.FIX_JOB,
+    produces=(Status.PASS, Status.FAIL),
+    finding=STEADY,
 )
 def require_capability(facts: Facts, options: Options) -> list[CheckResult]:
     want_text = options.require_capability
@@ -145,9 +165,12 @@ def require_capability(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "req.gpu",
     REQUIRE,
-    "--require-gpu",
+    "`--require-gpu`, per GPU",
+    fails="a GPU's name does not contain it (case aside)",
     scope=Scope.JOB,
     action=Action.FIX_JOB,
+    produces=(Status.PASS, Status.FAIL),
+    finding=STEADY,
 )
 def require_gpu(facts: Facts, options: Options) -> list[CheckResult]:
     wanted = options.require_gpu
@@ -165,10 +188,13 @@ def require_gpu(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "req.torch",
     REQUIRE,
-    "--require-torch",
+    "`--require-torch`: a version specifier (`>=2.3`)",
+    fails="torch's version does not satisfy it, or torch is missing",
     scope=Scope.JOB,
     action=Action.FIX_JOB,
     needs_torch=_asks_torch_version,
+    produces=(Status.PASS, Status.FAIL),
+    finding=STEADY,
 )
 def require_torch(facts: Facts, options: Options) -> list[CheckResult]:
     spec = options.require_torch

@@ -1,26 +1,33 @@
 """The registry: every declared check, in the order they are shown; selection and running.
 
 A check is declared once, next to its rule, with :func:`gpudiag.checks.base.check` (id, area,
-title, scope, operator action, whether it needs torch or the GPUs, whether the exporter judges
-it); everything else (``--only``/``--skip``, the torch decision, the scheduler modes, the
-exporter, drain, the docs) reads :data:`CHECKS`. Ids are stable: scripts select them with
-``--only``/``--skip`` and read them in JSON/JUnit. Each rule takes (Facts, Options) and returns
-results; none touches the outside. Thresholds cite their sources where they are defined.
+what it judges and when it fails, the readings it looks at, the statuses it can give, scope,
+operator action, whether its finding is steady, whether it needs torch or the GPUs, whether the
+exporter judges it); everything else (``--only``/``--skip``, the facts `check` reads, the torch
+decision, the scheduler modes, the exporter, drain reasons, the docs' table) reads :data:`CHECKS`.
+Ids are stable: scripts select them with ``--only``/``--skip`` and read them in JSON/JUnit. Each
+rule takes (Facts, Options) and returns results; none touches the outside. Thresholds cite their
+sources where they are defined.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import traceback
 from collections.abc import Iterable
 
 # Importing the rule modules declares their checks.
 from gpudiag.checks import CheckResult, Facts, Options, Status, config, driver, health, requirements, software  # noqa: F401
-from gpudiag.checks.base import AREAS, DECLARED, Check
+from gpudiag.checks.base import AREAS, DECLARED, Check, groups
 from gpudiag.checks.deep import rules as deep_rules  # noqa: F401  (the deep diagnostics, check --level 2-4)
+from gpudiag.errors import DEBUG_ENV
 
 CHECKS: tuple[Check, ...] = tuple(sorted(DECLARED, key=lambda c: AREAS.index(c.area)))  # stable: declaration order
 CHECK_IDS = tuple(c.id for c in CHECKS)
 BY_ID: dict[str, Check] = {c.id: c for c in CHECKS}
 EXPORTER_CHECKS = tuple(c.id for c in CHECKS if c.exporter)
+GROUPS = groups(CHECKS)  # the fact groups `check` reads: those its rules look at, no other
 
 
 def matches(check_id: str, pattern: str) -> bool:
@@ -63,11 +70,34 @@ def needs_torch(checks: Iterable[Check], options: Options, gpu_work: bool) -> bo
 
 
 def run(
-    facts: Facts, options: Options, only: tuple[str, ...] = (), skip: tuple[str, ...] = (), level: int = 1
+    facts: Facts,
+    options: Options,
+    only: tuple[str, ...] = (),
+    skip: tuple[str, ...] = (),
+    level: int = 1,
+    failed: list[str] | None = None,
 ) -> list[CheckResult]:
-    """Every selected check's results, in the registry's order (those of ``level`` and below)."""
+    """Every selected check's results, in the registry's order (those of ``level`` and below). Each
+    rule runs on its own (as node_exporter isolates its collectors): a rule that raises is that
+    check's could-not-run result, with the error, and a line in ``failed``; the others still run."""
     results: list[CheckResult] = []
     for check in CHECKS:
         if at_level(check, level) and selected(check.id, only, skip):
-            results.extend(check.rule(facts, options))
+            try:
+                results.extend(check.rule(facts, options))
+            except Exception as exc:  # a bug in one rule costs that check, never the run
+                results.append(could_not_run(check, exc))
+                if failed is not None:
+                    failed.append(f"check {check.id}: {type(exc).__name__}: {exc}")
     return results
+
+
+def could_not_run(check: Check, exc: BaseException) -> CheckResult:
+    """The result of a check whose rule raised: nothing verified (SKIP), the error as its finding;
+    the traceback on stderr under ``--debug``."""
+    if os.environ.get(DEBUG_ENV):
+        traceback.print_exception(exc, file=sys.stderr)
+    error = f"{type(exc).__name__}: {exc}"[:300]
+    return CheckResult(
+        check.id, check.area, Status.SKIP, f"could not run: {error}", "a bug in gpudiag: report it with --debug output"
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpudiag.checks import Action, CheckResult, Facts, Options, Scope, Status
 from gpudiag.checks.base import (
     COMPAT,
+    STEADY,
     always,
     check,
     dotted,
@@ -48,10 +49,17 @@ def _expected_devices(facts: Facts) -> tuple[int, str] | None:
 @check(
     "compat.torch",
     COMPAT,
-    "torch imports and initialises CUDA (in a child process)",
+    "torch imports and initialises CUDA, in a child process",
+    fails=(
+        "import error, hang or crash (said where: import, library versions, CUDA init), CPU-only build "
+        '("Torch not compiled with CUDA enabled"), `torch.cuda.is_available()` false; WARN when torch sees '
+        "another number of devices than NVML and `CUDA_VISIBLE_DEVICES` imply"
+    ),
+    reads=("compute_capability", "compute_mode", "memory", "mig_mode_current"),
     scope=Scope.JOB,
     action=Action.FIX_JOB,
     needs_torch=always,
+    finding=STEADY,
 )
 def torch_works(facts: Facts, options: Options) -> list[CheckResult]:
     t = facts.torch
@@ -120,10 +128,15 @@ def torch_works(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "compat.driver_cuda",
     COMPAT,
-    "driver's CUDA vs torch's CUDA build",
+    "driver's highest CUDA vs torch's CUDA build",
+    fails=(
+        'driver major older (error 35, "driver too old"); WARN: same major, older minor, above the '
+        "minor-version-compatibility floor (PTX from the newer toolkit fails, error 222)"
+    ),
     scope=Scope.JOB,
     action=Action.FIX_JOB,
     needs_torch=always,
+    finding=STEADY,
 )
 def driver_cuda(facts: Facts, options: Options) -> list[CheckResult]:
     m = facts.machine
@@ -174,10 +187,16 @@ def driver_cuda(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "compat.arch",
     COMPAT,
-    "compute capability vs torch's compiled architectures",
+    "each GPU's compute capability vs torch's compiled architectures",
+    fails=(
+        'no matching cubin or PTX ("no kernel image is available", error 209), with the CUDA build to '
+        "install; WARN: PTX only (JIT at first launch)"
+    ),
+    reads=("compute_capability",),
     scope=Scope.JOB,
     action=Action.FIX_JOB,
     needs_torch=always,
+    finding=STEADY,
 )
 def compute_capability(facts: Facts, options: Options) -> list[CheckResult]:
     rt, skip = _runtime_or_skip("compat.arch", facts)
@@ -259,9 +278,13 @@ def _cudnn_triple(encoded: int) -> tuple[int, int, int]:
     "compat.cudnn",
     COMPAT,
     "cuDNN runtime vs the version torch was built with",
+    fails="other major, older minor; cuDNN ≥ 9.11 with a GPU below sm_75",
+    reads=("compute_capability",),
     scope=Scope.JOB,
     action=Action.FIX_JOB,
     needs_torch=always,
+    produces=(Status.PASS, Status.FAIL, Status.SKIP),
+    finding=STEADY,
 )
 def cudnn(facts: Facts, options: Options) -> list[CheckResult]:
     rt, skip = _runtime_or_skip("compat.cudnn", facts)
@@ -304,10 +327,13 @@ def cudnn(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "compat.nccl",
     COMPAT,
-    "NCCL present for several GPUs",
+    "NCCL",
+    fails="WARN: several GPUs and no NCCL",
     scope=Scope.JOB,
     action=Action.FIX_JOB,
     needs_torch=always,
+    produces=(Status.PASS, Status.WARN, Status.SKIP),
+    finding=STEADY,
 )
 def nccl(facts: Facts, options: Options) -> list[CheckResult]:
     rt, skip = _runtime_or_skip("compat.nccl", facts)

@@ -20,7 +20,8 @@ from typer.core import TyperGroup
 from gpudiag import __version__, argv
 from gpudiag.argv import CommandLine
 from gpudiag.cli import terminal_env
-from gpudiag.cli.common import DEBUG_ENV, Settings
+from gpudiag.cli.common import Settings
+from gpudiag.errors import DEBUG_ENV
 
 
 def _version(value: bool) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gpudiag.checks.deep.levels import BUDGET_HELP, FORCE_HELP, LEVEL_HELP
-from gpudiag.cli.common import echo, handle_errors, make_console, settings
+from gpudiag.cli.common import echo, handle_errors, make_console, request_of, settings
 from gpudiag.errors import UsageError
 from gpudiag.exitcodes import ExitCode
 
@@ -128,40 +128,14 @@ def command(
     from gpudiag.checks.request import Request, prepare
 
     s = settings(ctx)
-    request = Request(
-        quick=quick,
-        json_output=json_output,
-        junit=junit,
-        strict=strict,
-        only=only,
-        skip=skip,
-        expect_gpus=expect_gpus,
-        min_free=min_free,
-        temp_margin=temp_margin,
-        allow_processes=allow_processes,
-        require_driver=require_driver,
-        require_cuda=require_cuda,
-        require_capability=require_capability,
-        require_gpu=require_gpu,
-        require_torch=require_torch,
-        python=python,
-        no_torch=no_torch,
-        timeout=timeout,
-        textfile=textfile,
-        npd=npd,
-        mode=mode,
-        deadline=deadline,
-        level=level,
-        budget=budget,
-        force=force,
-    )
+    request = request_of(Request, locals())
     prepared = prepare(request, s.replay)
     if prepared.schedule is not None:
         from gpudiag.fleet import scheduled
 
         # also when the command raises (and in tests' own process)
         ctx.call_on_close(scheduled.arm(*prepared.schedule).cancel)
-    progress = _progress(s) if prepared.plan.deep else None  # minutes of GPU tests: how far, on a terminal
+    progress = _progress(s) if prepared.plan.deep is not None else None  # minutes of GPU tests: how far, on a terminal
     checked = run(prepared.plan, prepared.options, prepared.only, prepared.skip, progress)
     if not checked.results:  # e.g. `--only req` without any --require-… option
         raise UsageError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import IO, Any, TypeVar
 
 import msgspec
@@ -13,14 +13,12 @@ import typer
 
 from gpudiag import edge
 from gpudiag.cli import terminal_env
-from gpudiag.errors import GpudiagError
+from gpudiag.errors import DEBUG_ENV, GpudiagError
 from gpudiag.exitcodes import NVML_EXIT, ExitCode
 from gpudiag.model import Gpu, GpuState, NvmlInfo, NvmlStatus
 from gpudiag.probe.collect import REPLAY_ENV
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-DEBUG_ENV = "GPUDIAG_DEBUG"
 
 
 class Settings(msgspec.Struct, frozen=True):
@@ -35,6 +33,16 @@ def settings(ctx: typer.Context) -> Settings:
     if isinstance(obj, Settings):
         return obj
     return Settings(replay=os.environ.get(REPLAY_ENV) or None, debug=bool(os.environ.get(DEBUG_ENV)), color="auto")
+
+
+R = TypeVar("R", bound=msgspec.Struct)
+
+
+def request_of(kind: type[R], arguments: Mapping[str, Any]) -> R:
+    """A command's options as its request: ``kind`` (a Struct with a field per option, named as the
+    command's parameter) from the command's ``locals()``. The one way options reach the layers
+    below, which check them and parse them once into what they mean (``checks.request.prepare``)."""
+    return kind(**{name: arguments[name] for name in kind.__struct_fields__})
 
 
 # Width of output that goes to a pipe or file with no COLUMNS set: wide enough for every column.

@@ -32,8 +32,9 @@ def command(
 
     One node per command; a reason someone else set is never overwritten. Unreadable and missing
     nodes, names that are not one Slurm node name, and nodes Slurm does not know are named and
-    left alone. Exit codes: 0 done (or printed), 1 a node needs a look (one of those) or an
-    scontrol command failed, 2 usage error.
+    left alone. When Slurm's view cannot be read (no scontrol, `scontrol show node` failing), no
+    command is printed to run: each is a comment. Exit codes: 0 done (or printed), 1 a node needs a
+    look (one of those), Slurm's view could not be read, or an scontrol command failed; 2 usage error.
     """
     from gpudiag.fleet import drain
 
@@ -46,11 +47,16 @@ def command(
     except GpudiagError as exc:
         if execute:
             raise
-        echo(f"# {exc.message}; states and reasons not read: every not-ready node is listed", err=True, one_line=True)
+        echo(
+            f"# {exc.message}: Slurm's states and reasons not read, so nothing here is fit to run: "
+            "each command is a comment",
+            err=True,
+            one_line=True,
+        )
         scontrol, current = None, None
     steps = drain.plan(targets, current, resume)
-    failed = False
-    for line, ok, error in drain.carry_out(steps, scontrol if execute else None):
+    failed = current is None
+    for line, ok, error in drain.carry_out(steps, scontrol if execute else None, blind=current is None):
         echo(line, err=error, one_line=True)
         failed = failed or not ok
     echo(drain.summary(targets, steps, execute), err=True, one_line=True)

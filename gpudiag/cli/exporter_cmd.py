@@ -114,10 +114,8 @@ def command(
             once=once,  # GPM's figures: one window waited for, not measured since a scrape
         )
         try:
-            if once:
-                from gpudiag.render.printable import exposition
-
-                sys.stdout.write(exposition(exporter.render_text().decode()))
+            if once:  # a scrape's text: printable already (gpudiag.export.exposition)
+                sys.stdout.write(exporter.render_text().decode())
                 return
             _serve(exporter, bind, port, compat)
         finally:

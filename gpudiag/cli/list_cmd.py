@@ -5,7 +5,7 @@ from typing import Annotated
 import typer
 
 from gpudiag.api import read_machine
-from gpudiag.cli.common import exit_if_lost, handle_errors, settings
+from gpudiag.cli.common import exit_if_lost, handle_errors, request_of, settings
 from gpudiag.cli.list_modes import Request, check_nvml, selected, validate, view_for
 
 _LISTS = "csv[,noheader][,nounits]"
@@ -105,9 +105,7 @@ def list_command(
 ) -> None:
     """Show the GPUs, their state and the processes on them (like nvidia-smi)."""
     s = settings(ctx)
-    options = dict(locals())
-    del options["ctx"], options["s"]
-    request = Request(**options)
+    request = request_of(Request, locals())
     validate(request)
     view = view_for(request)
     if watch:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import msgspec
 import typer
 
-from gpudiag.cli.common import echo, exit_if_lost, handle_errors, make_console, require_nvml, settings
+from gpudiag.cli.common import echo, exit_if_lost, handle_errors, make_console, request_of, require_nvml, settings
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 
@@ -139,25 +139,7 @@ def command(
     from gpudiag.memory.request import Request, watch_options
 
     s = settings(ctx)
-    r = Request(
-        watch=watch,
-        interval=interval,
-        count=count,
-        ids=ids,
-        json_output=json_output,
-        log=log,
-        until_free=until_free,
-        timeout=timeout,
-        alert_free_below=alert_free_below,
-        alert_oom_within=alert_oom_within,
-        postmortem=postmortem,
-        torch_snapshot=torch_snapshot,
-        plot=plot,
-        output=output,
-        prometheus=prometheus,
-        bind=bind,
-        textfile=textfile,
-    )
+    r = request_of(Request, locals())
     if r.offline:
         _offline(s, r)
         return

@@ -24,8 +24,14 @@ def command(
     json_output: Annotated[bool, typer.Option("--json", help="Machine-readable (gpudiag.report/1).")] = False,
     junit: Annotated[
         Path | None,
-        typer.Option("--junit", help="Also write JUnit XML here (one test case per node and check).", dir_okay=False),
+        typer.Option("--junit", help="Also write JUnit XML here (one test case per node).", dir_okay=False),
     ] = None,
+    junit_per_check: Annotated[
+        bool,
+        typer.Option(
+            "--junit-per-check", help="With --junit: a test case per node and check (large: 27 checks × nodes)."
+        ),
+    ] = False,
     nodes: Annotated[
         bool, typer.Option("--nodes", help="Also a line per node (the default groups nodes by verdict and reason).")
     ] = False,
@@ -48,12 +54,14 @@ def command(
     files = report.node_files(paths)
     if not files and expect is None:
         raise UsageError(f"no node files (*.json) in {', '.join(map(repr, paths))}")
-    keep_checks = junit is not None
+    if junit_per_check and junit is None:
+        raise UsageError("--junit-per-check says how --junit writes its file: give --junit FILE too")
+    keep_checks = junit_per_check
     fleet = report.build((nodefiles.read(f, keep_checks) for f in files), expect)
     if junit is not None:
         from gpudiag.files import write_atomic
 
-        write_atomic(junit, lambda out: report_view.write_junit(fleet, out))
+        write_atomic(junit, lambda out: report_view.write_junit(fleet, out, junit_per_check))
     if json_output:
         sys.stdout.flush()
         report_view.write_json(fleet, sys.stdout.buffer)

@@ -38,12 +38,13 @@ from gpudiag.export.attribution import (
     mig_keys,
     owner,
 )
-from gpudiag.export.exposition import CONTENT_TYPE, TextRenderer
+from gpudiag.export.exposition import CONTENT_TYPE, FamilyErrors, TextRenderer, printable_families
 from gpudiag.export.xid import XidTally, description
 from gpudiag.memory.view import MemoryView
 from gpudiag.model import FactGroup, Gpu, GpuState, HostProcess, Machine, NvmlStatus, Reading, Reason
 from gpudiag.probe.collect import MachineSource
 from gpudiag.probe.nvml import HostResolver
+from gpudiag.render.printable import printable
 from gpudiag.track.entries import TrackedProcess
 
 # dcgm-exporter's default fields that NVML answers, in both families.
@@ -175,11 +176,6 @@ class Attributor:
         return out
 
 
-def _printable(text: str) -> str:
-    """Control characters escaped: findings quote GPU names and other text from outside."""
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
-
-
 class CheckChanges:
     """Says once, in a log line, when a check's verdict or finding changes (the first scrape: what
     warns or fails); ``gpudiag_check_reason_info`` has the same text for the latest scrape."""
@@ -195,7 +191,7 @@ class CheckChanges:
             before = None if last is None else last.get((check, target))
             if before != (status, finding) and (before is not None or status != "PASS"):
                 where = f" {target}" if target else ""
-                self._say(f"gpudiag: check {check}{where}: {status}: {_printable(finding)}")
+                self._say(f"gpudiag: check {check}{where}: {status}: {printable(finding)}")
         self._last = now
 
 
@@ -233,6 +229,7 @@ class Exporter:
     _last_reopen: float | None = None
     _needs_rediscovery: bool = False
     log: Callable[[str], None] | None = None  # where check changes are said (the exporter's stderr)
+    errors: FamilyErrors = field(default_factory=FamilyErrors)  # families data left out: counted, said
     _renderer: TextRenderer = field(default_factory=TextRenderer)
     _hosts: CachedHost | None = None
     _known: dict[int, Gpu] = field(default_factory=dict)  # each GPU as last seen working, by index
@@ -257,6 +254,8 @@ class Exporter:
             session.gpm_clock, session.gpm_sleep = self.clock, None
         if self.log is not None:
             self._changes = CheckChanges(self.log)
+            self.errors = FamilyErrors(self.log)
+        self._renderer = TextRenderer(self.errors)
 
     def _ensure_session(self) -> None:
         session = self.source.session
@@ -319,7 +318,7 @@ class Exporter:
         if self.log is None or (once and key in self._said):
             return
         self._said.add(key)
-        self.log(_printable(line))
+        self.log(printable(line))  # findings quote GPU names and other outside text
 
     def per_second(self, machine: Machine) -> dict[str, dict[str, float]]:
         """The increase per second of the counters DCGM's rate fields are made of (metrics_dcgm.RATES),
@@ -371,7 +370,15 @@ class Exporter:
                 self._busy_since = None
 
     def _families(self) -> Iterator[Any]:
-        """The families of one sample (under the lock held by collect())."""
+        """The families of one sample (under the lock held by collect()), then the count of those
+        left out (data can leave a family out of a scrape, never fail the scrape: FamilyErrors)."""
+        try:
+            yield from self._sampled_families()
+        except Exception as error:  # not one family: the node could not be read into one sample
+            self.errors.add("of the node (no sample)", error)
+        yield self.errors.metric()
+
+    def _sampled_families(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
         machine, view = self.sample()
@@ -384,18 +391,27 @@ class Exporter:
         yield up
         xids = None if self.once else self.xids
         if self.compat == "dcgm":
-            owners = self.attributor.device_owners(machine)
-            yield from metrics_dcgm.families(
-                machine, self.hostname, owners, self._known, xids, self.per_second(machine)
+            owners = self._guarded("pod labels (of DCGM_FI_*)", lambda: self.attributor.device_owners(machine), None)
+            yield from self.errors.built(
+                "DCGM_FI_* (dcgm)",
+                lambda: list(
+                    metrics_dcgm.families(machine, self.hostname, owners, self._known, xids, self.per_second(machine))
+                ),
             )
         else:
+            checks = None
+            if machine.nvml.status is NvmlStatus.OK:
+                checks = self._guarded("gpudiag_check_*", lambda: self._checks(machine), None)
             yield from metrics_native.families(
                 view,
-                checks=self._checks(machine) if machine.nvml.status is NvmlStatus.OK else None,
-                owners=self.attributor.owners(view),
+                checks=checks,
+                owners=self._guarded(
+                    "pod and job labels (of gpudiag_process_*)", lambda: self.attributor.owners(view), {}
+                ),
                 max_process_series=self.max_process_series,
                 known=self._known,
                 xids=xids,
+                errors=self.errors,
             )
         kubelet = self.attributor.kubelet
         if kubelet is not None:  # after the attribution above: says how this very sample went
@@ -406,6 +422,14 @@ class Exporter:
             )
             asked.add_metric([], 0 if getattr(kubelet, "last_error", "") else 1)
             yield asked
+
+    def _guarded(self, what: str, make: Callable[[], Any], default: Any) -> Any:
+        """``make()``, or ``default`` when outside data makes it raise (counted and said)."""
+        try:
+            return make()
+        except Exception as error:
+            self.errors.add(what, error)
+            return default
 
     def render_text(self, names: frozenset[str] | None = None) -> bytes:
         """One scrape in the text format (the fast path; see gpudiag.export.exposition), all of it
@@ -420,6 +444,17 @@ class Exporter:
             if not self.source.session.opened or info.status is not NvmlStatus.OK:
                 return False, info.detail or "NVML is not initialised"
             return True, "ok"
+
+
+class Printable:
+    """The exporter's families as prometheus-client renders them (OpenMetrics): label values and
+    HELP written as the text format's renderer writes them, a family that cannot be written left out."""
+
+    def __init__(self, exporter: Exporter) -> None:
+        self.exporter = exporter
+
+    def collect(self) -> Iterator[Any]:
+        return printable_families(self.exporter.collect(), self.exporter.errors)
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -458,7 +493,7 @@ def wsgi_app(exporter: Exporter) -> Callable[..., Any]:
     from prometheus_client.exposition import gzip_accepted
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(exporter)
+    registry.register(Printable(exporter))
     openmetrics = make_wsgi_app(registry)  # the native family only: DCGM's counters need the text format
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:

@@ -11,16 +11,29 @@ types some fields as counters under names without the suffix, and the text forma
 that (``# TYPE X counter`` over samples named ``X``), whereas OpenMetrics and prometheus-client's
 own renderer do not (they would type ``X_total``, leaving the ``X`` samples untyped). Such
 families are only ever rendered here.
+
+Label values and HELP texts carry text from outside (process names and users, GPU names, a check's
+finding): each is written as :func:`gpudiag.render.printable.printable` shows it, every control,
+bidi override and undecodable byte (a lone surrogate) as its escape (``\\x1b``, ``\\udcff``), whose
+backslash the format's own escaping then doubles, so a scrape is always printable UTF-8 and
+Prometheus reads the value back as that visible text. Here for this renderer (once per series: the
+prefix cache), in :func:`printable_families` for prometheus-client's (``memory --prometheus``,
+``--textfile``, OpenMetrics). Data can leave a family out, never the scrape: a family that cannot
+be built or written is dropped, counted (:class:`FamilyErrors`, ``gpudiag_metric_family_errors_total``)
+and said on stderr.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
+
+from gpudiag.render.printable import printable
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram", "summary": "summary"}
@@ -28,11 +41,12 @@ _MAX_CACHED = 20_000  # series; beyond this (PID churn) the cache starts afresh
 
 
 def _escape_value(value: str) -> str:
-    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+    # printable() leaves no line break: the format's escapes left are the backslash and the quote.
+    return printable(value).replace("\\", r"\\").replace('"', r"\"")
 
 
 def _escape_help(text: str) -> str:
-    return text.replace("\\", r"\\").replace("\n", r"\n")
+    return printable(text).replace("\\", r"\\")
 
 
 def _number(value: float) -> str:
@@ -89,10 +103,87 @@ def exposed_name(family: Any) -> str:
     return str(family.name + "_total" if family.type == "counter" else family.name)
 
 
+ERRORS_NAME = "gpudiag_metric_family_errors"
+ERRORS_HELP = "Metric families left out of a scrape because they could not be built or written (stderr says why)"
+
+
+_WHY_CHARS = 300  # of an error's message on stderr: one line, whatever the data held
+
+
+def _say_on_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+class FamilyErrors:
+    """Families left out because building or writing them failed: counted for
+    ``gpudiag_metric_family_errors_total`` and said on stderr, once per family and kind of error
+    (a family that fails on every scrape would otherwise flood the log)."""
+
+    def __init__(self, say: Callable[[str], None] | None = None) -> None:
+        self.count = 0
+        self._say = say or _say_on_stderr
+        self._said: set[tuple[str, str]] = set()
+
+    def add(self, what: str, error: Exception) -> None:
+        self.count += 1
+        key = (what, type(error).__name__)
+        if key not in self._said:
+            self._said.add(key)
+            why = str(error)[:_WHY_CHARS]
+            self._say(printable(f"gpudiag: metrics {what} left out: {type(error).__name__}: {why}"))
+
+    def built(self, what: str, build: Callable[[], list[Any]]) -> list[Any]:
+        """``build()``'s families, or none (counted and said) when it raises."""
+        try:
+            return build()
+        except Exception as error:  # data must not take the other families down
+            self.add(what, error)
+            return []
+
+    def metric(self) -> RowMetric:
+        family = RowMetric(ERRORS_NAME, ERRORS_HELP, "counter", [])
+        family.add_row((), float(self.count))
+        return family
+
+
+def _printable_family(family: Any) -> Any:
+    """``family`` with its label values and HELP as the exposition writes them (see the module);
+    the same object when they are printable already. Raises on a family that cannot be written."""
+    doc = printable(family.documentation)
+    if isinstance(family, RowMetric):
+        rows = [(tuple(printable(v) for v in values), float(value)) for values, value in family.rows]
+        if doc == family.documentation and rows == family.rows:
+            return family
+        copy = RowMetric(family.name, doc, family.type, list(family.label_names))
+        copy.sample_name, copy.rows = family.sample_name, rows
+        return copy
+    samples = [
+        s._replace(labels={k: printable(v) for k, v in s.labels.items()}, value=float(s.value)) for s in family.samples
+    ]
+    if doc == family.documentation and samples == family.samples:
+        return family
+    kind = BareMetric if isinstance(family, BareMetric) else Metric
+    plain = kind(family.name, doc, family.type)
+    plain.samples = samples
+    return plain
+
+
+def printable_families(families: Iterable[Any], errors: FamilyErrors) -> Iterator[Any]:
+    """Families for prometheus-client's renderers, written as this module's renderer writes them:
+    each one that cannot be written (a value that is not a number, a label that is not text) left
+    out and counted in ``errors``, not the whole output."""
+    for family in families:
+        try:
+            yield _printable_family(family)
+        except Exception as error:
+            errors.add(str(getattr(family, "name", "?")), error)
+
+
 class TextRenderer:
     """Renders metric families; remembers each series' ``name{labels}`` prefix."""
 
-    def __init__(self) -> None:
+    def __init__(self, errors: FamilyErrors | None = None) -> None:
+        self.errors = errors or FamilyErrors()
         self._prefixes: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
         # RowMetric series: by (sample name, label names), then by label values.
         self._row_prefixes: dict[tuple[str, tuple[str, ...]], dict[tuple[str, ...], str]] = {}
@@ -133,16 +224,23 @@ class TextRenderer:
     def render(self, families: Iterable[Any], names: frozenset[str] | None = None) -> bytes:
         """The families as text; with ``names`` (a scrape's ``name[]`` parameters), only the
         families whose name, or whose samples' name, is one of them."""
-        out: list[str] = []
+        written: list[bytes] = []
         for family in families:
             name = exposed_name(family)
             if names is not None and name not in names and family.name not in names:
                 continue
-            out.append(f"# HELP {name} {_escape_help(family.documentation)}\n")
-            out.append(f"# TYPE {name} {_TYPES.get(family.type, 'untyped')}\n")
-            if isinstance(family, RowMetric):
-                self._row_lines(family, out)
-                continue
+            try:
+                written.append(self._family(name, family))
+            except Exception as error:  # this family's data: the others are still served
+                self.errors.add(name, error)
+        return b"".join(written)
+
+    def _family(self, name: str, family: Any) -> bytes:
+        out = [f"# HELP {name} {_escape_help(family.documentation)}\n"]
+        out.append(f"# TYPE {name} {_TYPES.get(family.type, 'untyped')}\n")
+        if isinstance(family, RowMetric):
+            self._row_lines(family, out)
+        else:
             for sample in family.samples:
                 out.append(self._prefix(sample.name, sample.labels) + _number(sample.value) + "\n")
         return "".join(out).encode()

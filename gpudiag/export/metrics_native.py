@@ -12,12 +12,12 @@ changing message (an error count going up) never starts a new status series.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.export.attribution import NOBODY, Owner
-from gpudiag.export.exposition import RowMetric
+from gpudiag.export.exposition import FamilyErrors, RowMetric
 from gpudiag.export.xid import XidTally
 from gpudiag.memory.view import Forecast, MemoryView, ProcessRow
 from gpudiag.model import Gpu, GpuState, Reading
@@ -382,10 +382,14 @@ def families(
     max_process_series: int = DEFAULT_MAX_PROCESS_SERIES,
     known: Mapping[int, Gpu] | None = None,
     xids: XidTally | None = None,
+    errors: FamilyErrors | None = None,
 ) -> list[Any]:
     """Every native family for one sample (no samples before the first). ``known``: each GPU as
     last seen working, by index, so that one lost now keeps its ``uuid`` label. ``xids``: the Xid
-    errors a long-running exporter has seen (its families only where it watches them)."""
+    errors a long-running exporter has seen (its families only where it watches them). A part
+    (the GPUs', the processes', the forecasts', the Xids', the checks' families) whose data cannot
+    be made into samples is left out and counted in ``errors`` (by default: said on stderr)."""
+    errors = errors or FamilyErrors()
     out = _Families([])
     gpus = tuple(r.gpu for r in view.gpus) if view is not None else ()
     driver = view.machine.nvml.driver_version.get("") if view is not None else ""
@@ -393,26 +397,42 @@ def families(
     for index, gpu in (known or {}).items():
         if index not in uuids and gpu.uuid.value is not None:
             uuids[index] = gpu.uuid.value
-    _gpu_families(out, gpus, driver, peaks, uuids)
-    _process_families(
-        out,
-        view.processes if view is not None else (),
-        uuids,
-        owners or {},
-        max_process_series,
-        view.forecasts if view is not None else (),
+
+    def part(what: str, make: Callable[[], object]) -> None:
+        start = len(out.made)
+        try:
+            make()
+        except Exception as error:  # this part's data: the other parts are still exported
+            del out.made[start:]
+            errors.add(what, error)
+
+    part("gpudiag_gpu_* (per GPU)", lambda: _gpu_families(out, gpus, driver, peaks, uuids))
+    part(
+        "gpudiag_process_* (per process)",
+        lambda: _process_families(
+            out,
+            view.processes if view is not None else (),
+            uuids,
+            owners or {},
+            max_process_series,
+            view.forecasts if view is not None else (),
+        ),
     )
+    part("gpudiag_gpu_memory_full_in_seconds", lambda: _gpu_forecasts(out, view, uuids))
+    if xids is not None:
+        part("gpudiag_gpu_xid_errors", lambda: _xid_families(out, xids, uuids))
+    if checks is not None:
+        part("gpudiag_check_*", lambda: out.made.extend(check_families(checks, uuids)))
+    return out.made
+
+
+def _gpu_forecasts(out: _Families, view: MemoryView | None, uuids: Mapping[int, str]) -> None:
     gpu_full_in = out.gauge(
         "gpudiag_gpu_memory_full_in_seconds", "Forecast seconds until the GPU's memory is full (memory --watch)", GPU
     )
     for f in view.forecasts if view is not None else ():
         if f.pid is None:
             gpu_full_in.add_metric([str(f.gpu_index), uuids.get(f.gpu_index, "")], f.full_in_s)
-    if xids is not None:
-        _xid_families(out, xids, uuids)
-    if checks is not None:
-        out.made.extend(check_families(checks, uuids))
-    return out.made
 
 
 def _xid_families(out: _Families, xids: XidTally, uuids: Mapping[int, str]) -> None:

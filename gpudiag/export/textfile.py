@@ -15,6 +15,7 @@ from typing import Any
 from gpudiag.checks import CheckResult, Status, nothing_checked
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
+from gpudiag.export.exposition import FamilyErrors, printable_families
 from gpudiag.files import write_atomic
 from gpudiag.memory.view import MemoryView
 from gpudiag.model import Machine, NvmlStatus
@@ -34,15 +35,18 @@ class _Fixed:
         return self._families
 
 
-def write(directory: Path, name: str, families: Sequence[Any]) -> Path:
-    """Write ``families`` to ``directory/name`` atomically; a bad directory is one clear line."""
+def write(directory: Path, name: str, families: Sequence[Any], errors: FamilyErrors | None = None) -> Path:
+    """Write ``families`` to ``directory/name`` atomically; a bad directory is one clear line.
+    Label values are written printable (:func:`gpudiag.export.exposition.printable_families`); a
+    family that cannot be written is left out and said on stderr (the file has no count of them:
+    node_exporter refuses a family that two files both hold)."""
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.openmetrics.exposition import ALLOWUTF8
 
     if not directory.is_dir():
         raise GpudiagError(f"--textfile {directory}: not a directory", ExitCode.USAGE)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Fixed(families))
+    registry.register(_Fixed(list(printable_families(families, errors or FamilyErrors()))))
     path = directory / name
     write_atomic(path, generate_latest(registry, ALLOWUTF8))  # as prometheus-client's write_to_textfile
     return path
@@ -63,10 +67,15 @@ def write_memory(directory: Path, view: MemoryView, live: bool) -> Path:
     from gpudiag.export.attribution import ProcReader
     from gpudiag.export.exporter import Attributor
 
-    owners = Attributor(ProcReader() if live else None, None).owners(view)
-    families = metrics_native.families(view, owners=owners)
+    errors = FamilyErrors()
+    try:
+        owners = Attributor(ProcReader() if live else None, None).owners(view)
+    except Exception as error:  # a process's /proc files: the families go without owner labels
+        errors.add("pod and job labels (of gpudiag_process_*)", error)
+        owners = {}
+    families = metrics_native.families(view, owners=owners, errors=errors)
     families.append(stamp("gpudiag_memory_timestamp_seconds", "When `gpudiag memory` last wrote this file"))
-    return write(directory, MEMORY_FILE, families)
+    return write(directory, MEMORY_FILE, families, errors)
 
 
 def write_check(directory: Path, results: Sequence[CheckResult], machine: Machine, code: int) -> Path:

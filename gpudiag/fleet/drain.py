@@ -53,6 +53,9 @@ class Target:
     failures: tuple[faults.Fault, ...] = ()
     files: tuple[str, ...] = ()
     problem: str = ""  # why the node could not be judged, or its verdict when no failure is listed
+    # Its check files whose node-scope checks passed, none failing: the only evidence that resumes it
+    # (None: a report from before gpudiag recorded them).
+    verified: tuple[str, ...] | None = ()
 
 
 @dataclass(frozen=True)
@@ -89,10 +92,12 @@ class Step:
             return ["scontrol", "update", f"NodeName={self.node}", "State=RESUME"]
         return []
 
-    def line(self) -> str:
-        """What the dry run prints: the argv shell-quoted, or a comment (a shell runs both)."""
+    def line(self, blind: bool = False) -> str:
+        """What the dry run prints: the argv shell-quoted, or a comment (a shell runs both). ``blind``:
+        Slurm's view was not read, so no command is fit to run: each is printed as a comment."""
         if self.verb in (Verb.DRAIN, Verb.RESUME):
-            return shlex.join(self.argv())
+            command = shlex.join(self.argv())
+            return f"# {self.node}: not run, Slurm's view unread: {command}" if blind else command
         return f"# {faults.escape(self.node)}: {faults.escape(self.note)}"
 
 
@@ -139,7 +144,15 @@ def _ready_and_drained(t: Target, now: Current) -> Step:
         if now.reason:
             return Step(t.node, Verb.KEEP, f"ready, left drained: reason set by someone else: {now.reason}")
         return Step(t.node, Verb.KEEP, f"ready, left {now.state}: no reason says gpudiag drained it")
-    seen = newest(t.files)
+    if not t.verified:
+        why = (
+            "the report does not list the files that checked it (written by an older gpudiag): run report again"
+            if t.verified is None
+            else "no check of the node itself ran and passed (every check skipped, only the job's checks, "
+            "or a snapshot): run the check again"
+        )
+        return Step(t.node, Verb.KEEP, f"ready, left drained: {why}")
+    seen = newest(t.verified)
     if seen is None or now.since is None:
         return Step(t.node, Verb.KEEP, "ready, left drained: cannot tell whether its files are newer than the drain")
     if seen < now.since + 1:  # Slurm's time has whole seconds: newer means a second later at least
@@ -255,7 +268,9 @@ def _first_line(text: str) -> str:
 
 def from_report(report: Report) -> list[Target]:
     return [
-        Target(n.host, n.state.name.lower(), n.failures, n.files, "; ".join(n.problems) or (n.verdict or ""))
+        Target(
+            n.host, n.state.name.lower(), n.failures, n.files, "; ".join(n.problems) or (n.verdict or ""), n.verified
+        )
         for n in report.nodes
     ]
 
@@ -283,6 +298,7 @@ class _ReportNode(msgspec.Struct):
     files: list[str] = []
     problems: list[str] = []
     verdict: str | None = None
+    verified_files: list[str] | None = None
 
 
 class _ReportFile(msgspec.Struct, tag_field="schema", tag=SCHEMA):
@@ -302,6 +318,7 @@ def from_report_json(raw: bytes, where: str) -> list[Target]:
             tuple(f.fault for f in n.failures),
             tuple(n.files),
             "; ".join(n.problems) or (n.verdict or ""),
+            None if n.verified_files is None else tuple(n.verified_files),
         )
         for n in doc.nodes
     ]
@@ -329,14 +346,17 @@ def load_targets(paths: list[str]) -> list[Target]:
     return from_report(build(nodefiles.read(f) for f in node_files(paths)))
 
 
-def carry_out(steps: Iterable[Step], scontrol: Scontrol | None) -> Iterator[tuple[str, bool, bool]]:
-    """(line, ok, error) per step: the command (dry run, ``scontrol`` None) or what running it
-    did; a SKIP is not ok (it needs a look); an update that failed is an error (for stderr)."""
+def carry_out(
+    steps: Iterable[Step], scontrol: Scontrol | None, blind: bool = False
+) -> Iterator[tuple[str, bool, bool]]:
+    """(line, ok, error) per step: the command (dry run, ``scontrol`` None; a comment when ``blind``:
+    Slurm's view was not read) or what running it did; a SKIP is not ok (it needs a look); an update
+    that failed is an error (for stderr)."""
     for step in steps:
         if step.verb in (Verb.KEEP, Verb.SKIP):
             yield step.line(), step.verb is Verb.KEEP, False
         elif scontrol is None:
-            yield step.line(), True, False
+            yield step.line(blind), not blind, False
         elif error := scontrol.update(step):
             yield f"gpudiag: {step.verb.value} {step.node} failed: {error}", False, True
         else:

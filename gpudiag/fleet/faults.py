@@ -35,59 +35,11 @@ ACTION_WORDS = {
     "fix_job": "fix job",
 }
 
-# Checks whose findings carry figures that move while the fault stays (error counts, temperatures,
-# PIDs, measured errors and rates): their reasons state the fault without them. Keyed by (check id,
-# action), "" for any other action. Every other check's finding is steady for a given fault (names,
-# modes, versions, paths): STEADY_FINDINGS lists the declared ones, so that a new check is a decision.
-_STEADY_FACTS = {
-    ("health.ecc", ""): "uncorrected ECC errors",
-    ("health.retired_pages", "rma"): "retired pages at the limit",
-    ("health.retired_pages", ""): "page retirement pending",
-    ("health.row_remap", "rma"): "row remapping exhausted",
-    ("health.row_remap", ""): "row remap pending",
-    ("health.temperature", ""): "at the slowdown temperature",
-    ("health.clock_events", ""): "hardware slowdown (thermal or power brake)",
-    ("health.processes", ""): "compute processes left running",
-    ("health.free_memory", ""): "less free memory than --min-free",
-    ("func.gpu", ""): "functional test failed",
-    ("bench-transfer", ""): "transfer benchmark failed",
-    # check --level 2-4: figures measured under load
-    ("mem.test", ""): "memory test failed",
-    ("mem.bandwidth", ""): "memory bandwidth below expected",
-    ("link.pcie", ""): "PCIe copies below expected",
-    ("link.peer", ""): "peer copies below expected",
-    ("link.nccl", ""): "all-reduce below expected",
-    ("stress.gemm", ""): "GEMM stress failed",
-}
-STEADY_FINDINGS = frozenset(
-    {
-        "nvml.init",
-        "nvml.gpu_count",
-        "nvml.gpu_lost",
-        "host.device_nodes",
-        "host.kernel_modules",
-        "host.nouveau",
-        "compat.torch",
-        "compat.driver_cuda",
-        "compat.arch",
-        "compat.cudnn",
-        "compat.nccl",
-        "env.visible_devices",
-        "env.variables",
-        "config.mig",
-        "config.compute_mode",
-        "config.persistence",
-        "health.recovery_action",
-        "health.inforom",
-        "health.pcie",
-        "req.driver",
-        "req.cuda",
-        "req.capability",
-        "req.gpu",
-        "req.torch",
-    }
-)
-VOLATILE_CHECKS = frozenset(check for check, _ in _STEADY_FACTS)
+# Each check's declaration says whether its finding is steady (names, modes, versions, paths: quoted)
+# or volatile (error counts, temperatures, PIDs, measured rates: stated without them, in its words);
+# these are the failures a node file carries that no check declares.
+_OTHER_FACTS = {"bench-transfer": "transfer benchmark failed"}
+_OTHER_KINDS = frozenset({"bench-transfer"})
 
 
 class Fault(Protocol):
@@ -166,18 +118,25 @@ def body(faults: Iterable[Fault], limit: int = MAX_BODY) -> str:
     return f"{head}: {fact}{tail}"[:limit]
 
 
-# Volatile checks whose findings are of several kinds: a first clause without figures names the kind
-# ("memory pattern read back wrong", "wrong matmul results"); one with figures gives way to the phrase.
-_KINDS = frozenset({"func.gpu", "bench-transfer", "mem.test", "stress.gemm"})
-
-
 def steady_fact(check: str, action: str, finding: str) -> str:
-    """What is wrong, without figures that change between runs over the same fault."""
-    fact = _STEADY_FACTS.get((check, action)) or _STEADY_FACTS.get((check, ""))
-    if fact is None:
+    """What is wrong, without figures that change between runs over the same fault: a volatile
+    finding's declared words (a first clause without figures where it names the kind of failure:
+    "memory pattern read back wrong", "wrong matmul results"), else the finding's first clause."""
+    from gpudiag.checks.base import Volatile
+    from gpudiag.checks.rules import BY_ID
+
+    declared = BY_ID[check].finding if check in BY_ID else None
+    if isinstance(declared, Volatile):
+        fact, kinds = (
+            dict((a.value, words) for a, words in declared.by_action).get(action, declared.fact),
+            declared.kinds,
+        )
+    elif check in _OTHER_FACTS:
+        fact, kinds = _OTHER_FACTS[check], check in _OTHER_KINDS
+    else:
         return first_clause(finding)
     clause = first_clause(finding)
-    return clause if check in _KINDS and not any(c.isdigit() for c in clause) else fact
+    return clause if kinds and not any(c.isdigit() for c in clause) else fact
 
 
 _SHORTEST_CLAUSE = 12

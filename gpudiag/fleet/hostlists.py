@@ -15,11 +15,14 @@ _NUMBERED = re.compile(r"^(.*?)([0-9]{1,18})$")  # ASCII, and never a 5000-digit
 # use). Nothing that Slurm would read as syntax: no hostlist brackets or commas, no blanks, no
 # '=' (scontrol's key=value), no quotes, no control characters.
 _NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+# Words scontrol and slurm.conf read as more than one node, in any case: `NodeName=ALL` updates
+# every node; `DEFAULT` sets defaults for the nodes after it.
+_KEYWORDS = frozenset({"all", "default"})
 
 
 def is_node_name(name: str) -> bool:
     """Whether ``name`` is exactly one node name that scontrol and hostlists take literally."""
-    return _NODE_NAME.fullmatch(name) is not None
+    return _NODE_NAME.fullmatch(name) is not None and name.lower() not in _KEYWORDS
 
 
 def expand(expression: str, option: str = "--expect") -> list[str]:

@@ -8,7 +8,9 @@ names the kind of trouble for grouping). A file is read only when it is exactly 
 - one JSON document in valid UTF-8, nested no deeper than msgspec recurses, with nothing but
   white space after it (two appended runs, or stderr text that Slurm mixed in, are unreadable);
 - of a schema gpudiag reads, every field it reads of the right type and in range;
-- consistent with itself: a check file's verdict is the one its results give;
+- consistent with itself: a check file's verdict, exit code and summary are the ones its results
+  give by `check`'s own rule (:func:`gpudiag.exitcodes.check_code`: nothing verified is UNKNOWN);
+- no object with a key twice, at any depth (readers disagree on which one counts);
 - named by exactly one valid node name (``slurm_node``, else ``host``, else the file's name):
   a name is data, never hostlist syntax.
 
@@ -19,15 +21,18 @@ few figures. Whatever the file holds is that node's problem, never ours: nothing
 from __future__ import annotations
 
 import enum
+import json
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
+from gpudiag.exitcodes import CHECK_VERDICTS, ExitCode, check_code
 from gpudiag.fleet.faults import remedy
 from gpudiag.fleet.hostlists import is_node_name
 
@@ -80,6 +85,7 @@ class Cause(str, enum.Enum):
     UNKNOWN_SCHEMA = "unknown schema"
     MALFORMED = "malformed output"
     CONTRADICTS = "contradicts itself"
+    DUPLICATE_KEY = "duplicate key"
     BAD_NAME = "invalid node name"
 
 
@@ -109,6 +115,9 @@ class NodeFile:
     cause: Cause | None = None  # set exactly when kind is None
     name_ok: bool = True  # False: no valid node name at all, ``host`` is the file's name as found
     figure_gpus: dict[str, int] = field(default_factory=dict)  # the GPU a deep figure is from (its slowest)
+    # A check file in which node-scope checks ran and passed (or warned) and none failed: what may
+    # resume a node (a snapshot, a memory record or a check of the job alone verifies nothing of it).
+    node_verified: bool = False
 
 
 def file_host(path: str) -> str:
@@ -203,7 +212,7 @@ def parse(raw: bytes, path: str, keep_checks: bool = False) -> NodeFile:
         except UnicodeDecodeError as exc:
             return unreadable(path, Cause.BAD_UTF8, f"not valid UTF-8 (byte {exc.start})")
     try:
-        doc = _DECODER.decode(raw)
+        doc = _decode(raw)
     except msgspec.ValidationError as exc:  # JSON, but not a document of ours
         return _explain(raw, path, str(exc))
     except msgspec.DecodeError as exc:
@@ -213,14 +222,93 @@ def parse(raw: bytes, path: str, keep_checks: bool = False) -> NodeFile:
     except RecursionError:
         return _too_deep(path)
     try:
-        node: NodeFile = _READERS[type(doc)](doc, path, keep_checks)
+        read: tuple[NodeFile, _Colons | None] = _READERS[type(doc)](doc, path, keep_checks)
     except msgspec.ValidationError as exc:  # in the list of checks
         return _explain(raw, path, f"{exc} in `checks`")
     except RecursionError:
         return _too_deep(path)
     except _InvalidContentError as exc:
-        return unreadable(path, exc.cause, exc.problem, _name(doc)[0])
+        # A key given twice is the likelier story behind a contradiction: say that.
+        return _duplicated(raw, path, _name(doc)[0]) or unreadable(path, exc.cause, exc.problem, _name(doc)[0])
+    node, colons = read
+    if not _colons_ruled_out(raw, colons):  # the exact check only where counting cannot rule it out
+        return _duplicated(raw, path, node.host) or node
     return node
+
+
+# --- a key twice in one object -------------------------------------------------------------------
+#
+# msgspec (as most readers) keeps the last of two equal keys without a word, so a file with two
+# "checks" would read as its second while a person reads its first. The exact check below runs the
+# standard library's parser over every object's pairs: three times the cost of reading the file. So
+# it runs only where counting cannot rule a duplicate out. Every ':' of a JSON text follows one key
+# or lies inside a string; the reader knows how many keys it decoded and how many colons the strings
+# it decoded hold (when no string writes a colon as an escape, each of those is a ':' of the text).
+# A text with exactly that many colons has no key twice: one given twice is a colon more.
+
+
+# The colons a document's text has when no key is there twice, and whether some of them were counted
+# in decoded text (where \\u003a would be a colon too).
+_Colons = tuple[int, bool]
+
+
+def _colons_ruled_out(raw: bytes, colons: _Colons | None) -> bool:
+    """Whether counting rules out a key twice: ``colons`` (None: the reader could not count) is every
+    ':' of ``raw``."""
+    return colons is not None and raw.count(b":") == colons[0] and not (colons[1] and _escaped_colon(raw))
+
+
+def _escaped_colon(raw: bytes) -> bool:
+    """Whether ``raw`` may write a ':' as ``\\u003a`` (a decoded colon that is no ':' of the text)."""
+    at = raw.find(b"\\")  # a few escapes (°, …) in a file of ours: memchr beats a search for the 5 bytes
+    for _ in range(64):
+        if at < 0:
+            return False
+        if raw[at + 1 : at + 5] == b"u003":
+            return True
+        at = raw.find(b"\\", at + 2)  # past an escaped backslash too: "\\\\u003a" is no escape
+    return b"\\u003" in raw
+
+
+class _DuplicateKeyError(Exception):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> None:
+    if len(pairs) > 1 and len({key for key, _ in pairs}) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKeyError(key)
+            seen.add(key)
+
+
+def _duplicated(raw: bytes, path: str, host: str | None) -> NodeFile | None:
+    """The file unreadable for a key given twice in one object, or None when it has none."""
+    try:
+        json.loads(raw, object_pairs_hook=_no_duplicates)
+    except _DuplicateKeyError as exc:
+        key = exc.args[0]
+        return unreadable(
+            path,
+            Cause.DUPLICATE_KEY,
+            f"key {key[:60]!r} twice in one object: readers disagree on which one counts (edited or corrupted?)",
+            host,
+        )
+    except RecursionError:
+        return _too_deep(path)
+    except ValueError as exc:  # read by msgspec, refused by the standard library (a 5,000-digit number)
+        return unreadable(path, Cause.MALFORMED, f"malformed JSON: {str(exc)[:200]}", host)
+    return None
+
+
+def _decode(raw: bytes) -> Any:
+    """The document, in the shape that counts its keys, else (an older check file) in the shape that
+    reads it; the errors are the latter's."""
+    try:
+        return _DECODER.decode(raw)
+    except msgspec.ValidationError:
+        return _OLDER.decode(raw)
 
 
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
@@ -322,11 +410,11 @@ class _Host(msgspec.Struct):
 
 
 class _Named(msgspec.Struct, kw_only=True):
-    host: str | _Host | None = None  # a snapshot's is {"hostname": ...}
-    slurm_node: str | None = None
+    host: str | _Host | UnsetType | None = UNSET  # a snapshot's is {"hostname": ...}
+    slurm_node: str | UnsetType | None = UNSET
 
 
-class _CheckItem(msgspec.Struct):
+class _CheckItem(msgspec.Struct, gc=False):  # gc=False: strings only, never in a cycle
     id: str
     status: CheckStatus
     target: str | None = None
@@ -335,7 +423,30 @@ class _CheckItem(msgspec.Struct):
     action: str | None = None
 
 
-class _CheckGpu(msgspec.Struct):
+class _FullCheckItem(msgspec.Struct, gc=False):
+    """A result as `check --json` has written it since 0.2.0: every key there, so that they can be counted."""
+
+    id: str
+    area: msgspec.Raw
+    status: CheckStatus
+    target: str | None
+    finding: msgspec.Raw  # its JSON text: decoded for a failure only (see _text), its colons counted as written
+    fix: msgspec.Raw
+    scope: Literal["node", "job"] | None
+    action: str | None
+
+
+_ITEM_KEYS = len(_FullCheckItem.__struct_fields__)
+
+
+class _Summary(msgspec.Struct, gc=False):
+    passed: Count = msgspec.field(name="pass")
+    warned: Count = msgspec.field(name="warn")
+    failed: Count = msgspec.field(name="fail")
+    skipped: Count = msgspec.field(name="skip")
+
+
+class _CheckGpu(msgspec.Struct, gc=False):
     index: Index | None = None
     name: str | None = None
     uuid: str | None = None
@@ -358,13 +469,68 @@ class _CheckGpu(msgspec.Struct):
     allreduce_busbw_gbps: Gbps | None = None
 
 
+class _FullCheckGpu(msgspec.Struct, gc=False):
+    """A GPU as `check --json` has written it since 0.2.0: the same fields, every level-1 key required
+    (so that they can be counted)."""
+
+    index: Index | None
+    name: str | None
+    uuid: str | None
+    temperature_c: Celsius | None
+    ecc_aggregate_corrected: Count | None
+    ecc_aggregate_uncorrected: Count | None
+    remapped_rows_correctable: Count | None
+    remapped_rows_uncorrectable: Count | None
+    remap_pending: bool | None
+    remap_failure: bool | None
+    retired_pages: Count | None
+    recovery_action: Index | None
+    matmul_tflops: Tflops | None
+    stress_tflops: Tflops | None = None  # check --level 2-4 (not counted: its files are checked in full)
+    memtest_gbps: Gbps | None = None
+    h2d_gbps: Gbps | None = None
+    d2h_gbps: Gbps | None = None
+    d2d_gbps: Gbps | None = None
+    peer_min_gbps: Gbps | None = None
+    allreduce_busbw_gbps: Gbps | None = None
+
+
+_GPU_KEYS = 13  # the level-1 fields above
+
+
 class _CheckFile(_Named, tag_field="schema", tag="gpudiag.check/1"):
+    """`check --json` as written since 0.2.0, every key of its results and GPUs there to be counted."""
+
+    verdict: Verdict
+    could_not_run: list[str]
+    versions: dict[str, str]
+    checks: list[_FullCheckItem]
+    gpus: list[_FullCheckGpu] | UnsetType = UNSET
+    strict: bool | UnsetType = UNSET
+    exit_code: int | UnsetType = UNSET
+    summary: _Summary | UnsetType = UNSET
+    # Not read, only counted (see _colons_ruled_out):
+    source: Any = UNSET
+    collected_at: Any = UNSET
+    diagnostics: msgspec.Raw | UnsetType = UNSET  # check --level 2-4: its keys are not counted
+
+
+class _OlderCheckFile(_Named, tag_field="schema", tag="gpudiag.check/1"):
+    """Any other `check --json` (before 0.2.0 its results had no scope or action, and no GPUs were listed):
+    read when the shape above refuses it, its keys not counted."""
+
     verdict: Verdict
     could_not_run: list[str]
     versions: dict[str, str]
     checks: msgspec.Raw  # decoded below, once the rest of the file is known to be good
-    strict: bool = False
-    gpus: list[_CheckGpu] = []  # absent before gpudiag 0.2.0: no figures then
+    gpus: list[_CheckGpu] | UnsetType = UNSET
+    strict: bool | UnsetType = UNSET
+    exit_code: int | UnsetType = UNSET
+    summary: _Summary | UnsetType = UNSET
+
+
+_CHECK_REQUIRED = 5  # the schema, verdict, could_not_run, versions and checks
+_CHECK_OPTIONAL = ("host", "slurm_node", "gpus", "strict", "exit_code", "summary", "source", "collected_at")
 
 
 class _Nvml(msgspec.Struct):
@@ -449,17 +615,20 @@ class _MemoryFileV1(_MemoryFile, tag="gpudiag.memory/1"):
 
 
 _DECODER = msgspec.json.Decoder(_CheckFile | _SnapshotFile | _BenchFile | _MemoryFile | _MemoryFileV1)
+# A check file the shape of _CheckFile refuses (in a union: a document without a schema is none of ours).
+_OLDER = msgspec.json.Decoder(_OlderCheckFile | _SnapshotFile | _BenchFile | _MemoryFile | _MemoryFileV1)
 _CHECKS = msgspec.json.Decoder(list[_CheckItem])
 
 
 def _name(data: _Named | None) -> tuple[str | None, str]:
-    """Slurm's name for the node when recorded, else its hostname (None: neither), and the field it came from."""
+    """Slurm's name for the node when recorded, else its hostname (None: neither), and the field it
+    came from. A field that is there but empty is a name too (an invalid one): never a default."""
     if data is None:
         return None, ""
-    if data.slurm_node:
+    if isinstance(data.slurm_node, str):
         return data.slurm_node, "slurm_node"
     host = data.host.hostname if isinstance(data.host, _Host) else data.host
-    return (host, "host") if isinstance(host, str) and host else (None, "")
+    return (host, "host") if isinstance(host, str) else (None, "")
 
 
 def _node_name(doc: _Named, path: str) -> str:
@@ -471,7 +640,7 @@ def _node_name(doc: _Named, path: str) -> str:
         raise _InvalidContentError(
             Cause.BAD_NAME,
             f"invalid node name {name[:100]!r} in {source}: a node name is one name (letters, digits, '.', '_', '-'),"
-            " never a hostlist",
+            " never a hostlist nor a keyword (ALL, DEFAULT)",
         )
     return name
 
@@ -497,9 +666,26 @@ def _shared(kind: str, value: Any, key: Any = None) -> Any:
 # --- per schema ----------------------------------------------------------------------
 
 
-def _check(doc: _CheckFile, path: str, keep_checks: bool) -> NodeFile:
+def _check(doc: _CheckFile | _OlderCheckFile, path: str, keep_checks: bool) -> tuple[NodeFile, _Colons | None]:
     host = _node_name(doc, path)
-    checks = _CHECKS.decode(doc.checks)
+    # The keys decoded, then the colons in the strings decoded (see _colons_ruled_out); None: not counted.
+    keys: int | None = None
+    checks: list[_FullCheckItem] | list[_CheckItem]
+    findings = b""
+    if isinstance(doc, _CheckFile):
+        checks = doc.checks
+        # Each finding's JSON text, NUL apart (no NUL is in JSON text): every one must be a string.
+        findings = b"\0".join([c.finding for c in checks])
+        if checks and (findings[:1] != b'"' or findings.count(b'\0"') != len(checks) - 1):
+            raise _InvalidContentError(Cause.MALFORMED, "malformed gpudiag.check/1 output: a finding that is not text")
+        keys = _CHECK_REQUIRED + sum(getattr(doc, f) is not UNSET for f in _CHECK_OPTIONAL)
+        keys += _ITEM_KEYS * len(checks)
+        if doc.gpus is not UNSET:
+            keys += _GPU_KEYS * len(doc.gpus)
+        if doc.diagnostics is not UNSET:
+            keys = None
+    else:
+        checks = _CHECKS.decode(doc.checks)
     ids = {c.id for c in checks}
     if not ids <= _valid_ids:
         for cid in ids - _valid_ids:
@@ -509,28 +695,41 @@ def _check(doc: _CheckFile, path: str, keep_checks: bool) -> NodeFile:
                 )
         if len(_valid_ids) < 10_000:  # bounded, whatever the files hold
             _valid_ids.update(ids)
-    failing = ("FAIL", "WARN") if doc.strict else ("FAIL",)
-    failed = [c for c in checks if c.status in failing]
-    given = "NOT READY" if failed else "UNKNOWN" if doc.could_not_run else "READY"
-    if doc.verdict != given:
-        raise _InvalidContentError(
-            Cause.CONTRADICTS,
-            f"verdict {doc.verdict} contradicts its own results, which give {given} (edited or corrupted?)",
-        )
-    failures = [_failure(c, doc.gpus) for c in failed]
-    # What could not run (the torch probe, the functional test's child) leaves the verdict UNKNOWN:
-    # not ready for the job, but no proof against the node, so not drained for it.
+    statuses = [c.status for c in checks]
+    counts = (statuses.count("PASS"), statuses.count("WARN"), statuses.count("FAIL"), statuses.count("SKIP"))
+    strict = doc.strict is True
+    failing = ("FAIL", "WARN") if strict else ("FAIL",)
+    code = check_code(bool(counts[2] or (strict and counts[1])), bool(doc.could_not_run), counts[3] < len(statuses))
+    _consistent(doc, code, counts)
+    failed = [c for c in checks if c.status in failing] if code is ExitCode.FAILED else []
+    gpus: list[_FullCheckGpu] | list[_CheckGpu] = [] if doc.gpus is UNSET else doc.gpus
+    if keys is not None:
+        keys += len(doc.versions) + 4 * (doc.summary is not UNSET)
+    colons: tuple[int, bool] | None = None
+    if keys is not None and isinstance(doc, _CheckFile):  # and the colons of the strings decoded
+        keys += findings.count(b":")  # as written
+        decoded = sum(s.count(":") for s in doc.could_not_run)
+        decoded += sum(key.count(":") + value.count(":") for key, value in doc.versions.items())
+        decoded += sum(v.count(":") for v in (doc.source, doc.host, doc.slurm_node) if isinstance(v, str))
+        colons = (keys + decoded, decoded > 0)
+    failures = [_failure(c, gpus) for c in failed]
+    # What could not run (the torch probe, the functional test's child) or a run in which every check
+    # was skipped leaves the verdict UNKNOWN: not ready for the job, but no proof against the node,
+    # so not drained for it, and never a reason to resume it either.
     failures += [Failure("gpudiag.could_not_run", "", note, "job") for note in doc.could_not_run]
+    if code is ExitCode.NOTHING_CHECKED:
+        failures.append(_NOTHING_CHECKED)
+    verified = code is ExitCode.OK and any(c.status != "SKIP" and _scope(c) == "node" for c in checks)
     versions = {
         key: value.split("  (", 1)[0]  # "2.5.1+cu124  (files only: ...)"
         for key, value in doc.versions.items()
         if key in VERSION_FIELDS and value != "N/A"
     }
-    names, metrics, rem = _gpu_figures(doc.gpus)
+    names, metrics, rem = _gpu_figures(gpus)
     deep: dict[str, int] = {}
-    if doc.gpus and _has_deep(doc.gpus[0]):  # check --level 2-4
-        deep = _deep_figures(doc.gpus, metrics)
-    kept = _shared("checks", _worst_statuses(checks)) if keep_checks else ()
+    if gpus and _has_deep(gpus[0]):  # check --level 2-4
+        deep = _deep_figures(gpus, metrics)
+    kept = _shared("checks", worst_statuses((c.id, c.status) for c in checks)) if keep_checks else ()
     node = NodeFile(
         path,
         host,
@@ -543,8 +742,49 @@ def _check(doc: _CheckFile, path: str, keep_checks: bool) -> NodeFile:
         metrics,
         rem,
         kept,
+        node_verified=verified,
     )
-    return replace(node, figure_gpus=deep) if deep else node
+    return (replace(node, figure_gpus=deep) if deep else node), colons
+
+
+_NOTHING_CHECKED = Failure("gpudiag.nothing_checked", "", "nothing was checked: every check was skipped", "job")
+
+
+def _consistent(doc: _CheckFile | _OlderCheckFile, code: ExitCode, counts: tuple[int, int, int, int]) -> None:
+    """The file's verdict, exit code and summary are the ones its results give, or it is unreadable."""
+    given = CHECK_VERDICTS[code]
+    if doc.verdict != given:
+        raise _InvalidContentError(
+            Cause.CONTRADICTS,
+            f"verdict {doc.verdict} contradicts its own results, which give {given} (edited or corrupted?)",
+        )
+    if doc.exit_code is not UNSET and doc.exit_code != code:
+        raise _InvalidContentError(
+            Cause.CONTRADICTS,
+            f"exit_code {doc.exit_code} contradicts its verdict {given}, which is exit {int(code)}"
+            " (edited or corrupted?)",
+        )
+    summary = doc.summary
+    if summary is not UNSET and (summary.passed, summary.warned, summary.failed, summary.skipped) != counts:
+        raise _InvalidContentError(
+            Cause.CONTRADICTS,
+            "summary {} contradicts its own results, which are {} (edited or corrupted?)".format(
+                *(
+                    ", ".join(f"{n} {word}" for n, word in zip(c, ("pass", "warn", "fail", "skip"), strict=True))
+                    for c in ((summary.passed, summary.warned, summary.failed, summary.skipped), counts)
+                )
+            ),
+        )
+
+
+def _scope(c: _FullCheckItem | _CheckItem) -> str:
+    """A result's scope: as the file gives it, else the check's declaration (an unknown check is the node's)."""
+    if c.scope is not None:
+        return c.scope
+    from gpudiag.checks.rules import BY_ID
+
+    declared = BY_ID.get(c.id)
+    return declared.scope.value if declared else "node"
 
 
 _SEVERITY = {"FAIL": 3, "WARN": 2, "PASS": 1, "SKIP": 0}
@@ -559,11 +799,7 @@ def worst_statuses(results: Iterable[tuple[str, str]]) -> tuple[tuple[str, str],
     return tuple(_shared("result", item) for item in worst.items())
 
 
-def _worst_statuses(checks: list[_CheckItem]) -> tuple[tuple[str, str], ...]:
-    return worst_statuses((c.id, c.status) for c in checks)
-
-
-def _failure(c: _CheckItem, gpus: list[_CheckGpu]) -> Failure:
+def _failure(c: _FullCheckItem | _CheckItem, gpus: list[_FullCheckGpu] | list[_CheckGpu]) -> Failure:
     """A failed check result, with its scope and action (from the file, else from the check's
     declaration; an unknown check is node-scope) and the UUID of the GPU it is about."""
     from gpudiag.checks.rules import BY_ID
@@ -576,10 +812,24 @@ def _failure(c: _CheckItem, gpus: list[_CheckGpu]) -> Failure:
     if target.startswith("GPU ") and target[4:].isdigit():
         index = int(target[4:])
         uuid = next((g.uuid for g in gpus if g.index == index and g.uuid), "")
-    return Failure(_shared("id", c.id), target, c.finding, scope, action, uuid)
+    return Failure(_shared("id", c.id), target, _text(c.finding), scope, action, uuid)
 
 
-def _gpu_figures(gpus: list[_CheckGpu]) -> tuple[tuple[str, ...], dict[str, float], str]:
+_TEXT = msgspec.json.Decoder(str)
+
+
+def _text(finding: str | msgspec.Raw) -> str:
+    """A finding as text (a full result keeps its JSON until it is needed); one that is not a string
+    makes the file malformed."""
+    if isinstance(finding, str):
+        return finding
+    try:
+        return _TEXT.decode(finding)
+    except msgspec.ValidationError as exc:
+        raise _InvalidContentError(Cause.MALFORMED, f"malformed gpudiag.check/1 output: {exc} in a finding") from None
+
+
+def _gpu_figures(gpus: Sequence[_FullCheckGpu | _CheckGpu]) -> tuple[tuple[str, ...], dict[str, float], str]:
     """Per node: GPU models, the hottest GPU, the slowest matmul, error counts summed over GPUs."""
     names = []
     ecc_u = ecc_c = rows = pages = 0
@@ -639,15 +889,15 @@ _DEEP_FIGURES = (
 )
 
 
-def _has_deep(gpu: _CheckGpu) -> bool:
+def _has_deep(gpu: _FullCheckGpu | _CheckGpu) -> bool:
     return any(getattr(gpu, key) is not None for key, _ in _DEEP_FIGURES)
 
 
-def _deep_figures(gpus: list[_CheckGpu], metrics: dict[str, float]) -> dict[str, int]:
+def _deep_figures(gpus: Sequence[_FullCheckGpu | _CheckGpu], metrics: dict[str, float]) -> dict[str, int]:
     """Add the slowest GPU's deep figures to ``metrics``; which GPU each came from."""
     where: dict[str, int] = {}
     for key, figure in _DEEP_FIGURES:
-        slowest: _CheckGpu | None = None
+        slowest: _FullCheckGpu | _CheckGpu | None = None
         for g in gpus:
             value = getattr(g, key)
             if value is not None and (slowest is None or value < getattr(slowest, key)):
@@ -659,7 +909,7 @@ def _deep_figures(gpus: list[_CheckGpu], metrics: dict[str, float]) -> dict[str,
     return where
 
 
-def _snapshot(doc: _SnapshotFile, path: str, keep_checks: bool) -> NodeFile:
+def _snapshot(doc: _SnapshotFile, path: str, keep_checks: bool) -> tuple[NodeFile, None]:
     host = _node_name(doc, path)
     versions = {}
     if driver := _known(doc.nvml.driver_version):
@@ -693,10 +943,10 @@ def _snapshot(doc: _SnapshotFile, path: str, keep_checks: bool) -> NodeFile:
         )
     names, metrics, rem = _gpu_figures(gpus)
     shared = _shared("versions", versions, tuple(versions.items()))
-    return NodeFile(path, host, Kind.SNAPSHOT, "", None, (), shared, names, metrics, rem)
+    return NodeFile(path, host, Kind.SNAPSHOT, "", None, (), shared, names, metrics, rem), None
 
 
-def _bench(doc: _BenchFile, path: str, keep_checks: bool) -> NodeFile:
+def _bench(doc: _BenchFile, path: str, keep_checks: bool) -> tuple[NodeFile, None]:
     host = _node_name(doc, path)
     failures = [
         Failure("bench-transfer", f"cuda:{f.cuda_device}" if f.cuda_device is not None else "", f.message)
@@ -719,17 +969,18 @@ def _bench(doc: _BenchFile, path: str, keep_checks: bool) -> NodeFile:
                 metrics[metric] = min(rates) / 1e9  # the slowest GPU, GB/s
                 break
     names = _shared("gpus", tuple(d.name or "unknown GPU" for d in doc.devices))
-    return NodeFile(path, host, Kind.BENCH, "", None, tuple(failures), {}, names, metrics)
+    return NodeFile(path, host, Kind.BENCH, "", None, tuple(failures), {}, names, metrics), None
 
 
-def _memory(doc: _MemoryFile, path: str, keep_checks: bool) -> NodeFile:
+def _memory(doc: _MemoryFile, path: str, keep_checks: bool) -> tuple[NodeFile, None]:
     host = _node_name(doc, path)
     names = _shared("gpus", tuple(n if isinstance(n := _known(g.name), str) else "unknown GPU" for g in doc.gpus))
-    return NodeFile(path, host, Kind.MEMORY, gpus=names)
+    return NodeFile(path, host, Kind.MEMORY, gpus=names), None
 
 
 _READERS: dict[type, Any] = {
     _CheckFile: _check,
+    _OlderCheckFile: _check,
     _SnapshotFile: _snapshot,
     _BenchFile: _bench,
     _MemoryFile: _memory,

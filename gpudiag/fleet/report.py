@@ -51,6 +51,7 @@ class Node:
     name_ok: bool = True  # False: no file named a valid node; ``host`` is a file's name, never a target
     worst: str = ""  # with several files that disagree: the file that gave the node its state
     figure_gpus: dict[str, int] = field(default_factory=dict)  # the GPU a deep figure is from
+    verified: tuple[str, ...] = ()  # the check files whose node-scope checks passed (what may resume the node)
 
     @property
     def failed_checks(self) -> list[str]:
@@ -174,6 +175,7 @@ def _merge(host: str, files: list[NodeFile]) -> Node:
             remedy=f.remedy,
             checks=f.checks,
             figure_gpus=f.figure_gpus,
+            verified=(f.path,) if f.node_verified else (),
         )
     readable = [f for f in files if f.kind is not None]
     failures = tuple(x for f in readable for x in f.failures)
@@ -213,6 +215,7 @@ def _merge(host: str, files: list[NodeFile]) -> Node:
         name_ok=all(f.name_ok for f in files),
         worst=worst,
         figure_gpus=figure_gpus,
+        verified=tuple(f.path for f in readable if f.node_verified),
     )
 
 

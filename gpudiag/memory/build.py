@@ -55,18 +55,36 @@ def tracked_device(gpu: Gpu, mig: MigDevice | None, entry: TrackedProcess | None
     return next((dev for dev in entry.devices if is_device(gpu, mig, dev)), None)
 
 
-def breakdown(nvml_used: int | None, device: TrackedDevice) -> Breakdown:
+def reserved_steady(entry: TrackedProcess | None, device: TrackedDevice) -> bool:
+    """Whether the allocator's reserved memory held still over the tracker's last interval: its previous
+    publication (``recent``) had the same figure, or, before there was one, its last two step records
+    did. Only then is NVML's figure, read at another moment than the publication, to be split by it.
+    True when neither can tell."""
+    if entry is None:
+        return True
+    before = [r for r in entry.recent if r[1] == device.torch_index and r[0] < entry.updated_at]
+    if before:
+        return before[-1][3] == device.reserved_bytes
+    records = [r for r in entry.steps.records if r.torch_index == device.torch_index] if entry.steps else []
+    return len(records) < 2 or records[-1].reserved_bytes == records[-2].reserved_bytes
+
+
+def breakdown(
+    nvml_used: int | None, device: TrackedDevice, *, steady: bool = True, published_at: float | None = None
+) -> Breakdown:
     """Split NVML's figure for one process on one device.
 
     NVML's figure is everything the driver gave the process: the allocator's reserved
     segments (live tensors + cached free blocks) plus the CUDA context, kernels and other
-    libraries' own allocations. The tracker samples every few seconds, so the remainder is
-    clamped at 0 when its reserved figure is newer than NVML's.
+    libraries' own allocations. The tracker publishes every few seconds, NVML is read now: the
+    remainder is a figure only when the reserved memory was not moving (``steady``), else those two
+    are of different moments (a leak of 8 GiB/s made 0.6 GiB of context look like 16.6 GiB); it is
+    clamped at 0 when the reserved figure is newer than NVML's.
     """
     return Breakdown(
         allocated_bytes=device.allocated_bytes,
         cached_free_bytes=max(0, device.reserved_bytes - device.allocated_bytes),
-        other_bytes=max(0, nvml_used - device.reserved_bytes) if nvml_used is not None else None,
+        other_bytes=max(0, nvml_used - device.reserved_bytes) if nvml_used is not None and steady else None,
         peak_allocated_bytes=device.peak_allocated_bytes,
         peak_reserved_bytes=device.peak_reserved_bytes,
         alloc_retries=device.alloc_retries,
@@ -77,11 +95,18 @@ def breakdown(nvml_used: int | None, device: TrackedDevice) -> Breakdown:
         segments=device.segments,
         largest_free_block_bytes=device.largest_free_block_bytes,
         expandable_segments=device.expandable_segments,
+        published_at=published_at,
     )
 
 
-def build(machine: Machine, tracked: dict[int, TrackedProcess], ids: set[int] | None = None) -> MemoryView:
-    """The memory picture of the machine; ``ids`` limits it to these NVML indices."""
+def build(
+    machine: Machine,
+    tracked: dict[int, TrackedProcess],
+    ids: set[int] | None = None,
+    same_moment: frozenset[int] = frozenset(),
+) -> MemoryView:
+    """The memory picture of the machine; ``ids`` limits it to these NVML indices. ``same_moment``: PIDs
+    whose entries were taken when NVML was read (a post-mortem's own process), so their split always holds."""
     gpu_rows: list[GpuRow] = []
     proc_rows: list[ProcessRow] = []
     total_used = total = 0
@@ -103,7 +128,11 @@ def build(machine: Machine, tracked: dict[int, TrackedProcess], ids: set[int] | 
             )
             entry = tracked.get(proc.pid)
             device = tracked_device(gpu, mig, entry)
-            row = ProcessRow(gpu.index, proc, share, breakdown(used, device) if device else None, mig=mig)
+            split = None
+            if device is not None and entry is not None:
+                steady = proc.pid in same_moment or reserved_steady(entry, device)
+                split = breakdown(used, device, steady=steady, published_at=entry.updated_at)
+            row = ProcessRow(gpu.index, proc, share, split, mig=mig)
             if entry is not None and device is not None:
                 row = _training(row, entry, device.torch_index)
             proc_rows.append(row)

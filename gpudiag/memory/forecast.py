@@ -22,7 +22,8 @@ HORIZON_S = 7 * 86400.0  # farther than a week is "not filling up" in practice
 
 
 def step_stats(steps: Steps, torch_index: int, updated_at: float) -> StepStats:
-    """Per-step figures on one device from the tracker's records."""
+    """Per-step figures on one device from the tracker's records: the rate between the step times the
+    tracker recorded, never between when a reader happened to look."""
     records = [r for r in steps.records if r.torch_index == torch_index]
     rate = None
     if len(records) >= 2 and records[-1].at > records[0].at:
@@ -40,6 +41,7 @@ def step_stats(steps: Steps, torch_index: int, updated_at: float) -> StepStats:
         growth_bytes_per_step=growth.per_x if growth is not None else None,
         first_step=records[0].step if records else None,
         last_step=last.step if last else None,
+        last_step_at=last.at if last else None,
     )
 
 
@@ -51,12 +53,16 @@ def _reach(view: MemoryView, gpu_index: int, reserved: int) -> int | None:
 
 
 def step_forecasts(view: MemoryView) -> tuple[Forecast, ...]:
-    """Tracked processes whose allocated memory grows per step: how many steps and seconds are left."""
+    """Tracked processes whose allocated memory grows per step: how many steps and seconds are left.
+    None for a process whose allocator has had an OOM: the forecast came true, and its step records
+    still hold the growth that led to it."""
     out = []
     for row in view.processes:
         s, b = row.steps, row.breakdown
         if s is None or b is None or not s.growth_bytes_per_step or s.first_step is None or s.last_step is None:
             continue
+        if b.ooms:
+            continue  # the growth already ran out of memory: what follows is no longer that trend
         limit = _reach(view, row.gpu_index, b.reserved_bytes)
         level = s.peak_bytes if s.peak_bytes is not None else s.allocated_bytes
         if limit is None or level is None:

@@ -23,6 +23,8 @@ def empty_cache_line(row: ProcessRow) -> str:
     kept = f"; {human_bytes(b.allocated_bytes)} is tensors"
     if b.other_bytes is not None:
         kept += f", {human_bytes(b.other_bytes)} context and libraries"
+    elif b.published_at is not None and row.process.used_memory_bytes.value is not None:
+        kept += " (context and libraries not split off while its reserved memory grows between the tracker's figures)"
     returned = human_bytes(b.cached_free_bytes)
     if b.releasable_bytes is not None and b.inactive_split_bytes:
         returned = (

@@ -42,7 +42,7 @@ class Run:
     source: str
     gpus: dict[int, Series] = field(default_factory=dict)
     processes: dict[tuple[int, int], Series] = field(default_factory=dict)
-    steps: dict[int, Series] = field(default_factory=dict)  # per PID: step count over time
+    steps: dict[int, Series] = field(default_factory=dict)  # per PID: step count and rate, per publication
     events: list[Event] = field(default_factory=list)
 
     @property
@@ -136,13 +136,14 @@ def _sample(run: Run, sample: dict[str, Any], counters: dict[tuple[int, int, str
             utilization=_int(g.get("utilization_percent")),
             allocated=sum(t["allocated_bytes"] for t in tracked) if tracked else None,
             reserved=sum(t["reserved_bytes"] for t in tracked) if tracked else None,
+            **_forecast(g.get("forecast")),
         )
     for p in sample.get("processes") or []:
         key = (p["gpu_index"], p["pid"])
         torch = p.get("torch") or {}
         command = p.get("command") if isinstance(p.get("command"), str) else ""
         if key not in run.processes:
-            run.processes[key] = Series(f"PID {p['pid']} on GPU {p['gpu_index']} {command[:40]}".rstrip())
+            run.processes[key] = Series(f"PID {p['pid']} on GPU {p['gpu_index']} {short_command(command)}".rstrip())
             if sample.get("sample", 1) > 1:
                 run.events.append(Event(at, "start", f"PID {p['pid']} started on GPU {p['gpu_index']}"))
         run.processes[key].add(
@@ -150,6 +151,7 @@ def _sample(run: Run, sample: dict[str, Any], counters: dict[tuple[int, int, str
             used=_int(p.get("used_bytes")),
             allocated=torch.get("allocated_bytes"),
             reserved=torch.get("reserved_bytes"),
+            **_forecast(p.get("forecast")),
         )
         for name, kind in (("ooms", "oom"), ("alloc_retries", "retry")):
             value = torch.get(name)
@@ -163,6 +165,50 @@ def _sample(run: Run, sample: dict[str, Any], counters: dict[tuple[int, int, str
                 run.events.append(Event(at, kind, f"PID {p['pid']} on GPU {p['gpu_index']}: {what}"))
         steps = p.get("steps")
         if isinstance(steps, dict) and isinstance(steps.get("count"), int):
-            run.steps.setdefault(p["pid"], Series(f"PID {p['pid']}")).add(at, step=steps["count"])
+            _steps(run.steps.setdefault(p["pid"], Series(f"PID {p['pid']}")), steps, at)
     for e in sample.get("exited") or []:
         run.events.append(Event(at, "exit", f"PID {e['pid']} exited on GPU {e['gpu_index']}"))
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _steps(series: Series, steps: dict[str, Any], at: float) -> None:
+    """One point per publication of the tracker, at the time it recorded the step (``last_step_at``;
+    a log from before it has the sample's time), with the rate it measured between its step times:
+    a watch sees each publication several times, and the count moves only when the tracker publishes."""
+    counts = series.values.get("step", [])
+    if counts and counts[-1] == steps["count"]:
+        return  # the publication already drawn
+    when = _number(steps.get("last_step_at"))
+    series.add(when if when is not None else at, step=steps["count"], rate=_number(steps.get("rate_per_s")))
+
+
+def _forecast(found: Any) -> dict[str, float | None]:
+    """A sample's forecast as three values of its series (None where it forecast nothing)."""
+    if not isinstance(found, dict):
+        return {"full_in_s": None, "level": None, "limit": None}
+    return {
+        "full_in_s": _number(found.get("full_in_s")),
+        "level": _number(found.get("level_bytes")),
+        "limit": _number(found.get("limit_bytes")),
+    }
+
+
+COMMAND_CHARS = 40
+
+
+def short_command(command: str, limit: int = COMMAND_CHARS) -> str:
+    """A command line for a legend: whole words only, a long path as its last part (``…/train.py``),
+    and ``…`` where words were left out."""
+    words = [
+        w if len(w) <= limit // 2 or "/" not in w.rstrip("/") else "…/" + w.rstrip("/").rsplit("/", 1)[1]
+        for w in command.split()
+    ]
+    out = ""
+    for word in words:
+        if len(out) + len(word) + 1 > limit:
+            return (out + " …").strip() if out else word[: limit - 1] + "…"
+        out = f"{out} {word}" if out else word
+    return out

@@ -36,9 +36,15 @@ def oom_forecast(view: MemoryView, within: float) -> Forecast | None:
 
 
 def decide(
-    view: MemoryView, options: WatchOptions, samples: int, elapsed: float, forecast_streak: int = 0
+    view: MemoryView,
+    options: WatchOptions,
+    samples: int,
+    elapsed: float,
+    forecast_streak: int = 0,
+    ended: bool = False,
 ) -> Outcome | None:
-    """Whether this sample ends the watch, and how; None to go on."""
+    """Whether this sample ends the watch, and how; None to go on. ``ended``: the source has no more
+    samples (a replayed recording's last frame was this one)."""
     if options.until_free is not None:
         best = max_free(view)
         if best is not None and best[1] >= options.until_free:
@@ -66,11 +72,12 @@ def decide(
 
             within = duration_text(options.alert_oom_within)
             return Outcome(ExitCode.FAILED, f"alert: {forecast_line(due, view)} (within {within})", samples)
-    if options.count is not None and samples >= options.count:
+    counted = options.count is not None and samples >= options.count
+    if counted or ended:
         if view.lost_gpus:
             lost = ", ".join(str(i) for i in view.lost_gpus)
             return Outcome(ExitCode.GPU_LOST, f"GPU {lost} is lost (the other GPUs are shown)", samples)
-        return Outcome(ExitCode.OK, "", samples)
+        return Outcome(ExitCode.OK, "" if counted else f"the recording ended after {samples} sample(s)", samples)
     return None
 
 
@@ -81,11 +88,13 @@ def run(
     now: Callable[[], float],
     sleep: Callable[[float], None],
     wall: Callable[[], float] | None = None,
+    ended: Callable[[], bool] | None = None,
 ) -> Outcome:
     """Sample every ``interval`` seconds until a stop condition. A signal (KeyboardInterrupt,
     gpudiag.edge.Interrupted) goes through: an interrupted wait is not an answer.
 
-    ``now`` is a monotonic clock for pacing and timeouts; ``wall`` stamps the samples.
+    ``now`` is a monotonic clock for pacing and timeouts; ``wall`` stamps the samples; ``ended`` says
+    the source has nothing after the sample just taken (a recording's last frame): the watch ends there.
     Samples keep to the interval's grid: a slow sample shortens the next sleep, and a
     sample that overruns whole intervals skips them rather than bunching up.
     """
@@ -100,7 +109,7 @@ def run(
         show(view, state)
         within = options.alert_oom_within
         streak = streak + 1 if within is not None and oom_forecast(view, within) is not None else 0
-        outcome = decide(view, options, state.samples, now() - start, streak)
+        outcome = decide(view, options, state.samples, now() - start, streak, ended is not None and ended())
         if outcome is not None:
             return outcome
         next_tick += options.interval

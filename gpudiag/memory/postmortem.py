@@ -19,8 +19,10 @@ from gpudiag.files import write_atomic
 from gpudiag.track.oom import SCHEMA
 
 
-def machine_document() -> dict[str, Any]:
-    """This machine now (or the replay named by GPUDIAG_REPLAY), as a ``gpudiag.memory/2`` document."""
+def machine_document(own: dict[str, Any] | None = None) -> dict[str, Any]:
+    """This machine now (or the replay named by GPUDIAG_REPLAY), as a ``gpudiag.memory/2`` document.
+
+    ``own``: the calling process's tracker entry of this moment, in place of its last publication."""
     from gpudiag.memory.build import build
     from gpudiag.memory.tracked import tracked_entries
     from gpudiag.memory.view import GROUPS
@@ -33,7 +35,16 @@ def machine_document() -> dict[str, Any]:
         machine = source.read()
     if machine.nvml.status is not NvmlStatus.OK:
         return {"unavailable": machine.nvml.detail}
-    view = build(machine, tracked_entries(replay is not None))
+    tracked = tracked_entries(replay is not None)
+    fresh: frozenset[int] = frozenset()
+    if own is not None:
+        from gpudiag.track.entries import parse_entry
+
+        entry = parse_entry(own)
+        if entry is not None:
+            tracked[entry.pid] = entry
+            fresh = frozenset({entry.pid})
+    view = build(machine, tracked, same_moment=fresh)
     return to_json(view, time.time())
 
 

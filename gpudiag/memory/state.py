@@ -102,6 +102,9 @@ class WatchState(msgspec.Struct):
         if before is not None and b.ooms > before:
             where = f" post-mortem: {row.oom_reports[-1]}" if row.oom_reports else ""
             self.events.append((at, f"! PID {row.process.pid} ran out of memory on GPU {row.gpu_index}{where}"))
+            # The growth the forecasts measured ended in this OOM: forecast again only from what follows.
+            self.used_series.pop(row.gpu_index, None)
+            self.process_series.pop(row.key, None)
 
     def _forecasts(self, view: MemoryView) -> tuple[Forecast, ...]:
         from gpudiag.memory.forecast import MIN_SAMPLES, merge, series_forecast

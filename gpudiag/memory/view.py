@@ -17,7 +17,8 @@ class Breakdown(msgspec.Struct, frozen=True):
     allocated_bytes: int  # live tensors
     cached_free_bytes: int  # reserved by the caching allocator but free: what empty_cache() can return
     other_bytes: int | None  # the rest of NVML's figure: CUDA context, cuBLAS/cuDNN workspaces, NCCL, other
-    # libraries; None when NVML gives no per-process figure
+    # libraries; None when NVML gives no per-process figure, or when the allocator's reserved memory was
+    # changing at its publication (then NVML's figure now and the published one are not of one moment)
     peak_allocated_bytes: int
     peak_reserved_bytes: int
     alloc_retries: int
@@ -29,6 +30,7 @@ class Breakdown(msgspec.Struct, frozen=True):
     segments: int | None = None
     largest_free_block_bytes: int | None = None  # the last segment walk's
     expandable_segments: bool | None = None
+    published_at: float | None = None  # when the tracker read these allocator figures (wall time)
 
     @property
     def reserved_bytes(self) -> int:
@@ -70,6 +72,7 @@ class StepStats(msgspec.Struct, frozen=True):
     growth_bytes_per_step: float | None  # sustained growth of allocated at step end (a leak); None if flat
     first_step: int | None = None  # the records the growth is measured over
     last_step: int | None = None
+    last_step_at: float | None = None  # wall time the tracker recorded last_step at: the moment of these figures
 
 
 class Forecast(msgspec.Struct, frozen=True):

@@ -51,7 +51,7 @@ def follow(
 
     ``clock`` has ``now`` (monotonic), ``sleep`` and ``wall``. A signal (Ctrl-C, SIGTERM, SIGHUP)
     goes through, after the sinks are closed: the terminal restored, the log complete to its last line.
-    A recorded replay takes one frame per sample and the recording's time.
+    A recorded replay takes one frame per sample and the recording's time, and ends with its last frame.
     """
     pending = [first]
     stamps: list[float] = []
@@ -69,9 +69,10 @@ def follow(
         return one_sample(machine, wanted, replayed, recording)
 
     wall = (lambda: stamps[-1]) if recording is not None else clock.wall
+    ended = (lambda: recording.finished) if recording is not None else None
     outputs = Sinks(console, sinks)
     try:
-        return run(sample, outputs.show, options, clock.now, clock.sleep, wall)
+        return run(sample, outputs.show, options, clock.now, clock.sleep, wall, ended)
     finally:
         outputs.close()
 

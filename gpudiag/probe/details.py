@@ -39,6 +39,7 @@ from gpudiag.readings import (
     TOPOLOGY_LEVELS,
     Spec,
     fields_from,
+    integer,
     text,
 )
 
@@ -61,6 +62,8 @@ class Session(Protocol):
     def lib(self) -> Any: ...
 
     def read(self, function: str, *args: Any, convert: Callable[[Any], Any] | None = None) -> Reading[Any]: ...
+
+    def decoded(self, function: str, raw: Any, convert: Callable[[Any], Any] | None = None) -> Reading[Any]: ...
 
     def read_specs(
         self, handles: Any, h: Any, specs: tuple[Spec, ...], custom: Callable[[str], dict[str, Any]]
@@ -95,14 +98,14 @@ def ranges(numbers: list[int]) -> str:
     return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
 
 
-def _member(struct: Reading[Any], name: str) -> Reading[int]:
+def _member(session: Session, function: str, struct: Reading[Any], name: str) -> Reading[int]:
     """One integer of an NVML struct; a struct without it (an older library's layout) says so."""
     if struct.value is None:
         return Reading.missing_like(struct)
     value = getattr(struct.value, name, None)
     if value is None:
         return Reading.missing(Reason.NOT_SUPPORTED, f"{name} is not in this NVML's answer")
-    return Reading.of(int(value))
+    return session.decoded(function, value, int)
 
 
 class DetailsProbe:
@@ -151,25 +154,30 @@ class DetailsProbe:
         ext = lib.nvmlPciInfoExt_v1_t()
         ext.version = lib.nvmlPciInfoExt_v1
         pci = pci_ext = self._struct("nvmlDeviceGetPciInfoExt", h, ext)
+        function = "nvmlDeviceGetPciInfoExt"
         if pci_ext.reason is Reason.FUNCTION_NOT_FOUND:
-            pci = self._read("nvmlDeviceGetPciInfo", h)
+            pci, function = self._read("nvmlDeviceGetPciInfo", h), "nvmlDeviceGetPciInfo"
         return {
-            spec.key: _member(pci_ext if spec.pick in _CLASS_CODES else pci, str(spec.pick))
+            spec.key: _member(self._session, function, pci_ext if spec.pick in _CLASS_CODES else pci, str(spec.pick))
             for spec in DETAIL_READINGS
             if spec.call == "nvmlDeviceGetPciInfoExt"
         }
 
     def _supported_clocks(self, h: Any) -> Reading[tuple[tuple[int, tuple[int, ...]], ...]]:
         """Each supported memory clock with the graphics clocks it allows (1 + one call per memory clock)."""
-        memory: Reading[Any] = self._read("nvmlDeviceGetSupportedMemoryClocks", h)
+        memory: Reading[Any] = self._read(
+            "nvmlDeviceGetSupportedMemoryClocks", h, convert=lambda clocks: [int(c) for c in clocks]
+        )
         if memory.value is None:
             return Reading.missing_like(memory)
         pairs = []
         for clock in memory.value:
-            graphics: Reading[Any] = self._read("nvmlDeviceGetSupportedGraphicsClocks", h, clock)
+            graphics: Reading[Any] = self._read(
+                "nvmlDeviceGetSupportedGraphicsClocks", h, clock, convert=lambda clocks: tuple(int(g) for g in clocks)
+            )
             if graphics.value is None:
                 return Reading.missing_like(graphics)
-            pairs.append((int(clock), tuple(int(g) for g in graphics.value)))
+            pairs.append((clock, graphics.value))
         return Reading.of(tuple(pairs))
 
     def _ecc(self, h: Any) -> tuple[EccLocation, ...]:
@@ -192,7 +200,13 @@ class DetailsProbe:
         )
 
     def _sram(self, h: Any) -> Reading[SramErrors]:
-        return self._struct("nvmlDeviceGetSramEccErrorStatus", h, self._lib.c_nvmlEccSramErrorStatus_v1_t()).map(
+        function = "nvmlDeviceGetSramEccErrorStatus"
+        status = self._struct(function, h, self._lib.c_nvmlEccSramErrorStatus_v1_t())
+        if status.value is None:
+            return Reading.missing_like(status)
+        return self._session.decoded(
+            function,
+            status.value,
             lambda e: SramErrors(
                 volatile_corrected=int(e.volatileCor),
                 volatile_uncorrected_parity=int(e.volatileUncParity),
@@ -206,14 +220,16 @@ class DetailsProbe:
                 aggregate_pcie=int(e.aggregateUncBucketPcie),
                 aggregate_other=int(e.aggregateUncBucketOther),
                 threshold_exceeded=bool(e.bThresholdExceeded),
-            )
+            ),
         )
 
     def _nvlinks(self, h: Any) -> Reading[tuple[NvLink, ...]]:
         lib = self._lib
         states: list[Reading[bool]] = []
         for link in range(NVLINK_MAX_LINKS):
-            state = self._read("nvmlDeviceGetNvLinkState", h, link, convert=lambda s: s == lib.NVML_FEATURE_ENABLED)
+            state = self._read(
+                "nvmlDeviceGetNvLinkState", h, link, convert=lambda s: integer(s) == lib.NVML_FEATURE_ENABLED
+            )
             if state.value is None:
                 if link == 0 and state.reason is not None:
                     no_link = state.reason is Reason.NOT_SUPPORTED and not state.detail
@@ -235,7 +251,7 @@ class DetailsProbe:
                     link=link,
                     active=state,
                     version=read("nvmlDeviceGetNvLinkVersion", link, convert=int),
-                    speed_mbps=speeds[(FI_NVLINK_GET_SPEED, link)].map(int),
+                    speed_mbps=self._as_int(speeds[(FI_NVLINK_GET_SPEED, link)], f"field {FI_NVLINK_GET_SPEED}"),
                     remote_pci_bus_id=read("nvmlDeviceGetNvLinkRemotePciInfo", link, convert=lambda p: text(p.busId)),
                     remote_type=read(
                         "nvmlDeviceGetNvLinkRemoteDeviceType",
@@ -254,10 +270,13 @@ class DetailsProbe:
                     crc_data_errors=read(
                         "nvmlDeviceGetNvLinkErrorCounter", link, lib.NVML_NVLINK_ERROR_DL_CRC_DATA, convert=int
                     ),
-                    **{name: speeds[(fid, link)].map(int) for fid, name in _THROUGHPUT},
+                    **{name: self._as_int(speeds[(fid, link)], f"field {fid}") for fid, name in _THROUGHPUT},
                 )
             )
         return Reading.of(tuple(links))
+
+    def _as_int(self, reading: Reading[Any], what: str) -> Reading[int]:
+        return reading if reading.value is None else self._session.decoded(what, reading.value, int)
 
     def nvlinks(self, h: Any) -> Reading[tuple[NvLink, ...]]:
         """Each NVLink of the GPU: state, version, speed, far end, error and throughput counters
@@ -309,34 +328,43 @@ class DetailsProbe:
     def _process_load(self, index: int, h: Any) -> Reading[tuple[ProcessLoad, ...]]:
         # NVML returns samples newer than the timestamp given: the first read takes all it keeps.
         since = self._last_seen.get(index, 0)
-        samples: Reading[Any] = self._read("nvmlDeviceGetProcessUtilization", h, since)
+        samples: Reading[Any] = self._read("nvmlDeviceGetProcessUtilization", h, since, convert=_newest_samples)
         if samples.value is None:
             if samples.reason is Reason.NOT_FOUND:
                 return Reading.missing(Reason.NOT_FOUND, "no process ran on the GPU since the last sample")
             return Reading.missing_like(samples)
-        latest: dict[int, Any] = {}
-        for s in samples.value:  # several samples per process: keep each one's newest
-            if int(s.pid) not in latest or int(s.timeStamp) > int(latest[int(s.pid)].timeStamp):
-                latest[int(s.pid)] = s
+        latest: dict[int, tuple[int, int, int, int, int]] = samples.value
         if latest:
-            self._last_seen[index] = max(int(s.timeStamp) for s in latest.values())
+            self._last_seen[index] = max(sample[4] for sample in latest.values())
         loads = []
-        for pid, s in sorted(latest.items()):
+        for pid, (sm, memory, encoder, decoder, stamp) in sorted(latest.items()):
             cpu, rss, started = self._process_stats(pid)
             loads.append(
                 ProcessLoad(
                     pid=pid,
-                    sm_percent=int(s.smUtil),
-                    memory_percent=int(s.memUtil),
-                    encoder_percent=int(s.encUtil),
-                    decoder_percent=int(s.decUtil),
-                    sampled_at_us=int(s.timeStamp),
+                    sm_percent=sm,
+                    memory_percent=memory,
+                    encoder_percent=encoder,
+                    decoder_percent=decoder,
+                    sampled_at_us=stamp,
                     cpu_percent=cpu,
                     rss_bytes=rss,
                     started_at=started,
                 )
             )
         return Reading.of(tuple(loads))
+
+
+def _newest_samples(samples: Any) -> dict[int, tuple[int, int, int, int, int]]:
+    """Each process's newest sample (NVML keeps several per process): pid -> (SM, memory, encoder,
+    decoder %, timestamp µs)."""
+    latest: dict[int, tuple[int, int, int, int, int]] = {}
+    for s in samples:
+        sample = (int(s.smUtil), int(s.memUtil), int(s.encUtil), int(s.decUtil), int(s.timeStamp))
+        pid = int(s.pid)
+        if pid not in latest or sample[4] > latest[pid][4]:
+            latest[pid] = sample
+    return latest
 
 
 def with_nvlink_counts(details: list[GpuDetails | None], bus_ids: list[str | None]) -> list[GpuDetails | None]:

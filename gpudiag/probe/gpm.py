@@ -160,7 +160,7 @@ class GpmReader:
                     buffer = samples.spare.pop() if samples.spare else lib.nvmlGpmSampleAlloc()
                     lib.nvmlGpmSampleGet(h, buffer)
                     samples.kept.append((self._clock(), buffer))
-            except lib.NVMLError:
+            except Exception:  # NVML's error or an unexpected answer: the GPU's own read says which
                 continue
 
     def _metrics(self, baseline: Any, current: Any, window_s: float) -> Reading[Profiling]:
@@ -175,11 +175,12 @@ class GpmReader:
             self._query = (query, slots)
         query, slots = self._query
         query.sample1, query.sample2 = baseline, current
-        got = self._session.read("nvmlGpmMetricsGet", query)
-        if got.value is None:
-            return Reading.missing_like(got)
+        # The figures are decoded from the struct NVML filled, under the call's guard.
+        return self._session.read("nvmlGpmMetricsGet", query, convert=lambda _: self._figures(slots, window_s))
+
+    def _figures(self, slots: list[Any], window_s: float) -> Profiling:
         values: dict[str, Reading[float]] = {}
-        success = lib.NVML_SUCCESS
+        success = self._lib.NVML_SUCCESS
         for slot, (name, metric, factor) in zip(slots, GPM_METRICS, strict=True):
             code, value = int(slot.nvmlReturn), float(slot.value)
             if code != success:
@@ -188,4 +189,4 @@ class GpmReader:
                 values[name] = Reading.missing(Reason.UNAVAILABLE, f"GPM metric {metric}: no value for this window")
             else:
                 values[name] = Reading(value=value * factor)
-        return Reading.of(Profiling(window_s=round(window_s, 6), **values))
+        return Profiling(window_s=round(window_s, 6), **values)

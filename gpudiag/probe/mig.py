@@ -37,16 +37,39 @@ def _offered(answer: Reading[Any]) -> bool | None:
     return None
 
 
-def _profile_infos(session: Session, h: Any) -> Reading[list[tuple[int, Any]]]:
+def _gpu_profile(info: Any) -> dict[str, Any]:
+    """nvmlGpuInstanceProfileInfo_v2_t, decoded (inside the call's guard)."""
+    return {
+        "id": int(info.id),
+        "name": text(info.name),
+        "slices": int(info.sliceCount),
+        "instances": int(info.instanceCount),
+        "memory_mib": int(info.memorySizeMB),
+        "p2p": bool(info.isP2pSupported),
+        "sms": int(info.multiprocessorCount),
+        "copy_engines": int(info.copyEngineCount),
+        "decoders": int(info.decoderCount),
+        "encoders": int(info.encoderCount),
+        "jpeg": int(info.jpegCount),
+        "ofa": int(info.ofaCount),
+    }
+
+
+def _placement(info: Any) -> tuple[int, int, int, int]:
+    """A GPU or compute instance's info: (id, profile id, placement start, placement size)."""
+    return int(info.id), int(info.profileId), int(info.placement.start), int(info.placement.size)
+
+
+def _profile_infos(session: Session, h: Any) -> Reading[list[tuple[int, dict[str, Any]]]]:
     lib = session.lib
-    found: list[tuple[int, Any]] = []
+    found: list[tuple[int, dict[str, Any]]] = []
     for index in range(int(lib.NVML_GPU_INSTANCE_PROFILE_COUNT)):
-        answer = session.read("nvmlDeviceGetGpuInstanceProfileInfoV", h, index)
+        answer = session.read("nvmlDeviceGetGpuInstanceProfileInfoV", h, index, convert=_gpu_profile)
         offered = _offered(answer)
         if offered is None:
             return Reading.missing_like(answer)
-        info: Any = answer.value
-        if offered and int(info.instanceCount) > 0:
+        info: dict[str, Any] | None = answer.value
+        if offered and info is not None and info["instances"] > 0:
             found.append((index, info))
     return Reading.of(found)
 
@@ -58,24 +81,8 @@ def profiles(session: Session, h: Any) -> Reading[tuple[MigProfile, ...]]:
         return Reading.missing_like(infos)
     out = []
     for index, info in infos.value:
-        out.append(
-            MigProfile(
-                index=index,
-                id=int(info.id),
-                name=text(info.name),
-                slices=int(info.sliceCount),
-                instances=int(info.instanceCount),
-                remaining=session.read("nvmlDeviceGetGpuInstanceRemainingCapacity", h, int(info.id), convert=int),
-                memory_mib=int(info.memorySizeMB),
-                p2p=bool(info.isP2pSupported),
-                sms=int(info.multiprocessorCount),
-                copy_engines=int(info.copyEngineCount),
-                decoders=int(info.decoderCount),
-                encoders=int(info.encoderCount),
-                jpeg=int(info.jpegCount),
-                ofa=int(info.ofaCount),
-            )
-        )
+        remaining = session.read("nvmlDeviceGetGpuInstanceRemainingCapacity", h, info["id"], convert=int)
+        out.append(MigProfile(index=index, remaining=remaining, **info))
     return Reading.of(tuple(out))
 
 
@@ -92,24 +99,25 @@ def instances(session: Session, h: Any) -> Reading[tuple[MigGpuInstance, ...]]:
             "nvmlDeviceGetGpuInstances",
             lib.c_nvmlGpuInstance_t,
             h,
-            int(profile.id),
-            int(profile.instanceCount),
+            profile["id"],
+            profile["instances"],
         )
         if handles.value is None:
             return Reading.missing_like(handles)
         for gi in handles.value:
-            info = session.read("nvmlGpuInstanceGetInfo", gi)
+            info = session.read("nvmlGpuInstanceGetInfo", gi, convert=_placement)
             if info.value is None:
                 return Reading.missing_like(info)
             cis = _compute_instances(session, gi)
             if cis.value is None:
                 return Reading.missing_like(cis)
+            gi_id, profile_id, start, size = info.value
             out.append(
                 MigGpuInstance(
-                    id=int(info.value.id),
-                    profile_id=int(info.value.profileId),
-                    placement_start=int(info.value.placement.start),
-                    placement_size=int(info.value.placement.size),
+                    id=gi_id,
+                    profile_id=profile_id,
+                    placement_start=start,
+                    placement_size=size,
                     compute_instances=cis.value,
                 )
             )
@@ -133,35 +141,32 @@ def _compute_instances(session: Session, gi: Any) -> Reading[tuple[MigComputeIns
     out = []
     for index in range(int(lib.NVML_COMPUTE_INSTANCE_PROFILE_COUNT)):
         answer = session.read(
-            "nvmlGpuInstanceGetComputeInstanceProfileInfoV", gi, index, lib.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+            "nvmlGpuInstanceGetComputeInstanceProfileInfoV",
+            gi,
+            index,
+            lib.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+            convert=lambda p: (int(p.id), int(p.instanceCount), text(p.name)),
         )
         offered = _offered(answer)
         if offered is None:
             return Reading.missing_like(answer)
-        profile: Any = answer.value
-        if not offered or int(profile.instanceCount) == 0:
+        shape: tuple[int, int, str] | None = answer.value
+        if not offered or shape is None or shape[1] == 0:
             continue
+        profile_id, count, name = shape
         handles = _instances(
-            session,
-            "nvmlGpuInstanceGetComputeInstances",
-            lib.c_nvmlComputeInstance_t,
-            gi,
-            int(profile.id),
-            int(profile.instanceCount),
+            session, "nvmlGpuInstanceGetComputeInstances", lib.c_nvmlComputeInstance_t, gi, profile_id, count
         )
         if handles.value is None:
             return Reading.missing_like(handles)
         for ci in handles.value:
-            info = session.read("nvmlComputeInstanceGetInfo_v2", ci)
+            info = session.read("nvmlComputeInstanceGetInfo_v2", ci, convert=_placement)
             if info.value is None:
                 return Reading.missing_like(info)
+            ci_id, ci_profile, start, size = info.value
             out.append(
                 MigComputeInstance(
-                    id=int(info.value.id),
-                    profile_id=int(info.value.profileId),
-                    name=text(profile.name),
-                    placement_start=int(info.value.placement.start),
-                    placement_size=int(info.value.placement.size),
+                    id=ci_id, profile_id=ci_profile, name=name, placement_start=start, placement_size=size
                 )
             )
     return Reading.of(tuple(sorted(out, key=lambda ci: ci.id)))

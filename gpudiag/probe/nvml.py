@@ -12,6 +12,8 @@ import contextlib
 import ctypes
 import functools
 import os
+import sys
+import traceback
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -19,6 +21,7 @@ from typing import Any, TypeVar
 import msgspec
 from msgspec.structs import replace
 
+from gpudiag.errors import DEBUG_ENV
 from gpudiag.model import (
     ALL_GROUPS,
     Bar1,
@@ -37,7 +40,18 @@ from gpudiag.model import (
     Reason,
     RetiredPages,
 )
-from gpudiag.readings import NO_INSTANCE, Spec, builder, field_key, field_types, group_readings, pick, text
+from gpudiag.readings import (
+    NO_INSTANCE,
+    Spec,
+    builder,
+    field_key,
+    field_types,
+    group_readings,
+    integer,
+    pick,
+    text,
+    truth,
+)
 
 T = TypeVar("T")
 
@@ -57,6 +71,27 @@ class _GpuLostError(Exception):
 
 def _decode_part(decode: Callable[[Any], Any], part: int | str, raw: Any) -> Any:
     return decode(pick(raw, part))
+
+
+def undecodable(function: str, exc: BaseException) -> Reading[Any]:
+    """An answer its reader did not expect (another type, a value out of range, bytes that are not
+    UTF-8): that reading's error, with the reason; the traceback on stderr under ``--debug``."""
+    if os.environ.get(DEBUG_ENV):
+        traceback.print_exception(exc, file=sys.stderr)
+    why = f"{type(exc).__name__}: {exc}"
+    return Reading.missing(Reason.UNKNOWN_ERROR, f"{function}: unexpected answer ({why[:200]})")
+
+
+def decoded(function: str, raw: Any, decode: Callable[[Any], Any] | None = None) -> Reading[Any]:
+    """``function``'s answer ``raw`` decoded, under the guard every NVML answer is decoded in: a
+    decoder that fails on it, or an empty answer, is the reading's error, never the command's."""
+    try:
+        value = raw if decode is None else decode(raw)
+    except Exception as exc:  # whatever the answer, this reading alone is lost
+        return undecodable(function, exc)
+    if value is None:
+        return Reading.missing(Reason.UNKNOWN_ERROR, f"{function}: unexpected answer (None)")
+    return Reading(value=value)
 
 
 # How read_specs reads a row: the only row of its call; the same, asked once per session; one of the
@@ -194,7 +229,7 @@ class NvmlSession:
             return False
         try:
             return int(self._lib.nvmlDeviceGetCount()) == len(self._handles)
-        except self._lib.NVMLError:
+        except Exception:  # NVML's error, or an answer that is not a count: open again
             return False
 
     def reopen(self) -> NvmlInfo:
@@ -257,26 +292,41 @@ class NvmlSession:
             reason, detail = self._reason(exc, what, missing_function=False)
         return Reading.missing(reason, detail)
 
+    def decoded(self, function: str, raw: Any, convert: Callable[[Any], T] | None = None) -> Reading[T]:
+        """:func:`decoded`: an answer already in hand (an item of a call's answer) decoded under the guard."""
+        return decoded(function, raw, convert)
+
     def _read(self, function: str, *args: Any, convert: Callable[[Any], T] | None = None) -> Reading[T]:
-        """Call one NVML function; errors become a reason, a lost GPU ends the GPU's read."""
+        """The one guarded entry to NVML: call ``function`` and decode its answer with ``convert``.
+        NVML's errors become a reason (a lost GPU ends the GPU's read); a binding that lacks the
+        call, an exception of the binding itself (pynvml's UnicodeDecodeError on a string that is
+        not UTF-8) and an answer ``convert`` does not expect become this reading's error."""
+        lib = self._lib
+        call = getattr(lib, function, None)
+        if call is None:
+            return Reading.missing(Reason.FUNCTION_NOT_FOUND, f"{function} is not in this nvidia-ml-py")
         try:
-            raw = getattr(self._lib, function)(*args)
-        except self._lib.NVMLError as exc:
+            raw = call(*args)
+        except lib.NVMLError as exc:
             reason, detail = self._reason(exc, function)
             if reason is Reason.GPU_LOST:
                 raise _GpuLostError(f"{function}: GPU is lost") from None
             return Reading.missing(reason, detail)
-        return Reading(value=convert(raw) if convert else raw)
+        except Exception as exc:  # the binding's own failure: this reading alone is lost
+            return undecodable(function, exc)
+        return decoded(function, raw, convert)
 
     # -- discovery -------------------------------------------------------------------
 
     def _discover(self) -> None:
         lib = self._lib
         try:
-            count = lib.nvmlDeviceGetCount()
+            count = int(lib.nvmlDeviceGetCount())
         except lib.NVMLError as exc:
             reason, detail = self._reason(exc, "nvmlDeviceGetCount")
             raise NvmlDiscoveryError(detail or reason.label) from None
+        except Exception as exc:  # an answer that is not a count
+            raise NvmlDiscoveryError(undecodable("nvmlDeviceGetCount", exc).detail) from None
         self._handles = []
         for index in range(count):
             try:
@@ -291,6 +341,10 @@ class NvmlSession:
                 )
                 self._handles.append(_Handles(None, state, message, []))
                 continue
+            except Exception as exc:  # the binding's own failure: this GPU cannot be opened, the rest can
+                message = f"cannot open GPU {index}: {undecodable('nvmlDeviceGetHandleByIndex', exc).detail}"
+                self._handles.append(_Handles(None, GpuState.ERROR, message, []))
+                continue
             enabled, mig = self._mig_handles(handle)
             self._handles.append(_Handles(handle, GpuState.OK, "", mig, enabled))
 
@@ -300,8 +354,8 @@ class NvmlSession:
             current, _pending = lib.nvmlDeviceGetMigMode(handle)
             if current != lib.NVML_DEVICE_MIG_ENABLE:
                 return False, []
-            slots = lib.nvmlDeviceGetMaxMigDeviceCount(handle)
-        except lib.NVMLError:
+            slots = int(lib.nvmlDeviceGetMaxMigDeviceCount(handle))
+        except Exception:  # NVML's error or an unexpected answer: the mode reading says which
             return False, []  # not a MIG-capable GPU; the mode reading says why later
         found = []
         for slot in range(slots):
@@ -309,6 +363,8 @@ class NvmlSession:
                 found.append((slot, lib.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)))
             except lib.NVMLError:
                 continue  # an empty slot answers NOT_FOUND
+            except Exception:  # a binding's failure: the slot is not seen, the rest are
+                continue
         return True, found
 
     def _system_info(self, kernel_module_version: Reading[str]) -> NvmlInfo:
@@ -400,7 +456,6 @@ class NvmlSession:
         once; the rows' field values are read together, in one nvmlDeviceGetFieldValues call where
         the first of them is; a composite row is read by ``custom(key)``, which may fill several keys."""
         ids, steps = self._plan(specs)
-        lib = self._lib
         fields: dict[Any, Reading[Any]] | None = None
         answers: dict[tuple[Any, ...], Reading[Any]] = {}
         out: dict[str, Any] = {}
@@ -410,31 +465,41 @@ class NvmlSession:
                 if found is not None:
                     out[key] = found
                     continue
-            if kind is _ALONE or kind is _FIXED:  # the only row of its call: read and decoded at once
-                try:
-                    found = Reading(value=decode(_invoke(lib, spec, call, h, args)))
-                except lib.NVMLError as exc:
-                    found = self._failed(exc, spec, h, args, decode)
-                except AttributeError:  # an nvidia-ml-py older than the call (or its struct)
-                    found = _not_in_bindings(spec)
-                if kind is _FIXED and handles is not None and found.value is not None:
-                    handles.fixed[key] = found  # only answers are kept, never errors
-                out[key] = found
-            elif kind is _CUSTOM:
+            if kind is _CUSTOM:
                 if key not in out:
-                    out.update(custom(key))
-            else:
-                if kind is _FIELD:
-                    if fields is None:  # where the first field's row is: the NVML calls keep the rows' order
-                        fields = self.field_values(h, ids)
-                    raw = fields[field_key(spec)]
-                else:
-                    asked = (call, *args)
-                    raw = answers.get(asked)  # type: ignore[assignment]
-                    if raw is None:
-                        raw = answers[asked] = self._ask(h, spec, args)
-                out[key] = raw if raw.value is None else Reading(value=decode(raw.value))
+                    out.update(self._composite(key, spec, custom))
+                continue
+            if kind is _FIELD:
+                if fields is None:  # where the first field's row is: the NVML calls keep the rows' order
+                    fields = self.field_values(h, ids)
+                raw = fields[field_key(spec)]
+            elif kind is _SHARED:
+                asked = (call, *args)
+                raw = answers.get(asked)  # type: ignore[assignment]
+                if raw is None:
+                    raw = answers[asked] = self._ask(h, spec, args)
+            else:  # the only row of its call
+                raw = self._ask(h, spec, args)
+            found = raw if raw.value is None else decoded(spec.call or f"field {field_key(spec)}", raw.value, decode)
+            if kind is _FIXED and handles is not None and found.value is not None:
+                handles.fixed[key] = found  # only answers are kept, never errors
+            out[key] = found
+        for spec in specs:  # a composite that failed leaves the keys it would have filled: they say why
+            if spec.key not in out:
+                out[spec.key] = _blank_for(spec.key, out.get(_failed_composite))
+        out.pop(_failed_composite, None)
         return out
+
+    def _composite(self, key: str, spec: Spec, custom: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+        """A composite row's readings (``custom(key)``), under the guard: a reader that fails on an
+        answer it did not expect loses its own readings, never the GPU's or the command's."""
+        try:
+            return custom(key)
+        except _GpuLostError:
+            raise
+        except Exception as exc:  # this composite alone is lost, with why
+            error = undecodable(spec.call or key, exc)
+            return {key: _blank_for(key, error), _failed_composite: error}
 
     # -- a command's own rows (dmon, pmon, stat, topo, nvlink) --------------------------
 
@@ -502,44 +567,52 @@ class NvmlSession:
         return answer
 
     def _row_read(self, call: str, spec: Spec, h: Any, args: tuple[Any, ...]) -> Reading[Any]:
+        """A row's call, raw: its answer, or the struct it filled by reference (``Spec.struct``)."""
         if not hasattr(self._lib, call) or (spec.struct and not hasattr(self._lib, spec.struct)):
             return _not_in_bindings(spec)
         if not spec.struct:
             return self._read(call, h, *args)
-        struct = getattr(self._lib, spec.struct)()
-        return self._read(call, h, *args, ctypes.byref(struct), convert=lambda _: struct)
-
-    def _failed(
-        self, exc: Exception, spec: Spec, h: Any, args: tuple[Any, ...], decode: Callable[[Any], Any]
-    ) -> Reading[Any]:
-        """A row's call failed: its older name where the driver lacks it, else why (a lost GPU ends
-        the GPU's read), as :meth:`_read` says it."""
-        reason, detail = self._reason(exc, spec.call)
-        if reason is Reason.GPU_LOST:
-            raise _GpuLostError(f"{spec.call}: GPU is lost") from None
-        if reason is Reason.FUNCTION_NOT_FOUND and spec.fallback:
-            raw = self._row_read(spec.fallback, spec, h, args)
-            return raw if raw.value is None else Reading(value=decode(raw.value))
-        return Reading.missing(reason, detail)
+        try:
+            struct = getattr(self._lib, spec.struct)()
+            by_reference = ctypes.byref(struct)
+        except Exception as exc:  # a binding whose struct cannot be made
+            return undecodable(call, exc)
+        return self._read(call, h, *args, by_reference, convert=lambda _: struct)
 
     def field_values(self, h: Any, ids: list[Any]) -> dict[Any, Reading[Any]]:
         """Field values (an id, or an (id, scope) pair) in one call, each with its own status."""
-        lib = self._lib
         raw: Reading[Any] = self._read("nvmlDeviceGetFieldValues", h, ids)
         if raw.value is None:
             return {fid: Reading.missing_like(raw) for fid in ids}
-        out: dict[Any, Reading[Any]] = {}
-        for fid, value in zip(ids, raw.value, strict=True):
-            code = int(value.nvmlReturn)
-            if code == lib.NVML_SUCCESS:
-                member = _VALUE_MEMBERS.get(int(getattr(value, "valueType", 1)), "uiVal")
-                out[fid] = Reading.of(getattr(value.value, member))
-                continue
-            if getattr(lib, "field_not_recorded", None) is not None and lib.field_not_recorded(value):
-                out[fid] = Reading.missing(Reason.NOT_RECORDED)  # a replay's snapshot lacks it
-                continue
-            out[fid] = self.missing_for(code, f"field {fid}")
-        return out
+        answers = decoded("nvmlDeviceGetFieldValues", raw.value, list)
+        if answers.value is None or len(answers.value) != len(ids):
+            wrong = (
+                answers
+                if answers.value is None
+                else Reading.missing(
+                    Reason.UNKNOWN_ERROR,
+                    f"nvmlDeviceGetFieldValues: unexpected answer ({len(answers.value)} values for {len(ids)} fields)",
+                )
+            )
+            return {fid: Reading.missing_like(wrong) for fid in ids}
+        return {fid: self._field_value(fid, value) for fid, value in zip(ids, answers.value, strict=True)}
+
+    def _field_value(self, fid: Any, value: Any) -> Reading[Any]:
+        """One nvmlFieldValue_t: its value by its type, or why it has none (under the guard: a
+        value that is not a field value is this field's error)."""
+        lib = self._lib
+        what = f"field {fid}"
+        code = decoded(what, value, lambda v: int(v.nvmlReturn))
+        if code.value is None:
+            return code
+        if code.value == lib.NVML_SUCCESS:
+            member = decoded(what, value, lambda v: _VALUE_MEMBERS.get(int(getattr(v, "valueType", 1)), "uiVal"))
+            if member.value is None:
+                return member
+            return decoded(what, value, lambda v: getattr(v.value, str(member.value)))
+        if getattr(lib, "field_not_recorded", None) is not None and lib.field_not_recorded(value):
+            return Reading.missing(Reason.NOT_RECORDED)  # a replay's snapshot lacks it
+        return self.missing_for(code.value, what)
 
     def _memory(self, h: Any) -> Reading[Memory]:
         lib = self._lib
@@ -564,19 +637,28 @@ class NvmlSession:
             if reason is Reason.GPU_LOST:
                 raise _GpuLostError("nvmlDeviceGetMemoryInfo: GPU is lost") from None
             return Reading.missing(reason, detail)
-        return Reading.of(Memory(int(m.total), int(m.used), int(m.free), Reading.of(int(m.reserved))))
+        except Exception as exc:  # the binding's own failure
+            return undecodable("nvmlDeviceGetMemoryInfo", exc)
+        return decoded(
+            "nvmlDeviceGetMemoryInfo",
+            m,
+            lambda m: Memory(int(m.total), int(m.used), int(m.free), Reading.of(int(m.reserved))),
+        )
 
     def _retired_pages(self, h: Any) -> Reading[RetiredPages]:
         lib = self._lib
         sbe = self._read(
-            "nvmlDeviceGetRetiredPages", h, lib.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, convert=len
+            "nvmlDeviceGetRetiredPages",
+            h,
+            lib.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
+            convert=_page_count,
         )
         if sbe.value is None:
             return Reading.missing_like(sbe)
         dbe = self._read(
-            "nvmlDeviceGetRetiredPages", h, lib.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, convert=len
+            "nvmlDeviceGetRetiredPages", h, lib.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, convert=_page_count
         )
-        pending = self._read("nvmlDeviceGetRetiredPagesPendingStatus", h, convert=bool)
+        pending = self._read("nvmlDeviceGetRetiredPagesPendingStatus", h, convert=truth)
         if dbe.value is None or pending.value is None:
             bad = dbe if dbe.value is None else pending
             return Reading.missing_like(bad)
@@ -621,6 +703,8 @@ class NvmlSession:
             if reason is Reason.GPU_LOST:
                 raise _GpuLostError("nvmlDeviceValidateInforom: GPU is lost") from None
             return Reading.missing(reason, detail)
+        except Exception as exc:  # the binding's own failure
+            return undecodable("nvmlDeviceValidateInforom", exc)
         return Reading.of(True)
 
     def _mig_device(self, slot: int, mh: Any) -> MigDevice:
@@ -690,12 +774,19 @@ class NvmlSession:
                 if reason is Reason.GPU_LOST:
                     raise _GpuLostError("process query: GPU is lost") from None
                 return Reading.missing(reason, detail)
-            for proc in procs:
-                pid = int(proc.pid)
+            except Exception as exc:  # the binding's own failure
+                return undecodable(f"nvmlDeviceGet{family}RunningProcesses", exc)
+            pids = decoded(f"nvmlDeviceGet{family}RunningProcesses", procs, lambda ps: [int(p.pid) for p in ps])
+            if pids.value is None:
+                return Reading.missing_like(pids)
+            for pid, proc in zip(pids.value, procs, strict=True):
                 if pid not in merged:
                     merged[pid] = (kind, proc)
                 elif merged[pid][0] is not kind:  # in both lists; a repeat within one list stays one kind
                     merged[pid] = (ProcessKind.COMPUTE_GRAPHICS, merged[pid][1])
+        return decoded("nvmlDeviceGetComputeRunningProcesses", merged, self._gpu_processes)
+
+    def _gpu_processes(self, merged: dict[int, tuple[ProcessKind, Any]]) -> tuple[GpuProcess, ...]:
         result = []
         for pid, (kind, proc) in merged.items():
             used = getattr(proc, "usedGpuMemory", None)
@@ -715,7 +806,7 @@ class NvmlSession:
                     compute_instance_id=None if ci == NO_INSTANCE else int(ci),
                 )
             )
-        return Reading.of(tuple(result))
+        return tuple(result)
 
 
 class XidWatch:
@@ -733,13 +824,13 @@ class XidWatch:
         self.watched: set[int] = set()  # the indices of the GPUs whose events are seen
         try:
             self._set = lib.nvmlEventSetCreate()
-        except lib.NVMLError as exc:
+        except Exception as exc:  # NVML's error or the binding's: no GPU's events are seen
             self.missing = [f"every GPU ({exc})"]
             return
         for index, handle in handles:
             try:
                 lib.nvmlDeviceRegisterEvents(handle, lib.nvmlEventTypeXidCriticalError, self._set)
-            except lib.NVMLError as exc:
+            except Exception as exc:  # NVML's error or the binding's: this GPU's events are not seen
                 self.missing.append(f"GPU {index} ({exc})")
                 continue
             self.watched.add(index)
@@ -756,11 +847,16 @@ class XidWatch:
                 break
             except lib.NVMLError:
                 break
+            except Exception:  # a binding's failure: the next poll tries again
+                break
             try:
                 index = int(lib.nvmlDeviceGetIndex(data.device))
-            except lib.NVMLError:
+            except Exception:  # NVML's error or an unexpected answer: the GPU is not known
                 index = -1
-            found.append((index, int(data.eventData)))
+            try:
+                found.append((index, int(data.eventData)))
+            except Exception:  # an event that is not one (no Xid to report)
+                continue
         return found
 
     def close(self) -> None:
@@ -810,6 +906,11 @@ class _V1Process(msgspec.Struct):
     usedGpuMemory: int | None  # noqa: N815 - mirrors the NVML struct
 
 
+def _page_count(pages: Any) -> int:
+    """How many addresses nvmlDeviceGetRetiredPages gave (each one a number)."""
+    return len([integer(page) for page in pages])
+
+
 def _mig_attributes(a: Any) -> MigAttributes:
     return MigAttributes(
         multiprocessors=int(a.multiprocessorCount),
@@ -824,17 +925,31 @@ def _mig_attributes(a: Any) -> MigAttributes:
     )
 
 
-def _invoke(lib: Any, spec: Spec, call: str, h: Any, args: tuple[Any, ...]) -> Any:
-    """A row's call: its answer, or the struct it filled by reference (``Spec.struct``)."""
-    if not spec.struct:
-        return getattr(lib, call)(h, *args)
-    struct = getattr(lib, spec.struct)()
-    getattr(lib, call)(h, *args, ctypes.byref(struct))
-    return struct
-
-
 def _not_in_bindings(spec: Spec) -> Reading[Any]:
     return Reading.missing(Reason.FUNCTION_NOT_FOUND, f"{spec.call} is not in this nvidia-ml-py")
+
+
+# read_specs' note of why a composite failed, under a key no row has.
+_failed_composite = "\0failed"
+
+
+def _blank_for(key: str, error: Reading[Any] | None) -> Any:
+    """What stands for the reading at ``key`` (a row's dotted path from the GPU) when its composite
+    failed: ``error``, or no items where the model keeps a plain tuple there."""
+    missing = error if error is not None else Reading.missing(Reason.UNKNOWN_ERROR, f"{key}: not read")
+    cls: Any = Gpu
+    names = key.split(".")
+    if names[0] == "details":
+        from gpudiag.details import GpuDetails
+
+        cls, names = GpuDetails, names[1:]
+    kind: Any = None
+    for name in names:
+        kind = field_types(cls).get(name) if isinstance(cls, type) and issubclass(cls, msgspec.Struct) else None
+        if kind is None:
+            return missing
+        cls = kind
+    return () if typing.get_origin(kind) is tuple else missing
 
 
 def failed_gpu(index: int, state: GpuState, detail: str) -> Gpu:

@@ -20,7 +20,7 @@ from gpudiag.bench.report import Finding, Row, Severity, device_label, max_link,
 from gpudiag.bench.runner import Outcome
 from gpudiag.bench.stats import GB, GiB, saturation_size
 from gpudiag.model import Gpu
-from gpudiag.render.printable import printable
+from gpudiag.render.printable import printable, spreadsheet_text
 
 SCHEMA = "gpudiag.bench-transfer/1"
 
@@ -409,7 +409,7 @@ def to_csv(rows: Sequence[Row], unit: Unit = DECIMAL) -> str:
                 num(exp.typical[1] if exp.typical else None),
                 r.judgement.verdict.value,
                 str(r.judgement.behaves_like or ""),
-                r.error,
+                spreadsheet_text(r.error),  # CUDA's or the child's words: never a formula
             ]
         )
     return out.getvalue()

@@ -10,8 +10,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from gpudiag.checks import CheckResult, Facts, Status, nothing_checked
+from gpudiag.checks import CheckResult, Facts, Status, exit_code, nothing_checked
 from gpudiag.checks.rules import BY_ID, action
+from gpudiag.exitcodes import CHECK_VERDICTS
 from gpudiag.model import cuda_version_text
 from gpudiag.render.printable import printable
 
@@ -69,11 +70,8 @@ def skipped(results: list[CheckResult]) -> str:
 
 def verdict(results: list[CheckResult], strict: bool, notes: list[str]) -> str:
     """READY, NOT READY (a failure, or a warning under --strict) or UNKNOWN (something could not
-    run, or every selected check was skipped: nothing was verified)."""
-    counts = summary(results)
-    if counts[Status.FAIL] or (strict and counts[Status.WARN]):
-        return "NOT READY"
-    return "UNKNOWN" if notes or nothing_checked(results) else "READY"
+    run, or every selected check was skipped: nothing was verified): the exit status's word."""
+    return CHECK_VERDICTS[exit_code(results, notes, strict)]
 
 
 def summary_line(results: list[CheckResult], strict: bool, notes: list[str] | None = None) -> Text:

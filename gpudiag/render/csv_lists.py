@@ -151,24 +151,32 @@ def facts(query: ListQuery, columns: list[tuple[str, ListField]]) -> frozenset[F
     return query.facts | {f.group for _, f in columns if f.group is not None}
 
 
-def _cell(machine: Machine, gpu: Gpu, item: Any, f: ListField, units: bool) -> str:
+def _cell(machine: Machine, gpu: Gpu, item: Any, f: ListField, units: bool) -> tuple[str, bool]:
+    """A cell as nvidia-smi writes it, and whether it is text from outside (a process or GPU name, a
+    serial: words NVML or the host gave, not a number gpudiag wrote)."""
     reading = f.read(machine, gpu, item)
     if reading.value is None:
-        return "[N/A]"
+        return "[N/A]", False
     text = f.show(reading.value)
-    return f"{text} {f.unit}" if units and f.unit else text
+    return f"{text} {f.unit}" if units and f.unit else text, type(reading.value) is str
 
 
-def rows(
+def _cells(
     query: ListQuery, machine: Machine, gpus: tuple[Gpu, ...], columns: list[tuple[str, ListField]], units: bool
-) -> list[list[str]]:
-    """Each row's cells as nvidia-smi writes them."""
+) -> list[list[tuple[str, bool]]]:
     return [
         [_cell(machine, gpu, item, f, units) for _, f in columns]
         for gpu in gpus
         if gpu.state is GpuState.OK
         for item in query.items(gpu)
     ]
+
+
+def rows(
+    query: ListQuery, machine: Machine, gpus: tuple[Gpu, ...], columns: list[tuple[str, ListField]], units: bool
+) -> list[list[str]]:
+    """Each row's cells as nvidia-smi writes them."""
+    return [[cell for cell, _ in row] for row in _cells(query, machine, gpus, columns, units)]
 
 
 def render_csv(
@@ -178,7 +186,8 @@ def render_csv(
     lines = []
     if fmt.header:
         lines.append(", ".join(f"{typed} [{f.unit}]" if f.unit else typed for typed, f in columns))
-    lines += [", ".join(csv_field(cell) for cell in row) for row in rows(query, machine, gpus, columns, fmt.units)]
+    # A text cell that a spreadsheet would run as a formula is neutralised (csv_field).
+    lines += [", ".join(csv_field(*cell) for cell in row) for row in _cells(query, machine, gpus, columns, fmt.units)]
     return "".join(line + "\n" for line in lines)
 
 

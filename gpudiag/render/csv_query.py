@@ -21,7 +21,7 @@ import msgspec
 
 from gpudiag.model import FactGroup, Gpu, Machine, Reading, Reason, cuda_version_text
 from gpudiag.readings import CLOCK_EVENTS, GPU_READINGS, Spec, pick, reading_at
-from gpudiag.render.format import VALUE_FORMATS
+from gpudiag.render.format import QUERY_NA_RULES, VALUE_FORMATS, as_nvidia_smi_shows
 from gpudiag.render.printable import csv_field
 
 Reader = Callable[[Machine, Gpu], Reading[Any]]
@@ -292,7 +292,7 @@ def _row_reader(key: str, part: str) -> Reader:
     index: int | str | None = int(part) if part.isdigit() else part or None
 
     def read(m: Machine, g: Gpu) -> Reading[Any]:
-        reading = reading_at(g, key)
+        reading = as_nvidia_smi_shows(key, reading_at(g, key), QUERY_NA_RULES)
         if index is None or reading.value is None:
             return reading
         value = pick(reading.value, index)
@@ -452,24 +452,31 @@ def groups(columns: list[Column]) -> frozenset[FactGroup]:
     return frozenset(c.field.group for c in columns if c.field.group is not None)
 
 
-def value(machine: Machine, gpu: Gpu, field: Field, units: bool = True) -> str:
-    """One cell as nvidia-smi prints it."""
+def shown(machine: Machine, gpu: Gpu, field: Field, units: bool = True) -> tuple[str, bool]:
+    """One cell as nvidia-smi prints it, and whether it is text from outside: a value NVML gives
+    as words (a name, a serial, a version), not a number or a state that gpudiag writes."""
     if field.read is None:
-        return field.missing
+        return field.missing, False
     reading = field.read(machine, gpu)
     if reading.value is None:
-        return field.missing
+        return field.missing, False
     text = field.show(reading.value)
-    return f"{text} {field.unit}" if units and field.unit else text
+    return f"{text} {field.unit}" if units and field.unit else text, type(reading.value) is str
+
+
+def value(machine: Machine, gpu: Gpu, field: Field, units: bool = True) -> str:
+    """One cell as nvidia-smi prints it."""
+    return shown(machine, gpu, field, units)[0]
 
 
 def render_csv(machine: Machine, gpus: tuple[Gpu, ...], columns: list[Column], fmt: CsvFormat) -> str:
-    """Rows joined with ", ", as nvidia-smi writes them; the header keeps units even with nounits."""
+    """Rows joined with ", ", as nvidia-smi writes them; the header keeps units even with nounits.
+    A text cell that a spreadsheet would run as a formula is neutralised (``csv_field``)."""
     lines = []
     if fmt.header:
         lines.append(", ".join(f"{c.typed} [{c.field.unit}]" if c.field.unit else c.typed for c in columns))
     for gpu in gpus:
-        lines.append(", ".join(csv_field(value(machine, gpu, c.field, fmt.units)) for c in columns))
+        lines.append(", ".join(csv_field(*shown(machine, gpu, c.field, fmt.units)) for c in columns))
     return "".join(line + "\n" for line in lines)
 
 

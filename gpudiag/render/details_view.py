@@ -21,7 +21,7 @@ import msgspec
 from gpudiag.errors import UsageError
 from gpudiag.model import Gpu, GpuState, Machine, Reading, Reason, cuda_version_text
 from gpudiag.readings import CLOCK_EVENTS, GPU_READINGS, Spec, pick, reading_at
-from gpudiag.render.format import VALUE_FORMATS
+from gpudiag.render.format import Q_NA_RULES, VALUE_FORMATS, as_nvidia_smi_shows
 from gpudiag.render.printable import printable
 from gpudiag.units import mib
 
@@ -505,7 +505,7 @@ def shown_lines() -> dict[str, _Shown]:
 
 
 def _reading_line(gpu: Gpu, shown: _Shown, xml: bool) -> str:
-    reading = reading_at(gpu, shown.key)
+    reading = as_nvidia_smi_shows(shown.key, reading_at(gpu, shown.key), Q_NA_RULES)
     if shown.part is not None and reading.value is not None:
         value = pick(reading.value, shown.part)
         reading = value if isinstance(value, Reading) else Reading.of(value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from gpudiag.model import Reading
+from gpudiag.model import Reading, Reason
 from gpudiag.readings import ADDRESSING_MODES, RECOVERY_ACTION_NAMES
 from gpudiag.render.printable import printable
 from gpudiag.units import mib
@@ -52,9 +52,10 @@ def temperature_style(celsius: int, slowdown: int | None) -> str:
     return ""
 
 
-# Platform peer types by NVML's code: none is proven yet (nvidia-smi printed "Direct Connected" on an
-# H100 whose code was not captured); an unknown code prints as its number.
-PEER_TYPES: dict[int, str] = {}
+# Platform peer types (nvmlPlatformInfo_v2_t.peerType) by NVML's code, as --query-gpu names them: the
+# H200's capture answered 0 where nvidia-smi printed "Direct Connected" (and the H100's nvidia-smi too);
+# no other code is proven yet, so another prints as its number.
+PEER_TYPES: dict[int, str] = {0: "Direct Connected"}
 # nvmlGpuFabricState_t and NVML_GPU_FABRIC_HEALTH_SUMMARY_*; 0 is "not supported": N/A.
 FABRIC_STATES = {0: "N/A", 1: "Not Started", 2: "In Progress", 3: "Completed"}
 FABRIC_SUMMARIES = {0: "N/A", 1: "Healthy", 2: "Unhealthy", 3: "Limited Capacity"}
@@ -82,6 +83,13 @@ POWER_PROFILES = {
 def _health(shift: int, width: int, names: dict[int, str]) -> Callable[[Any], str]:
     """One field of a fabric health mask (NVML_GPU_FABRIC_HEALTH_MASK_*): 0 is "not supported"."""
     return lambda mask: names.get(int(mask) >> shift & width, "N/A")
+
+
+def _guid(guid: str) -> str:
+    """The platform's fabric GUID as nvidia-smi prints it: 16 hex digits, the first 8 of its 16 bytes
+    (both captured boards print 0x0000000000000000 for 16 zero bytes; which 8 bytes a set GUID shows is
+    not proven by a capture yet)."""
+    return guid[:18]
 
 
 def _hex(width: int) -> Callable[[Any], str]:
@@ -119,6 +127,7 @@ VALUE_FORMATS: dict[str, Callable[[Any], str]] = {
     "lower_enabled": lambda v: "enabled" if v else "disabled",  # -q's Capabilities
     "on": lambda v: "On" if v else "Off",  # -q's Clock Policy
     "peer_type": lambda v: PEER_TYPES.get(v, str(v)),
+    "guid": _guid,
     "profiles": lambda ids: ", ".join(POWER_PROFILES.get(i, str(i)) for i in ids) or "None",
     "bridge_type": lambda chips: chips[0][0] if chips else "N/A",
     "bridge_firmware": lambda chips: f"0x{chips[0][1]:08X}" if chips else "N/A",
@@ -147,3 +156,43 @@ VALUE_FORMATS: dict[str, Callable[[Any], str]] = {
     ),
     "fabric_partition": _health(12, 0x3, _TRUE_FALSE),
 }
+
+
+# --- where nvidia-smi prints N/A for an answer NVML gave -------------------------------------------
+# By a reading's key: when its whole value (a struct, before a line picks its part) says nvidia-smi
+# shows none of it, and why. Derived from raw NVML answers beside nvidia-smi's output on both captured
+# boards (docs/hardware: nvml-getters-*.json, nvidia-smi-q.txt, the --query-gpu fields); they apply
+# to every board.
+NaRule = tuple[Callable[[Any], bool], str]
+
+
+def _no_fabric(fabric: Any) -> bool:
+    return int(fabric.state) == 0  # NVML_GPU_FABRIC_STATE_NOT_SUPPORTED
+
+
+def _no_position(platform: Any) -> bool:
+    return not platform.chassis_serial_number and int(platform.fabric_guid, 16) == 0
+
+
+_FABRIC: NaRule = (_no_fabric, "the GPU is in no NVLink fabric (fabric state: not supported)")
+_NO_ATOMICS: NaRule = (lambda caps: int(caps) == 0, "no PCIe atomic operations reported")
+# -q and -q -x: the H200 answered fabric state 0 (status 0, clique 0, a zero cluster UUID) and printed
+# every Fabric line N/A; it answered atomic caps 0 (SUCCESS) and printed N/A; its platform struct had no
+# chassis serial and a zero GUID (slot 0, tray 0, host 1, peer 0) and -q printed all six lines N/A.
+Q_NA_RULES: dict[str, NaRule] = {
+    "details.identity.fabric": _FABRIC,
+    "details.identity.platform": (_no_position, "the platform reports no chassis or fabric GUID for this GPU"),
+    "details.pcie.atomic_caps_outbound": _NO_ATOMICS,
+    "details.pcie.atomic_caps_inbound": _NO_ATOMICS,
+}
+# --query-gpu: the same fabric answer printed N/A; the same platform struct printed its values ("", 0, 0,
+# 1, "Direct Connected", 0x0000000000000000).
+QUERY_NA_RULES: dict[str, NaRule] = {"details.identity.fabric": _FABRIC}
+
+
+def as_nvidia_smi_shows(key: str, reading: Reading[Any], rules: dict[str, NaRule]) -> Reading[Any]:
+    """``reading`` (the reading at ``key``), or N/A with why where ``rules`` say nvidia-smi shows none of it."""
+    rule = rules.get(key)
+    if rule is None or reading.value is None or not rule[0](reading.value):
+        return reading
+    return Reading.missing(Reason.NOT_SUPPORTED, rule[1])

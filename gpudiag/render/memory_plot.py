@@ -3,14 +3,17 @@
 One file that opens offline: SVG (the default), PNG or PDF as matplotlib writes them, or HTML
 holding the SVG inline. Panels share the time axis: memory per GPU (NVML used, PyTorch reserved
 and allocated, the GPU's total), memory per process, utilization, and the step rate when the
-program called ``gpudiag.track.step()``; OOMs, allocator retries and process starts and exits are
-marked across all of them.
+program called ``gpudiag.track.step()``; OOMs (drawn over the allocator retry that precedes them),
+allocator retries and process starts and exits are marked across all of them, and the standing
+forecast of a GPU or process is drawn as the line it extrapolates, from where it was made to the
+limit at the time it gave.
 """
 
 from __future__ import annotations
 
 import html
 import io
+import math
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,10 @@ GiB = 1024**3
 MAX_PROCESS_LINES = 10  # the biggest; a 64-process node would be noise
 EVENT_STYLE = {"oom": ("tab:red", "-", "out of memory"), "retry": ("tab:orange", "--", "allocator retry")}
 EVENT_STYLE |= {"start": ("tab:green", ":", "process started"), "exit": ("tab:gray", ":", "process exited")}
+# Above the data, and an OOM above the allocator's retry that comes with it at the same moment.
+EVENT_ZORDER = {"oom": 4.0, "retry": 3.5, "start": 3.0, "exit": 3.0}
+EVENT_WIDTH = {"oom": 2.0, "retry": 1.2, "start": 1.2, "exit": 1.2}
+FORECAST_STYLE = {"color": "tab:purple", "linestyle": (0, (4, 2)), "linewidth": 1.5, "zorder": 3.8}
 FORMATS = (".svg", ".png", ".pdf", ".html")
 
 
@@ -43,6 +50,45 @@ def _xs(series: Series, start: float, scale: float) -> list[float]:
 
 def _ys(series: Series, name: str, unit: float = 1.0) -> list[float]:
     return [float("nan") if v is None else v / unit for v in series.values.get(name, [])]
+
+
+def step_rates(series: Series) -> list[float]:
+    """Steps per second at each publication: the tracker's own rate (from its step times), else, in a log
+    from before it carried one, between publications."""
+    rates = series.values.get("rate", [])
+    steps, times = series.values["step"], series.times
+    out = []
+    for n, rate in enumerate(rates or [None] * len(steps)):
+        if rate is None and n and times[n] > times[n - 1]:
+            rate = ((steps[n] or 0) - (steps[n - 1] or 0)) / (times[n] - times[n - 1])
+        out.append(float("nan") if rate is None else rate)
+    return out
+
+
+def forecast_at(series: Series) -> int | None:
+    """The sample where the forecast standing at the end of the log (or just before the OOM that ended
+    it) began: the first of the last run of samples with one."""
+    full = series.values.get("full_in_s", [])
+    last = max((n for n, v in enumerate(full) if v is not None), default=None)
+    if last is None:
+        return None
+    first = last
+    while first > 0 and full[first - 1] is not None:
+        first -= 1
+    return first
+
+
+def _draw_forecast(ax: Any, series: Series, start: float, scale: float, label: str) -> None:
+    """The forecast as the line it extrapolates: from the level it saw to the limit at the time it gave."""
+    n = forecast_at(series)
+    if n is None:
+        return
+    full, level, limit = (series.values[k][n] for k in ("full_in_s", "level", "limit"))
+    if full is None or level is None or limit is None:
+        return
+    x0 = (series.times[n] - start) / scale
+    x1 = x0 + full / scale
+    ax.plot([x0, x1], [level / GiB, limit / GiB], marker="x", markevery=[1], label=label, **FORECAST_STYLE)
 
 
 def draw(run: Run) -> Any:
@@ -74,6 +120,7 @@ def draw(run: Run) -> Any:
                 totals = [v for v in s.values.get("total", []) if v]
                 if totals:
                     ax.axhline(max(totals) / GiB, color=c, linewidth=0.8, alpha=0.5)
+                _draw_forecast(ax, s, start, scale, f"GPU {index} forecast (used)")
             ax.set_ylabel("GiB per GPU")
             ax.set_title(f"{Path(run.source).name}: memory per GPU (line at the top: the GPU's total)", loc="left")
         elif panel == "process":
@@ -87,6 +134,7 @@ def draw(run: Run) -> Any:
                 ax.plot(xs, _ys(s, "used", GiB), color=colors[i], label=s.label)
                 if any(v is not None for v in s.values.get("allocated", [])):
                     ax.plot(xs, _ys(s, "allocated", GiB), color=colors[i], linestyle=":")
+                _draw_forecast(ax, s, start, scale, f"PID {key[1]} forecast")
             more = len(peak) - MAX_PROCESS_LINES
             ax.set_ylabel("GiB per process")
             ax.set_title(
@@ -100,13 +148,13 @@ def draw(run: Run) -> Any:
             ax.set_ylim(0, 105)
             ax.set_ylabel("util %")
         else:
+            top = 0.0
             for i, (pid, s) in enumerate(sorted(run.steps.items())):
-                steps = s.values["step"]
-                rates = [float("nan")] + [
-                    ((b or 0) - (a or 0)) / (t1 - t0) if t1 > t0 else float("nan")
-                    for a, b, t0, t1 in zip(steps, steps[1:], s.times, s.times[1:], strict=False)
-                ]
-                ax.plot(_xs(s, start, scale), rates, color=colors[i], label=f"PID {pid}")
+                rates = step_rates(s)
+                top = max([top, *(r for r in rates if math.isfinite(r))])
+                ax.plot(_xs(s, start, scale), rates, color=colors[i], marker=".", label=f"PID {pid}")
+            # From 0, with room for the legend: a steady rate looks steady, not a wiggle in its third decimal.
+            ax.set_ylim(0, (top or 1.0) * 1.6)
             ax.set_ylabel("steps/s")
         if panel != "util":
             ax.legend(loc="upper left", fontsize="small", ncols=2)
@@ -119,7 +167,8 @@ def draw(run: Run) -> Any:
                 (event.at - start) / scale,
                 color=color,
                 linestyle=style,
-                linewidth=1.2,
+                linewidth=EVENT_WIDTH[event.kind],
+                zorder=EVENT_ZORDER[event.kind],
                 label=label if n == len(axes) - 1 and event.kind not in seen else None,
             )
         seen.add(event.kind)

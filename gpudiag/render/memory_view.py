@@ -372,6 +372,7 @@ def _torch_json(b: Breakdown) -> dict[str, Any]:
         "segments": _published(b.segments),
         "largest_free_block_bytes": _published(b.largest_free_block_bytes, SEGMENTS_NOT_WALKED),
         "expandable_segments": _published(b.expandable_segments, SEGMENTS_NOT_WALKED),
+        "published_at": b.published_at,  # when the tracker read the figures above (NVML's are the sample's)
     }
 
 

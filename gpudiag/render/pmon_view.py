@@ -11,7 +11,7 @@ from typing import Any
 
 from gpudiag.monitor import ProcessColumn, ProcessRow
 from gpudiag.render.dmon_view import MISSING, WIDTH, Layout, _lead, text
-from gpudiag.render.printable import printable
+from gpudiag.render.printable import csv_field, printable
 from gpudiag.serialize import to_data
 
 SCHEMA = "gpudiag.pmon/1"
@@ -47,8 +47,10 @@ def line(row: ProcessRow, at: float, layout: Layout) -> str:
     stamps = [time.strftime(f, moment) for f, on in (("%Y%m%d", layout.date), ("%H:%M:%S", layout.time)) if on]
     pid = MISSING if row.pid is None else str(row.pid)
     cells = [text(v) for v in row.values]
-    if layout.csv:
-        return ", ".join([*stamps, str(row.gpu), pid, row.kind, *cells, _name(row)])
+    if layout.csv:  # the name is outside text: quoted as RFC 4180 says, a formula neutralised
+        name = row.name.value
+        shown = csv_field(name[:NAME_WIDTH], text=True) if name else MISSING
+        return ", ".join([*stamps, str(row.gpu), pid, row.kind, *cells, shown])
     parts = [_lead(n == 0, s, left=True) for n, s in enumerate(stamps)]
     parts.append(_lead(not stamps, str(row.gpu), left=False))
     parts += [

@@ -11,14 +11,23 @@ escape: ``\\n``, ``\\t``, ``\\r``, ``\\x1b``, ``\\x9b``, ``\\u202e``, ``\\udcff`
 backslash itself prints as it is: the exact text is in ``--json``, where JSON's own escapes
 carry it.
 
+A byte that is not UTF-8 (a command line, a file name, an environment value: psutil and ``os``
+hand it over as a lone surrogate, U+DC80 to U+DCFF) is one such character: every output but JSON
+writes it as ``\\udcff``, which names the byte (0xff) and cannot be mistaken for a character of
+the text (U+00FF is ``ÿ``; a C1 control U+009B is ``\\x9b``), and is valid UTF-8 wherever it goes.
+JSON writes its own escape of the same character (``"\\udcff"``), so ``--json`` and snapshots keep
+the exact text and replay it.
+
 - :func:`printable` is applied where a renderer turns outside text into a cell or a line, so
   that widths are measured on what is shown and a newline in a command cannot split a row.
 - :func:`guard` is applied to everything the console writes and to every plain-text output
   (``cli.common``): it keeps line breaks and escapes every other such character, so a renderer
   that forgets :func:`printable` can misalign a table but never hand the terminal a control.
-- :func:`csv_field` is :func:`printable` plus RFC 4180 quoting where a value needs it;
-  :func:`json_document` and :func:`exposition` write such characters in the escapes of JSON
-  (for msgspec's output) and of Prometheus' text format (for ``exporter --once``).
+- :func:`csv_field` is :func:`printable` plus RFC 4180 quoting where a value needs it, and for
+  outside text (``text=True``) :func:`spreadsheet_text`'s neutralising of a leading formula
+  character; :func:`json_document` writes such characters, and all others beyond ASCII, in JSON's
+  escapes (for msgspec's output). Prometheus' label values and HELP texts are :func:`printable` too, their backslashes
+  then doubled by the exposition's own escaping (``export/exposition.py``).
 - :func:`strip_trailing_blanks`: output into a pipe or a file carries no padding at line ends.
 """
 
@@ -47,15 +56,32 @@ def guard(text: str) -> str:
     return printable(text)
 
 
-def csv_field(value: str) -> str:
-    """A value for nvidia-smi's ``, ``-separated CSV: escaped as above, so a record is always one
-    line, and quoted as RFC 4180 says (``"`` doubled) only when it holds a comma, a double quote
-    or a leading space, which a reader splitting on the separator would otherwise take apart.
-    Python's ``csv.reader(f, skipinitialspace=True)`` reads every field back."""
+# What a spreadsheet starts a formula with (OWASP's CSV injection list): =, +, -, @, tab, CR.
+FORMULA_STARTS = frozenset("=+-@\t\r")
+
+
+def spreadsheet_text(value: str) -> str:
+    """Outside text for a CSV cell, escaped as above and made inert in a spreadsheet: text whose
+    first character (after any blanks, which some importers trim) starts a formula gets a single
+    quote in front (OWASP's rule), so ``=HYPERLINK(...)`` or ``+cmd|' /C calc'!A0`` is shown, never
+    run. Only text from outside goes through here: a number gpudiag writes (``-5``) stays a number."""
     text = printable(value)
-    if "," in text or '"' in text or text[:1] == " ":
-        return '"' + text.replace('"', '""') + '"'
+    if value.lstrip(" ")[:1] in FORMULA_STARTS:
+        return "'" + text
     return text
+
+
+def csv_field(value: str, text: bool = False) -> str:
+    """A value for a ``, ``-separated CSV (nvidia-smi's, gpudiag's): escaped as above, so a record is
+    always one line, neutralised by :func:`spreadsheet_text` when it is outside ``text`` (a name, a
+    serial, a command: not a figure gpudiag formatted), and quoted as RFC 4180 says (``"``
+    doubled) when it holds a comma, a double quote or a leading space, which a reader splitting
+    on the separator would otherwise take apart. ``csv.reader(f, skipinitialspace=True)`` reads
+    every field back."""
+    shown = spreadsheet_text(value) if text else printable(value)
+    if "," in shown or '"' in shown or shown[:1] == " ":
+        return '"' + shown.replace('"', '""') + '"'
+    return shown
 
 
 def _json_escape(char: str) -> str:
@@ -67,28 +93,14 @@ def _json_escape(char: str) -> str:
 
 
 def json_document(document: str) -> str:
-    """A JSON document from an encoder that writes non-ASCII text as it is (msgspec): every
-    character :func:`printable` would escape becomes a JSON ``\\uXXXX`` escape, which means the
-    same character to a JSON reader. (Non-printable characters can only be inside strings: JSON's
-    own syntax is printable ASCII and line breaks.) ``json.dumps`` output needs none of this."""
+    """A JSON document from an encoder that writes non-ASCII text as it is (msgspec) made ASCII, as
+    ``json.dumps`` writes every other gpudiag document: every character beyond ASCII and DEL becomes
+    a JSON ``\\uXXXX`` escape, which means the same character to a JSON reader, so no control reaches
+    a terminal and a terminal in another encoding (Latin-1) shows no mojibake. (Such characters can
+    only be inside strings: JSON's own syntax is ASCII.)"""
     if document.isascii() and "\x7f" not in document:  # JSON escapes the rest of ASCII's controls
         return document
-    return "\n".join(
-        line if line.isprintable() else "".join(c if c.isprintable() else _json_escape(c) for c in line)
-        for line in document.split("\n")
-    )
-
-
-def exposition(text: str) -> str:
-    """Prometheus exposition text for a terminal (`exporter --once`): the format has no escape for
-    a control character, so one in a label value or a HELP line is written as its :func:`printable`
-    escape with the backslash doubled, which a Prometheus parser reads back as that visible text."""
-    if text.isascii() and text.replace("\n", "").isprintable():
-        return text
-    return "\n".join(
-        line if line.isprintable() else "".join(c if c.isprintable() else "\\" + _escape(c) for c in line)
-        for line in text.split("\n")
-    )
+    return "".join(c if c.isascii() and c != "\x7f" else _json_escape(c) for c in document)
 
 
 _SGR_BODY = re.compile(r"[0-9;]*")

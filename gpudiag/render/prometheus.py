@@ -11,14 +11,15 @@ from typing import Any
 
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
+from gpudiag.export.exposition import FamilyErrors, printable_families
 from gpudiag.memory.view import MemoryView
 
 
-def families(view: MemoryView | None, peaks: dict[int, int]) -> list[Any]:
+def families(view: MemoryView | None, peaks: dict[int, int], errors: FamilyErrors | None = None) -> list[Any]:
     """The metric families for one sample (empty before the first): the exporter's native family."""
     from gpudiag.export import metrics_native
 
-    return metrics_native.families(view, peaks=peaks)
+    return metrics_native.families(view, peaks=peaks, errors=errors)
 
 
 class MemoryMetrics:
@@ -28,13 +29,19 @@ class MemoryMetrics:
         from prometheus_client import CollectorRegistry
 
         self._sample: tuple[MemoryView | None, dict[int, int]] = (None, {})
+        self.errors = FamilyErrors()
         self.registry = CollectorRegistry()
         self.registry.register(self)
         self._server: Any = None
         self._thread: Any = None
 
     def collect(self) -> Iterator[Any]:
-        yield from families(*self._sample)  # one consistent sample, swapped in whole by update()
+        """One consistent sample (swapped in whole by update()), written as the exporter writes it
+        (label values printable; data can leave a family out, never fail the scrape), then the
+        count of families left out."""
+        view, peaks = self._sample
+        yield from printable_families(families(view, peaks, self.errors), self.errors)
+        yield self.errors.metric()
 
     @classmethod
     def serve(cls, port: int, bind: str) -> MemoryMetrics:

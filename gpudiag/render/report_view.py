@@ -299,6 +299,7 @@ def _node_json(n: Node, found: list[Outlier]) -> dict[str, Any]:
         "verdict": n.verdict,
         "outputs": [k.value for k in n.kinds],
         "files": list(n.files),
+        "verified_files": list(n.verified),
         "worst_file": n.worst or None,
         "failures": [
             {
@@ -322,7 +323,7 @@ def _node_json(n: Node, found: list[Outlier]) -> dict[str, Any]:
     }
 
 
-# --- JUnit XML: one test case per node and check, written case by case ------------------------
+# --- JUnit XML: one test case per node (or per node and check), written case by case ------------
 
 _Case = tuple[str, str, str, str]  # name, outcome ("", failure, error, skipped), its type, its message
 _CLASS = "\x00"  # where a node's class name goes in a cached fragment (printable() never lets one through)
@@ -347,6 +348,23 @@ def _node_cases(n: Node) -> Iterator[_Case]:
         yield printable(cid), "failure", "FAIL", printable("; ".join(findings))
 
 
+def _node_case(n: Node) -> _Case:
+    """The node as one test case: passed when ready, a failure naming its failed checks when not, an
+    error when it sent nothing or a file is unreadable."""
+    if n.state is State.MISSING:
+        return "report", "error", "missing", "the node sent no output"
+    if n.problems:
+        return "report", "error", "unreadable", printable("; ".join(n.problems))
+    if n.state is State.NOT_READY:
+        shown = [
+            f"{f.check} {f.target}: {f.finding}" if f.target else f"{f.check}: {f.finding}" for f in n.failures[:3]
+        ]
+        more = f" (+{len(n.failures) - 3} more)" if len(n.failures) > 3 else ""
+        kind = "NOT READY" if n.drain else "NOT READY (job)"
+        return "report", "failure", kind, printable("; ".join(shown) + more or f"verdict {n.verdict}")
+    return "report", "", "", ""
+
+
 def _write_cases(xml: Any, classname: str, cases: Iterable[_Case]) -> None:
     from xml.sax.xmlreader import AttributesImpl
 
@@ -359,17 +377,21 @@ def _write_cases(xml: Any, classname: str, cases: Iterable[_Case]) -> None:
         xml.endElement("testcase")
 
 
-def write_junit(report: Report, out: IO[bytes]) -> None:
-    """JUnit XML for CI dashboards, written as it goes with the standard library's XML writer
+def write_junit(report: Report, out: IO[bytes], per_check: bool = False) -> None:
+    """JUnit XML for CI dashboards: a test case per node (``per_check``: per node and check, the
+    node's worst result for it), written as it goes with the standard library's XML writer
     (junit-xml builds the whole document in memory: ~1 GiB for 10,000 nodes). Nodes with the same
     results share one rendered fragment, their class names put in (a node name needs no escaping)."""
     import io
     from xml.sax.saxutils import XMLGenerator
     from xml.sax.xmlreader import AttributesImpl
 
+    def cases(n: Node) -> Iterable[_Case]:
+        return _node_cases(n) if per_check else (_node_case(n),)
+
     counts = {"": 0, "failure": 0, "error": 0, "skipped": 0}
     for n in report.nodes:  # the suite's totals come first in the file: a counting pass
-        for case in _node_cases(n):
+        for case in cases(n):
             counts[case[1]] += 1
     totals = {"errors": str(counts["error"]), "failures": str(counts["failure"]), "tests": str(sum(counts.values()))}
     xml = XMLGenerator(out, encoding="utf-8", short_empty_elements=True)
@@ -381,8 +403,8 @@ def write_junit(report: Report, out: IO[bytes]) -> None:
     fragments: dict[tuple[int, tuple[Any, ...]], bytes] = {}
     for n in report.nodes:
         classname = f"gpudiag.report.{printable(n.host)}"
-        if not n.name_ok or n.state is State.MISSING or n.problems:
-            _write_cases(xml, classname, _node_cases(n))
+        if not n.name_ok or n.state is State.MISSING or n.problems or not per_check:
+            _write_cases(xml, classname, cases(n))
             continue
         key = (id(n.checks), n.failures)  # n.checks is one shared tuple per distinct list of results
         fragment = fragments.get(key)

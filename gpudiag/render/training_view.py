@@ -98,6 +98,7 @@ def steps_json(s: StepStats | None) -> dict[str, Any] | None:
         "growth_bytes_per_step": round(s.growth_bytes_per_step) if s.growth_bytes_per_step is not None else None,
         "first_step": s.first_step,
         "last_step": s.last_step,
+        "last_step_at": s.last_step_at,
     }
 
 

@@ -4,8 +4,8 @@
 run started), then one frame per sample: seconds since the start, per-GPU used memory and
 utilization, per-process used memory, and the tracker entries (``gpudiag.track/1``) published by
 then. A replayed ``memory`` shows the first frame; a replayed ``memory --watch`` takes one frame
-per sample (the last one stays) and stamps samples with the recording's time, so a forecast
-means the same at any ``--interval``.
+per sample, stamps samples with the recording's time, so a forecast means the same at any
+``--interval``, and ends with the last frame (exit 0), as the run it recorded did.
 """
 
 from __future__ import annotations
@@ -75,6 +75,11 @@ class Recording:
     @property
     def frame(self) -> Frame:
         return self.frames[min(self.position, len(self.frames) - 1)]
+
+    @property
+    def finished(self) -> bool:
+        """Whether the frame shown is the last one."""
+        return self.position >= len(self.frames) - 1
 
     def advance(self) -> None:
         self.position += 1

@@ -211,14 +211,17 @@ def _after_sample(torch: Any, directory: Path, entry: dict[str, Any]) -> None:
             _recorder.record("oom_count", {"torch_index": d["torch_index"], "requested_bytes": None}, torch)
     with contextlib.suppress(Exception):
         _walk_segments(torch, directory, devices)
-    _recorder.complete(_machine_view)
+    _recorder.complete(lambda: _machine_view(entry))
 
 
-def _machine_view() -> dict[str, Any]:
-    """The whole machine as `gpudiag memory --json` shows it, for a post-mortem (gpudiag's NVML reading)."""
+def _machine_view(own: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The whole machine as `gpudiag memory --json` shows it, for a post-mortem (gpudiag's NVML reading).
+
+    ``own`` is this process's entry taken just now: its allocator's figures and NVML's are then of one
+    moment, where the file on disk is the previous publication's (seconds older: a leak's gigabytes)."""
     from gpudiag.memory.postmortem import machine_document
 
-    return machine_document()
+    return machine_document(own)
 
 
 def _report_context() -> dict[str, Any]:
@@ -350,7 +353,9 @@ def stop() -> None:
             _stop.set()
             thread.join(timeout=2)
         if _recorder.pending:  # an OOM just before the end: add the machine's view now
-            finisher = threading.Thread(target=_recorder.complete, args=(_machine_view,), daemon=True)
+            finisher = threading.Thread(
+                target=_recorder.complete, args=(lambda: _machine_view(snapshot()),), daemon=True
+            )
             finisher.start()
             finisher.join(timeout=10)
         if _directory is not None:

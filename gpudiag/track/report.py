@@ -52,25 +52,46 @@ def _machine_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     return sorted(rows, key=lambda p: -(p["used_bytes"] if isinstance(p.get("used_bytes"), int) else 0))
 
 
+MAX_GAP_S = 10.0  # NVML read later than this after the OOM is no figure "at the OOM" to pair with the allocator's
+
+
+def _nvml_gap(doc: Mapping[str, Any]) -> float | None:
+    """Seconds from the OOM to the machine's NVML reading (None when either time is missing)."""
+    machine = doc.get("machine") or {}
+    try:
+        return float(machine["timestamp"]) - float(doc["at"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def holders(doc: Mapping[str, Any]) -> str:
+    """The largest holders on the failing GPU, each figure from one moment, and which: the used memory
+    by NVML at the machine's reading (just after the OOM), this process's split by its allocator at the
+    OOM; the context is their difference only when NVML was read close enough to the OOM."""
     rows = _machine_rows(doc)
     if rows:
+        gap = _nvml_gap(doc)
+        own = oom_device(doc)
         parts = []
         for p in rows[:3]:
             used = p["used_bytes"] if isinstance(p.get("used_bytes"), int) else None
             text = f"PID {p['pid']}" + (" (this process)" if p["pid"] == doc.get("pid") else "")
             text += f" {size_text(used)}" if used is not None else " (size not known)"
-            torch = p.get("torch")
-            if torch:
+            if p["pid"] == doc.get("pid") and isinstance(own.get("reserved_bytes"), int):
+                reserved, allocated = int(own["reserved_bytes"]), int(own.get("allocated_bytes") or 0)
                 text += (
-                    f" ({size_text(torch['allocated_bytes'])} tensors, {size_text(torch['cached_free_bytes'])} cached"
-                    " free" + (f", {size_text(torch['other_bytes'])} context" if torch.get("other_bytes") else "") + ")"
+                    f" (its allocator at the OOM: {size_text(allocated)} tensors, "
+                    f"{size_text(max(0, reserved - allocated))} cached free"
                 )
+                if used is not None and gap is not None and 0 <= gap <= MAX_GAP_S and used >= reserved:
+                    text += f"; {size_text(used - reserved)} context and other"
+                text += ")"
             elif isinstance(p.get("command"), str):
                 text += f" {p['command'][:40]}"
             parts.append(text)
         more = f"; {len(rows) - 3} more" if len(rows) > 3 else ""
-        return "Largest holders on that GPU: " + "; ".join(parts) + more
+        when = f"{gap:.1f} s after the OOM" if gap is not None and gap >= 0 else "at an unknown time"
+        return f"Largest holders on that GPU (NVML {when}): " + "; ".join(parts) + more
     dev = oom_device(doc)
     reserved, allocated = dev.get("reserved_bytes", 0), dev.get("allocated_bytes", 0)
     text = (

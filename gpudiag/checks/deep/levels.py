@@ -11,6 +11,8 @@ stress (DCGM's level 4 of memtest, memory bandwidth and pulse). The times are th
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from gpudiag.errors import UsageError
@@ -19,6 +21,9 @@ MAX_LEVEL = 4
 
 
 class Level(msgspec.Struct, frozen=True):
+    """One `check --level`: what it runs and how long that normally takes. The option becomes one
+    (:func:`parse`) where the command's options are checked, and travels as it is from there."""
+
     number: int
     name: str
     takes: str  # how long it normally takes, for --help and the docs
@@ -55,13 +60,29 @@ MIN_STRESS_SECONDS = 30.0
 MIN_MEMTEST_SECONDS = 60.0
 
 
+class DeepPlan(msgspec.Struct, frozen=True):
+    """The deep tests a `check --level 2-4` run asks for."""
+
+    level: Level
+    checks: tuple[str, ...]  # the selected deep checks' ids
+    budget: float  # seconds, for the whole `check` run: --budget, else the level's own
+    force: bool = False  # run them even on GPUs that other processes use
+    # Per phase, child settings that replace the level's own (tests run the children on the CPU).
+    overrides: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+
+
+def parse(number: int) -> Level:
+    """``--level N`` as the level it names, or a usage error."""
+    if number not in LEVELS:
+        raise UsageError(f"--level {number}: expected 1 to {MAX_LEVEL}")
+    return LEVELS[number]
+
+
 def usage(
-    level: int, budget: float | None, force: bool, quick: bool, no_torch: bool, mode: str | None, replay: bool
+    level: Level, budget: float | None, force: bool, quick: bool, no_torch: bool, mode: str | None, replay: bool
 ) -> None:
-    """The options that go with --level, or a usage error."""
-    if not 1 <= level <= MAX_LEVEL:
-        raise UsageError(f"--level {level}: expected 1 to {MAX_LEVEL}")
-    if level == 1:
+    """The options that go with ``level``, or a usage error."""
+    if level.number == 1:
         if budget is not None:
             raise UsageError("--budget bounds the deep tests: it goes with --level 2, 3 or 4")
         if force:
@@ -71,13 +92,9 @@ def usage(
         raise UsageError(f"--budget {budget}: must be a positive number of seconds")
     for clash, given in (("--quick", quick), ("--no-torch", no_torch), ("--mode", mode is not None)):
         if given:
-            raise UsageError(f"--level {level} runs tests on the GPUs with torch: leave out {clash}")
+            raise UsageError(f"--level {level.number} runs tests on the GPUs with torch: leave out {clash}")
     if replay:
-        raise UsageError(f"--level {level} tests this machine's GPUs; a replay has none to test")
-
-
-def budget_of(level: int, budget: float | None) -> float | None:
-    return budget if budget is not None else LEVELS[level].budget
+        raise UsageError(f"--level {level.number} tests this machine's GPUs; a replay has none to test")
 
 
 def shares(level: Level, remaining: float, phases: int) -> tuple[float, float]:

@@ -35,6 +35,7 @@ from gpudiag.checks.base import (
     INTERCONNECT,
     MEMTEST,
     STRESS,
+    Volatile,
     always,
     check,
     result,
@@ -138,12 +139,18 @@ def _span(values: Sequence[float], unit: str) -> str:
 @check(
     "mem.test",
     MEMTEST,
-    "memory patterns written and verified; ECC, remap and Xid counters unchanged",
+    "memory patterns over most of every GPU's free memory ([below](#deep-diagnostics---level-2-4))",
+    fails=(
+        "a word read back wrong (with GPU, address range, pattern and bits), a rise of the volatile ECC "
+        "counts, row remaps or retired pages during the test, an Xid, a hang or crash; WARN: less than half "
+        "the memory tested"
+    ),
     scope=Scope.NODE,
     action=Action.RESET,
     needs_torch=always,
     needs_gpu=True,
     level=2,
+    finding=Volatile("memory test failed", kinds=True),
 )
 def memory_test(facts: Facts, options: Options) -> list[CheckResult]:
     deep = facts.deep
@@ -226,12 +233,15 @@ def _address_range(first: int | None, last: int | None) -> str:
 @check(
     "mem.bandwidth",
     MEMTEST,
-    "device memory bandwidth (D2D copies) against the memory's datasheet peak",
+    "device memory bandwidth (D2D copies)",
+    fails="below 85 % of the typical share of the memory's datasheet peak (bench-transfer's rule); wrong data",
     scope=Scope.NODE,
     action=Action.RESET,
     needs_torch=always,
     needs_gpu=True,
     level=4,
+    produces=(Status.PASS, Status.FAIL, Status.SKIP),
+    finding=Volatile("memory bandwidth below expected"),
 )
 def memory_bandwidth(facts: Facts, options: Options) -> list[CheckResult]:
     deep = facts.deep
@@ -292,12 +302,18 @@ def _links_failure(check_id: str, area: str, failure: str) -> CheckResult:
 @check(
     "link.pcie",
     INTERCONNECT,
-    "pinned host copies both ways against the PCIe link",
+    "pinned host copies both ways, 256 MiB and 4 bytes",
+    fails=(
+        "below bench-transfer's floor for the link (Gen5 x16 44, Gen4 21, Gen3 10 GB/s, narrower links in "
+        "proportion); wrong data"
+    ),
     scope=Scope.NODE,
     action=Action.RESEAT,
     needs_torch=always,
     needs_gpu=True,
     level=2,
+    produces=(Status.PASS, Status.FAIL, Status.SKIP),
+    finding=Volatile("PCIe copies below expected"),
 )
 def pcie_copies(facts: Facts, options: Options) -> list[CheckResult]:
     deep = facts.deep
@@ -356,12 +372,18 @@ def _judge_pcie(g: PcieGpu) -> CheckResult:
 @check(
     "link.peer",
     INTERCONNECT,
-    "peer copies between every GPU pair: bandwidth, latency and access against the topology",
+    "every ordered GPU pair's peer copy, bandwidth and latency",
+    fails=(
+        "below what the topology NVML reports allows (NVLink: 85 % of the board's typical figure; PCIe "
+        "switch: the host-copy floor); no CUDA peer access where NVML says P2P works; wrong data"
+    ),
     scope=Scope.NODE,
     action=Action.RESEAT,
     needs_torch=always,
     needs_gpu=True,
     level=2,
+    produces=(Status.PASS, Status.FAIL, Status.SKIP),
+    finding=Volatile("peer copies below expected"),
 )
 def peer_matrix(facts: Facts, options: Options) -> list[CheckResult]:
     deep = facts.deep
@@ -435,12 +457,17 @@ def _targets(pairs: Sequence[PeerPair]) -> str:
 @check(
     "link.nccl",
     INTERCONNECT,
-    "all-reduce across every GPU (torch.distributed, NCCL): bus bandwidth against the link",
+    "an all-reduce across every GPU (torch.distributed, NCCL)",
+    fails=(
+        "a rank fails or hangs, a wrong sum; busbw below half the link's typical per-direction figure (FAIL "
+        "on NVLink/NVSwitch, WARN on PCIe)"
+    ),
     scope=Scope.NODE,
     action=Action.FIX_CONFIG,
     needs_torch=always,
     needs_gpu=True,
     level=2,
+    finding=Volatile("all-reduce below expected"),
 )
 def allreduce(facts: Facts, options: Options) -> list[CheckResult]:
     from gpudiag.checks.deep.facts import ALLREDUCE as PHASE
@@ -501,12 +528,18 @@ def allreduce(facts: Facts, options: Options) -> list[CheckResult]:
 @check(
     "stress.gemm",
     STRESS,
-    "sustained GEMM on every GPU at once: throttling, errors, stragglers",
+    "sustained GEMM on every GPU at once",
+    fails=(
+        "HW slowdown / HW thermal / power-brake clock events under load, an Xid, an ECC or remap rise, a "
+        "product that differs from the first, a straggler (below 85 % of its peers' median); WARN: SW thermal "
+        "slowdown, a slowdown of more than 20 % over the run"
+    ),
     scope=Scope.NODE,
     action=Action.COOLING,
     needs_torch=always,
     needs_gpu=True,
     level=3,
+    finding=Volatile("GEMM stress failed", kinds=True),
 )
 def stress_gemm(facts: Facts, options: Options) -> list[CheckResult]:
     deep = facts.deep

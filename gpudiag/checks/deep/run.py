@@ -12,12 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import msgspec
-
 from gpudiag.checks.deep import allreduce, links, memtest, stress
 from gpudiag.checks.deep.collect import Context
 from gpudiag.checks.deep.facts import DeepFacts
-from gpudiag.checks.deep.levels import LEVELS, START_SECONDS, shares
+from gpudiag.checks.deep.levels import START_SECONDS, DeepPlan, shares
 from gpudiag.checks.deep.progress import Progress
 from gpudiag.checks.deep.sampler import Sampler
 from gpudiag.model import GpuState, Machine, ProcessKind, TorchRuntime
@@ -31,14 +29,6 @@ STRESS_IDS = ("stress.gemm",)
 # Child settings per phase that replace the level's own in every run: empty, except in tests, which
 # run the children on the CPU (``{"memtest": {"device_type": "cpu", ...}, ...}``).
 OVERRIDES: dict[str, dict[str, Any]] = {}
-
-
-class DeepPlan(msgspec.Struct, frozen=True):
-    level: int
-    checks: tuple[str, ...]  # the selected deep checks' ids
-    budget: float  # seconds, for the whole `check` run
-    # Per phase, child settings that replace the level's own (tests run the children on the CPU).
-    overrides: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
 
 
 def busy(machine: Machine, own: Iterable[int] = ()) -> list[str]:
@@ -73,7 +63,7 @@ def run(
 ) -> tuple[DeepFacts, list[str]]:
     """Every selected deep test, within ``plan.budget`` seconds of ``started`` (time.monotonic());
     (what they found, what could not run)."""
-    level = LEVELS[plan.level]
+    level = plan.level
     wanted = set(plan.checks)
     watch = source.session.watch_xids()
     ctx = Context(
@@ -82,7 +72,7 @@ def run(
         python=python,
         budget_end=started + plan.budget,
         budget=plan.budget,
-        overrides=plan.overrides,
+        overrides={**OVERRIDES, **plan.overrides},
         sampler=Sampler(lambda groups: ctx.read(groups), watch),
         progress=progress or Progress(),
     )
@@ -108,7 +98,7 @@ def run(
     if ctx.sampler.error:
         ctx.notes.append(ctx.sampler.error)
     xid_watch = f"XIDs not watched on {', '.join(watch.missing)}" if watch.missing else ""
-    facts = DeepFacts(level=plan.level, xids=tuple(ctx.sampler.xids), xid_watch=xid_watch, **found)
+    facts = DeepFacts(level=level.number, xids=tuple(ctx.sampler.xids), xid_watch=xid_watch, **found)
     return facts, ctx.notes
 
 
