@@ -1,6 +1,7 @@
 """docs/api.md's examples run as shown: each ```python block runs, and the ```text block right after it
 is what it prints. The loggers' recipes (TensorBoard, Lightning, Hugging Face) run in a child against
-stand-ins of those packages (not installed here) that record what they were handed."""
+stand-ins of those packages (not installed here) that record what they were handed.
+After a deliberate change of what they print: ``python -m tests.test_api_docs`` rewrites the page."""
 
 from __future__ import annotations
 
@@ -107,3 +108,23 @@ def test_logger_recipes_run(line: int, code: str, expected: str | None, tmp_path
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == (expected or "steps [0, 1, 2] allocator True forecast True\n")
+
+
+def rewrite() -> None:
+    """Put what each example prints under it (after a deliberate change: review `git diff docs/api.md`)."""
+    os.environ.pop("GPUDIAG_REPLAY", None)
+    text = PAGE.read_text()
+
+    def shown(match: re.Match[str]) -> str:
+        if _third_party(match["code"]) or match["shown"] is None:
+            return match.group(0)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(match["code"], str(PAGE), "exec"), {"__name__": "__doc_example__"})
+        return f"```python\n{match['code']}```\n\n```text\n{out.getvalue()}```"
+
+    PAGE.write_text(_BLOCK.sub(shown, text))
+
+
+if __name__ == "__main__":  # python -m tests.test_api_docs
+    rewrite()

@@ -188,6 +188,12 @@ def test_mouse_sorts_by_a_heading_and_g_keeps_one_gpu() -> None:
                 assert app.query_one("#filter", widgets().Input).value == "gpu:5"
                 await pilot.press("escape")
                 assert len(app.proc_lines) == 64
+                await pilot.click("#procs", offset=(10, 3))  # a row: the cursor moves there
+                await pilot.pause()
+                assert table(app, "procs").cursor_row == 2 and not isinstance(app.screen, ui().Detail)
+                await pilot.click("#procs", offset=(10, 3))  # again: its detail
+                await pilot.pause()
+                assert isinstance(app.screen, ui().Detail)
 
     run(go())
 

@@ -19,8 +19,10 @@ def command(
     ctx: typer.Context,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between refreshes (at least 0.1).")] = 2.0,
 ) -> None:
-    """Interactive monitor: GPUs and their processes live, sorted, filtered, as a tree, with a
-    process's detail and signals (like nvitop). q quits; on a replay: the example's recorded series."""
+    """Interactive monitor of the GPUs and their processes, like nvitop (q quits).
+
+    Live, or on a replay its recorded series: sort by any column, filter by user, GPU or text, a
+    process tree, a process's detail, SIGTERM / SIGKILL / SIGINT after a confirmation."""
     from gpudiag.units import seconds
 
     s = settings(ctx)

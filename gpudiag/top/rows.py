@@ -124,6 +124,7 @@ def proc_lines(
 ) -> list[ProcLine]:
     """The process table's rows. ``memory_history``: the watch's NVML figure per GPU and PID;
     ``cuda(gpu, pid)``: the process's own name for the GPU ("" when not known)."""
+    totals = {r.gpu.index: r.gpu.memory.value.total_bytes / MIB for r in sample.memory.gpus if r.gpu.memory.value}
     procs = []
     for row in sample.memory.processes:
         p, key = row.process, row.key
@@ -140,7 +141,7 @@ def proc_lines(
                 sm=sample.sm_percent(row.gpu_index, p.pid),
                 cuda=tracked or cuda(row.gpu_index, p.pid),
                 command=row.command or "?",
-                history=sparkline(series),
+                history=sparkline(series, totals.get(row.gpu_index)),  # against the GPU's memory
             )
         )
     return procs
