@@ -433,3 +433,58 @@ def test_the_command_without_textual_says_how_to_install_it(monkeypatch: pytest.
     result = CliRunner().invoke(build_app("top"), ["--replay", TRAINING, "top"])
     assert top_cmd.INSTALL_HINT in result.output
     assert result.exit_code == 1
+
+
+class Stalling:
+    """A source whose reads after the first wait for ``release`` (an NVML call that does not return),
+    or raise when ``fail`` is set."""
+
+    def __init__(self, sampler: api.Sampler) -> None:
+        import threading
+
+        self.sampler, self.release, self.fail, self.reads = sampler, threading.Event(), False, 0
+
+    @property
+    def state(self) -> Any:
+        return self.sampler.state
+
+    def sample(self) -> api.Sample:
+        self.reads += 1
+        if self.reads > 1:
+            if self.fail:
+                raise OSError("NVML went away")
+            self.release.wait(30)
+        return self.sampler.sample()
+
+
+@pytest.mark.slow
+def test_a_hung_read_leaves_the_screen_answering_and_q_quits() -> None:
+    async def go() -> tuple[Any, Stalling]:
+        with api.Sampler(TRAINING) as sampler:
+            source = Stalling(sampler)
+            app = ui().TopApp(source, ReplayedHost(), interval=0.1)
+            async with app.run_test(size=(80, 30)) as pilot:
+                for _ in range(100):
+                    await pilot.pause(0.05)
+                    if app.message.startswith("the last read has taken"):
+                        break
+                assert app.message.startswith("the last read has taken"), app.message
+                await pilot.press("r")  # keys still work
+                assert not app.reverse
+                source.release.set()
+                for _ in range(100):
+                    await pilot.pause(0.05)
+                    if app.sample is not None and app.sample.number >= 1:
+                        break
+                assert app.sample.number >= 1 and app.message == ""  # the late sample shown, the warning gone
+                source.fail = True
+                for _ in range(100):
+                    await pilot.pause(0.05)
+                    if app.message.startswith("read failed"):
+                        break
+                assert app.message == "read failed: OSError: NVML went away"
+                await pilot.press("q")
+            return app, source
+
+    app, _ = run(go())
+    assert app.return_code == 0

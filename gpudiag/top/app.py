@@ -9,6 +9,9 @@ Every text from outside is escaped (render.printable) and handed to Textual as `
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -293,6 +296,7 @@ class TopApp(App[int]):
         self._shown: dict[str, list[list[str]]] = {"gpus": [], "procs": []}
         self.message = ""
         self._lines: dict[str, str] = {}
+        self._reading_since: float | None = None  # a read in its thread since then
 
     # --- layout ------------------------------------------------------------------------------
 
@@ -309,9 +313,9 @@ class TopApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.refresh_sample()
+        self.refresh_sample()  # the first screen from the first sample, before anything else is drawn
         self.query_one("#procs", DataTable).focus()
-        self.set_interval(self.interval, self.refresh_sample)
+        self.set_interval(self.interval, self._tick)
 
     def on_resize(self) -> None:
         self._draw(force=True)
@@ -331,8 +335,40 @@ class TopApp(App[int]):
 
     # --- data --------------------------------------------------------------------------------
 
+    def _tick(self) -> None:
+        """Read the next sample in a thread of its own: a slow or hung NVML call leaves the screen
+        answering keys (q still quits), and the status line says how long the read has taken."""
+        if self._reading_since is not None:
+            waited = time.monotonic() - self._reading_since
+            if waited > 2 * self.interval:
+                self.say(f"the last read has taken {waited:.0f} s (NVML not answering?); showing the one before")
+            return
+        self._reading_since = time.monotonic()
+        threading.Thread(target=self._read, name="gpudiag-top-read", daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            sample, error = self.source.sample(), ""
+        except Exception as exc:  # shown on the status line; the last sample stays
+            sample, error = None, f"read failed: {type(exc).__name__}: {exc}"
+        with contextlib.suppress(RuntimeError):  # the app has ended meanwhile
+            self.call_from_thread(self._took, sample, error)
+
+    def _took(self, sample: Sample | None, error: str) -> None:
+        self._reading_since = None
+        if sample is None:
+            self.say(printable(error))
+            return
+        if self.message.startswith("the last read has taken"):
+            self.message = ""
+        self._show(sample)
+
     def refresh_sample(self) -> None:
-        self.sample = self.source.sample()
+        """Read and show a sample now (the first one; tests)."""
+        self._show(self.source.sample())
+
+    def _show(self, sample: Sample) -> None:
+        self.sample = sample
         state = self.source.state
         self.host.forget({p.process.pid for p in self.sample.memory.processes})
         self.gpu_lines = rows.gpu_lines(self.sample, state.util_history)
