@@ -488,3 +488,31 @@ def test_a_hung_read_leaves_the_screen_answering_and_q_quits() -> None:
 
     app, _ = run(go())
     assert app.return_code == 0
+
+
+def test_cuda_names_follow_the_process_own_visible_devices() -> None:
+    from gpudiag.top.host import cuda_names
+
+    class Host:
+        live = True
+
+        def environ(self, pid: int) -> dict[str, str] | None:
+            return {1: {"CUDA_VISIBLE_DEVICES": "3,1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, 2: {}}.get(pid)
+
+    sample = next(api.watch(replay="h100x8-healthy", count=1))
+    name = cuda_names(Host())  # type: ignore[arg-type]
+    assert [name(sample, gpu, 1) for gpu in (3, 1, 0)] == ["cuda:0", "cuda:1", ""]
+    assert name(sample, 5, 2) == "cuda:5"  # unset: every GPU, in order
+    assert name(sample, 0, 3) == ""  # environment not readable
+
+
+def test_live_host_reads_parents_up_the_chain() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        parents = LiveHost().parents([child.pid])
+        assert parents[child.pid] == os.getpid()
+        assert os.getpid() in parents  # and on up
+        assert LiveHost().environ(child.pid) is not None  # our own child: readable
+    finally:
+        child.kill()
+        child.wait()

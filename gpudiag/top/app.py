@@ -583,6 +583,9 @@ def detail_text(sample: Sample, p: rows.ProcLine, host: LiveHost | ReplayedHost)
         f"{'' if p.mem_percent is None else f' ({p.mem_percent:.1f}% of the GPU)'}"
         f", SM: {'-' if p.sm is None else f'{p.sm}%'}",
     ]
+    if p.history:
+        n = len(p.history)
+        lines.append(f"GPU memory history: {p.history} ({n} sample{'s' * (n > 1)}, against the GPU's memory)")
     environ = host.environ(p.pid)
     if environ is None:
         lines.append("environment: " + ("not recorded in a replay" if not host.live else "not readable"))
