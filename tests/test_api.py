@@ -61,6 +61,16 @@ def test_run_checks_is_check_without_torch_and_says_its_verdict() -> None:
     assert api.exit_code(healthy) is api.ExitCode.OK
 
 
+def test_run_checks_judges_torch_only_when_asked() -> None:
+    def arch(run: api.CheckRun) -> api.Status:
+        return next(r.status for r in run.results if r.id == "compat.arch")
+
+    without = api.run_checks(replay="p100-torch-cu128")  # a torch build without the P100's sm_60
+    assert arch(without) is api.Status.SKIP and api.exit_code(without) is api.ExitCode.OK
+    with_torch = api.run_checks(replay="p100-torch-cu128", torch=True)  # the replay's recorded torch
+    assert arch(with_torch) is api.Status.FAIL and api.exit_code(with_torch) is api.ExitCode.FAILED
+
+
 def test_run_checks_that_select_nothing_is_a_usage_error() -> None:
     with pytest.raises(api.GpudiagError) as error:
         api.run_checks(replay="h100x8-healthy", only=["no.such.check"])
