@@ -141,6 +141,20 @@ def test_the_example_shows_gpus_and_processes_and_quits_on_q() -> None:
 
 
 @pytest.mark.slow
+def test_ctrl_c_ends_it_as_an_interrupt() -> None:
+    async def go() -> Any:
+        with api.Sampler(TRAINING) as sampler:
+            app = ui().TopApp(sampler, ReplayedHost(), interval=3600)
+            async with app.run_test(size=(80, 30)) as pilot:
+                await pilot.pause()
+                await pilot.press("slash")  # even from the filter box
+                await pilot.press("ctrl+c")
+            return app
+
+    assert run(go()).return_code == 130
+
+
+@pytest.mark.slow
 def test_keys_sort_reverse_filter_and_clear() -> None:
     async def go() -> None:
         with api.Sampler(TRAINING) as sampler:

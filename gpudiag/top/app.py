@@ -23,6 +23,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Static
 
+from gpudiag.exitcodes import ExitCode
 from gpudiag.render.printable import printable
 from gpudiag.top import rows
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from gpudiag.top.host import LiveHost, ReplayedHost
 
 GIB = 1 << 30
+INTERRUPTED = int(ExitCode.INTERRUPTED)  # 128 + SIGINT, as every watch interrupted by Ctrl-C
 DEFAULT_INTERVAL = 2.0
 
 
@@ -256,6 +258,8 @@ class TopApp(App[int]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit_top", "Quit"),
+        # Ctrl-C is a key here (the terminal is raw), read as the interrupt it is everywhere else: 130.
+        Binding("ctrl+c", "interrupt", "Interrupt", show=False, priority=True),
         Binding("slash", "filter", "Filter"),
         Binding("comma", "sort(-1)", "Sort <"),
         Binding("full_stop", "sort(1)", "Sort >"),
@@ -469,7 +473,10 @@ class TopApp(App[int]):
     # --- actions -----------------------------------------------------------------------------
 
     def action_quit_top(self) -> None:
-        self.exit(0)
+        self.exit(return_code=0)
+
+    def action_interrupt(self) -> None:
+        self.exit(return_code=INTERRUPTED)
 
     def action_sort(self, step: int) -> None:
         keys = [key for key, _, _ in rows.PROC_COLUMNS if key in self._proc_columns]
