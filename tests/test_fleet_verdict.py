@@ -253,3 +253,18 @@ def test_resume_from_a_report_json_reads_its_verified_files(cli: Cli, tmp_path: 
     assert old.verified is None
     (step,) = drain.plan([old], {"gpu1": Current("IDLE+DRAIN", OURS, time.time() - 60)}, resume=True)
     assert step.verb is Verb.KEEP and "run report again" in step.note
+
+
+def test_a_process_name_that_is_not_utf8_does_not_make_the_file_unreadable(cli: Cli) -> None:
+    """gpudiag's JSON writes a byte of a command line that is not UTF-8 as a lone surrogate escape
+    (valid JSON that msgspec refuses): the node is judged all the same, and a key twice still counts."""
+    code, out, _ = cli.replay(HEALTHY, "check", "--no-torch", "--json")
+    assert code == 0
+    data = json.loads(out)
+    data["checks"][0]["finding"] = "python3 tr\udcffin.py"
+    raw = json.dumps(data).encode()
+    assert b"\\udcff" in raw
+    node = nodefiles.parse(raw, "nodes/gpu1.json")
+    assert node.cause is None and node.host == data["host"]
+    twice = raw.replace(b'{"schema"', b'{"verdict": "READY", "schema"', 1)
+    assert nodefiles.parse(twice, "nodes/gpu1.json").cause is Cause.DUPLICATE_KEY

@@ -216,6 +216,8 @@ def parse(raw: bytes, path: str, keep_checks: bool = False) -> NodeFile:
     except msgspec.ValidationError as exc:  # JSON, but not a document of ours
         return _explain(raw, path, str(exc))
     except msgspec.DecodeError as exc:
+        if "surrogate" in str(exc) and (printable := _lone_surrogates_escaped(raw, path)) is not None:
+            return printable if isinstance(printable, NodeFile) else parse(printable, path, keep_checks)
         return _not_one_document(raw, path, str(exc))
     except UnicodeDecodeError as exc:
         return unreadable(path, Cause.BAD_UTF8, f"not valid UTF-8 (byte {exc.start})")
@@ -300,6 +302,30 @@ def _duplicated(raw: bytes, path: str, host: str | None) -> NodeFile | None:
     except ValueError as exc:  # read by msgspec, refused by the standard library (a 5,000-digit number)
         return unreadable(path, Cause.MALFORMED, f"malformed JSON: {str(exc)[:200]}", host)
     return None
+
+
+def _lone_surrogates_escaped(raw: bytes, path: str) -> bytes | NodeFile | None:
+    """gpudiag writes a byte of a process name that is not UTF-8 as a lone surrogate (``\\udcff``,
+    psutil's surrogateescape): valid JSON that msgspec refuses. The same document with each such
+    character written as its visible escape, the file unreadable for a key twice, or None when the
+    standard library refuses the text too."""
+    if duplicated := _duplicated(raw, path, None):
+        return duplicated
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return msgspec.json.encode(_escaped(data))
+
+
+def _escaped(data: Any) -> Any:
+    if isinstance(data, str):
+        return data if data.isascii() else data.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(data, dict):
+        return {_escaped(key): _escaped(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_escaped(item) for item in data]
+    return data
 
 
 def _decode(raw: bytes) -> Any:
