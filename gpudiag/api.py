@@ -64,6 +64,7 @@ __all__ = [
     "GpudiagError",
     "Machine",
     "MemoryView",
+    "NvmlStatus",
     "Options",
     "ProcessLoad",
     "ProcessRow",

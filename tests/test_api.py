@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -157,3 +158,30 @@ def test_the_package_is_typed() -> None:
     wheel = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
     assert wheel["packages"] == ["gpudiag"]  # hatch ships every file of the package, py.typed included
     assert "exclude" not in wheel
+
+
+def test_a_live_watch_keeps_to_the_interval_grid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Live (here NVML is absent: the machine says so, no exception), a slow sample shortens the next
+    wait and one that overruns whole intervals skips them, as every gpudiag watch does."""
+    clock = {"now": 100.0}
+    waits: list[float] = []
+    durations = iter([0.5, 2.5, 0.0, 0.0])  # how long each sample takes
+
+    def sample(self: api.Sampler, real: Any = api.Sampler.sample) -> api.Sample:
+        clock["now"] += next(durations)
+        return real(self)
+
+    monkeypatch.delenv("GPUDIAG_REPLAY", raising=False)
+    monkeypatch.setattr(api.Sampler, "sample", sample)
+    monkeypatch.setattr(api.time, "monotonic", lambda: clock["now"])
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clock["now"] += seconds
+
+    monkeypatch.setattr(api.time, "sleep", sleep)
+    samples = list(api.watch(interval=1.0, count=4))
+    assert samples[0].machine.nvml.status is not api.NvmlStatus.OK or samples[0].machine.gpus
+    # started at 100: sample 0 ends at 100.5 -> wait 0.5; sample 1 ends at 103.5 (ticks 102, 103 missed)
+    # -> next tick 104: wait 0.5; sample 2 at 104 -> wait 1.0
+    assert waits == [0.5, 0.5, 1.0]
