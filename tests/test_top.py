@@ -94,6 +94,24 @@ def test_live_host_refuses_another_users_process_before_trying(monkeypatch: pyte
     assert host.send(1, "KILL").startswith("PID 1 not signalled")
 
 
+@pytest.mark.slow
+def test_a_reused_pid_is_not_signalled() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        host = LiveHost()
+        started = host.started(child.pid)
+        assert started is not None
+        refused = host.send(child.pid, "TERM", started - 5)  # confirmed about a process that started earlier
+        assert refused.endswith("it is another process now (the one asked about has exited)")
+        assert child.poll() is None
+        assert host.send(child.pid, "TERM", started) == f"SIGTERM sent to PID {child.pid}"
+        assert child.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
 def test_a_replay_signals_nothing() -> None:
     assert "replay" in ReplayedHost().why_not(50000)
     assert ReplayedHost().send(50000, "KILL").startswith("PID 50000 not signalled")
@@ -196,7 +214,10 @@ def test_mouse_sorts_by_a_heading_and_g_keeps_one_gpu() -> None:
                 await pilot.click("#procs", offset=(procs.columns["gpu"].get_render_width(procs) + 2, 0))
                 await pilot.pause()
                 assert app.sort_column == "pid"
+                table(app, "gpus").focus()
                 table(app, "gpus").move_cursor(row=5)
+                await pilot.pause()
+                assert app.message == "GPU 5: health ok"  # the GPU under the cursor: its findings
                 await pilot.press("g")
                 assert {p.gpu for p in app.proc_lines} == {5}
                 assert app.query_one("#filter", widgets().Input).value == "gpu:5"
@@ -520,6 +541,7 @@ def test_cuda_names_follow_the_process_own_visible_devices() -> None:
     assert name(sample, 0, 3) == ""  # environment not readable
 
 
+@pytest.mark.slow
 def test_live_host_reads_parents_up_the_chain() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:

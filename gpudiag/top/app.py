@@ -545,6 +545,16 @@ class TopApp(App[int]):
             return None
         return self.proc_lines[table.cursor_row]
 
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """A GPU under the cursor: its health findings on the status line."""
+        if event.data_table.id != "gpus" or event.row_key.value is None:
+            return
+        index = int(event.row_key.value)
+        line = next((g for g in self.gpu_lines if g.index == index), None)
+        if line is not None and event.data_table.has_focus:
+            said = "; ".join(line.findings) if line.findings else f"health {line.health}"
+            self.say(f"GPU {index}: {printable(said)}")
+
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "procs":
             self.action_detail()
@@ -567,9 +577,10 @@ class TopApp(App[int]):
             self.say(f"PID {p.pid} not signalled: {refused}")
             return
         question = f"Send SIG{name} to PID {p.pid} ({printable(p.user)}: {printable(p.command)[:80]})?"
+        asked_about = self.host.started(p.pid)  # the process asked about, not one that reuses its PID later
 
         def answered(send: bool | None) -> None:
-            self.say(self.host.send(p.pid, name) if send else f"SIG{name} not sent")
+            self.say(self.host.send(p.pid, name, asked_about) if send else f"SIG{name} not sent")
 
         self.push_screen(ConfirmSignal(question), answered)
 

@@ -97,11 +97,23 @@ class LiveHost:
             owner = None
         return may_signal(owner, os.geteuid())
 
-    def send(self, pid: int, name: str) -> str:
-        """Send SIGTERM, SIGKILL or SIGINT (``name``: TERM, KILL, INT); returns what happened, one line."""
+    def started(self, pid: int) -> float | None:
+        """When the process started (psutil's create time): with the PID, which process it is."""
+        import psutil
+
+        try:
+            return float(psutil.Process(pid).create_time())
+        except psutil.Error:
+            return None
+
+    def send(self, pid: int, name: str, started: float | None = None) -> str:
+        """Send SIGTERM, SIGKILL or SIGINT (``name``: TERM, KILL, INT) to ``pid``, if it is still the
+        process that started at ``started`` (the one the user confirmed); returns what happened, one line."""
         refused = self.why_not(pid)
         if refused:
             return f"PID {pid} not signalled: {refused}"
+        if started is not None and self.started(pid) != started:
+            return f"PID {pid} not signalled: it is another process now (the one asked about has exited)"
         try:
             os.kill(pid, SIGNALS[name])
         except ProcessLookupError:
@@ -128,7 +140,10 @@ class ReplayedHost:
     def why_not(self, pid: int) -> str:
         return "this is a replay: its processes are not on this machine"
 
-    def send(self, pid: int, name: str) -> str:
+    def started(self, pid: int) -> float | None:
+        return None
+
+    def send(self, pid: int, name: str, started: float | None = None) -> str:
         return f"PID {pid} not signalled: {self.why_not(pid)}"
 
 
