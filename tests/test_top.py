@@ -159,31 +159,17 @@ def test_the_example_shows_gpus_and_processes_and_quits_on_q() -> None:
 
 
 @pytest.mark.slow
-def test_ctrl_c_ends_it_as_an_interrupt() -> None:
+def test_keys_sort_reverse_filter_tree_and_ctrl_c() -> None:
     async def go() -> Any:
         with api.Sampler(TRAINING) as sampler:
             app = ui().TopApp(sampler, ReplayedHost(), interval=3600)
-            async with app.run_test(size=(80, 30)) as pilot:
-                await pilot.pause()
-                await pilot.press("slash")  # even from the filter box
-                await pilot.press("ctrl+c")
-            return app
-
-    assert run(go()).return_code == 130
-
-
-@pytest.mark.slow
-def test_keys_sort_reverse_filter_and_clear() -> None:
-    async def go() -> None:
-        with api.Sampler(TRAINING) as sampler:
-            app = ui().TopApp(sampler, ReplayedHost(), interval=3600)
-            async with app.run_test(size=(120, 40)) as pilot:
+            async with app.run_test(size=(80, 24)) as pilot:
                 await pilot.pause()
                 mems = [p.mem for p in app.proc_lines]
                 assert mems == sorted(mems, reverse=True)  # default: GPU memory, largest first
                 await pilot.press("r")
                 assert [p.mem for p in app.proc_lines] == sorted(mems)
-                await pilot.press("comma", "comma", "comma", "comma")  # mem -> type -> user -> pid -> gpu
+                await pilot.press("comma", "comma", "comma")  # 80 columns: mem -> user -> pid -> gpu
                 assert app.sort_column == "gpu"
                 assert [p.gpu for p in app.proc_lines] == sorted(p.gpu for p in app.proc_lines)
                 await pilot.press("full_stop")
@@ -198,9 +184,17 @@ def test_keys_sort_reverse_filter_and_clear() -> None:
                 await pilot.press("slash", *"user:nobody")
                 assert app.proc_lines == [] and table(app, "procs").row_count == 0
                 await pilot.press("escape", "escape")
-                await pilot.press("q")
+                await pilot.press("t")  # the tree: a replay records no parents, so it stays flat and says so
+                assert app.tree_view and all(p.depth == 0 for p in app.proc_lines)
+                assert "a replay records no parents" in str(app.query_one("#summary", widgets().Static).render())
+                await pilot.press("K")  # a replay is never signalled: no confirmation is even asked
+                assert not isinstance(app.screen, ui().ConfirmSignal)
+                assert "this is a replay" in app.message
+                await pilot.press("slash")
+                await pilot.press("ctrl+c")  # even from the filter box: an interrupt, 130
+            return app
 
-    run(go())
+    assert run(go()).return_code == 130
 
 
 @pytest.mark.slow
@@ -234,21 +228,6 @@ def test_mouse_sorts_by_a_heading_and_g_keeps_one_gpu() -> None:
 
 
 @pytest.mark.slow
-def test_tree_on_a_replay_stays_flat_and_says_why() -> None:
-    async def go() -> None:
-        with api.Sampler(TRAINING) as sampler:
-            app = ui().TopApp(sampler, ReplayedHost(), interval=3600)
-            async with app.run_test(size=(120, 40)) as pilot:
-                await pilot.pause()
-                await pilot.press("t")
-                assert app.tree_view and all(p.depth == 0 for p in app.proc_lines)
-                summary = app.query_one("#summary", widgets().Static).render()
-                assert "a replay records no parents" in str(summary)
-
-    run(go())
-
-
-@pytest.mark.slow
 def test_detail_shows_allocator_and_forecast_where_the_tracker_reports_them() -> None:
     async def go() -> None:
         with api.Sampler("h100-leak-per-step") as sampler:
@@ -269,25 +248,12 @@ def test_detail_shows_allocator_and_forecast_where_the_tracker_reports_them() ->
     run(go())
 
 
-@pytest.mark.slow
-def test_a_replay_is_never_signalled() -> None:
-    async def go() -> None:
-        with api.Sampler(TRAINING) as sampler:
-            app = ui().TopApp(sampler, ReplayedHost(), interval=3600)
-            async with app.run_test(size=(80, 30)) as pilot:
-                await pilot.pause()
-                await pilot.press("K")
-                assert not isinstance(app.screen, ui().ConfirmSignal)
-                assert "this is a replay" in app.message
+class RealPids:
+    """A replay whose first processes are ``pids`` (real processes the test started, largest first), on
+    a live host."""
 
-    run(go())
-
-
-class OnePid:
-    """A replay whose first process is ``pid``: a real process the test started, on a live host."""
-
-    def __init__(self, sampler: api.Sampler, pid: int) -> None:
-        self.sampler, self.pid = sampler, pid
+    def __init__(self, sampler: api.Sampler, pids: list[int]) -> None:
+        self.sampler, self.pids = sampler, pids
 
     @property
     def state(self) -> Any:
@@ -295,45 +261,48 @@ class OnePid:
 
     def sample(self) -> api.Sample:
         s = self.sampler.sample()
-        first = s.memory.processes[0]
-        mine = msgspec.structs.replace(
-            first,
-            process=msgspec.structs.replace(first.process, pid=self.pid, used_memory_bytes=api.Reading.of(1 << 40)),
-        )
-        memory = msgspec.structs.replace(s.memory, processes=(mine, *s.memory.processes[1:]))
-        return msgspec.structs.replace(s, memory=memory)
+        rows = list(s.memory.processes)
+        for i, pid in enumerate(self.pids):
+            used = api.Reading.of((1 << 40) - i)
+            rows[i] = msgspec.structs.replace(
+                rows[i], process=msgspec.structs.replace(rows[i].process, pid=pid, used_memory_bytes=used)
+            )
+        return msgspec.structs.replace(s, memory=msgspec.structs.replace(s.memory, processes=tuple(rows)))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("key", "signum"), [("T", signal.SIGTERM), ("K", signal.SIGKILL), ("I", signal.SIGINT)])
-def test_a_signal_is_sent_only_after_the_confirmation(key: str, signum: int) -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+def test_a_signal_is_sent_only_after_the_confirmation() -> None:
+    sent = [("T", signal.SIGTERM), ("K", signal.SIGKILL), ("I", signal.SIGINT)]
+    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in sent]
     try:
 
         async def go() -> None:
             with api.Sampler(TRAINING) as sampler:
-                app = ui().TopApp(OnePid(sampler, child.pid), LiveHost(), interval=3600)
+                app = ui().TopApp(RealPids(sampler, [c.pid for c in children]), LiveHost(), interval=3600)
                 async with app.run_test(size=(80, 30)) as pilot:
                     await pilot.pause()
-                    assert first_pid(app) == child.pid  # the largest: sorted first
-                    await pilot.press(key)
-                    await pilot.pause()
-                    assert isinstance(app.screen, ui().ConfirmSignal)
-                    await pilot.press("n")
-                    await pilot.pause()
-                    assert child.poll() is None and "not sent" in app.message
-                    await pilot.press(key)
-                    await pilot.pause()
-                    await pilot.press("y")
-                    await pilot.pause()
-                    assert app.message == f"SIG{signal.Signals(signum).name[3:]} sent to PID {child.pid}"
+                    for row, ((key, signum), child) in enumerate(zip(sent, children, strict=True)):
+                        table(app, "procs").move_cursor(row=row)
+                        assert first_pid(app) == child.pid
+                        await pilot.press(key)
+                        await pilot.pause()
+                        assert isinstance(app.screen, ui().ConfirmSignal)
+                        await pilot.press("n")
+                        await pilot.pause()
+                        assert child.poll() is None and "not sent" in app.message
+                        await pilot.press(key)
+                        await pilot.pause()
+                        await pilot.press("y")
+                        await pilot.pause()
+                        assert app.message == f"SIG{signal.Signals(signum).name[3:]} sent to PID {child.pid}"
 
         run(go())
-        assert child.wait(timeout=10) == -signum
+        assert [c.wait(timeout=10) for c in children] == [-signum for _, signum in sent]
     finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
 
 
 @pytest.mark.slow
@@ -405,10 +374,9 @@ def test_screens_match_their_snapshots(name: str, size: tuple[int, int], keys: t
 
 @pytest.mark.slow
 def test_no_color_drops_the_colours(monkeypatch: pytest.MonkeyPatch) -> None:
-    coloured = screenshot((80, 30))
     monkeypatch.setenv("NO_COLOR", "1")
     plain = screenshot((80, 30))
-    assert plain != coloured
+    assert plain != (GOLDEN / "top" / "training-80x30.svg").read_text()  # the same screen in colour
     assert_matches_golden(GOLDEN / "top" / "training-no-color-80x30.svg", plain)
 
 
