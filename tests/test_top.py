@@ -152,6 +152,12 @@ def test_the_example_shows_gpus_and_processes_and_quits_on_q() -> None:
                 await pilot.pause()
                 assert table(app, "gpus").row_count == 8
                 assert table(app, "procs").row_count == 64
+                before = app.export_screenshot()
+                app.refresh_sample()  # the series' next moment: the changed cells drawn anew, none stale
+                await pilot.pause()
+                shown = str(table(app, "gpus").get_row_at(0)[1])  # 80 columns: GPU, UTIL, ...
+                assert shown == f"{app.sample.machine.gpus[0].utilization.value.gpu_percent}%"
+                assert app.export_screenshot() != before
                 await pilot.press("q")
             return app
 
@@ -333,12 +339,22 @@ async def settled(app: Any, pilot: Any) -> None:
     raise AssertionError("the footer never drew its keys")
 
 
-def screenshot(size: tuple[int, int], keys: tuple[str, ...] = (), replay: str = TRAINING) -> str:
+def screenshot(
+    size: tuple[int, int], keys: tuple[str, ...] = (), replay: str = TRAINING, skip: int = 0, refreshes: int = 0
+) -> str:
+    """The screen at ``size`` after ``keys``; ``skip``: samples read before the app starts, ``refreshes``:
+    samples it shows after its first."""
+
     async def go() -> str:
         with api.Sampler(replay) as sampler:
+            for _ in range(skip):
+                sampler.sample()
             app = ui().TopApp(sampler, ReplayedHost(), interval=3600, described=f"replay {replay}")
             async with app.run_test(size=size) as pilot:
                 await settled(app, pilot)
+                for _ in range(refreshes):
+                    app.refresh_sample()
+                    await pilot.pause()
                 if keys:
                     await pilot.press(*keys)
                     await pilot.pause()
@@ -370,6 +386,15 @@ def screenshot(size: tuple[int, int], keys: tuple[str, ...] = (), replay: str = 
 )
 def test_screens_match_their_snapshots(name: str, size: tuple[int, int], keys: tuple[str, ...]) -> None:
     assert_matches_golden(GOLDEN / "top" / f"{name}.svg", screenshot(size, keys))
+
+
+@pytest.mark.slow
+def test_a_refresh_draws_what_a_fresh_start_on_that_sample_draws() -> None:
+    """The cells kept between refreshes (top.app.Table) are never stale: after a refresh the screen is the
+    one an app started on that sample draws (80 columns show no history, the one thing that differs)."""
+    refreshed = screenshot((80, 30), refreshes=2)
+    assert refreshed != screenshot((80, 30))
+    assert refreshed == screenshot((80, 30), skip=2)
 
 
 @pytest.mark.slow
