@@ -56,7 +56,7 @@ _gpudiag() {
         --query-remapped-rows) return ;;
         --query-retired-pages) return ;;
         --query-supported-clocks) return ;;
-        --replay) COMPREPLY=($(compgen -W "a100-ecc-errors a100-mig a100-mig-no-instances a100x2-pcie-one-at-x8 container-pids driver-mismatch driver535-torch-cu128 geforce-no-ecc-power gpu-lost gtx1050-desktop h100-driver580-busy h100-driver580-idle h100-fragmented h100-leak-per-step h100-pcie-gen2-trained-down h100x8-healthy h100x8-nvswitch h100x8-ranks-imbalance h100x8-training-64procs hidepid-processes hostile-strings misconfigured-node mixed-gpus-workstation no-driver no-nvml-library no-permission old-driver-v1-processes p100-torch-cu128 rtx5090-torch-cu124 v100-pcie-gen3-x16 v100x4-tutorial zero-gpus" -- "$cur") $(compgen -f -- "$cur")); return ;;
+        --replay) COMPREPLY=($(compgen -W "a100-ecc-errors a100-mig a100-mig-no-instances a100x2-pcie-one-at-x8 container-pids driver-mismatch driver535-torch-cu128 geforce-no-ecc-power gpu-lost gtx1050-desktop h100-driver580-busy h100-driver580-idle h100-fragmented h100-leak-per-step h100-pcie-gen2-trained-down h100x8-healthy h100x8-nvswitch h100x8-ranks-imbalance h100x8-training-64procs h200-driver580-busy h200-driver580-idle hidepid-processes hostile-strings misconfigured-node mixed-gpus-workstation no-driver no-nvml-library no-permission old-driver-v1-processes p100-torch-cu128 rtx5090-torch-cu124 v100-pcie-gen3-x16 v100x4-tutorial zero-gpus" -- "$cur") $(compgen -f -- "$cur")); return ;;
         --require-capability) return ;;
         --require-cuda) return ;;
         --require-driver) return ;;

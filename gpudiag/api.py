@@ -137,16 +137,20 @@ def _replay(replay: str | None) -> str | None:
     return replay if replay is not None else os.environ.get(REPLAY_ENV) or None
 
 
-def read_machine(replay: str | None = None, *, facts: Iterable[FactGroup] = ALL_GROUPS) -> Machine:
+def read_machine(
+    replay: str | None = None, *, facts: Iterable[FactGroup] = ALL_GROUPS, only: Iterable[str] | None = None
+) -> Machine:
     """One reading of the machine (``gpudiag list --json`` prints this model), or of ``replay``.
 
     ``facts``: the groups of GPU facts to read (default every group but `-q`'s details); the others
-    read ``Reason.NOT_READ``. NVML that cannot start is no exception: ``machine.nvml.status`` says why.
+    read ``Reason.NOT_READ``. ``only``: of those groups' readings, only these (their model fields,
+    dotted from the GPU: ``"memory"``, ``"clock_sm_mhz"``), as ``list --query`` reads what it prints.
+    NVML that cannot start is no exception: ``machine.nvml.status`` says why.
     Raises :class:`GpudiagError` for a replay that cannot be read (its ``code`` is the CLI's exit code).
     """
     from gpudiag.probe.collect import collect
 
-    return collect(_replay(replay), facts=frozenset(facts))
+    return collect(_replay(replay), facts=frozenset(facts), only=None if only is None else frozenset(only))
 
 
 def health(machine: Machine) -> list[CheckResult]:

@@ -302,10 +302,15 @@ class PeerLink(msgspec.Struct, frozen=True):
     p2p_prop: Reading[str] = msgspec.field(default_factory=not_recorded)
 
 
+# How each GPU reaches every other one is N² NVML calls and lines: the details (`-q`, a snapshot with
+# details) read it up to this many GPUs (a node has 8, an HGX-2 16); beyond, `gpudiag topo` does.
+PEERS_READ_UP_TO = 16
+
+
 class Affinity(msgspec.Struct, frozen=True):
     cpus: Reading[str]  # CPU list, e.g. "0-15"
     numa_nodes: Reading[str]  # host NUMA nodes near the GPU, e.g. "0"
-    peers: tuple[PeerLink, ...]
+    peers: tuple[PeerLink, ...]  # none read on a machine of more than PEERS_READ_UP_TO GPUs
 
 
 class ProcessLoad(msgspec.Struct, frozen=True):

@@ -349,7 +349,7 @@ def test_xid_errors_of_a_gpu_nvml_cannot_watch_have_no_series(source: MachineSou
     register = lib.nvmlDeviceRegisterEvents
 
     def geforce_at_1(handle: Any, types: int, event_set: Any) -> None:
-        if handle.gpu == 1:
+        if lib.nvmlDeviceGetIndex(handle) == 1:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
         register(handle, types, event_set)
 

@@ -113,7 +113,7 @@ def list_command(
 
         watch_list(s, view, request)
         return
-    machine = read_machine(s.replay, facts=view.facts)  # the public API's read: one path for both
+    machine = read_machine(s.replay, facts=view.facts, only=view.only)  # the public API's read: one path
     check_nvml(machine, view)
     gpus = selected(machine, ids, no_processes)
     view.show(machine, gpus, s, filename)

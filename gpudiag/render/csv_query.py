@@ -36,6 +36,7 @@ class Field(msgspec.Struct, frozen=True):
     show: Formatter = str
     group: FactGroup | None = None  # what the source must read for it; None: identity or system facts
     missing: str = "[N/A]"  # what nvidia-smi prints without a value
+    keys: tuple[str, ...] = ()  # the readings of its group it shows (gpudiag.readings rows' keys)
 
 
 # nvidia-smi --help-query-gpu (driver 580), in its order: each name with its aliases and its [unit];
@@ -285,6 +286,7 @@ class _Answer(msgspec.Struct, frozen=True):
     read: Reader
     show: Formatter = str
     group: FactGroup | None = None
+    keys: tuple[str, ...] = ()  # the rows it reads (none beyond identity and the system's facts: ())
 
 
 def _row_reader(key: str, part: str) -> Reader:
@@ -308,7 +310,7 @@ def _answers(rows: tuple[Spec, ...]) -> dict[str, _Answer]:
         for entry in filter(None, row.query.split(";")):
             entry, _, show = entry.partition("=")
             name, _, part = entry.partition(":")
-            out[name] = _Answer(_row_reader(row.key, part), VALUE_FORMATS[show or row.show], row.group)
+            out[name] = _Answer(_row_reader(row.key, part), VALUE_FORMATS[show or row.show], row.group, (row.key,))
     return out
 
 
@@ -368,7 +370,9 @@ _DERIVED: dict[str, _Answer] = {
     "index": _Answer(lambda m, g: Reading.of(g.index)),
     "cuda_version": _Answer(lambda m, g: m.nvml.cuda_driver_version.map(cuda_version_text)),
     **{
-        f"clocks_event_reasons.{e.query}": _Answer(_event(e.bit), VALUE_FORMATS["active"], FactGroup.CLOCK_EVENTS)
+        f"clocks_event_reasons.{e.query}": _Answer(
+            _event(e.bit), VALUE_FORMATS["active"], FactGroup.CLOCK_EVENTS, ("clock_event_reasons",)
+        )
         for e in CLOCK_EVENTS
     },
     **{
@@ -395,7 +399,7 @@ def _field(name: _Name) -> Field:
     answer = _gpu_answers().get(name.name) or _detail_answers().get(name.name)
     if answer is None:
         return Field(name.name, name.aliases, name.unit, None, missing=name.missing)
-    return Field(name.name, name.aliases, name.unit, answer.read, answer.show, answer.group, name.missing)
+    return Field(name.name, name.aliases, name.unit, answer.read, answer.show, answer.group, name.missing, answer.keys)
 
 
 def fields() -> tuple[Field, ...]:
@@ -450,6 +454,13 @@ def spellings() -> dict[str, Any]:
 def groups(columns: list[Column]) -> frozenset[FactGroup]:
     """The fact groups the source must read for these fields (nothing else is read)."""
     return frozenset(c.field.group for c in columns if c.field.group is not None)
+
+
+def rows(columns: list[Column]) -> frozenset[str]:
+    """Of those groups' rows, the ones these fields show: a query asks NVML for nothing else (as
+    dmon reads per column group): `temperature.gpu` reads the temperature, not the fan and the
+    thresholds beside it in its group."""
+    return frozenset(key for c in columns for key in c.field.keys)
 
 
 def shown(machine: Machine, gpu: Gpu, field: Field, units: bool = True) -> tuple[str, bool]:

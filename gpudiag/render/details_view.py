@@ -161,8 +161,18 @@ def render(machine: Machine, gpus: tuple[Gpu, ...], display: frozenset[str] | No
             continue
         text += f"\nGPU {printable(show(gpu.pci_bus_id))}\n" + _format(gpu_lines(machine, gpu, display))
     if len(machine.gpus) > 1 and display is None:
-        text += "\n\n" + topology_matrix(machine)
+        text += "\n\n" + (topology_matrix(machine) if _peers_read(machine) else _NO_MATRIX.format(len(machine.gpus)))
     return text + "\n"
+
+
+_NO_MATRIX = "Topology\n{} GPUs: how each reaches each other one is `gpudiag topo`'s to show"
+
+
+def _peers_read(machine: Machine) -> bool:
+    """Whether the details list each GPU's peers: not beyond PEERS_READ_UP_TO usable GPUs (N² lines)."""
+    from gpudiag.details import PEERS_READ_UP_TO
+
+    return sum(g.state is GpuState.OK for g in machine.gpus) <= PEERS_READ_UP_TO
 
 
 # The lines of a GPU in `-q`, in nvidia-smi's order and words (driver 580), each with its `-q -x`
@@ -940,6 +950,8 @@ def _topology(machine: Machine, gpu: Gpu, d: GpuDetails | None, display: frozens
     for peer in a.peers:
         link = f"NV{peer.nvlinks}" if peer.nvlinks else show(peer.common_ancestor)
         lines.append((3, f"GPU {peer.gpu}", f"{link}, P2P read {show(peer.p2p_read)}", None))
+    if not a.peers and not _peers_read(machine):
+        lines.append((3, "Peers", f"{len(machine.gpus) - 1} GPUs, not listed here: see gpudiag topo", None))
     return lines
 
 
