@@ -23,6 +23,26 @@ def test_read_machine_on_a_replay_is_the_machine_list_reads() -> None:
     assert list_cmd.read_machine is api.read_machine  # `gpudiag list` reads through the public API
 
 
+def test_both_paths_of_list_read_through_the_api(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gpudiag import argv
+    from gpudiag.cli import list_fast
+
+    calls: list[tuple[str | None, Any]] = []
+    real = api.read_machine
+
+    def spy(replay: str | None = None, **kwargs: Any) -> api.Machine:
+        calls.append((replay, kwargs.get("only")))
+        return real(replay, **kwargs)
+
+    monkeypatch.setattr(api, "read_machine", spy)
+    found = list_fast.read(argv.read(["--replay", "h100x8-healthy", "list", "--query", "name", "--format", "csv"]), {})
+    assert found is not None and list_fast.run(found) == 0
+    assert calls and calls[0][0] == "h100x8-healthy" and calls[0][1] is not None  # the query's fields only
+    assert capsys.readouterr().out.count("NVIDIA H100 80GB HBM3") == 8
+
+
 def test_read_machine_reads_only_the_groups_asked_for() -> None:
     gpu = api.read_machine(replay="h100x8-healthy", facts={api.FactGroup.MEMORY}).gpus[0]
     assert gpu.memory.ok
