@@ -16,12 +16,17 @@ REPLAY_ENV = "GPUDIAG_REPLAY"
 
 
 def open_source(
-    replay: str | None = None, environ: Mapping[str, str] | None = None, facts: frozenset[FactGroup] = ALL_GROUPS
+    replay: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    facts: frozenset[FactGroup] = ALL_GROUPS,
+    only: frozenset[str] | None = None,
 ) -> MachineSource:
-    """Open the live machine, or replay an example name / snapshot file, to read ``facts``."""
+    """Open the live machine, or replay an example name / snapshot file, to read ``facts`` (of their
+    rows ``only`` these keys, when given)."""
     environ = os.environ if environ is None else environ
     source = replay_source(replay) if replay else live.live_source(environ)
     source.facts = facts
+    source.only = only
     return source
 
 
@@ -33,9 +38,10 @@ def replay_source(spec: str) -> MachineSource:
 
     machine, description = fixtures.load(spec)
     indices = tuple(g.index for g in machine.gpus)
+    lib = FakeNvml(machine)
     source = MachineSource(
         name=f"replay:{spec}",
-        lib=FakeNvml(machine),
+        lib=lib,
         host=RecordedHost(machine),
         host_info=machine.host,
         env=machine.env,
@@ -50,7 +56,15 @@ def replay_source(spec: str) -> MachineSource:
         process_stats=lambda: _recorded_process_stats(machine),
     )
     source.session.cpu_count = 1024  # the recorded machine's CPUs, not this host's, size its affinity masks
-    time = ReplayTime()  # a one-shot GPM read has nothing to wait for in a replay
+    # A one-shot GPM read has nothing to wait for in a replay, and each GPU's window is the recorded one.
+    time = ReplayTime(
+        {
+            position: gpu.profiling.value.window_s
+            for position, gpu in enumerate(machine.gpus)
+            if gpu.profiling.value is not None
+        }
+    )
+    lib.replay_time = time
     source.session.gpm_clock, source.session.gpm_sleep = time.now, time.sleep
     source.session.unrecorded_details = {  # by position: the fake enumerates a snapshot's GPUs from 0
         position: (
@@ -71,8 +85,12 @@ def _recorded_process_stats(machine: Machine) -> Any:
 
 
 def collect(
-    replay: str | None = None, environ: Mapping[str, str] | None = None, facts: frozenset[FactGroup] = ALL_GROUPS
+    replay: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    facts: frozenset[FactGroup] = ALL_GROUPS,
+    only: frozenset[str] | None = None,
 ) -> Machine:
-    """One reading of the machine's ``facts`` (every group unless a command asks for fewer)."""
-    with open_source(replay, environ, facts) as source:
+    """One reading of the machine's ``facts`` (every group unless a command asks for fewer; of their
+    rows only the keys ``only`` names, when given)."""
+    with open_source(replay, environ, facts, only) as source:
         return source.read()

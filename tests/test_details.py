@@ -27,13 +27,18 @@ CAPTURE = ROOT / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
 
 
 @pytest.mark.parametrize("moment", ["idle", "busy"])
-def test_the_captured_examples_hold_the_details_the_probe_reads_from_the_capture(moment: str) -> None:
-    _, unanswered = capture.build(moment, CAPTURE)
+@pytest.mark.parametrize(("board", "folder"), [("h100", CAPTURE.name), ("h200", "h200-driver580")])
+def test_the_captured_examples_hold_the_details_the_probe_reads_from_the_capture(
+    board: str, folder: str, moment: str
+) -> None:
+    capture_dir = CAPTURE.parent / folder
+    _, unanswered = capture.build(moment, capture_dir)
     assert unanswered == []  # every call the probe made was answered by the capture or nvidia-smi's output
-    example = f"h100-driver580-{moment}"
+    example = f"{board}-driver580-{moment}"
     recorded = json.loads((fixtures.EXAMPLES_DIR / f"{example}.json").read_text())["gpus"][0]["details"]
-    assert recorded == capture.details_for_snapshot(moment, CAPTURE), (
-        f"regenerate: python -m tests.hardware.capture --into gpudiag/machines/{example}.json {moment}"
+    assert recorded == capture.details_for_snapshot(moment, capture_dir), (
+        "regenerate: python -m tests.hardware.capture --into "
+        f"gpudiag/machines/{example}.json {moment} docs/hardware/{folder}"
     )
 
 

@@ -24,10 +24,7 @@ from gpudiag.model import (
     TorchBuild,
     TorchRuntime,
 )
-from gpudiag.probe import env as env_probe
-from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
 from gpudiag.probe.nvml import HostResolver, NvmlSession, no_process_stats
-from gpudiag.probe.torch_static import torch_build
 
 
 @dataclass
@@ -49,6 +46,9 @@ class MachineSource:
     kernel_module_version: Reading[str]
     description: str = ""
     facts: frozenset[FactGroup] = ALL_GROUPS
+    # The readings (gpudiag.readings rows' keys) each read asks for of those groups, when a command
+    # shows only some (`list --query`): the rest of the groups' rows are not asked. None: all of them.
+    only: frozenset[str] | None = None
     # Recorded in snapshots; a live source leaves it to the commands that start torch.
     torch_runtime: Reading[TorchRuntime] = field(
         default_factory=lambda: Reading.missing(Reason.UNAVAILABLE, "torch runtime not probed")
@@ -72,12 +72,14 @@ class MachineSource:
         self.session = NvmlSession(self.lib, self.host)
         self.session.open(self.kernel_module_version)
 
-    def read(self, facts: frozenset[FactGroup] | None = None) -> Machine:
-        """One reading: ``facts`` overrides the source's groups for this read (e.g. a re-read of the link)."""
+    def read(self, facts: frozenset[FactGroup] | None = None, only: frozenset[str] | None = None) -> Machine:
+        """One reading: ``facts`` overrides the source's groups for this read (e.g. a re-read of the link),
+        and ``only`` its rows (see ``only`` above)."""
         wanted = self.facts if facts is None else facts
+        rows = self.only if only is None else only
         if FactGroup.DETAILS in wanted and self.session.process_stats is no_process_stats:
             self.session.process_stats = self.process_stats()
-        gpus = self.session.read_gpus(wanted) if self.session.opened else ()
+        gpus = self.session.read_gpus(wanted, rows) if self.session.opened else ()
         if self.indices:
             gpus = tuple(replace(g, index=self.indices[g.index]) for g in gpus)
         return Machine(
@@ -153,6 +155,11 @@ def _import_pynvml() -> Any:
 
 def live_source(environ: Mapping[str, str]) -> MachineSource:
     """The live machine: NVML through nvidia-ml-py, psutil and /proc, the environment given."""
+    # The host's probes only here: a replay reads its host from the file (socket, pathlib, ast: ~4 ms).
+    from gpudiag.probe import env as env_probe
+    from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
+    from gpudiag.probe.torch_static import torch_build
+
     pynvml = _import_pynvml()
     info = host_info()
     return MachineSource(

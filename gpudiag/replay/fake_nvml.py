@@ -22,7 +22,7 @@ import ctypes
 import functools
 import operator
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import SimpleNamespace
 from typing import Any
 
@@ -223,14 +223,25 @@ def _detail_rows_by_field() -> dict[Any, _Call]:
 
 
 class ReplayTime:
-    """Time for a replay's one-shot GPM read: its wait between two samples passes at once (the recorded
-    figures are the window's whatever it lasts), and the window it reports is the one it asked for."""
+    """Time for a replay's GPM reads: a wait between two samples passes at once (the recorded figures
+    are the window's whatever it lasts), and a GPU whose snapshot records its window is sampled that
+    window apart, so the replay reports the window the live read measured (0.100074 s, not the 0.1 s
+    asked for); a GPU without one is sampled as the waits move the time."""
 
-    def __init__(self) -> None:
+    def __init__(self, windows: Mapping[int, float] | None = None) -> None:
         self._now = 0.0
+        self._windows = dict(windows or {})  # by position: each GPU's recorded window
+        self._sampled: dict[int, float] = {}  # by position: the time of the GPU's latest sample
+        self._last: int | None = None
+
+    def sampled(self, gpu: int) -> None:
+        """The fake took a GPM sample of GPU ``gpu`` (its position): the next ``now`` is its time."""
+        window, previous = self._windows.get(gpu), self._sampled.get(gpu)
+        self._sampled[gpu] = self._now if window is None or previous is None else previous + window
+        self._last = gpu
 
     def now(self) -> float:
-        return self._now
+        return self._now if self._last is None else self._sampled[self._last]
 
     def sleep(self, seconds: float) -> None:
         self._now += seconds
@@ -294,6 +305,7 @@ class FakeNvml(CFake):
         # GPM sample buffers (nvmlGpmSampleAlloc), by address: the GPU sampled into each (its position)
         # and its profiling reading then, or None while the buffer holds no sample.
         self._gpm_samples: dict[int, tuple[int, Reading[Any]] | None] = {}
+        self.replay_time: ReplayTime | None = None  # told of each GPM sample (a replay's clock)
         self._unrecorded_fields: set[int] = set()  # addresses of field slots answered "not recorded"
 
     def _load(self, path: str) -> Any:
@@ -823,6 +835,8 @@ class FakeNvml(CFake):
         if address not in self._gpm_samples:
             fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         self._gpm_samples[address] = (handle.gpu, gpu.profiling)
+        if self.replay_time is not None:
+            self.replay_time.sampled(handle.gpu)
         return sample
 
     def nvmlGpmMetricsGet(self, ref: Any) -> int:
