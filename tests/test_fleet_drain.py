@@ -109,10 +109,11 @@ def test_the_plan() -> None:
 
 def test_resume_needs_a_gpudiag_reason_and_files_newer_than_the_drain(tmp_path: Path) -> None:
     drained_at = _local("2026-11-23T07:19:25")
-    old, new = ff.write(tmp_path, "old.json", b"{}"), ff.write(tmp_path, "new.json", b"{}")
+    passed = {"checks": [{"id": "health.ecc", "status": "PASS", "target": "GPU 0"}]}
+    old, new = ff.write(tmp_path, "old.json", json.dumps(passed)), ff.write(tmp_path, "new.json", json.dumps(passed))
     os.utime(old, (drained_at - 60, drained_at - 60))
     os.utime(new, (drained_at + 60, drained_at + 60))
-    stamped = ff.write(tmp_path, "stamped.json", json.dumps({"collected_at": drained_at + 5}))
+    stamped = ff.write(tmp_path, "stamped.json", json.dumps({**passed, "collected_at": drained_at + 5}))
     os.utime(stamped, (drained_at - 60, drained_at - 60))  # the document's own time wins over the file's
     ours = Current("IDLE+DRAIN", "gpudiag health-check: health.ecc GPU0: uncorrected ECC errors; reset", drained_at)
 
@@ -150,6 +151,43 @@ def test_resume_needs_a_gpudiag_reason_and_files_newer_than_the_drain(tmp_path: 
     assert steps["admin"].note == "ready, left drained: reason set by someone else: new DIMMs"
     assert "up" not in steps
     assert drain.plan(targets, current, resume=False) == []
+
+
+def test_resume_needs_the_check_that_drained_the_node_to_have_run_and_passed(tmp_path: Path) -> None:
+    """`check --only nvml.init` passes on a GPU with ECC errors: it says nothing about the fault that
+    drained the node, so it resumes nothing; the same check passing on the GPU it named does."""
+    drained_at = _local("2026-11-23T07:19:25")
+    sick = ff.check("a100-ecc-errors", "gpu1", "--only", "nvml.init")
+    assert sick["verdict"] == "READY"  # what a node that never ran health.ecc sends
+    results = {
+        "init-only": sick["checks"],
+        "ecc-skipped": [*sick["checks"], {"id": "health.ecc", "status": "SKIP", "target": "GPU 0"}],
+        "other-gpu": [*sick["checks"], {"id": "health.ecc", "status": "PASS", "target": "GPU 1"}],
+        "healed": [*sick["checks"], {"id": "health.ecc", "status": "PASS", "target": "GPU 0"}],
+    }
+    targets = []
+    for node, checks in results.items():
+        path = ff.write(
+            tmp_path, f"{node}.json", json.dumps({**sick, "checks": checks, "collected_at": drained_at + 60})
+        )
+        targets.append(Target(node, "ready", files=(str(path),), verified=(str(path),)))
+    ecc = Current(
+        "IDLE+DRAIN", "gpudiag prolog: health.ecc GPU0 GPU-dead0bad: uncorrected ECC errors; reset", drained_at
+    )
+    steps = {s.node: s for s in drain.plan(targets, dict.fromkeys(results, ecc), resume=True)}
+    assert {node: s.verb for node, s in steps.items()} == {
+        "init-only": Verb.KEEP,
+        "ecc-skipped": Verb.KEEP,
+        "other-gpu": Verb.KEEP,
+        "healed": Verb.RESUME,
+    }
+    assert "health.ecc on GPU0, which drained it, did not run and pass" in steps["init-only"].note
+    # A reason that names no check (a verdict without a failed check) needs a passing check file only.
+    generic = Current("IDLE+DRAIN", "gpudiag: not ready: verdict NOT READY, no failed check listed", drained_at)
+    assert drain.plan(targets[:1], {"init-only": generic}, resume=True)[0].verb is Verb.RESUME
+    assert drain.drained_for(ECC) == ("health.ecc", "GPU0")
+    assert drain.drained_for("gpudiag health-check: host.nouveau: nouveau loaded; fix config") == ("host.nouveau", "")
+    assert drain.drained_for("gpudiag: bench-transfer cuda:0: slow") is None
 
 
 def test_the_printed_line_is_the_argv_shell_quoted() -> None:

@@ -152,15 +152,61 @@ def _ready_and_drained(t: Target, now: Current) -> Step:
             "or a snapshot): run the check again"
         )
         return Step(t.node, Verb.KEEP, f"ready, left drained: {why}")
-    seen = newest(t.verified)
-    if seen is None or now.since is None:
+    found = _newest(t.verified)
+    if found is None or now.since is None:
         return Step(t.node, Verb.KEEP, "ready, left drained: cannot tell whether its files are newer than the drain")
+    seen, raw = found
     if seen < now.since + 1:  # Slurm's time has whole seconds: newer means a second later at least
         return Step(
             t.node, Verb.KEEP, f"ready, left drained: its newest file ({_when(seen)}) is older than the drain "
             f"({_when(now.since)}): run the check again"
         )  # fmt: skip
+    if (fault := drained_for(now.reason)) is not None and not _passed(raw, *fault):
+        check, target = fault
+        return Step(
+            t.node, Verb.KEEP, f"ready, left drained: {check}{' on ' + target if target else ''}, which drained it, "
+            "did not run and pass in its newest check file: run the check again"
+        )  # fmt: skip
     return Step(t.node, Verb.RESUME, f"ready again (was: {now.reason})")
+
+
+def drained_for(reason: str) -> tuple[str, str] | None:
+    """The check (and its target, ``GPU0``; "" for the node) a gpudiag reason names, or None when it
+    names no check (``gpudiag: not ready: verdict …``, a benchmark)."""
+    from gpudiag.checks.rules import BY_ID
+
+    body = next((reason[len(s) :] for s in faults.SOURCES if reason.startswith(s)), "")
+    words = body.partition(": ")[0].split()
+    if not words or words[0] not in BY_ID:
+        return None
+    target = words[1] if len(words) > 1 and not words[1].startswith(("GPU-", "MIG-")) else ""
+    return words[0], target
+
+
+class _Result(msgspec.Struct):
+    id: str
+    status: str
+    target: str | None = None
+
+
+class _Results(msgspec.Struct):
+    checks: list[_Result] = []
+
+
+def _passed(raw: bytes, check: str, target: str) -> bool:
+    """Whether the check file ``raw`` ran ``check`` (on ``target`` when one is given) and it passed
+    (or warned), none of its results failing: a file that did not run the check that drained a node
+    says nothing about that fault (`check --only nvml.init` passes on a GPU with ECC errors)."""
+    try:
+        results = msgspec.json.decode(raw, type=_Results).checks
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    mine = [
+        r
+        for r in results
+        if r.id == check and (not target or faults.escape((r.target or "").replace(" ", "")) == target)
+    ]
+    return bool(mine) and all(r.status in ("PASS", "WARN") for r in mine)
 
 
 def _when(t: float) -> str:
@@ -174,6 +220,12 @@ class _Stamp(msgspec.Struct):
 def newest(files: Iterable[str]) -> float | None:
     """When the newest of a node's files was written: its own ``collected_at`` when it has one,
     else the file's modification time; None when a file cannot be read (then nothing is resumed)."""
+    found = _newest(files)
+    return None if found is None else found[0]
+
+
+def _newest(files: Iterable[str]) -> tuple[float, bytes] | None:
+    """When the newest of a node's files was written (see :func:`newest`), and its text."""
     times = []
     for path in files:
         try:
@@ -185,8 +237,8 @@ def newest(files: Iterable[str]) -> float | None:
         # Trailing text (Slurm's --output) or a document without the field: the file's time.
         with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
             stamp = msgspec.json.decode(raw, type=_Stamp).collected_at or stamp
-        times.append(stamp)
-    return max(times, default=None)
+        times.append((stamp, raw))
+    return max(times, key=lambda item: item[0], default=None)
 
 
 def parse_nodes(text: str) -> dict[str, Current]:
