@@ -176,6 +176,10 @@ class Attributor:
         return out
 
 
+class RuleError(Exception):
+    """A check's rule raised: that check has no sample in this scrape."""
+
+
 class CheckChanges:
     """Says once, in a log line, when a check's verdict or finding changes (the first scrape: what
     warns or fails); ``gpudiag_check_reason_info`` has the same text for the latest scrape."""
@@ -351,7 +355,11 @@ class Exporter:
         facts = Facts(
             machine=machine, torch=Reading.missing(Reason.UNAVAILABLE, "not asked by the exporter"), devices=None
         )
-        results = rules.run(facts, Options(), only=rules.EXPORTER_CHECKS)
+        failed: list[str] = []
+        results = rules.run(facts, Options(), only=rules.EXPORTER_CHECKS, failed=failed)
+        for line in failed:  # a rule that raised has no status series: counted and said, never a silent gap
+            check, _, error = line.removeprefix("check ").partition(": ")
+            self.errors.add(f'gpudiag_check_status{{check="{check}"}}', RuleError(error))
         if self._changes is not None:
             self._changes(results)
         return results
