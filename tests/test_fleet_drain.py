@@ -422,3 +422,27 @@ def test_the_drain_benchmark_runs() -> None:
     )
     assert done.returncode in (0, 1), done.stderr  # 1: the target missed
     assert "gpudiag drain REPORT: median" in done.stdout and "2 lines" in done.stdout.split("REPORT:")[1].split("\n")[0]
+
+
+def test_files_a_report_names_are_read_as_node_files_never_blocking(tmp_path: Path) -> None:
+    """`verified_files` of a report --json are paths: a FIFO (or a device) there is no evidence, and
+    reading it must not hang `drain --resume`."""
+    import threading
+
+    fifo = tmp_path / "gpu1.json"
+    os.mkfifo(fifo)
+    target = Target("gpu1", "ready", files=(str(fifo),), verified=(str(fifo),))
+    now = {"gpu1": Current("IDLE+DRAIN", ECC, _local("2026-11-23T07:19:25"))}
+    steps: list[Step] = []
+    planning = threading.Thread(target=lambda: steps.extend(drain.plan([target], now, resume=True)), daemon=True)
+    planning.start()
+    planning.join(timeout=10)
+    if planning.is_alive():  # blocked opening the FIFO: release it before failing
+        with open(fifo, "wb"):
+            pass
+        planning.join(timeout=10)
+        pytest.fail("drain --resume blocked on a FIFO named in the report")
+    assert [(s.verb, s.note) for s in steps] == [
+        (Verb.KEEP, "ready, left drained: cannot tell whether its files are newer than the drain")
+    ]
+    assert drain.newest(["/dev/zero"]) is None  # a device: never read (it has no end)

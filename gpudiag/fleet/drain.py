@@ -226,14 +226,13 @@ def newest(files: Iterable[str]) -> float | None:
 
 def _newest(files: Iterable[str]) -> tuple[float, bytes] | None:
     """When the newest of a node's files was written (see :func:`newest`), and its text."""
+    from gpudiag.fleet.nodefiles import regular_text
+
     times = []
-    for path in files:
-        try:
-            with open(path, "rb") as handle:
-                raw = handle.read()
-            stamp = os.stat(path).st_mtime
-        except OSError:
+    for path in files:  # paths a report --json names: as node files are read (a FIFO there never blocks)
+        if (read := regular_text(path)) is None:
             return None
+        raw, stamp = read
         # Trailing text (Slurm's --output) or a document without the field: the file's time.
         with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
             stamp = msgspec.json.decode(raw, type=_Stamp).collected_at or stamp
