@@ -182,6 +182,17 @@ def test_resume_needs_the_check_that_drained_the_node_to_have_run_and_passed(tmp
         "healed": Verb.RESUME,
     }
     assert "health.ecc on GPU0, which drained it, did not run and pass" in steps["init-only"].note
+    # A check that fails on a GPU and passes for the whole node: its node-wide pass clears it.
+    lost = Current("IDLE+DRAIN", "gpudiag health-check: nvml.gpu_lost GPU0: GPU is lost; reboot", drained_at)
+    assert drain.plan(targets[:1], {"init-only": lost}, resume=True)[0].verb is Verb.KEEP
+    found = {
+        **sick,
+        "checks": [{"id": "nvml.gpu_lost", "status": "PASS", "target": None}],
+        "collected_at": drained_at + 60,
+    }
+    path = ff.write(tmp_path, "found.json", json.dumps(found))
+    target = Target("found", "ready", files=(str(path),), verified=(str(path),))
+    assert drain.plan([target], {"found": lost}, resume=True)[0].verb is Verb.RESUME
     # A reason that names no check (a verdict without a failed check) needs a passing check file only.
     generic = Current("IDLE+DRAIN", "gpudiag: not ready: verdict NOT READY, no failed check listed", drained_at)
     assert drain.plan(targets[:1], {"init-only": generic}, resume=True)[0].verb is Verb.RESUME

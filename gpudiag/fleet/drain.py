@@ -194,18 +194,17 @@ class _Results(msgspec.Struct):
 
 
 def _passed(raw: bytes, check: str, target: str) -> bool:
-    """Whether the check file ``raw`` ran ``check`` (on ``target`` when one is given) and it passed
-    (or warned), none of its results failing: a file that did not run the check that drained a node
-    says nothing about that fault (`check --only nvml.init` passes on a GPU with ECC errors)."""
+    """Whether the check file ``raw`` ran ``check`` on ``target`` (or, where no result names it, on
+    the whole node: `nvml.gpu_lost` fails on a GPU and passes for the node) and it passed (or
+    warned): a file that did not run the check that drained a node says nothing about that fault
+    (`check --only nvml.init` passes on a GPU with ECC errors)."""
     try:
-        results = msgspec.json.decode(raw, type=_Results).checks
+        results = [r for r in msgspec.json.decode(raw, type=_Results).checks if r.id == check]
     except (msgspec.DecodeError, msgspec.ValidationError):
         return False
-    mine = [
-        r
-        for r in results
-        if r.id == check and (not target or faults.escape((r.target or "").replace(" ", "")) == target)
-    ]
+    mine = [r for r in results if faults.escape((r.target or "").replace(" ", "")) == target]
+    if not mine:
+        mine = [r for r in results if not r.target]
     return bool(mine) and all(r.status in ("PASS", "WARN") for r in mine)
 
 
