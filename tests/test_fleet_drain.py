@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -457,3 +458,19 @@ def test_files_a_report_names_are_read_as_node_files_never_blocking(tmp_path: Pa
         (Verb.KEEP, "ready, left drained: cannot tell whether its files are newer than the drain")
     ]
     assert drain.newest(["/dev/zero"]) is None  # a device: never read (it has no end)
+
+
+def test_a_report_from_a_pipe_is_read_and_a_device_never(cli: Cli, tmp_path: Path, report_file: Path) -> None:
+    """`drain <(gpudiag report --json …)` reads the pipe; /dev/zero (no end) was read until memory ran
+    out (exit 70), a terminal waited."""
+    done = subprocess.run(
+        [sys.executable, "-m", "gpudiag", "drain", "/dev/stdin"],
+        input=report_file.read_bytes(),
+        capture_output=True,
+        env={**os.environ, "PATH": "/nonexistent"},
+        timeout=60,
+    )
+    assert b"State=DRAIN" in done.stdout, done.stderr
+    code, out, err = cli("drain", "/dev/zero")
+    assert (code, out) == (ExitCode.USAGE, "")
+    assert err == "gpudiag: /dev/zero: not a file nor a pipe: give a `gpudiag report --json` file or node files\n"

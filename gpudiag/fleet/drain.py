@@ -23,6 +23,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import time
 from collections.abc import Iterable, Iterator
@@ -380,17 +381,32 @@ def is_report(raw: bytes) -> bool:
     return b'"schema"' in head and SCHEMA.encode() in head
 
 
+MAX_REPORT = 2**30  # a `report --json` of 50,000 nodes is tens of MiB
+
+
+def _read_one(path: str) -> bytes:
+    """A path named alone: a `report --json` from a file or a pipe (``<(gpudiag report --json …)``),
+    at most MAX_REPORT bytes; a device is never read (/dev/zero has no end, a terminal waits)."""
+    try:
+        mode = os.stat(path).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            raise UsageError(f"{path}: not a file nor a pipe: give a `gpudiag report --json` file or node files")
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_REPORT + 1)
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_REPORT:
+        raise UsageError(f"{path}: larger than {MAX_REPORT // 2**20} MiB: not a `gpudiag report --json` output")
+    return raw
+
+
 def load_targets(paths: list[str]) -> list[Target]:
     """From one `report --json` file, or from node files and directories as `report` reads them."""
     from gpudiag.fleet import nodefiles
     from gpudiag.fleet.report import build, node_files
 
     if len(paths) == 1 and not os.path.isdir(paths[0]):
-        try:
-            with open(paths[0], "rb") as handle:
-                raw = handle.read()
-        except OSError as exc:
-            raise UsageError(f"{paths[0]}: {exc.strerror or exc}") from None
+        raw = _read_one(paths[0])
         if is_report(raw):
             return from_report_json(raw, paths[0])
     return from_report(build(nodefiles.read(f) for f in node_files(paths)))
