@@ -177,7 +177,7 @@ class Attributor:
 
 
 class RuleError(Exception):
-    """A check's rule raised: that check has no sample in this scrape."""
+    """A check's rule raised, or could not judge a GPU whose reading came back as an error: no sample."""
 
 
 class CheckChanges:
@@ -358,8 +358,11 @@ class Exporter:
         failed: list[str] = []
         results = rules.run(facts, Options(), only=rules.EXPORTER_CHECKS, failed=failed)
         for line in failed:  # a rule that raised has no status series: counted and said, never a silent gap
-            check, _, error = line.removeprefix("check ").partition(": ")
-            self.errors.add(f'gpudiag_check_status{{check="{check}"}}', RuleError(error))
+            head, _, error = line.removeprefix("check ").partition(": ")  # "ID: why" or "ID GPU 0: why"
+            check, _, target = head.partition(" ")
+            self.errors.add(
+                f'gpudiag_check_status{{check="{check}"}}', RuleError(f"{target}: {error}" if target else error)
+            )
         if self._changes is not None:
             self._changes(results)
         return results
