@@ -72,12 +72,12 @@ def test_the_watch_uses_one_nvml_session(monkeypatch: pytest.MonkeyPatch) -> Non
     from gpudiag.replay.fake_nvml import FakeNvml
 
     inits: list[int] = []
-    original = FakeNvml.nvmlInit
+    original = FakeNvml._init
 
-    def counting(self: FakeNvml) -> None:
+    def counting(self: FakeNvml, name: str) -> None:
         inits.append(1)
-        original(self)
+        original(self, name)
 
-    monkeypatch.setattr(FakeNvml, "nvmlInit", counting)
+    monkeypatch.setattr(FakeNvml, "_init", counting)
     code, _, _ = run("--replay", BUSY, "list", "-w", "--count", "3", "--interval", "0.1", "--query", "index")
     assert code == 0 and len(inits) == 1
