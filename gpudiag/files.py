@@ -24,12 +24,50 @@ from pathlib import Path
 from typing import BinaryIO
 
 from gpudiag import edge
-from gpudiag.errors import GpudiagError
+from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
 
 # What a document is: its text or bytes, or a function that writes it into a binary file as it
 # goes (a 50,000-node JUnit report is never held whole in memory).
 Content = str | bytes | Callable[[BinaryIO], None]
+
+
+# A file an option names for gpudiag to read (`memory --postmortem`, `--plot`) larger than this is none
+# of gpudiag's: a post-mortem with PyTorch's snapshot is megabytes, a day's watch log of 8 GPUs ~100 MB.
+MAX_READ = 2**30
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def read_input(path: Path, option: str, limit: int = MAX_READ) -> bytes:
+    """The bytes of a file ``option`` names, or a usage error that says why not: only a regular file,
+    opened without blocking (a FIFO would wait for ever, /dev/zero never ends), not empty to ``stat``
+    (a kernel file in /proc: reading some blocks or consumes), at most ``limit`` bytes."""
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except FileNotFoundError:
+        raise UsageError(f"{option} {path}: no such file") from None
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot read it: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{option} {path}: not a regular file (a FIFO, a device or a directory): not read")
+        if info.st_size == 0:
+            raise UsageError(f"{option} {path}: empty (or a kernel file in /proc): not read")
+        if info.st_size > limit:
+            raise UsageError(f"{option} {path}: larger than {limit // 2**20} MiB: not one of gpudiag's files")
+        chunks, left = [], info.st_size + 1  # + 1: notice a file that grew
+        while left > 0 and (chunk := os.read(fd, min(left, limit + 1))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot read it: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
+    if len(raw) > limit:
+        raise UsageError(f"{option} {path}: grew beyond {limit // 2**20} MiB while it was read")
+    return raw
 
 
 def output_error(path: Path | str, exc: OSError) -> GpudiagError:

@@ -328,3 +328,21 @@ def test_check_with_a_raising_rule_is_incomplete_never_ready(monkeypatch: pytest
     assert "could not run: KeyError" in out
     assert "PASS  health.ecc" in out  # every other check ran
     assert "READY" not in out
+
+
+def test_a_check_whose_reading_came_back_garbled_is_incomplete_never_ready(answering: Any) -> None:
+    """A GPU with uncorrected ECC errors, a pending remap and NVML asking for a reset, whose counters
+    came back as answers gpudiag cannot decode: each check that could not judge it is SKIP, and the
+    run read READY (exit 0); it is UNKNOWN (exit 5) with a line per check it could not judge."""
+    from gpudiag.exitcodes import ExitCode
+    from tests.test_list_cli import run
+
+    keys = ("ecc_errors.volatile_uncorrected", "remapped_rows", "recovery_action", "retired_pages")
+    specs = [s for s in GPU_READINGS if s.key in keys] + [s for s in GPU_READINGS if s.key == "clock_event_reasons"]
+    answering(frozenset().union(*map(_calls, specs)), frozenset(), GARBAGE)
+    code, out, err = run("--replay", "a100-ecc-errors", "check", "--no-torch")
+    assert "SKIP  health.ecc              GPU 0  nvmlDeviceGetTotalEccErrors: unexpected answer" in out
+    assert code == ExitCode.CHECK_INCOMPLETE, (out, err)
+    assert "\nUNKNOWN: 13 pass, 1 warn, 0 fail, 13 skip; could not run: check health.ecc GPU 0" in out, out[-600:]
+    for check in ("health.ecc", "health.row_remap", "health.recovery_action", "health.clock_events"):
+        assert f"gpudiag: could not run: check {check} GPU 0: " in err, err

@@ -168,6 +168,31 @@ def test_check_changes_are_said_once_in_the_log() -> None:
     assert said == first  # nothing changed: nothing more said
 
 
+def test_a_check_whose_rule_raises_is_counted_never_a_silent_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rule that raises has no status series (nothing verified): the scrape counts and says it,
+    so an alert on the error count sees it where `gpudiag_check_status >= 2` would see nothing."""
+    from gpudiag.checks import rules
+
+    def rule(facts: Any, options: Any) -> Any:
+        raise KeyError("a reading the rule did not expect")
+
+    checks = tuple(msgspec.structs.replace(c, rule=rule) if c.id == "health.ecc" else c for c in rules.CHECKS)
+    monkeypatch.setattr(rules, "CHECKS", checks)
+    said: list[str] = []
+    with open_source("a100-ecc-errors") as s:
+        exporter = Exporter(s, log=said.append)
+        first, second = scrape(exporter), scrape(exporter)
+    assert pick(first, "gpudiag_check_status", check="health.ecc") == []  # what was a 2
+    assert pick(first, "gpudiag_metric_family_errors_total") == [1]
+    assert pick(second, "gpudiag_metric_family_errors_total") == [2]
+    assert pick(first, "gpudiag_check_status", check="health.row_remap") == [2]  # the others still run
+    (line,) = [line for line in said if "RuleError" in line]
+    assert line == (
+        'gpudiag: metrics gpudiag_check_status{check="health.ecc"} left out: '
+        "RuleError: KeyError: 'a reading the rule did not expect'"
+    )
+
+
 def test_na_readings_yield_no_sample_never_a_number() -> None:
     with open_source("geforce-no-ecc-power") as s:
         machine = s.read()

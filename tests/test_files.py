@@ -15,6 +15,8 @@ import resource
 import stat
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -242,3 +244,29 @@ def test_a_lost_gpu_keeps_its_code_with_stderr_full() -> None:
             [*GPUDIAG, "--replay", "gpu-lost", "list"], stdout=subprocess.DEVNULL, stderr=full, env=_env(), timeout=60
         )
     assert result.returncode == ExitCode.GPU_LOST
+
+
+# --- files an option names for gpudiag to read ------------------------------------------------------
+
+
+@pytest.mark.parametrize("option", ["--postmortem", "--plot"])
+def test_a_file_to_read_that_is_no_regular_file_is_refused_unread(cli: Cli, tmp_path: Path, option: str) -> None:
+    """A FIFO blocked for ever, /dev/zero filled the memory, a deep document was exit 70."""
+    fifo = tmp_path / "run.jsonl"
+    os.mkfifo(fifo)
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 100_000 + "\n")
+    code, _, err = cli("memory", option, str(deep))
+    assert code == ExitCode.USAGE and "nested too deeply" in err, err
+    # A regression blocks on the FIFO: a writer releases it (so the test fails, never hangs) before
+    # /dev/zero, last, could fill the memory.
+    threading.Thread(target=lambda: time.sleep(10) or fifo.open("wb").close(), daemon=True).start()
+    cases = {
+        "/proc/self/status": "empty (or a kernel file in /proc): not read",
+        str(tmp_path / "none.jsonl"): "no such file",
+        str(fifo): "not a regular file (a FIFO, a device or a directory): not read",
+        "/dev/zero": "not a regular file (a FIFO, a device or a directory): not read",
+    }
+    for path, why in cases.items():
+        code, out, err = cli("memory", option, path)
+        assert (code, out, err) == (ExitCode.USAGE, "", f"gpudiag: {option} {path}: {why}\n")

@@ -316,6 +316,20 @@ def test_replaying_proc_kmsg_neither_blocks_nor_reads_it() -> None:
     assert done.returncode == ExitCode.USAGE and "/proc/kmsg has no size" in done.stderr
 
 
+def test_a_snapshots_recording_is_read_as_a_replay_file(tmp_path: Path) -> None:
+    """``FILE.recording.jsonl`` beside a replayed snapshot: a link to /proc/kmsg there blocked for
+    ever; a kernel file is refused unread as the snapshot itself would be."""
+    from gpudiag.replay.recording import Recording, path_for
+
+    snapshot = tmp_path / "leak.json"
+    snapshot.write_text("{}")
+    (tmp_path / "leak.recording.jsonl").symlink_to("/proc/self/status")
+    found = path_for(str(snapshot))
+    assert found is not None
+    with pytest.raises(FixtureError, match="has no size"):
+        Recording(found)
+
+
 def test_a_file_larger_than_any_snapshot_is_refused_before_it_is_read(tmp_path: Path) -> None:
     big = tmp_path / "big.json"
     with big.open("wb") as f:

@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -109,10 +110,11 @@ def test_the_plan() -> None:
 
 def test_resume_needs_a_gpudiag_reason_and_files_newer_than_the_drain(tmp_path: Path) -> None:
     drained_at = _local("2026-11-23T07:19:25")
-    old, new = ff.write(tmp_path, "old.json", b"{}"), ff.write(tmp_path, "new.json", b"{}")
+    passed = {"checks": [{"id": "health.ecc", "status": "PASS", "target": "GPU 0"}]}
+    old, new = ff.write(tmp_path, "old.json", json.dumps(passed)), ff.write(tmp_path, "new.json", json.dumps(passed))
     os.utime(old, (drained_at - 60, drained_at - 60))
     os.utime(new, (drained_at + 60, drained_at + 60))
-    stamped = ff.write(tmp_path, "stamped.json", json.dumps({"collected_at": drained_at + 5}))
+    stamped = ff.write(tmp_path, "stamped.json", json.dumps({**passed, "collected_at": drained_at + 5}))
     os.utime(stamped, (drained_at - 60, drained_at - 60))  # the document's own time wins over the file's
     ours = Current("IDLE+DRAIN", "gpudiag health-check: health.ecc GPU0: uncorrected ECC errors; reset", drained_at)
 
@@ -150,6 +152,54 @@ def test_resume_needs_a_gpudiag_reason_and_files_newer_than_the_drain(tmp_path: 
     assert steps["admin"].note == "ready, left drained: reason set by someone else: new DIMMs"
     assert "up" not in steps
     assert drain.plan(targets, current, resume=False) == []
+
+
+def test_resume_needs_the_check_that_drained_the_node_to_have_run_and_passed(tmp_path: Path) -> None:
+    """`check --only nvml.init` passes on a GPU with ECC errors: it says nothing about the fault that
+    drained the node, so it resumes nothing; the same check passing on the GPU it named does."""
+    drained_at = _local("2026-11-23T07:19:25")
+    sick = ff.check("a100-ecc-errors", "gpu1", "--only", "nvml.init")
+    assert sick["verdict"] == "READY"  # what a node that never ran health.ecc sends
+    results = {
+        "init-only": sick["checks"],
+        "ecc-skipped": [*sick["checks"], {"id": "health.ecc", "status": "SKIP", "target": "GPU 0"}],
+        "other-gpu": [*sick["checks"], {"id": "health.ecc", "status": "PASS", "target": "GPU 1"}],
+        "healed": [*sick["checks"], {"id": "health.ecc", "status": "PASS", "target": "GPU 0"}],
+    }
+    targets = []
+    for node, checks in results.items():
+        path = ff.write(
+            tmp_path, f"{node}.json", json.dumps({**sick, "checks": checks, "collected_at": drained_at + 60})
+        )
+        targets.append(Target(node, "ready", files=(str(path),), verified=(str(path),)))
+    ecc = Current(
+        "IDLE+DRAIN", "gpudiag prolog: health.ecc GPU0 GPU-dead0bad: uncorrected ECC errors; reset", drained_at
+    )
+    steps = {s.node: s for s in drain.plan(targets, dict.fromkeys(results, ecc), resume=True)}
+    assert {node: s.verb for node, s in steps.items()} == {
+        "init-only": Verb.KEEP,
+        "ecc-skipped": Verb.KEEP,
+        "other-gpu": Verb.KEEP,
+        "healed": Verb.RESUME,
+    }
+    assert "health.ecc on GPU0, which drained it, did not run and pass" in steps["init-only"].note
+    # A check that fails on a GPU and passes for the whole node: its node-wide pass clears it.
+    lost = Current("IDLE+DRAIN", "gpudiag health-check: nvml.gpu_lost GPU0: GPU is lost; reboot", drained_at)
+    assert drain.plan(targets[:1], {"init-only": lost}, resume=True)[0].verb is Verb.KEEP
+    found = {
+        **sick,
+        "checks": [{"id": "nvml.gpu_lost", "status": "PASS", "target": None}],
+        "collected_at": drained_at + 60,
+    }
+    path = ff.write(tmp_path, "found.json", json.dumps(found))
+    target = Target("found", "ready", files=(str(path),), verified=(str(path),))
+    assert drain.plan([target], {"found": lost}, resume=True)[0].verb is Verb.RESUME
+    # A reason that names no check (a verdict without a failed check) needs a passing check file only.
+    generic = Current("IDLE+DRAIN", "gpudiag: not ready: verdict NOT READY, no failed check listed", drained_at)
+    assert drain.plan(targets[:1], {"init-only": generic}, resume=True)[0].verb is Verb.RESUME
+    assert drain.drained_for(ECC) == ("health.ecc", "GPU0")
+    assert drain.drained_for("gpudiag health-check: host.nouveau: nouveau loaded; fix config") == ("host.nouveau", "")
+    assert drain.drained_for("gpudiag: bench-transfer cuda:0: slow") is None
 
 
 def test_the_printed_line_is_the_argv_shell_quoted() -> None:
@@ -384,3 +434,43 @@ def test_the_drain_benchmark_runs() -> None:
     )
     assert done.returncode in (0, 1), done.stderr  # 1: the target missed
     assert "gpudiag drain REPORT: median" in done.stdout and "2 lines" in done.stdout.split("REPORT:")[1].split("\n")[0]
+
+
+def test_files_a_report_names_are_read_as_node_files_never_blocking(tmp_path: Path) -> None:
+    """`verified_files` of a report --json are paths: a FIFO (or a device) there is no evidence, and
+    reading it must not hang `drain --resume`."""
+    import threading
+
+    fifo = tmp_path / "gpu1.json"
+    os.mkfifo(fifo)
+    target = Target("gpu1", "ready", files=(str(fifo),), verified=(str(fifo),))
+    now = {"gpu1": Current("IDLE+DRAIN", ECC, _local("2026-11-23T07:19:25"))}
+    steps: list[Step] = []
+    planning = threading.Thread(target=lambda: steps.extend(drain.plan([target], now, resume=True)), daemon=True)
+    planning.start()
+    planning.join(timeout=10)
+    if planning.is_alive():  # blocked opening the FIFO: release it before failing
+        with open(fifo, "wb"):
+            pass
+        planning.join(timeout=10)
+        pytest.fail("drain --resume blocked on a FIFO named in the report")
+    assert [(s.verb, s.note) for s in steps] == [
+        (Verb.KEEP, "ready, left drained: cannot tell whether its files are newer than the drain")
+    ]
+    assert drain.newest(["/dev/zero"]) is None  # a device: never read (it has no end)
+
+
+def test_a_report_from_a_pipe_is_read_and_a_device_never(cli: Cli, tmp_path: Path, report_file: Path) -> None:
+    """`drain <(gpudiag report --json …)` reads the pipe; /dev/zero (no end) was read until memory ran
+    out (exit 70), a terminal waited."""
+    done = subprocess.run(
+        [sys.executable, "-m", "gpudiag", "drain", "/dev/stdin"],
+        input=report_file.read_bytes(),
+        capture_output=True,
+        env={**os.environ, "PATH": "/nonexistent"},
+        timeout=60,
+    )
+    assert b"State=DRAIN" in done.stdout, done.stderr
+    code, out, err = cli("drain", "/dev/zero")
+    assert (code, out) == (ExitCode.USAGE, "")
+    assert err == "gpudiag: /dev/zero: not a file nor a pipe: give a `gpudiag report --json` file or node files\n"

@@ -268,3 +268,33 @@ def test_a_process_name_that_is_not_utf8_does_not_make_the_file_unreadable(cli: 
     assert node.cause is None and node.host == data["host"]
     twice = raw.replace(b'{"schema"', b'{"verdict": "READY", "schema"', 1)
     assert nodefiles.parse(twice, "nodes/gpu1.json").cause is Cause.DUPLICATE_KEY
+
+
+# --- a node whose files judge nothing -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("outputs", [("snapshot",), ("memory",), ("snapshot", "memory")])
+def test_a_node_with_only_a_snapshot_or_memory_record_is_not_ready(
+    cli: Cli, tmp_path: Path, outputs: tuple[str, ...]
+) -> None:
+    """A snapshot of a GPU with uncorrected ECC errors verifies nothing: never READY, never drained."""
+    out = tmp_path / "n"
+    for kind in outputs:
+        doc = ff.snapshot(BROKEN) if kind == "snapshot" else ff.memory(BROKEN)
+        ff.write(out, f"gpu1.{kind}.json", {**doc, "slurm_node": "gpu1"})
+    code, text, _ = cli("report", str(out))
+    assert code == ExitCode.FAILED, text
+    assert "0 ready, 1 not ready" in text and "(0 to drain, 1 job only)" in text
+    (node,) = report.build(nodefiles.read(f) for f in report.node_files([str(out)])).nodes
+    assert node.state is State.NOT_READY and not node.drain
+    assert [f.check for f in node.failures] == ["gpudiag.nothing_checked"]
+    (step,) = drain.plan(
+        drain.from_report(report.build([nodefiles.read(f) for f in report.node_files([str(out)])])),
+        {"gpu1": Current("IDLE+DRAIN", OURS, time.time() - 60)},
+        resume=True,
+    )
+    assert step.verb is Verb.KEEP, step
+    # Beside a check file, a snapshot is figures for the report: the check's verdict stands.
+    ff.write(out, "gpu1.check.json", ff.check(HEALTHY, "gpu1"))
+    (node,) = report.build(nodefiles.read(f) for f in report.node_files([str(out)])).nodes
+    assert node.state is State.READY and node.failures == ()

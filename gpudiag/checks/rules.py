@@ -16,6 +16,9 @@ import os
 import sys
 import traceback
 from collections.abc import Iterable
+from typing import Any
+
+import msgspec
 
 # Importing the rule modules declares their checks.
 from gpudiag.checks import (  # noqa: F401
@@ -32,6 +35,7 @@ from gpudiag.checks import (  # noqa: F401
 )
 from gpudiag.checks.base import AREAS, DECLARED, Check, groups
 from gpudiag.errors import DEBUG_ENV
+from gpudiag.model import Reading, Reason
 
 CHECKS: tuple[Check, ...] = tuple(sorted(DECLARED, key=lambda c: AREAS.index(c.area)))  # stable: declaration order
 CHECK_IDS = tuple(c.id for c in CHECKS)
@@ -94,12 +98,43 @@ def run(
     for check in CHECKS:
         if at_level(check, level) and selected(check.id, only, skip):
             try:
-                results.extend(check.rule(facts, options))
+                judged = check.rule(facts, options)
             except Exception as exc:  # a bug in one rule costs that check, never the run
                 results.append(could_not_run(check, exc))
                 if failed is not None:
                     failed.append(f"check {check.id}: {type(exc).__name__}: {exc}")
+                continue
+            results.extend(judged)
+            if failed is not None:
+                failed.extend(unread(check, facts, judged))
     return results
+
+
+def unread(check: Check, facts: Facts, results: list[CheckResult]) -> list[str]:
+    """A line per GPU the check skipped because a reading it looks at came back as an error (NVML's
+    unknown error, an answer gpudiag could not decode): it could not judge that GPU, which is not a
+    skip (``ECC not supported``) and must not let the run say READY (a GPU with uncorrected ECC errors
+    whose counters came back garbled read READY)."""
+    from gpudiag.readings import reading_at
+
+    gpus = {gpu.label: gpu for gpu in facts.machine.gpus}
+    out = []
+    for r in results:
+        gpu = gpus.get(r.target) if r.status is Status.SKIP else None
+        if gpu is not None and any(_an_error(reading_at(gpu, key)) for key in check.reads):
+            out.append(f"check {check.id} {r.target}: {r.finding}")
+    return out
+
+
+def _an_error(reading: Reading[Any]) -> bool:
+    """Whether a reading, or one of a composite reading's parts, is an error."""
+    if reading.reason is Reason.UNKNOWN_ERROR:
+        return True
+    value = reading.value
+    return isinstance(value, msgspec.Struct) and any(
+        isinstance(part := getattr(value, name), Reading) and part.reason is Reason.UNKNOWN_ERROR
+        for name in value.__struct_fields__
+    )
 
 
 def could_not_run(check: Check, exc: BaseException) -> CheckResult:

@@ -140,6 +140,10 @@ class Attributor:
         return out
 
 
+class RuleError(Exception):
+    """A check's rule raised, or could not judge a GPU whose reading came back as an error: no sample."""
+
+
 class CheckChanges:
     """Says once, in a log line, when a check's verdict or finding changes (the first scrape: what
     warns or fails); ``gpudiag_check_reason_info`` has the same text for the latest scrape."""
@@ -315,7 +319,14 @@ class Exporter:
         facts = Facts(
             machine=machine, torch=Reading.missing(Reason.UNAVAILABLE, "not asked by the exporter"), devices=None
         )
-        results = rules.run(facts, Options(), only=rules.EXPORTER_CHECKS)
+        failed: list[str] = []
+        results = rules.run(facts, Options(), only=rules.EXPORTER_CHECKS, failed=failed)
+        for line in failed:  # a rule that raised has no status series: counted and said, never a silent gap
+            head, _, error = line.removeprefix("check ").partition(": ")  # "ID: why" or "ID GPU 0: why"
+            check, _, target = head.partition(" ")
+            self.errors.add(
+                f'gpudiag_check_status{{check="{check}"}}', RuleError(f"{target}: {error}" if target else error)
+            )
         if self._changes is not None:
             self._changes(results)
         return results

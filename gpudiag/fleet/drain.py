@@ -23,6 +23,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import time
 from collections.abc import Iterable, Iterator
@@ -152,15 +153,60 @@ def _ready_and_drained(t: Target, now: Current) -> Step:
             "or a snapshot): run the check again"
         )
         return Step(t.node, Verb.KEEP, f"ready, left drained: {why}")
-    seen = newest(t.verified)
-    if seen is None or now.since is None:
+    found = _newest(t.verified)
+    if found is None or now.since is None:
         return Step(t.node, Verb.KEEP, "ready, left drained: cannot tell whether its files are newer than the drain")
+    seen, raw = found
     if seen < now.since + 1:  # Slurm's time has whole seconds: newer means a second later at least
         return Step(
             t.node, Verb.KEEP, f"ready, left drained: its newest file ({_when(seen)}) is older than the drain "
             f"({_when(now.since)}): run the check again"
         )  # fmt: skip
+    if (fault := drained_for(now.reason)) is not None and not _passed(raw, *fault):
+        check, target = fault
+        return Step(
+            t.node, Verb.KEEP, f"ready, left drained: {check}{' on ' + target if target else ''}, which drained it, "
+            "did not run and pass in its newest check file: run the check again"
+        )  # fmt: skip
     return Step(t.node, Verb.RESUME, f"ready again (was: {now.reason})")
+
+
+def drained_for(reason: str) -> tuple[str, str] | None:
+    """The check (and its target, ``GPU0``; "" for the node) a gpudiag reason names, or None when it
+    names no check (``gpudiag: not ready: verdict …``, a benchmark)."""
+    from gpudiag.checks.rules import BY_ID
+
+    body = next((reason[len(s) :] for s in faults.SOURCES if reason.startswith(s)), "")
+    words = body.partition(": ")[0].split()
+    if not words or words[0] not in BY_ID:
+        return None
+    target = words[1] if len(words) > 1 and not words[1].startswith(("GPU-", "MIG-")) else ""
+    return words[0], target
+
+
+class _Result(msgspec.Struct):
+    id: str
+    status: str
+    target: str | None = None
+
+
+class _Results(msgspec.Struct):
+    checks: list[_Result] = []
+
+
+def _passed(raw: bytes, check: str, target: str) -> bool:
+    """Whether the check file ``raw`` ran ``check`` on ``target`` (or, where no result names it, on
+    the whole node: `nvml.gpu_lost` fails on a GPU and passes for the node) and it passed (or
+    warned): a file that did not run the check that drained a node says nothing about that fault
+    (`check --only nvml.init` passes on a GPU with ECC errors)."""
+    try:
+        results = [r for r in msgspec.json.decode(raw, type=_Results).checks if r.id == check]
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    mine = [r for r in results if faults.escape((r.target or "").replace(" ", "")) == target]
+    if not mine:
+        mine = [r for r in results if not r.target]
+    return bool(mine) and all(r.status in ("PASS", "WARN") for r in mine)
 
 
 def _when(t: float) -> str:
@@ -174,19 +220,24 @@ class _Stamp(msgspec.Struct):
 def newest(files: Iterable[str]) -> float | None:
     """When the newest of a node's files was written: its own ``collected_at`` when it has one,
     else the file's modification time; None when a file cannot be read (then nothing is resumed)."""
+    found = _newest(files)
+    return None if found is None else found[0]
+
+
+def _newest(files: Iterable[str]) -> tuple[float, bytes] | None:
+    """When the newest of a node's files was written (see :func:`newest`), and its text."""
+    from gpudiag.fleet.nodefiles import regular_text
+
     times = []
-    for path in files:
-        try:
-            with open(path, "rb") as handle:
-                raw = handle.read()
-            stamp = os.stat(path).st_mtime
-        except OSError:
+    for path in files:  # paths a report --json names: as node files are read (a FIFO there never blocks)
+        if (read := regular_text(path)) is None:
             return None
+        raw, stamp = read
         # Trailing text (Slurm's --output) or a document without the field: the file's time.
         with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
             stamp = msgspec.json.decode(raw, type=_Stamp).collected_at or stamp
-        times.append(stamp)
-    return max(times, default=None)
+        times.append((stamp, raw))
+    return max(times, key=lambda item: item[0], default=None)
 
 
 def parse_nodes(text: str) -> dict[str, Current]:
@@ -330,17 +381,32 @@ def is_report(raw: bytes) -> bool:
     return b'"schema"' in head and SCHEMA.encode() in head
 
 
+MAX_REPORT = 2**30  # a `report --json` of 50,000 nodes is tens of MiB
+
+
+def _read_one(path: str) -> bytes:
+    """A path named alone: a `report --json` from a file or a pipe (``<(gpudiag report --json …)``),
+    at most MAX_REPORT bytes; a device is never read (/dev/zero has no end, a terminal waits)."""
+    try:
+        mode = os.stat(path).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            raise UsageError(f"{path}: not a file nor a pipe: give a `gpudiag report --json` file or node files")
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_REPORT + 1)
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_REPORT:
+        raise UsageError(f"{path}: larger than {MAX_REPORT // 2**20} MiB: not a `gpudiag report --json` output")
+    return raw
+
+
 def load_targets(paths: list[str]) -> list[Target]:
     """From one `report --json` file, or from node files and directories as `report` reads them."""
     from gpudiag.fleet import nodefiles
     from gpudiag.fleet.report import build, node_files
 
     if len(paths) == 1 and not os.path.isdir(paths[0]):
-        try:
-            with open(paths[0], "rb") as handle:
-                raw = handle.read()
-        except OSError as exc:
-            raise UsageError(f"{paths[0]}: {exc.strerror or exc}") from None
+        raw = _read_one(paths[0])
         if is_report(raw):
             return from_report_json(raw, paths[0])
     return from_report(build(nodefiles.read(f) for f in node_files(paths)))

@@ -169,6 +169,23 @@ def read(path: str, keep_checks: bool = False) -> NodeFile:
     return parse(raw, path, keep_checks)
 
 
+def regular_text(path: str) -> tuple[bytes, float] | None:
+    """A regular file's bytes and modification time, read as :func:`read` reads (never through a
+    link, never a FIFO or a device, never blocking, at most MAX_BYTES); None for anything else."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES:
+                return None
+            raw = _read_all(fd, info.st_size + 1)
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
+    return (raw, info.st_mtime) if len(raw) <= MAX_BYTES else None
+
+
 def _not_regular(path: str, mode: int) -> NodeFile:
     if stat.S_ISLNK(mode):
         return unreadable(path, Cause.SYMLINK, "a symbolic link: report reads node files as regular files, never links")

@@ -155,6 +155,14 @@ def file_state(f: NodeFile) -> State:
     return State.NOT_READY if f.failures or (f.verdict is not None and f.verdict != "READY") else State.READY
 
 
+# What a node whose files are only snapshots and memory records gets: they judge nothing, and nothing
+# verified is never READY (as `check`'s UNKNOWN: not ready for the job, no proof against the node).
+UNCHECKED = Failure(
+    "gpudiag.nothing_checked", "", "nothing was checked: a snapshot or a memory record only, no check file", "job"
+)
+_JUDGING = (Kind.CHECK, Kind.BENCH)  # the outputs that verify something (a check's verdict, a benchmark's)
+
+
 def _merge(host: str, files: list[NodeFile]) -> Node:
     f = files[0]
     if len(files) == 1:  # the usual case, kept cheap for 50,000 nodes
@@ -162,12 +170,13 @@ def _merge(host: str, files: list[NodeFile]) -> Node:
             problem = f"{f.path}: {f.problem}"
             why = ((f.path, f.cause or Cause.CANNOT_READ, f.problem),)
             return Node(host, State.UNREADABLE, (f.path,), problems=(problem,), unread=why, name_ok=f.name_ok)
+        judged = f.kind in _JUDGING
         return Node(
             host=host,
-            state=file_state(f),
+            state=file_state(f) if judged else State.NOT_READY,
             files=(f.path,),
             kinds=(f.kind,),
-            failures=f.failures,
+            failures=f.failures if judged else (*f.failures, UNCHECKED),
             verdict=f.verdict,
             versions=f.versions,
             gpus=f.gpus,
@@ -186,6 +195,8 @@ def _merge(host: str, files: list[NodeFile]) -> Node:
     states = [file_state(f) for f in files]
     state = max(states, key=_RANK.__getitem__)
     worst = next(f.path for f, s in zip(files, states, strict=True) if s is state) if len(set(states)) > 1 else ""
+    if state is State.READY and not any(f.kind in _JUDGING for f in readable):
+        state, failures, worst = State.NOT_READY, (*failures, UNCHECKED), ""
     versions: dict[str, str] = {}
     metrics: dict[str, float] = {}
     figure_gpus: dict[str, int] = {}

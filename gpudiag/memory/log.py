@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag.errors import UsageError
+from gpudiag.files import read_input
 
 
 @dataclass
@@ -58,10 +59,8 @@ def _int(value: Any) -> int | None:
 def read(path: Path) -> Run:
     """Read a log; a usage error names the file and the line that is not a sample."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"--plot {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_input(path, "--plot").decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise UsageError(f"--plot {path}: cannot read it: {exc}") from None
     run = _read_csv(path, text) if path.suffix.lower() == ".csv" else _read_jsonl(path, text)
     if not run.gpus:
@@ -114,8 +113,8 @@ def _read_jsonl(path: Path, text: str) -> Run:
             continue
         try:
             sample = json.loads(line)
-        except ValueError:
-            raise UsageError(f"--plot {path}:{n}: not JSON") from None
+        except (ValueError, RecursionError):
+            raise UsageError(f"--plot {path}:{n}: not JSON (or nested too deeply)") from None
         if not isinstance(sample, dict) or not str(sample.get("schema", "")).startswith("gpudiag.memory/"):
             raise UsageError(f"--plot {path}:{n}: not a gpudiag.memory sample")
         _sample(run, sample, counters)

@@ -13,20 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag.errors import UsageError
-from gpudiag.files import write_atomic
+from gpudiag.files import read_input, write_atomic
 from gpudiag.track.oom import SCHEMA
 
 
 def load(path: Path) -> dict[str, Any]:
     """A post-mortem file, or a usage error that says why it is not one."""
+    raw = read_input(path, "--postmortem")
     try:
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise UsageError(f"--postmortem {path}: no such file") from None
-    except OSError as exc:
-        raise UsageError(f"--postmortem {path}: cannot read it: {exc.strerror or exc}") from None
+        data = json.loads(raw)
     except ValueError as exc:
         raise UsageError(f"--postmortem {path}: not JSON ({exc})") from None
+    except RecursionError:
+        raise UsageError(f"--postmortem {path}: JSON nested too deeply to be a post-mortem") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise UsageError(f"--postmortem {path}: schema is {found!r}; gpudiag.track writes {SCHEMA!r}")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from gpudiag.model import Machine, Memory, Reading, Utilization
-from gpudiag.replay.fixtures import EXAMPLES_DIR, FixtureError
+from gpudiag.replay.fixtures import EXAMPLES_DIR, FixtureError, read_file
 
 if TYPE_CHECKING:
     from gpudiag.track.entries import TrackedProcess
@@ -62,7 +62,8 @@ def path_for(spec: str) -> Path | None:
 
 class Recording:
     def __init__(self, path: Path) -> None:
-        lines = [line for line in path.read_bytes().splitlines() if line.strip()]
+        # As a replay file is read (a link to /proc/kmsg here blocked and consumed the kernel's messages).
+        lines = [line for line in read_file(path).splitlines() if line.strip()]
         try:
             self.header = msgspec.json.decode(lines[0], type=Header)
             self.frames = [msgspec.json.decode(line, type=Frame) for line in lines[1:]]
