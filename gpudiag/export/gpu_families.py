@@ -232,18 +232,24 @@ GPU_FAMILIES: tuple[Family, ...] = (
         (Sample("pcie_data_tx_bytes", ("tx",)), Sample("pcie_data_rx_bytes", ("rx",))),
     ),
     *(
-        Family(
-            f"gpudiag_gpu_{figure}_ratio",
-            doc,
-            "gauge",
-            (),
-            (Sample("profiling", part=f"{figure}_percent", scale=_PERCENT),),
-        )
-        for figure, doc in (
-            ("graphics_active", "Share of time a graphics or compute engine was busy (GPM)"),
-            ("sm_active", "Share of SM cycles with at least one warp (GPM)"),
-            ("sm_occupancy", "Warps resident on the SMs against their maximum (GPM)"),
-            ("dram_active", "Device memory bandwidth used against its peak (GPM)"),
+        Family(name, doc, "gauge", (), (Sample("profiling", part=part, scale=_PERCENT),))
+        for name, part, doc in (  # names written out whole: a metric name is what users grep for
+            (
+                "gpudiag_gpu_graphics_active_ratio",
+                "graphics_active_percent",
+                "Share of time a graphics or compute engine was busy (GPM)",
+            ),
+            ("gpudiag_gpu_sm_active_ratio", "sm_active_percent", "Share of SM cycles with at least one warp (GPM)"),
+            (
+                "gpudiag_gpu_sm_occupancy_ratio",
+                "sm_occupancy_percent",
+                "Warps resident on the SMs against their maximum (GPM)",
+            ),
+            (
+                "gpudiag_gpu_dram_active_ratio",
+                "dram_active_percent",
+                "Device memory bandwidth used against its peak (GPM)",
+            ),
         )
     ),
     Family(
