@@ -43,6 +43,7 @@ from gpudiag.model import (
 )
 from gpudiag.readings import GPM_METRICS, GPU_READINGS, NO_INSTANCE, Spec, field_key, reading_at
 from gpudiag.replay.c_boundary import CFake, address_of, unversioned
+from gpudiag.replay.call_costs import CallCosts
 from gpudiag.replay.fake_answers import REASON_ERRORS, FakeHandle, NotRecordedError, fail, recorded
 
 _INIT_ERRORS = {
@@ -292,9 +293,9 @@ class FakeNvml(CFake):
         }
     )
 
-    def __init__(self, machine: Machine) -> None:
+    def __init__(self, machine: Machine, costs: CallCosts | None = None) -> None:
         self._machine = machine
-        super().__init__(__doc__)
+        super().__init__(__doc__, costs)
         # The latest calls only: a replayed `memory --watch` or exporter runs for days, and a log of
         # every call grew by ~2 KiB a refresh on the 8-GPU example.
         self._calls: deque[str] = deque(maxlen=CALL_LOG)
