@@ -959,3 +959,18 @@ def test_slow_rows_are_read_once_a_minute_and_after_an_xid(source: MachineSource
         asked()
         now[0] += 1.0
         assert asked()["nvmlDeviceGetRemappedRows"] == 8
+
+
+def test_energy_and_pcie_replays_come_with_the_other_field_values(source: MachineSource) -> None:
+    """Their own calls cost a driver round trip each per GPU and scrape; fields 83 and 94 answer the
+    same counters (both recorded alike on the H200) in the field-value call the scrape makes anyway."""
+    exporter = Exporter(source, hostname="node-a")
+    scrape(exporter)
+    before = len(source.lib.calls)
+    samples = scrape(exporter)
+    calls = source.lib.calls[before:]
+    assert "nvmlDeviceGetTotalEnergyConsumption" not in calls and "nvmlDeviceGetPcieReplayCounter" not in calls
+    assert calls.count("nvmlDeviceGetFieldValues") == 8
+    base = load(EXAMPLE)[0]
+    assert pick(samples, "gpudiag_gpu_energy_joules_total", gpu="1") == [base.gpus[1].energy_mj.value / 1000]
+    assert pick(samples, "gpudiag_gpu_pcie_replays_total", gpu="1") == [base.gpus[1].pcie_replays.value]

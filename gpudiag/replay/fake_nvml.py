@@ -737,14 +737,15 @@ class FakeNvml(CFake):
 
     def _field(self, gpu: Gpu, handle: FakeHandle, field_id: int, scope: int) -> tuple[int, int]:
         """One field value and its nvmlValueType_t, from the row that declares the field (or the call)."""
-        if field_id in _FIELDS_OF_CALLS:
+        # A row answers only the scope it declares (readings.field_key): the all-links NVLink data
+        # (ALL_LINKS) is not one link's, and a scoped power field (the module's) is its own row.
+        key = (field_id, scope) if scope else field_id
+        rows = _gpu_fields().get(key)
+        if rows is None and field_id in _FIELDS_OF_CALLS:  # a field no row reads: the call's rows say
             call, value_type = _FIELDS_OF_CALLS[field_id]
             found = self._rows(gpu, handle, _gpu_calls().get(call), _detail_rows_by_call, call, ())
         else:
-            # A row answers only the scope it declares (readings.field_key): the all-links NVLink data
-            # (ALL_LINKS) is not one link's, and a scoped power field (the module's) is its own row.
-            key = (field_id, scope) if scope else field_id
-            found = self._rows(gpu, handle, _gpu_fields().get(key), _detail_rows_by_field, key, ())
+            found = self._rows(gpu, handle, rows, _detail_rows_by_field, key, ())
             value_type = found.specs[0].value_type if found is not None else 0
         if found is not None:
             return int(found.encodes[0](recorded(found.reads[0](gpu)))), value_type
