@@ -6,7 +6,7 @@ _gpudiag() {
     cmd=""
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            bench-transfer|check|dmon|drain|examples|exporter|list|memory|mig|nvlink|pmon|report|snapshot|stat|topo|visible) cmd="${COMP_WORDS[i]}"; break ;;
+            bench-transfer|check|dmon|drain|examples|exporter|list|memory|mig|nvlink|pmon|report|snapshot|stat|top|topo|visible) cmd="${COMP_WORDS[i]}"; break ;;
         esac
     done
     case "$prev" in
@@ -96,9 +96,10 @@ _gpudiag() {
         report) COMPREPLY=($(compgen -W "--expect --json --junit --junit-per-check --nodes --brief --help" -- "$cur")) ;;
         snapshot) COMPREPLY=($(compgen -W "--output -o --description -d --no-torch --help" -- "$cur")) ;;
         stat) COMPREPLY=($(compgen -W "--id -i --show-cmd -c --show-pid -p --show-power -P --no-processes --watch -w --interval --count --json --help" -- "$cur")) ;;
+        top) COMPREPLY=($(compgen -W "--interval --help" -- "$cur")) ;;
         topo) COMPREPLY=($(compgen -W "--matrix -m --p2pstatus -p2p --json --help" -- "$cur")) ;;
         visible) COMPREPLY=($(compgen -W "--value --unset --order --select --probe --json --help" -- "$cur")) ;;
-        "") COMPREPLY=($(compgen -W "bench-transfer check dmon drain examples exporter list memory mig nvlink pmon report snapshot stat topo visible --replay --color --debug --version --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "bench-transfer check dmon drain examples exporter list memory mig nvlink pmon report snapshot stat top topo visible --replay --color --debug --version --help" -- "$cur")) ;;
     esac
 }
 complete -o default -F _gpudiag gpudiag

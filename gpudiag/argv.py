@@ -29,6 +29,7 @@ COMMANDS = (
     "nvlink",
     "mig",
     "stat",
+    "top",
 )
 # Global options that take a value, so that their value is not read as a command name.
 VALUE_OPTIONS = ("--replay", "--color")

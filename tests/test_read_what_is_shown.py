@@ -71,7 +71,8 @@ def test_details_views_ask_for_no_group_they_do_not_show() -> None:
 def _every_field_alike(example: str, shared: bool = False) -> None:
     """Each field alone, read for its rows only, prints what a read of its whole groups prints;
     ``shared``: only the fields whose group has other rows (where the reads differ)."""
-    for field in (*csv_query.fields(), *csv_query.extras()):
+    own = (csv_query.field(name) for name in csv_query.own_names())
+    for field in (*csv_query.fields(), *filter(None, own)):
         if field.read is None or (shared and (field.group is None or len(group_readings(field.group)) < 2)):
             continue
         view = view_for(Request(query=field.name, output_format="csv,noheader"))

@@ -169,6 +169,7 @@ STARTING = {
     "nvlink": ["nvlink"],
     "mig": ["mig"],
     "stat": ["stat"],
+    "top": ["top"],  # without a terminal: its one line, exit 2 (a signal before that: 128+N)
 }
 
 

@@ -171,15 +171,15 @@ def run(found: Line) -> int:
 
 
 def _list(s: Settings, options: dict[str, object]) -> None:
+    from gpudiag.api import read_machine
     from gpudiag.cli import plain
     from gpudiag.cli.list_modes import Request, check_nvml, selected, validate, view_for
     from gpudiag.exitcodes import ExitCode
-    from gpudiag.probe.collect import collect
 
     request = Request(**options)  # type: ignore[arg-type]
     validate(request)
     view = view_for(request)
-    machine = collect(s.replay, facts=view.facts, only=view.only)
+    machine = read_machine(s.replay, facts=view.facts, only=view.only)  # the public API's read, as the command
     check_nvml(machine, view)
     gpus = selected(machine, request.ids, request.no_processes)
     view.show(machine, gpus, s, request.filename)

@@ -398,12 +398,35 @@ def build(moment: str, capture_dir: Path = CAPTURE_DIR) -> tuple[Machine, list[s
 SNAPSHOT_XML = {"idle": "nvidia-smi-q.xml", "busy": "nvidia-smi-q-busy.xml"}
 
 
+# The details that differ between boards or moments, by their row's key, with their element in
+# `nvidia-smi -q -x`: a snapshot's GPU takes its own value from there.
+OWN_ELEMENTS = {
+    "details.temperatures.memory_c": "temperature/memory_temp",
+    "details.power.average_w": "gpu_power_readings/average_power_draw",
+    "details.power.instant_w": "gpu_power_readings/instant_power_draw",
+    "details.clocks.current.graphics": "clocks/graphics_clock",
+    "details.clocks.current.sm": "clocks/sm_clock",
+    "details.clocks.current.memory": "clocks/mem_clock",
+    "details.clocks.current.video": "clocks/video_clock",
+    "details.temperatures.margin_c": "temperature/gpu_temp_tlimit",
+    "details.identity.serial": "serial",
+    "details.identity.board_part_number": "board_part_number",
+    "details.identity.module_id": "platformInfo/module_id",
+    "details.pcie.tx_kbps": "pci/tx_util",
+    "details.pcie.rx_kbps": "pci/rx_util",
+    "details.pcie.replay_counter": "pci/replay_counter",
+    "details.identity.pdi": "pdi",
+    "details.pcie.replay_rollovers": "pci/replay_rollover_counter",
+    "details.power.memory_average_w": "gpu_memory_power_readings/average_power_draw",
+}
+
+
 def details_for_snapshot(moment: str, capture_dir: Path = CAPTURE_DIR) -> dict[str, Any]:
     """Details (as data) for the GPU of ``gpudiag-snapshot-<moment>.json``: read by the probe from the
-    getter capture, with that GPU's own identity and readings of the moment (each detail row's ``smi``
-    row: serial, module id, current clocks, power draw, temperatures, PCIe throughput and replays, and
-    BAR1) from the snapshot's own details where it holds them (a capture of one board: the readings of
-    the snapshot's moment, as its other readings are), else from its `nvidia-smi -q -x` (the H100's
+    getter capture, with that GPU's own identity and readings of the moment (OWN_ELEMENTS: serial,
+    module id, current clocks, power draw, temperatures, PCIe throughput and replays, and BAR1) from
+    the snapshot's own details where it holds them (a capture of one board: the readings of the
+    snapshot's moment, as its other readings are), else from its `nvidia-smi -q -x` (the H100's
     snapshots predate details). The per-process load stays NVML's "no sample" unless the getter
     capture saw the same process."""
     import xml.etree.ElementTree as ET
@@ -423,17 +446,17 @@ def details_for_snapshot(moment: str, capture_dir: Path = CAPTURE_DIR) -> dict[s
             return int(text, 16)
         return float(text) if "." in text else int(text)
 
-    for row in _detail_rows():
-        if row.smi:  # the reading differs between boards or moments: this GPU's own, of the snapshot's moment
-            *path, name = row.key.split(".")[1:]
-            node, mine = details, own
-            for part in path:
-                node = node[part]
-                mine = mine[part] if mine is not None else None
-            if mine is not None:
-                node[name] = mine[name]
-            else:
-                node[name] = gpu.findtext(row.smi) if row.codec is TEXT else number(row.smi)
+    codecs = {row.key: row.codec for row in _detail_rows()}
+    for key, element in OWN_ELEMENTS.items():  # differs between boards or moments: this GPU's own, of the moment
+        *path, name = key.split(".")[1:]
+        node, mine = details, own
+        for part in path:
+            node = node[part]
+            mine = mine[part] if mine is not None else None
+        if mine is not None:
+            node[name] = mine[name]
+        else:
+            node[name] = gpu.findtext(element) if codecs[key] is TEXT else number(element)
     if own is not None:
         details["bar1"] = own["bar1"]
     else:  # BAR1 of this GPU, as -q -x shows it (whole MiB: nvidia-smi rounds up, and these add to the total)
