@@ -18,6 +18,9 @@ Sources (NVIDIA H200, driver 580.159.04, 16 cores, Firecracker VM;
   calls per scrape and spends ~1.2 ms of its own, so (12.2 - 1.2) / 35 = 0.31 ms a call. The DCGM
   scrape agrees: 11.3 ms, 30 calls, (11.3 - 1.1) / 30 = 0.34 ms. A mean, not a per-call truth:
   a call that costs more on the driver (a list query, an ECC counter) is charged the same here.
+
+``python benchmarks/nvml_call_costs.py`` on a GPU machine measures each call the exporter and a
+full read make, and prints the table to put here in place of the mean.
 """
 
 from __future__ import annotations
