@@ -262,7 +262,8 @@ def view_for(r: Request) -> View:
     if r.details:
         shown = ALL_GROUPS - NOT_IN_DETAILS
         if r.xml:
-            return View("xml", shown)
+            # nvidia-smi's XML has no InfoROM checksum (only -q's text shows gpudiag's line): not asked
+            return View("xml", shown - {FactGroup.INFOROM})
         display = None
         if r.display is not None:
             from gpudiag.render.details_view import display_sections
