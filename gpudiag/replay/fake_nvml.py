@@ -186,7 +186,10 @@ def _index(rows: tuple[Spec, ...], key: Callable[[Spec], list[Any]]) -> dict[Any
 
 
 def _calls_of(row: Spec) -> list[Any]:
-    return [] if row.field else [name for name in (row.call, row.fallback) if name]
+    if row.field:  # a field that is what a call answers (the energy counter): that call too, for peers
+        same = _FIELDS_OF_CALLS.get(row.field)
+        return [same[0]] if same is not None and not row.scope else []
+    return [name for name in (row.call, row.fallback) if name]
 
 
 def _fields_of(row: Spec) -> list[Any]:
