@@ -145,6 +145,11 @@ FI_POWER_INSTANT = 186
 FI_REMAPPED_COR_INACTIVE = 301
 FI_REMAPPED_UNC_INACTIVE = 302
 FI_PCIE_REPLAY_ROLLOVER = 95
+# The same counters as nvmlDeviceGetTotalEnergyConsumption and nvmlDeviceGetPcieReplayCounter, read
+# with the exporter's other field values in its one call (the H200 answered both alike:
+# docs/hardware/h200-driver580/nvml-getters-*.json), a driver round trip (~0.3 ms) less each.
+FI_TOTAL_ENERGY_CONSUMPTION = 83
+FI_PCIE_REPLAY_COUNTER = 94
 FI_POWER_MIN_LIMIT = 187
 FI_POWER_MAX_LIMIT = 188
 FI_POWER_DEFAULT_LIMIT = 189
@@ -532,13 +537,14 @@ GPU_READINGS: tuple[Spec, ...] = (
     ),
     Spec(
         key="energy_mj",
-        call="nvmlDeviceGetTotalEnergyConsumption",
+        field=FI_TOTAL_ENERGY_CONSUMPTION,
+        value_type=3,
         group=_G.ENERGY,
         whole_gpu=False,
     ),
     Spec(
         key="pcie_replays",
-        call="nvmlDeviceGetPcieReplayCounter",
+        field=FI_PCIE_REPLAY_COUNTER,
         group=_G.PCIE_REPLAYS,
         whole_gpu=False,
     ),

@@ -33,3 +33,13 @@ def test_bench_startup_reports_a_ratio_to_the_floor() -> None:
     rows = {line.split("  ")[0].strip(): line for line in result.stdout.splitlines()}
     assert {"floor", "floor: app+json", "list --query"} <= set(rows)
     assert rows["list --query"].split()[-1].replace(".", "").isdigit()  # peak RSS in MiB
+
+
+def test_nvml_call_costs_times_every_c_function_the_exporter_and_a_full_read_reach() -> None:
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "nvml_call_costs.py"), "--scrapes", "2", "--replay", "h200-driver580-idle"],
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    names = {line.split()[0] for line in result.stdout.splitlines() if line.startswith("nvml")}
+    assert {"nvmlDeviceValidateInforom", "nvmlDeviceGetRemappedRows", "nvmlDeviceGetFieldValues"} <= names
+    assert '    "nvmlDeviceValidateInforom": ' in result.stdout

@@ -20,7 +20,7 @@ import pytest
 
 from gpudiag.exitcodes import ExitCode
 from gpudiag.export.attribution import Owner
-from gpudiag.export.exporter import GROUPS, REOPEN_EVERY_S, Exporter, Printable, Server
+from gpudiag.export.exporter import GROUPS, REOPEN_EVERY_S, SLOW_EVERY_S, Exporter, Printable, Server
 from gpudiag.model import GpuState, Machine, Reading, Reason
 from gpudiag.probe.collect import MachineSource
 from gpudiag.replay.fixtures import load
@@ -956,3 +956,49 @@ def test_the_exporters_readings_agree_with_the_recorded_details() -> None:
             counters = dict(details.clocks.event_reason_counters_us)
             assert gpu.violations.power_ns == counters["sw_power_cap"].map(lambda us: us * 1000), name
             assert gpu.violations.sync_boost_ns == counters["sync_boost"].map(lambda us: us * 1000), name
+
+
+def test_slow_rows_are_read_once_a_minute_and_after_an_xid(source: MachineSource) -> None:
+    """ECC and MIG modes, retired pages, remapped rows and the vGPU licence cost a driver round trip
+    each and change seldom: asked once per SLOW_EVERY_S, and afresh after an Xid; the text is what an
+    exporter that reads them every scrape serves."""
+    now = [0.0]
+    exporter = Exporter(source, clock=lambda: now[0], hostname="node-a")
+    slow = ("nvmlDeviceGetEccMode", "nvmlDeviceGetRemappedRows", "nvmlDeviceGetRetiredPages", "nvmlDeviceGetMigMode")
+    with open_source(EXAMPLE) as other:
+        every_time = Exporter(other, clock=lambda: now[0], hostname="node-a")
+        other.session.slow_keys = frozenset()
+
+        def asked() -> dict[str, int]:
+            before = len(source.lib.calls)
+            text = exporter.render_text()
+            assert text == every_time.render_text()
+            calls = source.lib.calls[before:]
+            return {name: calls.count(name) for name in slow}
+
+        assert all(asked().values())  # the first scrape reads them
+        now[0] += 1.0
+        assert not any(asked().values())  # a second later: kept
+        now[0] += SLOW_EVERY_S
+        assert all(asked().values())  # a minute later: read again
+        now[0] += 1.0
+        source.lib.inject_xid(2, 63)  # a row remapping: seen at this scrape, the rows read afresh at the next
+        other.lib.inject_xid(2, 63)
+        asked()
+        now[0] += 1.0
+        assert asked()["nvmlDeviceGetRemappedRows"] == 8
+
+
+def test_energy_and_pcie_replays_come_with_the_other_field_values(source: MachineSource) -> None:
+    """Their own calls cost a driver round trip each per GPU and scrape; fields 83 and 94 answer the
+    same counters (both recorded alike on the H200) in the field-value call the scrape makes anyway."""
+    exporter = Exporter(source, hostname="node-a")
+    scrape(exporter)
+    before = len(source.lib.calls)
+    samples = scrape(exporter)
+    calls = source.lib.calls[before:]
+    assert "nvmlDeviceGetTotalEnergyConsumption" not in calls and "nvmlDeviceGetPcieReplayCounter" not in calls
+    assert calls.count("nvmlDeviceGetFieldValues") == 8
+    base = load(EXAMPLE)[0]
+    assert pick(samples, "gpudiag_gpu_energy_joules_total", gpu="1") == [base.gpus[1].energy_mj.value / 1000]
+    assert pick(samples, "gpudiag_gpu_pcie_replays_total", gpu="1") == [base.gpus[1].pcie_replays.value]

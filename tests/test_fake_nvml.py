@@ -368,3 +368,17 @@ def test_python_m_gpudiag_replay_runs_a_program_on_the_real_pynvml_and_puts_it_b
     assert json.loads((tmp_path / "out.json").read_text()) == ["NVIDIA H100 80GB HBM3", "c_nvmlMemory_t"]
     assert vars(pynvml) == before  # its loader state and the program's patch undone
     assert pynvml.nvmlLib is None and sys.argv == argv
+
+
+def test_a_counter_read_as_a_field_is_answered_by_its_own_call_too() -> None:
+    """gpudiag reads energy and PCIe replays as field values 83 and 94; peers (nvitop, gpustat) call
+    nvmlDeviceGetTotalEnergyConsumption and nvmlDeviceGetPcieReplayCounter: both get the recording."""
+    machine = load("h100x8-healthy")[0]
+    lib = FakeNvml(machine)
+    lib.nvmlInit()
+    h = lib.nvmlDeviceGetHandleByIndex(1)
+    gpu = machine.gpus[1]
+    assert lib.nvmlDeviceGetTotalEnergyConsumption(h) == gpu.energy_mj.value
+    assert lib.nvmlDeviceGetPcieReplayCounter(h) == gpu.pcie_replays.value
+    fields = lib.nvmlDeviceGetFieldValues(h, [83, 94])
+    assert [(f.nvmlReturn, f.value.ullVal) for f in fields] == [(0, gpu.energy_mj.value), (0, gpu.pcie_replays.value)]

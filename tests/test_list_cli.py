@@ -232,3 +232,26 @@ def test_start_up_imports_only_what_the_output_needs(args: list[str], absent: tu
     }
     assert len(imported) > 50  # the -X importtime report was read
     assert [m for m in absent if m in imported] == []
+
+
+def test_json_validates_the_inforom_only_with_details(monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvmlDeviceValidateInforom checksums the InfoROM (70 ms a GPU on the H200, more than the rest of
+    an 8-GPU document): `--json` leaves it not read, `--json --details` (everything) asks it."""
+    import json
+
+    from gpudiag.replay.fake_nvml import FakeNvml
+
+    asked: list[int] = []
+    validate = FakeNvml.nvmlDeviceValidateInforom
+
+    def counted(self: FakeNvml, handle: object) -> None:
+        asked.append(1)
+        return validate(self, handle)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FakeNvml, "nvmlDeviceValidateInforom", counted)
+    _, out, _ = run("--replay", "h100x8-healthy", "list", "--json")
+    assert {json.dumps(g["inforom_valid"]) for g in json.loads(out)["gpus"]} == {'{"unavailable": "not_read"}'}
+    assert asked == []
+    _, out, _ = run("--replay", "h100x8-healthy", "list", "--json", "--details")
+    assert [g["inforom_valid"] for g in json.loads(out)["gpus"]] == [True] * 8
+    assert len(asked) == 8

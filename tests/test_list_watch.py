@@ -81,3 +81,22 @@ def test_the_watch_uses_one_nvml_session(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(FakeNvml, "_init", counting)
     code, _, _ = run("--replay", BUSY, "list", "-w", "--count", "3", "--interval", "0.1", "--query", "index")
     assert code == 0 and len(inits) == 1
+
+
+def test_a_watch_validates_the_inforom_once_a_minute_not_each_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvmlDeviceValidateInforom checksums the InfoROM (~70 ms a GPU on the H200): a watch's every
+    sample shows its answer, asked once per SLOW_EVERY_S."""
+    from gpudiag.replay.fake_nvml import FakeNvml
+
+    asked: list[int] = []
+    validate = FakeNvml.nvmlDeviceValidateInforom
+
+    def counted(self: FakeNvml, handle: object) -> None:
+        asked.append(1)
+        return validate(self, handle)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FakeNvml, "nvmlDeviceValidateInforom", counted)
+    query = ("--query", "index,inforom.checksum_validation", "--format", "csv,noheader")
+    _, lines, _ = run("--replay", "h100x8-healthy", "list", "-w", "--count", "3", "--interval", "0.1", *query)
+    assert lines.splitlines() == [f"{i}, valid" for i in range(8)] * 3
+    assert len(asked) == 8

@@ -357,7 +357,8 @@ CALLS = {
         "nvmlDeviceGetBAR1MemoryInfo",
         "nvmlDeviceGetConfComputeProtectedMemoryUsage",
     ],
-    "e": ["nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetPcieReplayCounter"],
+    # the replay counter is a field value (94): the same counter as nvmlDeviceGetPcieReplayCounter
+    "e": ["nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetFieldValues"],
     "t": ["nvmlDeviceGetPcieThroughput", "nvmlDeviceGetPcieThroughput"],
     "pv": [  # the field values of both groups in one call
         "nvmlDeviceGetPowerUsage",

@@ -254,13 +254,16 @@ def view_for(r: Request) -> View:
     if r.list_gpus:
         return View("gpus", frozenset({FactGroup.MIG}), as_json=r.json_output)
     if r.json_output:
-        # Every fact; the details (~130 NVML calls per GPU, more with NVLink) and GPM's window only with --details.
-        quick = ALL_GROUPS - {FactGroup.DETAILS, FactGroup.LINKS, FactGroup.PROFILING}
+        # Every fact; the details (~130 NVML calls per GPU, more with NVLink), GPM's window and the InfoROM's
+        # checksum (nvmlDeviceValidateInforom: 70 ms a GPU on the H200, twice the rest of an 8-GPU document)
+        # only with --details.
+        quick = ALL_GROUPS - {FactGroup.DETAILS, FactGroup.LINKS, FactGroup.PROFILING, FactGroup.INFOROM}
         return View("json", ALL_GROUPS if r.details else quick)
     if r.details:
         shown = ALL_GROUPS - NOT_IN_DETAILS
         if r.xml:
-            return View("xml", shown)
+            # nvidia-smi's XML has no InfoROM checksum (only -q's text shows gpudiag's line): not asked
+            return View("xml", shown - {FactGroup.INFOROM})
         display = None
         if r.display is not None:
             from gpudiag.render.details_view import display_sections

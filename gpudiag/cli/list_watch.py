@@ -28,11 +28,18 @@ if TYPE_CHECKING:
     from gpudiag.cli.common import Settings
 
 
+# What NVML computes rather than reads, asked at most once per SLOW_EVERY_S however short the interval:
+# the InfoROM's checksum (nvmlDeviceValidateInforom, ~70 ms on the H200: gpudiag.replay.call_costs).
+SLOW_KEYS = frozenset({"inforom_valid"})
+SLOW_EVERY_S = 60.0
+
+
 def watch_list(s: Settings, view: View, request: Request) -> None:
     console = make_console(s)
     live: Any = None
     last: tuple[Gpu, ...] = ()
     with open_source(s.replay) as source:  # handles are fetched once, reused by every sample
+        source.session.slow_keys, source.session.slow_every_s = SLOW_KEYS, SLOW_EVERY_S
 
         def step(n: int) -> None:
             nonlocal live, last

@@ -66,6 +66,21 @@ REOPEN_EVERY_S = 10.0
 # GPM's figures (DCGM_FI_PROF_*) are for the window since an earlier scrape at least this long ago
 # (probe.gpm): scrapes from two Prometheus servers a moment apart still get a window of their own.
 PROFILING_WINDOW_S = 1.0
+# Rows that change seldom (a mode set for the next reset, a retired page, a remapped row, a licence)
+# and cost a driver round trip each (~0.3 ms of CPU on the H200: replay/call_costs.py): read once a
+# minute, and afresh after any Xid (a page retirement or a row remap comes with one: 48, 63, 64, 94, 95).
+SLOW_KEYS = frozenset(
+    {
+        "ecc_mode_current",
+        "ecc_mode_pending",
+        "mig_mode_current",
+        "mig_mode_pending",
+        "retired_pages",
+        "remapped_rows",
+        "vgpu_license_status",
+    }
+)
+SLOW_EVERY_S = 60.0
 HUNG_AFTER_S = 60.0  # a scrape running this long is stuck (an NVML call that never returns): /livez fails
 # zlib's fastest level: the 8-GPU, 64-process text (53 kB) to 4.6 kB in 0.45 ms, where level 6 takes
 # 1.6 ms for 4.2 kB and 9 (prometheus-client's) 3.2 ms (2-core x86_64, shared).
@@ -220,6 +235,7 @@ class Exporter:
         if not self.once:  # GPM: since the previous scrape, never waiting (probe.gpm)
             session.gpm_window_s, session.gpm_wait = PROFILING_WINDOW_S, False
             session.gpm_clock, session.gpm_sleep = self.clock, None
+            session.slow_keys, session.slow_every_s, session.slow_clock = SLOW_KEYS, SLOW_EVERY_S, self.clock
         if self.log is not None:
             self._changes = CheckChanges(self.log)
             self.errors = FamilyErrors(self.log)
@@ -267,7 +283,10 @@ class Exporter:
             self.xids.watch(uuids[i] for i in self._xid_watch.watched if i in uuids)
             if self._xid_watch.missing:
                 self._say("xids", f"gpudiag: Xid errors not watched on {', '.join(self._xid_watch.missing)}")
-        for uuid, xid in self.xids.add(self._xid_watch.poll(), uuids):
+        counted = self.xids.add(self._xid_watch.poll(), uuids)
+        if counted:
+            session.forget_slow()
+        for uuid, xid in counted:
             index = next(i for i, u in uuids.items() if u == uuid)
             self._say(f"xid:{uuid}:{xid}", f"gpudiag: GPU {index}: Xid {xid} ({description(xid)})", once=False)
 

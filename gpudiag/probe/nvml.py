@@ -13,6 +13,7 @@ import ctypes
 import functools
 import os
 import sys
+import time
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -156,6 +157,8 @@ class _Handles(msgspec.Struct):
     # every reopen, which a long-running reader does when NVML restarts under it. Only answers are
     # kept, never errors.
     fixed: dict[str, Reading[Any]] = msgspec.field(default_factory=dict)
+    # The session's slow rows (NvmlSession.slow_keys) as last read, with when, by key.
+    slow: dict[str, tuple[float, Reading[Any]]] = msgspec.field(default_factory=dict)
     gpm: Any = None  # probe.gpm.GpuSamples: the GPU's GPM samples, made on its first profiling read
 
 
@@ -188,6 +191,12 @@ class NvmlSession:
         self.gpm_clock: Callable[[], float] | None = None
         self.gpm_sleep: Callable[[float], None] | None = None
         self._gpm: Any = None
+        # Rows that change seldom and cost a driver round trip each (the exporter's: ECC and MIG modes,
+        # retired pages, remapped rows, vGPU licence), read at most once per ``slow_every_s`` on the
+        # ``slow_clock``; none by default: a one-shot read asks everything it shows.
+        self.slow_keys: frozenset[str] = frozenset()
+        self.slow_every_s = 0.0
+        self.slow_clock: Callable[[], float] = time.monotonic
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -248,6 +257,11 @@ class NvmlSession:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def forget_slow(self) -> None:
+        """Read the slow rows afresh on the next read (an Xid may come with a retired page or a remap)."""
+        for handles in self._handles:
+            handles.slow.clear()
 
     def watch_xids(self) -> XidWatch:
         """Start collecting the critical XID events of every usable GPU (``check --level 2-4``)."""
@@ -468,7 +482,14 @@ class NvmlSession:
         fields: dict[Any, Reading[Any]] | None = None
         answers: dict[tuple[Any, ...], Reading[Any]] = {}
         out: dict[str, Any] = {}
+        slow = self.slow_keys if handles is not None else frozenset()
+        now = self.slow_clock() if slow else 0.0
         for key, kind, call, args, decode, spec in steps:
+            if key in slow:
+                kept = handles.slow.get(key)  # type: ignore[union-attr]
+                if kept is not None and now - kept[0] < self.slow_every_s:
+                    out[key] = kept[1]
+                    continue
             if kind is _FIXED and handles is not None:
                 found = handles.fixed.get(key)
                 if found is not None:
@@ -493,6 +514,10 @@ class NvmlSession:
             if kind is _FIXED and handles is not None and found.value is not None:
                 handles.fixed[key] = found  # only answers are kept, never errors
             out[key] = found
+        for key in slow.intersection(out):
+            kept = handles.slow.get(key)  # type: ignore[union-attr]
+            if kept is None or kept[1] is not out[key]:
+                handles.slow[key] = (now, out[key])  # type: ignore[union-attr]
         for spec in specs:  # a composite that failed leaves the keys it would have filled: they say why
             if spec.key not in out:
                 out[spec.key] = _blank_for(spec.key, out.get(_failed_composite))

@@ -27,6 +27,7 @@ from typing import Any
 import msgspec
 import pynvml
 
+from gpudiag.replay import call_costs
 from gpudiag.replay.fake_answers import FakeHandle
 
 _PYNVML: dict[str, Any] = vars(pynvml)
@@ -316,6 +317,9 @@ class _Library:
         function = self._fake._c_symbol(symbol)
         if function is None:
             raise AttributeError(symbol)
+        costs = self._fake.costs
+        if costs is not None:  # what the driver charges for it (opt-in: call_costs)
+            function = call_costs.charged(function, costs.of(symbol))
         self.__dict__[symbol] = function  # pynvml caches it too, and sets its restype on it
         return function
 
@@ -324,12 +328,15 @@ class CFake(ModuleType):
     """A ``pynvml`` (see :func:`bind`) whose library is this object: a subclass says what each call
     answers (:meth:`_answerer`: a Python answer, which :class:`Shaper` writes through the C function's
     pointers; or :meth:`_c_special`: a C function of its own). ``RAW`` names the answerers that take
-    the C function's own arguments (device handles decoded) and write through its pointers themselves."""
+    the C function's own arguments (device handles decoded) and write through its pointers themselves.
+    ``costs``: what each C function costs (:mod:`.call_costs`); by default none, or the profile
+    ``GPUDIAG_FAKE_NVML_COSTS`` names."""
 
     RAW: frozenset[str] = frozenset()
 
-    def __init__(self, doc: str | None = None) -> None:
+    def __init__(self, doc: str | None = None, costs: call_costs.CallCosts | None = None) -> None:
         super().__init__("pynvml", doc)
+        self.costs = costs if costs is not None else call_costs.from_environment()
         self.library = _Library(self)
         bind(self.__dict__, self._load)
         self._shaper = Shaper(self._address_of)

@@ -43,6 +43,7 @@ from gpudiag.model import (
 )
 from gpudiag.readings import GPM_METRICS, GPU_READINGS, NO_INSTANCE, Spec, field_key, reading_at
 from gpudiag.replay.c_boundary import CFake, address_of, unversioned
+from gpudiag.replay.call_costs import CallCosts
 from gpudiag.replay.fake_answers import REASON_ERRORS, FakeHandle, NotRecordedError, fail, recorded
 
 _INIT_ERRORS = {
@@ -185,7 +186,10 @@ def _index(rows: tuple[Spec, ...], key: Callable[[Spec], list[Any]]) -> dict[Any
 
 
 def _calls_of(row: Spec) -> list[Any]:
-    return [] if row.field else [name for name in (row.call, row.fallback) if name]
+    if row.field:  # a field that is what a call answers (the energy counter): that call too, for peers
+        same = _FIELDS_OF_CALLS.get(row.field)
+        return [same[0]] if same is not None and not row.scope else []
+    return [name for name in (row.call, row.fallback) if name]
 
 
 def _fields_of(row: Spec) -> list[Any]:
@@ -292,9 +296,9 @@ class FakeNvml(CFake):
         }
     )
 
-    def __init__(self, machine: Machine) -> None:
+    def __init__(self, machine: Machine, costs: CallCosts | None = None) -> None:
         self._machine = machine
-        super().__init__(__doc__)
+        super().__init__(__doc__, costs)
         # The latest calls only: a replayed `memory --watch` or exporter runs for days, and a log of
         # every call grew by ~2 KiB a refresh on the 8-GPU example.
         self._calls: deque[str] = deque(maxlen=CALL_LOG)
@@ -736,14 +740,15 @@ class FakeNvml(CFake):
 
     def _field(self, gpu: Gpu, handle: FakeHandle, field_id: int, scope: int) -> tuple[int, int]:
         """One field value and its nvmlValueType_t, from the row that declares the field (or the call)."""
-        if field_id in _FIELDS_OF_CALLS:
+        # A row answers only the scope it declares (readings.field_key): the all-links NVLink data
+        # (ALL_LINKS) is not one link's, and a scoped power field (the module's) is its own row.
+        key = (field_id, scope) if scope else field_id
+        rows = _gpu_fields().get(key)
+        if rows is None and field_id in _FIELDS_OF_CALLS:  # a field no row reads: the call's rows say
             call, value_type = _FIELDS_OF_CALLS[field_id]
             found = self._rows(gpu, handle, _gpu_calls().get(call), _detail_rows_by_call, call, ())
         else:
-            # A row answers only the scope it declares (readings.field_key): the all-links NVLink data
-            # (ALL_LINKS) is not one link's, and a scoped power field (the module's) is its own row.
-            key = (field_id, scope) if scope else field_id
-            found = self._rows(gpu, handle, _gpu_fields().get(key), _detail_rows_by_field, key, ())
+            found = self._rows(gpu, handle, rows, _detail_rows_by_field, key, ())
             value_type = found.specs[0].value_type if found is not None else 0
         if found is not None:
             return int(found.encodes[0](recorded(found.reads[0](gpu)))), value_type
