@@ -20,7 +20,7 @@ from typing import Any
 
 from gpudiag.export.exporter import Exporter
 from gpudiag.model import ALL_GROUPS
-from gpudiag.probe.collect import open_source
+from gpudiag.sources import open_source
 
 
 class _Timed:

@@ -118,5 +118,8 @@ def test_children_another_interpreter_runs_need_only_the_standard_library(tmp_pa
 
 
 def test_scripts_live_in_the_children_package() -> None:
-    for name in ("torch_probe", "functional", "visible_probe", "bench", "protocol"):
+    from gpudiag.bench import runner
+
+    for name in ("torch_probe", "functional", "visible_probe", "protocol"):
         assert script(name).is_file()
+    assert runner.CHILD.is_file()  # the transfer benchmark's child lives with the benchmark (bench/child.py)
