@@ -16,7 +16,10 @@ the machine may be shared and noisy, so only ratios taken within one run mean an
   ``replay-wrapper`` is that wrapper running an empty script: what it adds to the peers.
 
 Targets (ratio of medians to the floor): list <= 1.4x, list --json and --query <= 1.15x, every
-other read-only command <= 1.5x. ``--baseline DIR`` also runs the gpudiag commands from another
+other read-only command <= 1.5x. The machine-readable outputs run without typer and rich
+(cli.list_fast), so they also answer to ``floor: pynvml+psutil`` (``python -c "import pynvml,
+psutil"``): ``list --query`` of seven fields <= 1.5x of it; and ``list --json`` and ``list -q -x``
+<= the table (``list``). ``--baseline DIR`` also runs the gpudiag commands from another
 checkout (e.g. ``git archive`` of an older commit) in the same rounds: a before/after in one run.
 
 Peak RSS (the child's ru_maxrss): every command above, and ``memory --watch`` after 100 and after
@@ -48,6 +51,9 @@ WATCH_EXAMPLE = "h100x8-training-64procs"
 # through a relative PATH entry (PATH=.venv/bin:$PATH).
 PY = os.path.abspath(sys.executable)
 FLOORS = Path(__file__).resolve().parent / "floors.py"
+PY_FLOOR = "floor: pynvml+psutil"
+# The seven fields of the H200's timing of `nvidia-smi --query-gpu` (docs/hardware/).
+QUERY_7 = "index,name,uuid,memory.used,memory.total,utilization.gpu,temperature.gpu"
 
 
 @dataclass
@@ -55,6 +61,8 @@ class Case:
     name: str
     argv: list[str]
     target: float | None = None  # ratio to the floor
+    # More targets, each a ratio to another case of the same run: (that case's name, the most allowed).
+    against: tuple[tuple[str, float], ...] = ()
     tree: Path | None = None  # PYTHONPATH; None: the interpreter's own
     columns: int = 160  # the terminal's width (COLUMNS)
     walls: list[float] = field(default_factory=list)
@@ -103,27 +111,39 @@ def cases(tree: Path, baseline: Path | None, empty_script: Path) -> list[Case]:
     floor = [PY, "-c", "import typer, rich, pynvml, psutil"]
     out = [
         Case("floor", floor),
+        # What a script that reads NVML in Python pays before it reads anything: the floor of the
+        # machine-readable outputs, which import neither typer nor rich (cli.list_fast).
+        Case("floor: pynvml+psutil", [PY, "-c", "import pynvml, psutil"]),
         Case("floor+rich", [PY, "-c", "import typer, rich, pynvml, psutil, rich.console, rich.table"]),
         # The least `list --json` and `list` can cost with typer, msgspec and rich (floors.py).
         Case("floor: app+json", [PY, str(FLOORS), "json"]),
         Case("floor: app+table", [PY, str(FLOORS), "table"]),
         Case("floor: app+checklist", [PY, str(FLOORS), "checklist"]),
     ]
-    commands = [
-        ("list", ["list"], 1.4),
-        ("list (80 columns)", ["list"], 1.4),  # a narrow terminal: columns left out, the table laid out again
-        ("list --json", ["list", "--json"], 1.15),
-        ("list --query", ["list", "--query", "name,memory.used", "--format", "csv"], 1.15),
-        ("memory", ["memory"], 1.5),
-        ("visible", ["visible"], 1.5),
-        ("check --quick --no-torch", ["check", "--quick", "--no-torch"], 1.5),
+    commands: list[tuple[str, list[str], float | None, tuple[tuple[str, float], ...]]] = [
+        ("list", ["list"], 1.4, ()),
+        ("list (80 columns)", ["list"], 1.4, ()),  # a narrow terminal: columns left out, the table laid out again
+        ("list --json", ["list", "--json"], 1.15, (("list", 1.0),)),
+        ("list --query", ["list", "--query", "name,memory.used", "--format", "csv"], 1.15, ()),
+        ("list --query (7 fields)", ["list", "--query", QUERY_7, "--format", "csv"], None, ((PY_FLOOR, 1.5),)),
+        ("list -q -x", ["list", "-q", "-x"], None, (("list", 1.0),)),
+        ("memory", ["memory"], 1.5, ()),
+        ("visible", ["visible"], 1.5, ()),
+        ("check --quick --no-torch", ["check", "--quick", "--no-torch"], 1.5, ()),
     ]
     for label, tree_path in (("", tree), ("base: ", baseline)):
         if tree_path is None:
             continue
         out += [
-            Case(label + name, _gpudiag(*args), target, tree_path, 80 if "80 columns" in name else 160)
-            for name, args, target in commands
+            Case(
+                label + name,
+                _gpudiag(*args),
+                target,
+                against if not label else (),
+                tree_path,
+                80 if "80 columns" in name else 160,
+            )
+            for name, args, target, against in commands
         ]
     replay = [PY, "-m", "gpudiag.replay", EXAMPLE]
     if _has_replay_runner(tree):
@@ -244,10 +264,16 @@ def main() -> int:
 
 def _verdicts(todo: list[Case]) -> list[bool]:
     floor = statistics.median(todo[0].walls)
+    by_name = {c.name: c for c in todo}
     return [
         statistics.median(c.walls) / floor <= c.target
         for c in todo
         if c.target is not None and not c.name.startswith("base: ")  # the verdict is on wall time
+    ] + [
+        statistics.median(c.walls) / statistics.median(by_name[other].walls) <= most
+        for c in todo
+        for other, most in c.against
+        if other in by_name
     ]
 
 
@@ -279,6 +305,15 @@ def report(todo: list[Case], runs: int) -> None:
             f"{case.name:<28}{med * 1000:>7.0f}{min(case.walls) * 1000:>7.0f}{ratio:>6.2f}{cpu * 1000:>7.0f}"
             f"{cpu / cpu_floor:>6.2f}{target:>7}  {verdict:<8}{rss:>7.1f}{extra}"
         )
+    for case in todo:
+        for other, most in case.against:
+            if other not in by_name:
+                continue
+            ref = by_name[other]
+            wall = statistics.median(case.walls) / statistics.median(ref.walls)
+            cpu = statistics.median(case.cpus) / statistics.median(ref.cpus)
+            verdict = "ok" if wall <= most else "OVER"
+            print(f"{case.name} / {other}: wall {wall:.2f}, cpu {cpu:.2f}  (target <= {most:.2f}) {verdict}")
     if "nvitop -1" in by_name and "list" in by_name:
         lst, top = by_name["list"], by_name["nvitop -1"]
         wall = statistics.median(lst.walls) / statistics.median(top.walls)

@@ -9,7 +9,8 @@ no spin kernel and no torch dispatch: the gap between the two is gpudiag's overh
 Target: within 5 %. ``--time-default`` also times a default ``gpudiag bench-transfer`` run
 (target: under 15 s). ``--json FILE`` writes the figures for the README.
 
-Without a usable CUDA device it says why and exits 0.
+Without a usable CUDA device it says why and exits 0; everything before the first CUDA call
+(:func:`setup`: the options, bench-transfer's plan, the copies) runs anywhere, and is tested on CPU.
 
 Usage: python benchmarks/reference_copy.py [--size 256MiB] [--iters 16] [--samples 3]
                                            [--device 0] [--time-default] [--json FILE]
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 H2D, D2H, D2D = 1, 2, 3  # cudaMemcpyKind
@@ -167,16 +169,18 @@ def raw_copier(device: int) -> RawCopier | None:
 
 
 def gpu_numa_node(uuid: str, pci_bus_id: str | None) -> int | None:
-    """The GPU's NUMA node, as gpudiag bench-transfer finds it (NVML, else sysfs)."""
+    """The GPU's NUMA node, as gpudiag bench-transfer finds it: the sysfs node of its PCI device,
+    read with the facts bench-transfer reads (a reading that fails is that reading's N/A)."""
     from gpudiag.bench.placement import pci_numa_node
     from gpudiag.bench.plan import DeviceInfo
     from gpudiag.bench.preflight import numa_maps
     from gpudiag.children.bench import numa_node_for
     from gpudiag.errors import GpudiagError
+    from gpudiag.model import FactGroup
     from gpudiag.probe.collect import open_source
 
     try:
-        with open_source() as source:
+        with open_source(facts=frozenset({FactGroup.PCIE, FactGroup.NUMA})) as source:
             gpus = source.read().gpus
     except GpudiagError:
         return None
@@ -190,7 +194,20 @@ def time_default_run() -> float:
     return time.perf_counter() - start
 
 
-def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> int:
+@dataclass(frozen=True)
+class Setup:
+    """Everything decided before the first CUDA call: the options, the plan gpudiag measures with,
+    and each copy as gpudiag's task beside the reference's cudaMemcpyKind."""
+
+    args: argparse.Namespace
+    nbytes: int
+    plan: Any  # gpudiag.bench.plan.Plan
+    copies: list[tuple[Any, int]]  # (gpudiag.bench.plan.Task, cudaMemcpyKind)
+
+
+def setup(argv: list[str] | None = None) -> Setup:
+    """Parse the options and plan the run, as `gpudiag bench-transfer --sizes SIZE` would, without
+    touching CUDA (a bad option exits 2 with argparse's message)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--size", default="256MiB")
     parser.add_argument("--iters", type=int, default=16)
@@ -200,16 +217,32 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> i
     parser.add_argument("--json", dest="json_path")
     args = parser.parse_args(argv)
 
-    from gpudiag.bench.engine import NoCudaError, measure
-    from gpudiag.bench.placement import nodes_with_cpus, placed_on
     from gpudiag.bench.plan import Mode, Task, make_plan
     from gpudiag.errors import UsageError
     from gpudiag.units import parse_size
 
     try:
-        nbytes = parse_size(args.size)
+        size = parse_size(args.size)
     except UsageError as exc:
         parser.error(f"--size: {exc.message}")
+    try:  # bench-transfer's own plan: a size in bytes with its unit, rounded to whole elements
+        plan = make_plan(None, f"{size}B", False, args.iters, args.samples, str(args.device))
+    except UsageError as exc:
+        parser.error(exc.message)
+    assert plan.sizes is not None
+    nbytes = plan.sizes[0]  # whole 4-byte elements, as bench-transfer copies them
+    kinds = ((Mode.H2D_PINNED_ASYNC, H2D), (Mode.D2H_PINNED_ASYNC, D2H), (Mode.D2D, D2D))
+    copies = [(Task(index, mode, args.device, None, nbytes), kind) for index, (mode, kind) in enumerate(kinds)]
+    return Setup(args, nbytes, plan, copies)
+
+
+def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> int:
+    run = setup(argv)
+    args, nbytes, plan = run.args, run.nbytes, run.plan
+
+    from gpudiag.bench.engine import NoCudaError, measure
+    from gpudiag.bench.placement import nodes_with_cpus, placed_on
+
     try:
         from gpudiag.bench.torch_prims import TorchPrimitives
 
@@ -226,10 +259,9 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> i
     out(f"reference: {copier.name}; gpudiag: {prims.version}")
     nodes = nodes_with_cpus()
     node = gpu_numa_node(device.uuid, device.pci_bus_id)
-    plan = make_plan(None, str(nbytes), False, args.iters, args.samples, str(args.device))
     figures: list[dict[str, Any]] = []
-    for index, (mode, kind) in enumerate(((Mode.H2D_PINNED_ASYNC, H2D), (Mode.D2H_PINNED_ASYNC, D2H), (Mode.D2D, D2D))):
-        task = Task(index, mode, args.device, None, nbytes)
+    for task, kind in run.copies:
+        mode = task.mode
         with placed_on(node, nodes):
             copy = prims.prepare(task)
             ours = measure(prims, copy, task, plan, lambda: None)

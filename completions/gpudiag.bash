@@ -6,7 +6,7 @@ _gpudiag() {
     cmd=""
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            bench-transfer|check|dmon|drain|examples|exporter|list|memory|mig|nvlink|pmon|report|snapshot|stat|topo|visible) cmd="${COMP_WORDS[i]}"; break ;;
+            bench-transfer|check|dmon|drain|examples|exporter|list|memory|mig|nvlink|pmon|report|snapshot|stat|top|topo|visible) cmd="${COMP_WORDS[i]}"; break ;;
         esac
     done
     case "$prev" in
@@ -56,7 +56,7 @@ _gpudiag() {
         --query-remapped-rows) return ;;
         --query-retired-pages) return ;;
         --query-supported-clocks) return ;;
-        --replay) COMPREPLY=($(compgen -W "a100-ecc-errors a100-mig a100-mig-no-instances a100x2-pcie-one-at-x8 container-pids driver-mismatch driver535-torch-cu128 geforce-no-ecc-power gpu-lost gtx1050-desktop h100-driver580-busy h100-driver580-idle h100-fragmented h100-leak-per-step h100-pcie-gen2-trained-down h100x8-healthy h100x8-nvswitch h100x8-ranks-imbalance h100x8-training-64procs hidepid-processes hostile-strings misconfigured-node mixed-gpus-workstation no-driver no-nvml-library no-permission old-driver-v1-processes p100-torch-cu128 rtx5090-torch-cu124 v100-pcie-gen3-x16 v100x4-tutorial zero-gpus" -- "$cur") $(compgen -f -- "$cur")); return ;;
+        --replay) COMPREPLY=($(compgen -W "a100-ecc-errors a100-mig a100-mig-no-instances a100x2-pcie-one-at-x8 container-pids driver-mismatch driver535-torch-cu128 geforce-no-ecc-power gpu-lost gtx1050-desktop h100-driver580-busy h100-driver580-idle h100-fragmented h100-leak-per-step h100-pcie-gen2-trained-down h100x8-healthy h100x8-nvswitch h100x8-ranks-imbalance h100x8-training-64procs h200-driver580-busy h200-driver580-idle hidepid-processes hostile-strings misconfigured-node mixed-gpus-workstation no-driver no-nvml-library no-permission old-driver-v1-processes p100-torch-cu128 rtx5090-torch-cu124 v100-pcie-gen3-x16 v100x4-tutorial zero-gpus" -- "$cur") $(compgen -f -- "$cur")); return ;;
         --require-capability) return ;;
         --require-cuda) return ;;
         --require-driver) return ;;
@@ -96,9 +96,10 @@ _gpudiag() {
         report) COMPREPLY=($(compgen -W "--expect --json --junit --junit-per-check --nodes --brief --help" -- "$cur")) ;;
         snapshot) COMPREPLY=($(compgen -W "--output -o --description -d --no-torch --help" -- "$cur")) ;;
         stat) COMPREPLY=($(compgen -W "--id -i --show-cmd -c --show-pid -p --show-power -P --no-processes --watch -w --interval --count --json --help" -- "$cur")) ;;
+        top) COMPREPLY=($(compgen -W "--interval --help" -- "$cur")) ;;
         topo) COMPREPLY=($(compgen -W "--matrix -m --p2pstatus -p2p --json --help" -- "$cur")) ;;
         visible) COMPREPLY=($(compgen -W "--value --unset --order --select --probe --json --help" -- "$cur")) ;;
-        "") COMPREPLY=($(compgen -W "bench-transfer check dmon drain examples exporter list memory mig nvlink pmon report snapshot stat topo visible --replay --color --debug --version --help" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "bench-transfer check dmon drain examples exporter list memory mig nvlink pmon report snapshot stat top topo visible --replay --color --debug --version --help" -- "$cur")) ;;
     esac
 }
 complete -o default -F _gpudiag gpudiag

@@ -29,6 +29,7 @@ COMMANDS = (
     "nvlink",
     "mig",
     "stat",
+    "top",
 )
 # Global options that take a value, so that their value is not read as a command name.
 VALUE_OPTIONS = ("--replay", "--color")
@@ -53,7 +54,7 @@ class CommandLine:
 
 
 def read(argv: list[str]) -> CommandLine:
-    at = _command_position(argv)
+    at = command_position(argv)
     options = frozenset(a.split("=", 1)[0] for a in _before_separator(argv) if a.startswith("-"))
     if at is None:
         return CommandLine(list(argv), None, options)
@@ -75,7 +76,7 @@ def _before_separator(argv: list[str]) -> list[str]:
     return argv[: argv.index("--")] if "--" in argv else argv
 
 
-def _command_position(argv: list[str]) -> int | None:
+def command_position(argv: list[str]) -> int | None:
     """Where the command is: the first word that is not an option or a global option's value."""
     skip_next = False
     for position, arg in enumerate(argv):

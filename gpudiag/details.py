@@ -302,10 +302,15 @@ class PeerLink(msgspec.Struct, frozen=True):
     p2p_prop: Reading[str] = msgspec.field(default_factory=not_recorded)
 
 
+# How each GPU reaches every other one is N² NVML calls and lines: the details (`-q`, a snapshot with
+# details) read it up to this many GPUs (a node has 8, an HGX-2 16); beyond, `gpudiag topo` does.
+PEERS_READ_UP_TO = 16
+
+
 class Affinity(msgspec.Struct, frozen=True):
     cpus: Reading[str]  # CPU list, e.g. "0-15"
     numa_nodes: Reading[str]  # host NUMA nodes near the GPU, e.g. "0"
-    peers: tuple[PeerLink, ...]
+    peers: tuple[PeerLink, ...]  # none read on a machine of more than PEERS_READ_UP_TO GPUs
 
 
 class ProcessLoad(msgspec.Struct, frozen=True):
@@ -481,14 +486,6 @@ BRIDGES = Codec(
         ],
     },
 )
-# The clock-event counters' labels in nvidia-smi -q (driver 580), by --query-gpu's name.
-COUNTER_LABELS = {
-    "sw_power_cap": "SW Power Capping",
-    "sync_boost": "Sync Boost",
-    "sw_thermal_slowdown": "SW Thermal Slowdown",
-    "hw_thermal_slowdown": "HW Thermal Slowdown",
-    "hw_power_brake_slowdown": "HW Power Braking",
-}
 
 
 def _detail(key: str, **kw: Any) -> Spec:
@@ -497,34 +494,17 @@ def _detail(key: str, **kw: Any) -> Spec:
     return Spec(key=f"details.{key}", group=FactGroup.DETAILS, whole_gpu=False, **kw)
 
 
-def _clock_rows(kind: str, call: str, heading: str, shown: tuple[str, ...], queries: dict[str, str]) -> list[Spec]:
+def _clock_rows(kind: str, call: str) -> list[Spec]:
     return [
         _detail(
             f"clocks.{kind}.{clock}",
             call=call,
             args=(f"NVML_CLOCK_{nvml}",),
             unit="MHz",
-            query=queries.get(clock, ""),
-            q=f"{heading}/{'SM' if clock == 'sm' else clock.title()}" if clock in shown else "",
-            smi=f"clocks/{'mem' if clock == 'memory' else clock}_clock" if kind == "current" else "",
         )
         for clock, nvml in (("graphics", "GRAPHICS"), ("sm", "SM"), ("memory", "MEM"), ("video", "VIDEO"))
     ]
 
-
-_ALL_CLOCKS = ("graphics", "sm", "memory", "video")
-_APP_CLOCKS = ("graphics", "memory")
-
-# Each scoped power reading's -q label, --query-gpu name (module scope) and -q -x element.
-_POWER_LINES = {
-    "average": ("Average Power Draw", "module.power.draw.average", "average_power_draw"),
-    "instant": ("Instantaneous Power Draw", "module.power.draw.instant", "instant_power_draw"),
-    "current_limit": ("Current Power Limit", "module.enforced.power.limit", "current_power_limit"),
-    "requested_limit": ("Requested Power Limit", "module.power.limit", "requested_power_limit"),
-    "default_limit": ("Default Power Limit", "module.power.default_limit", "default_power_limit"),
-    "min_limit": ("Min Power Limit", "module.power.min_limit", "min_power_limit"),
-    "max_limit": ("Max Power Limit", "module.power.max_limit", "max_power_limit"),
-}
 
 # In the order the probe asks NVML. The field values of every row with a ``field`` are read first, in
 # one nvmlDeviceGetFieldValues call.
@@ -533,29 +513,18 @@ DETAIL_READINGS: tuple[Spec, ...] = (
         "temperatures.memory_c",
         field=FI_MEMORY_TEMP,
         unit="C",
-        query="temperature.memory",
-        q="Temperature/Memory Current Temp",
-        smi="temperature/memory_temp",
     ),
     _detail(
         "power.average_w",  # over the last second
         field=FI_POWER_AVERAGE,
         codec=MILLIWATTS,
         unit="W",
-        show="2f",
-        query="power.draw.average",
-        q="GPU Power Readings/Average Power Draw",
-        smi="gpu_power_readings/average_power_draw",
     ),
     _detail(
         "power.instant_w",
         field=FI_POWER_INSTANT,
         codec=MILLIWATTS,
         unit="W",
-        show="2f",
-        query="power.draw.instant",
-        q="GPU Power Readings/Instantaneous Power Draw",
-        smi="gpu_power_readings/instant_power_draw",
     ),
     *(
         _detail(
@@ -564,8 +533,6 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             value_type=3,
             codec=NS_AS_US,
             unit="us",
-            query=f"clocks_event_reasons_counters.{event.query}",
-            q=f"Clocks Event Reasons Counters/{COUNTER_LABELS[event.query]}",
         )
         for event in CLOCK_EVENTS
         if event.counter_field
@@ -573,48 +540,20 @@ DETAIL_READINGS: tuple[Spec, ...] = (
     _detail(
         "memory_health.remapped_inactive_correctable",
         field=FI_REMAPPED_COR_INACTIVE,
-        query="remapped_rows.correctable_inactive",
     ),
     _detail(
         "memory_health.remapped_inactive_uncorrectable",
         field=FI_REMAPPED_UNC_INACTIVE,
-        query="remapped_rows.uncorrectable_inactive",
     ),
     _detail(
         "clocks.event_reasons_supported",
         call="nvmlDeviceGetSupportedClocksEventReasons",
         fallback="nvmlDeviceGetSupportedClocksThrottleReasons",  # drivers before R535
-        show="hex16",
-        query="clocks_event_reasons.supported",
     ),
-    *_clock_rows(
-        "current",
-        "nvmlDeviceGetClockInfo",
-        "Clocks",
-        _ALL_CLOCKS,
-        {c: f"clocks.current.{c}" for c in _ALL_CLOCKS},
-    ),
-    *_clock_rows(
-        "max",
-        "nvmlDeviceGetMaxClockInfo",
-        "Max Clocks",
-        _ALL_CLOCKS,
-        {c: f"clocks.max.{c}" for c in ("graphics", "sm", "memory")},
-    ),
-    *_clock_rows(
-        "applications",
-        "nvmlDeviceGetApplicationsClock",
-        "Applications Clocks",
-        _APP_CLOCKS,
-        {c: f"clocks.applications.{c}" for c in _APP_CLOCKS},
-    ),
-    *_clock_rows(
-        "default_applications",
-        "nvmlDeviceGetDefaultApplicationsClock",
-        "Default Applications Clocks",
-        _APP_CLOCKS,
-        {c: f"clocks.default_applications.{c}" for c in _APP_CLOCKS},
-    ),
+    *_clock_rows("current", "nvmlDeviceGetClockInfo"),
+    *_clock_rows("max", "nvmlDeviceGetMaxClockInfo"),
+    *_clock_rows("applications", "nvmlDeviceGetApplicationsClock"),
+    *_clock_rows("default_applications", "nvmlDeviceGetDefaultApplicationsClock"),
     *(
         _detail(
             f"power.{which}_limit_w",
@@ -622,9 +561,6 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             pick=index,
             codec=MILLIWATTS,
             unit="W",
-            show="2f",
-            query=f"power.{which}_limit",
-            q=f"GPU Power Readings/{which.title()} Power Limit",
         )
         for index, which in ((0, "min"), (1, "max"))
     ),
@@ -632,56 +568,40 @@ DETAIL_READINGS: tuple[Spec, ...] = (
         "power.management",
         call="nvmlDeviceGetPowerManagementMode",
         codec=BOOL,
-        show="enabled",
-        query="power.management",
-        q="gpudiag/Power Management",
     ),
     _detail(
         "power.requested_limit_w",  # what the administrator set (nvidia-smi's power.limit)
         call="nvmlDeviceGetPowerManagementLimit",
         codec=MILLIWATTS,
         unit="W",
-        show="2f",
-        query="power.limit",
-        q="GPU Power Readings/Requested Power Limit",
     ),
     _detail(
         "power.default_limit_w",
         call="nvmlDeviceGetPowerManagementDefaultLimit",
         codec=MILLIWATTS,
         unit="W",
-        show="2f",
-        query="power.default_limit",
-        q="GPU Power Readings/Default Power Limit",
     ),
     _detail(
         "power.energy_mj",  # millijoules since the driver loaded
         call="nvmlDeviceGetTotalEnergyConsumption",
         unit="J",
-        q_show="thousandths",
-        q="gpudiag/Total Energy Consumption",
     ),
     _detail(
         "temperatures.margin_c",
         call="nvmlDeviceGetMarginTemperature",
         unit="C",
-        query="temperature.gpu.tlimit",
-        q="Temperature/GPU T.Limit Temp",
-        smi="temperature/gpu_temp_tlimit",
     ),
     _detail(
         "temperatures.gpu_max_c",
         call="nvmlDeviceGetTemperatureThreshold",
         args=("NVML_TEMPERATURE_THRESHOLD_GPU_MAX",),
         unit="C",
-        q="gpudiag/GPU Max Operating Temp",
     ),
     _detail(
         "temperatures.memory_max_c",
         call="nvmlDeviceGetTemperatureThreshold",
         args=("NVML_TEMPERATURE_THRESHOLD_MEM_MAX",),
         unit="C",
-        q="gpudiag/Memory Max Operating Temp",
     ),
     # The PCI ids and class codes in one call (nvmlDeviceGetPciInfoExt, a struct by reference); drivers
     # before R550: the ids from nvmlDeviceGetPciInfo, without the class codes.
@@ -691,18 +611,15 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             call="nvmlDeviceGetPciInfoExt",
             pick=member,
             custom=True,
-            show=show,
-            query=query,
-            q=f"PCI/{label}",
         )
-        for name, member, show, query, label in (
-            ("domain", "domain", "hex4", "pci.domain", "Domain"),
-            ("bus", "bus", "hex2", "pci.bus", "Bus"),
-            ("device", "device", "hex2", "pci.device", "Device"),
-            ("device_id", "pciDeviceId", "hex8", "pci.device_id", "Device Id"),  # e.g. 0x233010DE
-            ("subsystem_id", "pciSubSystemId", "hex8", "pci.sub_device_id", "Sub System Id"),
-            ("base_class", "baseClass", "hex", "pci.baseClass", "Base Classcode"),  # 0x3: display controller
-            ("sub_class", "subClass", "hex", "pci.subClass", "Sub Classcode"),
+        for name, member in (
+            ("domain", "domain"),
+            ("bus", "bus"),
+            ("device", "device"),
+            ("device_id", "pciDeviceId"),  # e.g. 0x233010DE
+            ("subsystem_id", "pciSubSystemId"),
+            ("base_class", "baseClass"),  # 0x3: display controller
+            ("sub_class", "subClass"),
         )
     ),
     *(
@@ -711,9 +628,6 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             call="nvmlDeviceGetGspFirmwareMode",
             pick=index,
             codec=BOOL,
-            show="enabled",
-            query=f"gsp.mode.{which}",
-            q=f"gpudiag/GSP Firmware Mode/{which.title()}",
         )
         for index, which in ((0, "current"), (1, "default"))
     ),
@@ -721,34 +635,26 @@ DETAIL_READINGS: tuple[Spec, ...] = (
         "identity.serial",
         call="nvmlDeviceGetSerial",
         codec=TEXT,
-        query="serial",
-        q="Serial Number",
-        smi="serial",
     ),
     _detail(
-        "identity.vbios_version", call="nvmlDeviceGetVbiosVersion", codec=TEXT, query="vbios_version", q="VBIOS Version"
+        "identity.vbios_version",
+        call="nvmlDeviceGetVbiosVersion",
+        codec=TEXT,
     ),
     _detail(
         "identity.board_part_number",
         call="nvmlDeviceGetBoardPartNumber",
         codec=TEXT,
-        q="Board Part Number",
-        smi="board_part_number",
     ),
-    _detail("identity.board_id", call="nvmlDeviceGetBoardId", q_show="pyhex", q="Board ID"),
+    _detail("identity.board_id", call="nvmlDeviceGetBoardId"),
     _detail(
         "identity.module_id",
         call="nvmlDeviceGetModuleId",
-        query="platform.module_id",
-        q="Platform Info/Module Id",
-        smi="platformInfo/module_id",
     ),
     _detail(
         "identity.inforom_image",
         call="nvmlDeviceGetInforomImageVersion",
         codec=TEXT,
-        query="inforom.img",
-        q="Inforom Version/Image Version",
     ),
     *(
         _detail(
@@ -756,74 +662,49 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             call="nvmlDeviceGetInforomVersion",
             args=(f"NVML_INFOROM_{nvml}",),
             codec=TEXT,
-            query=f"inforom.{query}",
-            q=f"Inforom Version/{label}",
         )
-        for name, nvml, query, label in (
-            ("oem", "OEM", "oem", "OEM Object"),
-            ("ecc", "ECC", "ecc", "ECC Object"),
-            ("power", "POWER", "pwr", "Power Management Object"),
-        )
+        for name, nvml in (("oem", "OEM"), ("ecc", "ECC"), ("power", "POWER"))
     ),
     _detail("identity.inforom_checksum", call="nvmlDeviceGetInforomConfigurationChecksum"),
-    _detail("identity.architecture", call="nvmlDeviceGetArchitecture", codec=ARCHITECTURE, q="Product Architecture"),
+    _detail("identity.architecture", call="nvmlDeviceGetArchitecture", codec=ARCHITECTURE),
     _detail(
         "identity.gsp_firmware_version",
         call="nvmlDeviceGetGspFirmwareVersion",
         codec=TEXT,
-        q="GSP Firmware Version",
     ),
     _detail(
         "identity.display_mode",
         call="nvmlDeviceGetDisplayMode",
         codec=BOOL,
-        show="enabled",
-        query="display_mode=deprecated;display_attached=yes",
-        q="Display Mode=deprecated_q;Display Attached=yes",
     ),
     _detail(
         "identity.display_active",
         call="nvmlDeviceGetDisplayActive",
         codec=BOOL,
-        show="enabled",
-        query="display_active",
-        q="Display Active",
     ),
     _detail(
         "identity.accounting_mode",
         call="nvmlDeviceGetAccountingMode",
         codec=BOOL,
-        show="enabled",
-        query="accounting.mode",
-        q="Accounting Mode",
     ),
     _detail(
         "identity.accounting_buffer_size",
         call="nvmlDeviceGetAccountingBufferSize",
-        query="accounting.buffer_size",
-        q="Accounting Mode Buffer Size",
     ),
     _detail(
         "identity.addressing_mode",  # 0 none, 1 HMM, 2 ATS
         call="nvmlDeviceGetAddressingMode",
-        show="addressing",
-        query="addressing_mode",
-        q="Addressing Mode",
     ),
     _detail(
         "identity.c2c_enabled",
         call="nvmlDeviceGetC2cModeInfoV",
         pick="isC2cEnabled",
         codec=BOOL,
-        show="enabled",
-        query="c2c.mode",
-        q="GPU C2C Mode",
     ),
     _detail(
         "identity.protected_memory_bytes",  # confidential computing: (total, used, free)
         call="nvmlDeviceGetConfComputeProtectedMemoryUsage",
         codec=PROTECTED_MEMORY,
-        query="protected_memory.total:0=mib;protected_memory.used:1=mib;protected_memory.free:2=mib",
     ),
     _detail(
         "memory_health.ecc_by_location",  # 4 counters at each of ECC_LOCATIONS
@@ -834,22 +715,11 @@ DETAIL_READINGS: tuple[Spec, ...] = (
         "memory_health.sram",  # a struct by reference
         call="nvmlDeviceGetSramEccErrorStatus",
         custom=True,
-        query="ecc.errors.uncorrected.volatile.sram.parity:volatile_uncorrected_parity;"
-        "ecc.errors.uncorrected.volatile.sram.secded:volatile_uncorrected_secded;"
-        "ecc.errors.uncorrected.aggregate.sram.parity:aggregate_uncorrected_parity;"
-        "ecc.errors.uncorrected.aggregate.sram.secded:aggregate_uncorrected_secded;"
-        "ecc.errors.uncorrected.aggregate.sram.thresholdExceeded:threshold_exceeded=yes;"
-        "ecc.errors.uncorrected.aggregate.sram.l2:aggregate_l2;"
-        "ecc.errors.uncorrected.aggregate.sram.sm:aggregate_sm;"
-        "ecc.errors.uncorrected.aggregate.sram.mcu:aggregate_mcu;"
-        "ecc.errors.uncorrected.aggregate.sram.pcie:aggregate_pcie;"
-        "ecc.errors.uncorrected.aggregate.sram.other:aggregate_other",
     ),
     _detail(
         "memory_health.row_remap_histogram",
         call="nvmlDeviceGetRowRemapperHistogram",
         codec=ROW_REMAP_HISTOGRAM,
-        query=";".join(f"remapped_rows.histogram.{a}:{a}" for a in ("max", "high", "partial", "low", "none")),
     ),
     *(
         _detail(
@@ -867,31 +737,20 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             call="nvmlDeviceGetPcieThroughput",
             args=(f"NVML_PCIE_UTIL_{direction.upper()}_BYTES",),
             unit="KB/s",
-            q=f"PCI/{direction.title()} Throughput",
-            smi=f"pci/{direction}_util",
         )
         for direction in ("tx", "rx")
     ),
     _detail(
         "pcie.replay_counter",
         call="nvmlDeviceGetPcieReplayCounter",
-        q="PCI/Replays Since Reset",
-        smi="pci/replay_counter",
     ),
     *(
         _detail(
             f"codecs.encoder_{name}",
             call="nvmlDeviceGetEncoderStats",
             pick=index,
-            unit=unit,
-            query=f"encoder.stats.{query}",
-            q=f"Encoder Stats/{label}",
         )
-        for index, name, query, label, unit in (
-            (0, "sessions", "sessionCount", "Active Sessions", ""),
-            (1, "average_fps", "averageFps", "Average FPS", ""),
-            (2, "average_latency_us", "averageLatency", "Average Latency", ""),  # nvidia-smi shows no unit
-        )
+        for index, name in ((0, "sessions"), (1, "average_fps"), (2, "average_latency_us"))
     ),
     *(
         _detail(
@@ -899,21 +758,19 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             call=call,
             pick=0,  # (percent, sampling period in µs)
             unit="%",
-            query=f"utilization.{name}",
-            q=f"Utilization/{label}",
         )
-        for name, call, label in (
-            ("encoder", "nvmlDeviceGetEncoderUtilization", "Encoder"),
-            ("decoder", "nvmlDeviceGetDecoderUtilization", "Decoder"),
-            ("jpeg", "nvmlDeviceGetJpgUtilization", "JPEG"),
-            ("ofa", "nvmlDeviceGetOfaUtilization", "OFA"),
+        for name, call in (
+            ("encoder", "nvmlDeviceGetEncoderUtilization"),
+            ("decoder", "nvmlDeviceGetDecoderUtilization"),
+            ("jpeg", "nvmlDeviceGetJpgUtilization"),
+            ("ofa", "nvmlDeviceGetOfaUtilization"),
         )
     ),
     _detail("nvlinks", call="nvmlDeviceGetNvLinkState", custom=True),  # each link, with FactGroup.LINKS
     _detail("affinity", call="nvmlDeviceGetCpuAffinity", custom=True),  # topology to each peer, with LINKS
     _detail("process_load", call="nvmlDeviceGetProcessUtilization", custom=True),
-    # --- nvidia-smi -q parity (issue 24): driver 580's remaining labels, each from its NVML call -------
-    _detail("identity.brand", call="nvmlDeviceGetBrand", codec=BRAND, q="Product Brand"),
+    # --- nvidia-smi -q parity: driver 580's remaining labels, each from its NVML call ------------------
+    _detail("identity.brand", call="nvmlDeviceGetBrand", codec=BRAND),
     *(
         _detail(
             f"identity.driver_model_{which}",
@@ -921,30 +778,21 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             fallback="nvmlDeviceGetDriverModel",
             pick=index,
             codec=DRIVER_MODEL,
-            query=f"driver_model.{which}",
-            q=f"Driver Model/{which.title()}",
         )
         for index, which in ((0, "current"), (1, "pending"))
     ),
-    _detail("identity.pdi", call="nvmlDeviceGetPdi", show="hex16l", q="GPU PDI", smi="pdi"),
-    _detail("identity.multi_gpu_board", call="nvmlDeviceGetMultiGpuBoard", codec=BOOL, show="yes", q="MultiGPU Board"),
+    _detail("identity.pdi", call="nvmlDeviceGetPdi"),
+    _detail("identity.multi_gpu_board", call="nvmlDeviceGetMultiGpuBoard", codec=BOOL),
     _detail(
         "identity.platform",  # a struct by reference
         call="nvmlDeviceGetPlatformInfo",
         struct="c_nvmlPlatformInfo_v2_t",
         codec=PLATFORM,
-        query="platform.chassis_serial_number:chassis_serial_number;platform.slot_number:slot_number;"
-        "platform.tray_index:tray_index;platform.host_id:host_id;platform.peer_type:peer_type=peer_type;"
-        "platform.gpu_fabric_guid:fabric_guid=guid",
-        q="Platform Info/Chassis Serial Number:chassis_serial_number;Platform Info/Slot Number:slot_number;"
-        "Platform Info/Tray Index:tray_index;Platform Info/Host ID:host_id;Platform Info/Peer Type:peer_type=peer_type;"
-        "Platform Info/GPU Fabric GUID:fabric_guid=guid",
     ),
     _detail(
         "identity.bbx_flush",  # (timestamp, duration in µs); NOT_READY until the InfoROM BBX was first flushed
         call="nvmlDeviceGetLastBBXFlushTime",
         codec=PAIR,
-        q="Inforom BBX Object Flush/Latest Timestamp:0;Inforom BBX Object Flush/Latest Duration:1",
     ),
     *(
         _detail(
@@ -952,8 +800,6 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             call="nvmlDeviceGetGpuOperationMode",
             pick=index,
             codec=GPU_OPERATION_MODE,
-            query=f"gom.{which}",
-            q=f"GPU Operation Mode/{which.title()}",
         )
         for index, which in ((0, "current"), (1, "pending"))
     ),
@@ -961,20 +807,16 @@ DETAIL_READINGS: tuple[Spec, ...] = (
         "identity.virtualization_mode",
         call="nvmlDeviceGetVirtualizationMode",
         codec=VIRTUALIZATION_MODE,
-        q="GPU Virtualization Mode/Virtualization Mode",
     ),
     _detail(
         "identity.host_vgpu_mode",
         call="nvmlDeviceGetHostVgpuMode",
         codec=HOST_VGPU_MODE,
-        q="GPU Virtualization Mode/Host VGPU Mode",
     ),
     _detail(
         "identity.vgpu_heterogeneous_mode",
         call="nvmlDeviceGetVgpuHeterogeneousMode",
         codec=BOOL,
-        show="enabled",
-        q="GPU Virtualization Mode/vGPU Heterogeneous Mode",
     ),
     _detail(
         "identity.egm",
@@ -982,59 +824,21 @@ DETAIL_READINGS: tuple[Spec, ...] = (
         struct="c_nvmlDeviceCapabilities_v1_t",
         pick="capMask",
         codec=EGM,
-        show="lower_enabled",
-        q="Capabilities/EGM",
     ),
     _detail(
         "identity.fabric",
         call="nvmlDeviceGetGpuFabricInfoV",
         struct="c_nvmlGpuFabricInfo_v3_t",
         codec=FABRIC,
-        query=";".join(
-            f"fabric.{name}:{part}=fabric_{fmt}"
-            for name, part, fmt in (
-                ("state", "state", "state"),
-                ("status", "status", "status"),
-                ("cliqueId", "clique_id", "number"),
-                ("clusterUuid", "cluster_uuid", "uuid"),
-                ("health.summary", "health_summary", "summary"),
-                ("health.bandwidth", "health_mask", "bandwidth"),
-                ("health.route_recovery_in_progress", "health_mask", "route_recovery"),
-                ("health.route_unhealthy", "health_mask", "route_unhealthy"),
-                ("health.access_timeout_recovery", "health_mask", "access_timeout"),
-                ("health.incorrect_configuration", "health_mask", "configuration"),
-                ("health.partition_assigned", "health_mask", "partition"),
-            )
-        ),
-        q=";".join(
-            f"Fabric/{label}:{part}=fabric_{fmt}"
-            for label, part, fmt in (
-                ("State", "state", "state"),
-                ("Status", "status", "status"),
-                ("CliqueId", "clique_id", "number"),
-                ("ClusterUUID", "cluster_uuid", "uuid"),
-                ("Health/Summary", "health_summary", "summary"),
-                ("Health/Bandwidth", "health_mask", "bandwidth"),
-                ("Health/Route Recovery in progress", "health_mask", "route_recovery"),
-                ("Health/Route Unhealthy", "health_mask", "route_unhealthy"),
-                ("Health/Access Timeout Recovery", "health_mask", "access_timeout"),
-                ("Health/Incorrect Configuration", "health_mask", "configuration"),
-                ("Health/Partition Assigned", "health_mask", "partition"),
-            )
-        ),
     ),
     _detail(
         "pcie.replay_rollovers",
         field=FI_PCIE_REPLAY_ROLLOVER,
-        q="PCI/Replay Number Rollovers",
-        smi="pci/replay_rollover_counter",
     ),
     *(
         _detail(
             f"pcie.atomic_caps_{direction}",
             field=field,
-            show="hex",
-            q=f"PCI/Atomic Caps {direction.title()}",
         )
         for direction, field in (("outbound", FI_PCIE_ATOMICS_OUTBOUND), ("inbound", FI_PCIE_ATOMICS_INBOUND))
     ),
@@ -1042,14 +846,13 @@ DETAIL_READINGS: tuple[Spec, ...] = (
         "pcie.bridge_chips",
         call="nvmlDeviceGetBridgeChipInfo",
         codec=BRIDGES,
-        q="PCI/Bridge Chip/Type=bridge_type;PCI/Bridge Chip/Firmware=bridge_firmware",
     ),
     *(
-        _detail(f"codecs.fbc_{name}", call="nvmlDeviceGetFBCStats", pick=member, q=f"FBC Stats/{label}")
-        for name, member, label in (
-            ("sessions", "sessionsCount", "Active Sessions"),
-            ("average_fps", "averageFPS", "Average FPS"),
-            ("average_latency_us", "averageLatency", "Average Latency"),
+        _detail(f"codecs.fbc_{name}", call="nvmlDeviceGetFBCStats", pick=member)
+        for name, member in (
+            ("sessions", "sessionsCount"),
+            ("average_fps", "averageFPS"),
+            ("average_latency_us", "averageLatency"),
         )
     ),
     *(
@@ -1058,9 +861,6 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             call="nvmlDeviceGetDramEncryptionMode",
             pick=index,
             codec=BOOL,
-            show="enabled",
-            query=f"dramEncryption.mode.{which}",
-            q=f"DRAM Encryption Mode/{which.title()}",
         )
         for index, which in ((0, "current"), (1, "pending"))
     ),
@@ -1070,17 +870,13 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             call="nvmlDeviceGetRepairStatus",
             pick=index,
             codec=BOOL,
-            show="yes",
-            q=f"ECC Errors/{label} Repair Pending",
         )
-        for index, name, label in ((0, "channel", "Channel"), (1, "tpc", "TPC"))
+        for index, name in ((0, "channel"), (1, "tpc"))
     ),
     _detail(
         "memory_health.unrepairable_memory",
         call="nvmlDeviceGetUnrepairableMemoryFlag_v1",
         codec=BOOL,
-        show="yes",
-        q="ECC Errors/Unrepairable Memory",
     ),
     *(
         _detail(
@@ -1088,13 +884,12 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             field=field,
             value_type=5,
             unit="C",
-            q=f"Temperature/{label}",
         )
-        for name, field, label in (
-            ("shutdown", FI_TEMPERATURE_SHUTDOWN_TLIMIT, "GPU Shutdown T.Limit Temp"),
-            ("slowdown", FI_TEMPERATURE_SLOWDOWN_TLIMIT, "GPU Slowdown T.Limit Temp"),
-            ("gpu_max", FI_TEMPERATURE_GPU_MAX_TLIMIT, "GPU Max Operating T.Limit Temp"),
-            ("memory_max", FI_TEMPERATURE_MEM_MAX_TLIMIT, "Memory Max Operating T.Limit Temp"),
+        for name, field in (
+            ("shutdown", FI_TEMPERATURE_SHUTDOWN_TLIMIT),
+            ("slowdown", FI_TEMPERATURE_SLOWDOWN_TLIMIT),
+            ("gpu_max", FI_TEMPERATURE_GPU_MAX_TLIMIT),
+            ("memory_max", FI_TEMPERATURE_MEM_MAX_TLIMIT),
         )
     ),
     *(
@@ -1103,13 +898,8 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             call="nvmlDeviceGetTemperatureThreshold",
             args=(f"NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_{threshold}",),
             unit="C",
-            q=label,
         )
-        for name, threshold, label in (
-            ("target_c", "CURR", "Temperature/GPU Target Temperature"),
-            ("target_min_c", "MIN", "Supported GPU Target Temp/GPU Target Temp Min"),
-            ("target_max_c", "MAX", "Supported GPU Target Temp/GPU Target Temp Max"),
-        )
+        for name, threshold in (("target_c", "CURR"), ("target_min_c", "MIN"), ("target_max_c", "MAX"))
     ),
     *(
         _detail(
@@ -1118,22 +908,16 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             scope=scope,
             codec=MILLIWATTS,
             unit="W",
-            show="2f",
-            query=query if scope_name == "module" else "",
-            q=f"{heading}/{label}",
-            smi=f"gpu_memory_power_readings/{smi}" if scope_name == "memory" and name == "average" else "",
         )
-        for scope_name, scope, heading, readings in (
+        for scope_name, scope, readings in (
             (
                 "memory",
                 POWER_SCOPE_MEMORY,
-                "GPU Memory Power Readings",
                 (("average", FI_POWER_AVERAGE), ("instant", FI_POWER_INSTANT)),
             ),
             (
                 "module",
                 POWER_SCOPE_MODULE,
-                "Module Power Readings",
                 (
                     ("average", FI_POWER_AVERAGE),
                     ("instant", FI_POWER_INSTANT),
@@ -1146,9 +930,8 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             ),
         )
         for name, field in readings
-        for label, query, smi in (_POWER_LINES[name],)
     ),
-    _detail("power.smoothing", field=FI_POWER_SMOOTHING_ENABLED, codec=BOOL, show="enabled", q="Power Smoothing"),
+    _detail("power.smoothing", field=FI_POWER_SMOOTHING_ENABLED, codec=BOOL),
     *(
         _detail(
             f"power.profiles_{which}",
@@ -1156,8 +939,6 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             struct="c_nvmlWorkloadPowerProfileCurrentProfiles_v1_t",
             pick=f"{which}ProfilesMask",
             codec=PROFILES,
-            show="profiles",
-            q=f"Workload Power Profiles/{which.title()} Profiles",
         )
         for which in ("requested", "enforced")
     ),
@@ -1166,7 +947,6 @@ DETAIL_READINGS: tuple[Spec, ...] = (
         call="nvmlDeviceGetMaxCustomerBoostClock",
         args=("NVML_CLOCK_GRAPHICS",),
         unit="MHz",
-        q="Max Customer Boost Clocks/Graphics",
     ),
     *(
         _detail(
@@ -1174,10 +954,8 @@ DETAIL_READINGS: tuple[Spec, ...] = (
             call="nvmlDeviceGetAutoBoostedClocksEnabled",
             pick=index,
             codec=BOOL,
-            show="on",
-            q=f"Clock Policy/Auto Boost{label}",
         )
-        for index, suffix, label in ((0, "", ""), (1, "_default", " Default"))
+        for index, suffix in ((0, ""), (1, "_default"))
     ),
     _detail("clocks.supported", call="nvmlDeviceGetSupportedMemoryClocks", custom=True),  # with each's graphics clocks
 )

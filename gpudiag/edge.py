@@ -152,8 +152,20 @@ def answered() -> None:
     """The answer is out and its exit code decided: from here a signal takes its default action, and
     the shell reports the process killed by it (128+N). The interpreter's shutdown that follows is no
     place for our handler (modules are being torn down), and Python drops a signal still pending
-    when it clears its handlers, which would leave the answer's exit code."""
-    _set_all(_signal.SIG_DFL)
+    when it clears its handlers, which would leave the answer's exit code.
+
+    The signals are blocked while the handlers change: Python runs pending handlers, then installs
+    the new one, and a signal between the two would be flagged for a handler no longer there, and
+    dropped. Blocked, it waits in the kernel and takes its default action once unblocked."""
+    try:
+        mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, SIGNALS)
+    except (AttributeError, OSError):  # pragma: no cover - no POSIX threads' signal masks
+        _set_all(_signal.SIG_DFL)
+        return
+    try:
+        _set_all(_signal.SIG_DFL)
+    finally:
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
 
 
 def _unraisable(unraisable: Any) -> None:

@@ -38,6 +38,12 @@ def main() -> None:
             from gpudiag.probe import torch_runtime
 
             torch_runtime.start_early()
+        if line.command == "list":  # its machine-readable outputs run without typer and rich
+            from gpudiag.cli import list_fast
+
+            found = list_fast.read(line, os.environ)
+            if found is not None:
+                raise SystemExit(list_fast.run(found))
         from gpudiag.cli.app import run
 
         run(line)

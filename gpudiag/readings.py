@@ -1,21 +1,25 @@
 """One declaration per NVML reading, and NVML's vocabulary, each defined once.
 
 Modelled on DCGM's field table (``dcgm_fields.h``: one row per field with its id, type, unit,
-short name and scope, read by the exporters, ``dmon`` and the docs alike). A :class:`Spec` row
-names a reading's model field (its JSON key), the NVML call that answers it (arguments, the
-older name tried when a driver lacks it, whether it is asked once per session), how NVML's answer
-becomes the model's value and back (:class:`Codec`), the fact group that reads it, and how the
-outputs show it: its ``--query-gpu`` names, its ``nvidia-smi -q`` line, its unit. From the rows:
+short name and scope). A :class:`Spec` row is acquisition only: a reading's model field (its JSON
+key), the NVML call that answers it (arguments, the older name tried when a driver lacks it,
+whether it is asked once per session), how NVML's answer becomes the model's value and back
+(:class:`Codec`), the fact group that reads it and the unit of its value. From the rows:
 
 - the probe (``probe/nvml.py``, ``probe/details.py``) makes the calls and builds the model;
 - the fake NVML (``replay/fake_nvml.py``) answers the same calls from a machine file;
-- the capture tool (``tests/hardware/capture.py``) answers them from the real H100's recording;
-- ``list --query`` (``render/csv_query.py``) and ``list -q`` (``render/details_view.py``) show them.
+- the capture tool (``tests/hardware/capture.py``) answers them from the real H100's recording.
+
+How each output shows a reading is that output's table, keyed by the row's ``key`` and owned by
+its renderer: ``--query-gpu`` names and formats (``render/query_names.py``), ``-q`` lines
+(``render/details_lines.py``, whose layout also gives ``-q -x`` its elements), the exporter's
+families (``export/families.py``). A reading no table names is read and kept (JSON, snapshots)
+but shown by none.
 
 :data:`GPU_READINGS` are the per-GPU readings every command may read (here, on the path of
 ``list``); ``gpudiag.details.DETAIL_READINGS`` are what ``nvidia-smi -q`` adds, loaded only where
 shown. A *composite* row (``custom=True``: a reading built from several calls, or from a struct
-passed by reference) declares its names and views here and is read and faked by hand.
+passed by reference) is read and faked by hand.
 
 The vocabulary tables below are the only definition of NVML's codes: the probe decodes with them,
 the fake encodes the model back with them, and the renderers take their words from them. Pure
@@ -28,7 +32,7 @@ from __future__ import annotations
 import functools
 import operator
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -280,13 +284,10 @@ REMAPPED_ROWS = Codec(
 
 
 class Spec(msgspec.Struct, frozen=True, kw_only=True):
-    """One NVML reading: where it lives in the model, how NVML answers it, how outputs show it.
-
-    ``query`` and ``q`` hold one entry or several separated by ``;``: ``NAME[:ATTR][=SHOW]``, where
-    ``ATTR`` shows one attribute (or index) of a struct value and ``SHOW`` overrides ``show``.
-    A ``q`` entry's name is its line's path under the GPU in ``-q``: ``"PCI/GPU Link Info/Link
-    Width/Max"``; ``render.details_view`` lays the lines out.
-    """
+    """One NVML reading, acquisition only: where it lives in the model, how NVML answers it, the
+    fact group that reads it and the unit of its value. How an output shows it is that output's
+    table, keyed by ``key`` (``render/query_names.py``, ``render/details_lines.py``,
+    ``export/families.py``)."""
 
     key: str  # the model field, dotted from the GPU ("pcie.gen_max", "details.power.average_w"): its JSON path
     call: str = ""  # the NVML function; with ``field``: nvmlDeviceGetFieldValues
@@ -306,15 +307,7 @@ class Spec(msgspec.Struct, frozen=True, kw_only=True):
     group: FactGroup | None = None  # the fact group that reads it; None: identity, always read
     whole_gpu: bool = True  # the fake NVML: a MIG device's handle does not answer it (NOT_SUPPORTED)
     custom: bool = False  # read and faked by hand (several calls, a struct by reference): see above
-    unit: str = ""  # shown after the value in -q ("C", "W", "MHz", "%")
-    show: str = ""  # how a value is written (render.format.VALUE_FORMATS); "" as it is
-    q_show: str = ""  # -q's spelling, where it differs from --query-gpu's
-    query: str = ""  # --query-gpu names it answers (nvidia-smi's; the aliases come with the name)
-    q: str = ""  # its -q line(s)
-    smi: str = ""  # its element in `nvidia-smi -q -x`, where a machine's own GPU differs (the capture tool)
-    # Its series in `gpudiag exporter` (fleet.metrics_native) as scraped, NAME{LABEL="VALUE",...}, in the
-    # metric's base unit (joules, hertz, a ratio for a percentage); a struct value's main series.
-    metric: str = ""
+    unit: str = ""  # the unit of its value as -q writes it after the value ("C", "W", "MHz", "%")
 
 
 _G = FactGroup
@@ -322,7 +315,7 @@ _G = FactGroup
 # The per-GPU readings, in the order the probe asks NVML (by fact group, as FactGroup declares them).
 GPU_READINGS: tuple[Spec, ...] = (
     # Identity: read on every read, first (the UUID is the cheap call that finds a GPU lost since the last).
-    Spec(key="uuid", call="nvmlDeviceGetUUID", codec=TEXT, whole_gpu=False, query="uuid", q="GPU UUID"),
+    Spec(key="uuid", call="nvmlDeviceGetUUID", codec=TEXT, whole_gpu=False),
     Spec(
         key="pci_bus_id",
         call="nvmlDeviceGetPciInfo",
@@ -330,19 +323,14 @@ GPU_READINGS: tuple[Spec, ...] = (
         codec=TEXT,
         fixed=True,
         whole_gpu=False,
-        query="pci.bus_id",
-        q="PCI/Bus Id",
     ),
-    Spec(key="name", call="nvmlDeviceGetName", codec=TEXT, fixed=True, whole_gpu=False, query="name", q="Product Name"),
-    Spec(key="minor_number", call="nvmlDeviceGetMinorNumber", fixed=True, whole_gpu=False, q="Minor Number"),
+    Spec(key="name", call="nvmlDeviceGetName", codec=TEXT, fixed=True, whole_gpu=False),
+    Spec(key="minor_number", call="nvmlDeviceGetMinorNumber", fixed=True, whole_gpu=False),
     Spec(
         key="memory",
         call="nvmlDeviceGetMemoryInfo",  # v2 (reserved memory apart), v1 before R510
         custom=True,
         group=_G.MEMORY,
-        query="memory.total:total_bytes=mib;memory.reserved:reserved_bytes=mib;memory.used:used_bytes=mib;"
-        "memory.free:free_bytes=mib",
-        metric="gpudiag_gpu_memory_used_bytes",
     ),
     Spec(
         key="utilization",
@@ -350,9 +338,6 @@ GPU_READINGS: tuple[Spec, ...] = (
         codec=UTILIZATION,
         group=_G.UTILIZATION,
         unit="%",
-        query="utilization.gpu:gpu_percent;utilization.memory:memory_percent",
-        q="Utilization/GPU:gpu_percent;Utilization/Memory:memory_percent",
-        metric="gpudiag_gpu_utilization_ratio",
     ),
     Spec(
         key="temperature_c",
@@ -360,9 +345,6 @@ GPU_READINGS: tuple[Spec, ...] = (
         args=("NVML_TEMPERATURE_GPU",),
         group=_G.THERMAL,
         unit="C",
-        query="temperature.gpu;temperature",
-        q="Temperature/GPU Current Temp",
-        metric="gpudiag_gpu_temperature_celsius",
     ),
     Spec(
         key="temperature_slowdown_c",
@@ -371,8 +353,6 @@ GPU_READINGS: tuple[Spec, ...] = (
         fixed=True,
         group=_G.THERMAL,
         unit="C",
-        q="gpudiag/GPU Slowdown Temp",  # driver 580's -q shows it from the T.Limit (details)
-        metric="gpudiag_gpu_slowdown_temperature_celsius",
     ),
     Spec(
         key="temperature_shutdown_c",
@@ -381,16 +361,12 @@ GPU_READINGS: tuple[Spec, ...] = (
         fixed=True,
         group=_G.THERMAL,
         unit="C",
-        q="gpudiag/GPU Shutdown Temp",
     ),
     Spec(
         key="fan_percent",
         call="nvmlDeviceGetFanSpeed",
         group=_G.THERMAL,
         unit="%",
-        query="fan.speed",
-        q="Fan Speed",
-        metric="gpudiag_gpu_fan_ratio",
     ),
     Spec(
         key="power_draw_w",
@@ -398,10 +374,6 @@ GPU_READINGS: tuple[Spec, ...] = (
         codec=MILLIWATTS,
         group=_G.POWER,
         unit="W",
-        show="2f",
-        query="power.draw",
-        q="gpudiag/Power Draw",  # driver 580's -q shows the 1 s average and the instant reading only
-        metric="gpudiag_gpu_power_watts",
     ),
     Spec(
         key="power_limit_w",
@@ -409,46 +381,29 @@ GPU_READINGS: tuple[Spec, ...] = (
         codec=MILLIWATTS,
         group=_G.POWER,
         unit="W",
-        show="2f",
-        query="enforced.power.limit",
-        q="GPU Power Readings/Current Power Limit",
-        metric="gpudiag_gpu_power_limit_watts",
     ),
     Spec(
         key="pstate",
         call="nvmlDeviceGetPerformanceState",
         group=_G.PERFORMANCE,
-        show="pstate",
-        query="pstate",
-        q="Performance State;GPU Power Readings/Power State;Module Power Readings/Power State",
-        metric="gpudiag_gpu_performance_state",
     ),
     Spec(
         key="clock_event_reasons",
         call="nvmlDeviceGetCurrentClocksEventReasons",
         fallback="nvmlDeviceGetCurrentClocksThrottleReasons",  # drivers before R535; the same bits
         group=_G.CLOCK_EVENTS,
-        show="hex16",
-        query="clocks_event_reasons.active",
-        metric="gpudiag_gpu_clock_event_active",
     ),
     Spec(
         key="persistence_mode",
         call="nvmlDeviceGetPersistenceMode",
         codec=BOOL,
         group=_G.MODES,
-        show="enabled",
-        query="persistence_mode",
-        q="Persistence Mode",
     ),
     Spec(
         key="compute_mode",
         call="nvmlDeviceGetComputeMode",
         codec=COMPUTE_MODE,
         group=_G.MODES,
-        show="value",
-        query="compute_mode",
-        q="Compute Mode",
     ),
     Spec(
         key="compute_capability",
@@ -456,50 +411,34 @@ GPU_READINGS: tuple[Spec, ...] = (
         codec=CAPABILITY,
         group=_G.CAPABILITY,
         whole_gpu=False,
-        show="dotted",
-        query="compute_cap",
     ),
     Spec(
         key="pcie.gen_current",
         call="nvmlDeviceGetCurrPcieLinkGeneration",
         group=_G.PCIE,
-        query="pcie.link.gen.current;pcie.link.gen.gpucurrent",
-        q="PCI/GPU Link Info/PCIe Generation/Current;PCI/GPU Link Info/PCIe Generation/Device Current",
-        metric="gpudiag_gpu_pcie_link_generation",
     ),
     Spec(
         key="pcie.gen_max",
         call="nvmlDeviceGetMaxPcieLinkGeneration",
         fixed=True,
         group=_G.PCIE,
-        query="pcie.link.gen.max",
-        q="PCI/GPU Link Info/PCIe Generation/Max",
-        metric="gpudiag_gpu_pcie_link_max_generation",
     ),
     Spec(
         key="pcie.gen_gpu_max",
         call="nvmlDeviceGetGpuMaxPcieLinkGeneration",
         fixed=True,
         group=_G.PCIE,
-        query="pcie.link.gen.gpumax",
-        q="PCI/GPU Link Info/PCIe Generation/Device Max",
     ),
     Spec(
         key="pcie.width_current",
         call="nvmlDeviceGetCurrPcieLinkWidth",
         group=_G.PCIE,
-        query="pcie.link.width.current",
-        q="PCI/GPU Link Info/Link Width/Current=times",
-        metric="gpudiag_gpu_pcie_link_width",
     ),
     Spec(
         key="pcie.width_max",
         call="nvmlDeviceGetMaxPcieLinkWidth",
         fixed=True,
         group=_G.PCIE,
-        query="pcie.link.width.max",
-        q="PCI/GPU Link Info/Link Width/Max=times",
-        metric="gpudiag_gpu_pcie_link_max_width",
     ),
     Spec(key="numa_node", call="nvmlDeviceGetNumaNodeId", group=_G.NUMA),  # -q: with the topology
     Spec(
@@ -508,9 +447,6 @@ GPU_READINGS: tuple[Spec, ...] = (
         pick=0,
         codec=BOOL,
         group=_G.ECC,
-        show="enabled",
-        query="ecc.mode.current",
-        q="ECC Mode/Current",
     ),
     Spec(
         key="ecc_mode_pending",
@@ -518,9 +454,6 @@ GPU_READINGS: tuple[Spec, ...] = (
         pick=1,
         codec=BOOL,
         group=_G.ECC,
-        show="enabled",
-        query="ecc.mode.pending",
-        q="ECC Mode/Pending",
     ),
     *(
         Spec(
@@ -528,8 +461,6 @@ GPU_READINGS: tuple[Spec, ...] = (
             call="nvmlDeviceGetTotalEccErrors",
             args=(f"NVML_MEMORY_ERROR_TYPE_{kind.upper()}", f"NVML_{counter.upper()}_ECC"),
             group=_G.ECC,
-            query=f"ecc.errors.{kind}.{counter}.total",
-            metric=f'gpudiag_gpu_ecc_errors_total{{error="{kind}",counter="{counter}"}}',
         )
         for counter, kind in (
             ("volatile", "corrected"),
@@ -543,37 +474,23 @@ GPU_READINGS: tuple[Spec, ...] = (
         call="nvmlDeviceGetRetiredPages",  # the count of each cause's pages, and the pending status
         custom=True,
         group=_G.MEMORY_HEALTH,
-        query="retired_pages.single_bit_ecc.count:single_bit;retired_pages.double_bit.count:double_bit;"
-        "retired_pages.pending:pending=yes",  # -q: a block of the details view (its XML nests otherwise)
-        metric="gpudiag_gpu_retired_pages",
     ),
     Spec(
         key="remapped_rows",
         call="nvmlDeviceGetRemappedRows",
         codec=REMAPPED_ROWS,
         group=_G.MEMORY_HEALTH,
-        query="remapped_rows.correctable:correctable;remapped_rows.uncorrectable:uncorrectable;"
-        "remapped_rows.pending:pending=yes;remapped_rows.failure:failure=yes",
-        metric="gpudiag_gpu_remapped_rows_total",
     ),
     Spec(
         key="inforom_valid",
         call="nvmlDeviceValidateInforom",  # no answer but an error: CORRUPTED_INFOROM is False
         custom=True,
         group=_G.INFOROM,
-        show="valid",
-        q_show="VALID",
-        query="inforom.checksum_validation",
-        q="gpudiag/Inforom Checksum Validation",  # --query-gpu's, not in -q
     ),
     Spec(
         key="recovery_action",
         field=FI_GPU_RECOVERY_ACTION,
         group=_G.RECOVERY,
-        show="recovery",
-        q_show="recovery_q",
-        query="gpu_recovery_action",
-        q="GPU Recovery Action",
     ),
     Spec(
         key="mig_mode_current",
@@ -581,9 +498,6 @@ GPU_READINGS: tuple[Spec, ...] = (
         pick=0,
         codec=MIG_ENABLED,
         group=_G.MIG,
-        show="enabled",
-        query="mig.mode.current",
-        q="MIG Mode/Current",
     ),
     Spec(
         key="mig_mode_pending",
@@ -591,9 +505,6 @@ GPU_READINGS: tuple[Spec, ...] = (
         pick=1,
         codec=MIG_ENABLED,
         group=_G.MIG,
-        show="enabled",
-        query="mig.mode.pending",
-        q="MIG Mode/Pending",
     ),
     Spec(key="mig_devices", call="nvmlDeviceGetMigDeviceHandleByIndex", custom=True, group=_G.MIG),
     Spec(key="processes", call="nvmlDeviceGetComputeRunningProcesses", custom=True, group=_G.PROCESSES),
@@ -604,7 +515,6 @@ GPU_READINGS: tuple[Spec, ...] = (
         args=("NVML_CLOCK_SM",),
         group=_G.CLOCKS,
         whole_gpu=False,
-        metric='gpudiag_gpu_clock_hertz{clock="sm"}',
     ),
     Spec(
         key="clock_memory_mhz",
@@ -612,7 +522,6 @@ GPU_READINGS: tuple[Spec, ...] = (
         args=("NVML_CLOCK_MEM",),
         group=_G.CLOCKS,
         whole_gpu=False,
-        metric='gpudiag_gpu_clock_hertz{clock="memory"}',
     ),
     Spec(
         key="clock_graphics_mhz",
@@ -620,30 +529,26 @@ GPU_READINGS: tuple[Spec, ...] = (
         args=("NVML_CLOCK_GRAPHICS",),
         group=_G.CLOCKS,
         whole_gpu=False,
-        metric='gpudiag_gpu_clock_hertz{clock="graphics"}',
     ),
     Spec(
         key="energy_mj",
         call="nvmlDeviceGetTotalEnergyConsumption",
         group=_G.ENERGY,
         whole_gpu=False,
-        metric="gpudiag_gpu_energy_joules_total",
     ),
     Spec(
         key="pcie_replays",
         call="nvmlDeviceGetPcieReplayCounter",
         group=_G.PCIE_REPLAYS,
         whole_gpu=False,
-        metric="gpudiag_gpu_pcie_replays_total",
     ),
-    # dcgm-exporter's default fields that NVML answers (issue 25), read for the exporter; `-q` shows the
+    # dcgm-exporter's default fields that NVML answers, read for the exporter; `-q` shows the
     # details' own readings of the same calls (memory temperature, codec utilization).
     Spec(
         key="memory_temperature_c",
         field=FI_MEMORY_TEMP,
         group=_G.MEMORY_TEMPERATURE,
         unit="C",
-        metric="gpudiag_gpu_memory_temperature_celsius",
     ),
     *(
         Spec(
@@ -652,7 +557,6 @@ GPU_READINGS: tuple[Spec, ...] = (
             pick=0,  # (percent, sampling period in µs)
             group=_G.CODECS,
             unit="%",
-            metric=f"gpudiag_gpu_{name}_utilization_ratio",
         )
         for name in ("encoder", "decoder")
     ),
@@ -662,7 +566,6 @@ GPU_READINGS: tuple[Spec, ...] = (
             field=field,
             value_type=3,
             group=_G.VIOLATIONS,
-            metric=f'gpudiag_gpu_clocks_held_seconds_total{{policy="{policy}"}}',
         )
         for policy, field in FI_PERF_POLICIES
     ),
@@ -673,7 +576,6 @@ GPU_READINGS: tuple[Spec, ...] = (
             scope=ALL_LINKS,
             value_type=3,
             group=_G.NVLINK_TRAFFIC,
-            metric=f'gpudiag_gpu_nvlink_data_bytes_total{{direction="{direction}"}}',
         )
         for direction, field in (("rx", FI_NVLINK_THROUGHPUT_DATA_RX), ("tx", FI_NVLINK_THROUGHPUT_DATA_TX))
     ),
@@ -683,7 +585,6 @@ GPU_READINGS: tuple[Spec, ...] = (
             field=field,
             value_type=3,
             group=_G.PCIE_TRAFFIC,
-            metric=f'gpudiag_gpu_pcie_data_bytes_total{{direction="{direction}"}}',
         )
         for direction, field in (("tx", FI_PCIE_COUNT_TX_BYTES), ("rx", FI_PCIE_COUNT_RX_BYTES))
     ),
@@ -698,7 +599,6 @@ GPU_READINGS: tuple[Spec, ...] = (
         call="nvmlGpmMetricsGet",
         custom=True,
         group=_G.PROFILING,
-        metric='gpudiag_gpu_pipe_active_ratio{pipe="tensor"}',
     ),
     # MIG's layout, for `gpudiag mig` (nvidia-smi mig -lgip/-lgi/-lci): read by hand (probe/mig.py), and
     # only on a GPU whose MIG mode is on (a GPU without MIG costs no call).
@@ -711,6 +611,15 @@ GPU_READINGS: tuple[Spec, ...] = (
 def group_readings(group: FactGroup | None) -> tuple[Spec, ...]:
     """The per-GPU readings ``group`` reads (None: identity), in the order NVML is asked."""
     return tuple(spec for spec in GPU_READINGS if spec.group is group)
+
+
+def groups_of(keys: Iterable[str]) -> frozenset[FactGroup]:
+    """The fact groups to read for these readings (rows' keys; a detail's is DETAILS): how a
+    consumer that names the readings it uses knows what to ask for. Identity is always read; a key
+    no row declares is a KeyError, where the consumer is declared."""
+    rows = {spec.key: spec.group for spec in GPU_READINGS}
+    found = (FactGroup.DETAILS if key.startswith("details.") else rows[key] for key in keys)
+    return frozenset(group for group in found if group is not None)
 
 
 def pick(raw: Any, part: int | str | None) -> Any:

@@ -31,6 +31,11 @@ def parse_ids(ids: str) -> tuple[str, ...]:
     return tokens
 
 
+# The readings --id matches besides the index (gpudiag.readings rows' keys): a read of named rows
+# (`list --query`) asks for them too when --id is given.
+READS = frozenset({"uuid", "pci_bus_id"})
+
+
 def select_gpus(gpus: tuple[Gpu, ...], ids: str | None) -> tuple[Gpu, ...]:
     """The GPUs named by a comma-separated ``--id`` value, in the order given."""
     if ids is None:

@@ -62,13 +62,28 @@ def _hint(cls: type, name: str, annotation: Any) -> Any:
     key = (cls, name)
     if key not in _HINTS:
         if isinstance(annotation, str):
-            namespace = dict(vars(sys.modules[cls.__module__]))
-            for lazy, (module, attr) in _LAZY_TYPES.items():
-                if lazy in annotation and lazy not in namespace:
-                    namespace[lazy] = getattr(importlib.import_module(module), attr)
-            annotation = eval(annotation, namespace)
+            annotation = _evaluated(cls.__module__, annotation)
         _HINTS[key] = annotation
     return _HINTS[key]
+
+
+# A string annotation evaluated once per module (many fields share one: ``Reading[int]``), in a copy
+# of the module's namespace made once: a replay's load evaluates ~30 distinct ones, not ~110.
+_EVALUATED: dict[tuple[str, str], Any] = {}
+_NAMESPACES: dict[str, dict[str, Any]] = {}
+
+
+def _evaluated(module: str, annotation: str) -> Any:
+    key = (module, annotation)
+    if key not in _EVALUATED:
+        namespace = _NAMESPACES.get(module)
+        if namespace is None:
+            namespace = _NAMESPACES[module] = dict(vars(sys.modules[module]))
+        for lazy, (where, attr) in _LAZY_TYPES.items():
+            if lazy in annotation and lazy not in namespace:
+                namespace[lazy] = getattr(importlib.import_module(where), attr)
+        _EVALUATED[key] = eval(annotation, namespace)
+    return _EVALUATED[key]
 
 
 def _fields(cls: Any) -> dict[str, tuple[Any, bool]]:

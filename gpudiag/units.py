@@ -100,6 +100,19 @@ def seconds(value: float | None, option: str, at_least: float = 0.0) -> float | 
     return value
 
 
+# The shortest interval of every watch (list/stat --watch, memory --interval, dmon/pmon --delay).
+# nvtop counts its delay in tenths of a second and nvitop refuses less than 0.25 s; NVML itself
+# refreshes utilization every 1/6 s to 1 s. Faster sampling only burns the CPU it measures.
+MIN_INTERVAL = 0.1
+
+
+def interval(value: float, option: str) -> float:
+    """A watch's sampling interval given to ``option``: at least :data:`MIN_INTERVAL`, at most a year."""
+    checked = seconds(value, option, at_least=MIN_INTERVAL)
+    assert checked is not None  # a float in, a float out
+    return checked
+
+
 def size(value: str | None, option: str) -> int | None:
     """Bytes from a size given to ``option`` (``20GiB``), or None when it was not given."""
     if value is None:

@@ -107,7 +107,8 @@ class FactGroup(str, enum.Enum):
     """Groups of per-GPU facts a command asks the source for; each group costs NVML calls per GPU.
 
     A group not asked for leaves its fields as ``Reason.NOT_READ``. Identity (UUID, bus id, name,
-    minor number) is always read: selection and every renderer need it.
+    minor number) is always read: selection and every renderer need it; a read of named rows
+    (`list --query`, probe.collect's ``only``) reads the UUID and the identity it names.
     """
 
     MEMORY = "memory"  # memory

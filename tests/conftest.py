@@ -92,6 +92,16 @@ def _gpm_waits_on_a_fake_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gpm, "time", _GpmClock())
 
 
+@pytest.fixture(autouse=True)
+def _no_debug_setting_left_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--debug` sets GPUDIAG_DEBUG in the process (its children inherit it); in-process CLI tests
+    share one process, so each test starts without it and leaves none behind for the next."""
+    from gpudiag.errors import DEBUG_ENV
+
+    monkeypatch.setenv(DEBUG_ENV, "")  # recorded: the value before the test comes back after it
+    monkeypatch.delenv(DEBUG_ENV)
+
+
 @pytest.fixture
 def machine() -> Callable[[str], Machine]:
     """A loader of example machines by name (or snapshot path): ``machine("a100-mig")``."""

@@ -1,9 +1,10 @@
 """Read replayed machines with gpustat or nvitop, unmodified: ``python -m tests.peer_readers TOOL NAME...``
 (TOOL: gpustat or nvitop through their APIs; gpustat-cli or nvitop-cli through their command lines).
 
-A child program for tests/test_peers.py. For each machine it installs the replay's fake NVML as
-``pynvml`` (gpudiag.replay.run.install), imports the tool afresh (both keep NVML state in
-module globals) and prints what the tool read, as one JSON object on stdout. gpustat drops a
+A child program for tests/test_peers.py. For each machine it loads the replay's fake NVML library into
+the real ``pynvml`` (gpudiag.replay.c_boundary.installed, as ``python -m gpudiag.replay`` does),
+imports the tool afresh (both keep NVML state in module globals) and prints what the tool read, as
+one JSON object on stdout. gpustat drops a
 process that psutil cannot open, so psutil answers for the recorded processes the way the
 machine's own process table would (the replay's RecordedHost does the same for gpudiag).
 """
@@ -17,7 +18,8 @@ from typing import Any
 import psutil
 
 from gpudiag.model import HostState
-from gpudiag.replay.run import install
+from gpudiag.replay.c_boundary import installed
+from gpudiag.replay.run import fake_for
 
 _REAL_PROCESS = psutil.Process
 _REAL_PID_EXISTS = psutil.pid_exists
@@ -171,14 +173,15 @@ def main(argv: list[str]) -> None:
     tool, names = argv[0], argv[1:]
     out = {}
     for name in names:
-        fake = install(name)
+        fake = fake_for(name)
         if tool.startswith("gpustat"):  # nvitop subclasses psutil.Process and lists NVML's PIDs as they are
             _record_processes(fake)
         try:
-            if tool.endswith("-cli"):
-                out[name] = run_cli(tool[: -len("-cli")])
-            else:
-                out[name] = read_gpustat() if tool == "gpustat" else read_nvitop()
+            with installed(fake.library):
+                if tool.endswith("-cli"):
+                    out[name] = run_cli(tool[: -len("-cli")])
+                else:
+                    out[name] = read_gpustat() if tool == "gpustat" else read_nvitop()
         finally:
             psutil.Process, psutil.pid_exists = _REAL_PROCESS, _REAL_PID_EXISTS  # type: ignore[misc]
     json.dump(out, sys.stdout)

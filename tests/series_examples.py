@@ -3,7 +3,9 @@
     python -m tests.series_examples            # rewrite gpudiag/machines/series/*.json
     python -m tests.series_examples --check    # what the tests do: exit 1 if a file is stale
 
-Two are **captured**: ``h100-driver580-idle`` holds the two samples `nvidia-smi dmon` printed on the real
+Four are **captured**: ``h200-driver580-idle`` / ``-busy`` from the H200's capture (docs/hardware/
+h200-driver580: idle, the snapshot's moment and three dmon samples; busy, its snapshot's moment and
+nvidia-smi's and pmon's); ``h100-driver580-idle`` holds the two samples `nvidia-smi dmon` printed on the real
 H100 (docs/hardware/h100-80gb-hbm3-driver580/nvidia-smi-dmon.txt, whole watts as printed) and no process,
 as `nvidia-smi pmon` printed (nvidia-smi-pmon-busy.txt); ``h100-driver580-busy`` holds the two busy
 moments captured there: its own snapshot's (nvidia-smi-q-busy.xml) and the one nvidia-smi, gpustat and
@@ -30,6 +32,7 @@ from gpudiag.replay.series import SCHEMA, SERIES_DIR
 from gpudiag.serialize import to_data
 
 CAPTURE = "docs/hardware/h100-80gb-hbm3-driver580"
+CAPTURE_H200 = "docs/hardware/h200-driver580"
 SAMPLES = 4
 MIB = 1024 * 1024
 
@@ -125,7 +128,78 @@ def captured() -> dict[str, dict[str, Any]]:
             ]
         },
     }
-    return {"h100-driver580-idle": idle, "h100-driver580-busy": busy}
+    return {"h100-driver580-idle": idle, "h100-driver580-busy": busy, **captured_h200()}
+
+
+def captured_h200() -> dict[str, dict[str, Any]]:
+    """The H200's (docs/hardware/h200-driver580): idle, its snapshot's moment and its three dmon samples;
+    busy, its own snapshot's moment and the one nvidia-smi and its pmon printed."""
+    idle_sample = {
+        "power_draw_w": 80.0,
+        "temperature_c": 33,
+        "details.temperatures.memory_c": 37,
+        "utilization": {"gpu_percent": 0, "memory_percent": 0},
+        **{f"details.codecs.{c}_percent": 0 for c in ("encoder", "decoder", "jpeg", "ofa")},
+        "clock_memory_mhz": 3201,
+        "clock_graphics_mhz": 345,
+    }
+    idle = {
+        "schema": SCHEMA,
+        "description": "One idle H200, driver 580.159.04: its snapshot's moment, then three samples of "
+        "nvidia-smi dmon, no process.",
+        "grounding": "captured",
+        "source": f"sample 0: the example's own snapshot ({CAPTURE_H200}/gpudiag-snapshot-idle.json: 80.865 W); "
+        f"samples 1-3: {CAPTURE_H200}/nvidia-smi-dmon.txt (as nvidia-smi printed them: whole watts); no process "
+        "in either",
+        "started_at": 1795845499.0,
+        "interval_s": 1.0,
+        "gpus": {"0": [{**idle_sample, "power_draw_w": 80.865}, idle_sample, dict(idle_sample), dict(idle_sample)]},
+    }
+    unknown = {"unavailable": "unavailable", "detail": "not in the capture"}
+    busy = {
+        "schema": SCHEMA,
+        "description": "One H200, driver 580.159.04, with a PyTorch process holding 12806 MiB: the two busy "
+        "moments captured.",
+        "grounding": "captured",
+        "source": f"sample 0: the example's own snapshot ({CAPTURE_H200}/gpudiag-snapshot-busy.json, "
+        "nvidia-smi-q-busy.xml: 789 / 409 KB/s PCIe); sample 1: the busy moment nvidia-smi and its pmon printed "
+        f"({CAPTURE_H200}/nvidia-smi-busy.txt: 34C, 121W, 0%; nvidia-smi-pmon-busy.txt: PID 3835 at 0 %SM, 0 %MEM)",
+        "started_at": 1795845536.0,
+        "interval_s": 1.0,
+        "gpus": {
+            "0": [
+                {
+                    "power_draw_w": 121.544,
+                    "temperature_c": 34,
+                    "details.temperatures.memory_c": 37,
+                    "utilization": {"gpu_percent": 0, "memory_percent": 0},
+                    "clock_memory_mhz": 3201,
+                    "clock_graphics_mhz": 1980,
+                    "details.pcie.tx_kbps": 789,
+                    "details.pcie.rx_kbps": 409,
+                },
+                {
+                    "power_draw_w": 121.0,
+                    "temperature_c": 34,
+                    "utilization": {"gpu_percent": 0, "memory_percent": 0},
+                    "details.process_load": [
+                        {
+                            "pid": 3835,
+                            "sm_percent": 0,
+                            "memory_percent": 0,
+                            "encoder_percent": 0,
+                            "decoder_percent": 0,
+                            "sampled_at_us": 1795845537000000,
+                            "cpu_percent": unknown,
+                            "rss_bytes": unknown,
+                            "started_at": unknown,
+                        }
+                    ],
+                },
+            ]
+        },
+    }
+    return {"h200-driver580-idle": idle, "h200-driver580-busy": busy}
 
 
 def _clocks(gpu: Gpu) -> tuple[int, int, int] | None:

@@ -82,7 +82,17 @@ class Cluster:
     def resume(self) -> None:
         """Back to idle, whoever drained it (a test's clean-up)."""
         self.run("scontrol", "update", f"NodeName={self.node}", "State=RESUME")
-        wait("the node to be idle", lambda: self.show()[0] == "IDLE")
+        self.wait_idle()
+
+    def idle(self) -> bool:
+        """The node is IDLE with no flag (COMPLETING, DRAIN, ...) and no reason, and Slurm knows of
+        no job (pending, running or completing): the state a new job's allocation needs."""
+        return self.show() == ("IDLE", "") and self.run("squeue", "-h", "-o", "%i %T").stdout.strip() == ""
+
+    def wait_idle(self, timeout: float = 60) -> None:
+        """Wait for :meth:`idle` (polling scontrol and squeue), not for a time: a job cancelled in its
+        Prolog is still being cleaned up when srun returns, and a loaded machine takes longer."""
+        wait("the node to be idle, with no job", self.idle, timeout=timeout)
 
     def gpudiag_calls(self) -> int:
         """How many times the installed gpudiag has run (each run appends a line)."""

@@ -1,10 +1,12 @@
-"""The two example machines captured on a real H100 (driver 580), held against nvidia-smi.
+"""The example machines captured on real hardware (driver 580), held against nvidia-smi.
 
-``h100-driver580-idle`` and ``h100-driver580-busy`` are gpudiag snapshots taken on that machine
-(docs/hardware/h100-80gb-hbm3-driver580/). gpudiag's reading of them, through the fake NVML
-and the probe, must say what nvidia-smi said of the same GPU at the same minute, field by
-field; a difference is a bug in the fake, the model or the renderer. Each read-only command's
-output on them is kept as a golden file.
+``h100-driver580-idle`` / ``-busy`` (an H100, docs/hardware/h100-80gb-hbm3-driver580/) and
+``h200-driver580-idle`` / ``-busy`` (an H200, docs/hardware/h200-driver580/) are gpudiag snapshots
+taken on those machines, their details read by gpudiag's probe from the same capture's NVML getters.
+gpudiag's reading of them, through the fake NVML and the probe, must say what nvidia-smi said of the
+same GPU at the same minute, field by field; a difference is a bug in the fake, the model or the
+renderer. Each read-only command's output on them is kept as a golden file. (`python -m
+tests.acceptance --offline` compares every -q line, -q -x element and --query-gpu field besides.)
 """
 
 from __future__ import annotations
@@ -24,12 +26,29 @@ from tests import golden
 from tests.conftest import Cli
 
 ROOT = Path(__file__).resolve().parent.parent
-CAPTURE = ROOT / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
+HARDWARE = ROOT / "docs" / "hardware"
+CAPTURE = HARDWARE / "h100-80gb-hbm3-driver580"
+H100, H200 = "h100-80gb-hbm3-driver580", "h200-driver580"
 GOLDEN = golden.GOLDEN / "captured"
 MiB = 1 << 20
 
-# Each example and nvidia-smi -q -x of the same GPU, seconds apart.
-PAIRS = [("h100-driver580-idle", "nvidia-smi-q.xml"), ("h100-driver580-busy", "nvidia-smi-q-busy.xml")]
+# Each example and nvidia-smi -q -x of the same GPU (its path under docs/hardware), seconds apart.
+PAIRS = [
+    ("h100-driver580-idle", f"{H100}/nvidia-smi-q.xml"),
+    ("h100-driver580-busy", f"{H100}/nvidia-smi-q-busy.xml"),
+    ("h200-driver580-idle", f"{H200}/nvidia-smi-q.xml"),
+    ("h200-driver580-busy", f"{H200}/nvidia-smi-q-busy.xml"),
+]
+# Pairs read at one moment: the H200's idle snapshot was taken 15 s after its -q -x (capture.sh
+# records nvidia-smi's views first, then the getters and the snapshot), so its load, power and
+# temperature moved in between (118.36 W there, 80.87 W in the snapshot).
+SAME_MOMENT = [pair for pair in PAIRS if pair[0] != "h200-driver580-idle"]
+
+
+def capture_of(name: str) -> Path:
+    """The capture folder an example machine was built from."""
+    return HARDWARE / (H200 if name.startswith("h200-") else H100)
+
 
 COMMANDS = [
     ["list"],
@@ -56,7 +75,7 @@ def reading(name: str) -> tuple[Machine, Gpu]:
 
 
 def xml_gpu(file: str) -> tuple[ET.Element, ET.Element]:
-    root = ET.parse(CAPTURE / file).getroot()
+    root = ET.parse(HARDWARE / file).getroot()
     gpu = root.find("gpu")
     assert gpu is not None
     return root, gpu
@@ -119,14 +138,15 @@ def test_identity_and_modes_match_nvidia_smi(name: str, file: str) -> None:
 
 @pytest.mark.parametrize(("name", "file"), PAIRS)
 def test_product_architecture_matches_nvidia_smi_and_nvml(name: str, file: str) -> None:
-    """nvmlDeviceGetArchitecture answered 9 on the H100 (nvml-getters-*.json); nvidia-smi -q says Hopper."""
+    """nvmlDeviceGetArchitecture answered 9 on the H100 and the H200 (nvml-getters-*.json); nvidia-smi -q
+    says Hopper."""
     _, gpu = reading(name)
     _, smi = xml_gpu(file)
     details = gpu.details.value
     assert details is not None
     assert details.identity.architecture.value == text(smi, "product_architecture") == "Hopper"
     moment = "busy" if name.endswith("busy") else "idle"
-    getters = json.loads((CAPTURE / f"nvml-getters-{moment}.json").read_text())["device0"]
+    getters = json.loads((capture_of(name) / f"nvml-getters-{moment}.json").read_text())["device0"]
     assert getters["nvmlDeviceGetArchitecture"] == {"ok": 9}
 
 
@@ -142,7 +162,7 @@ def test_memory_matches_nvidia_smi(name: str, file: str) -> None:
     assert smi_mib(memory.free_bytes) == number(smi, "fb_memory_usage/free")
 
 
-@pytest.mark.parametrize(("name", "file"), PAIRS)
+@pytest.mark.parametrize(("name", "file"), SAME_MOMENT)
 def test_load_temperature_and_power_match_nvidia_smi(name: str, file: str) -> None:
     _, gpu = reading(name)
     _, smi = xml_gpu(file)
@@ -250,24 +270,31 @@ def test_processes_match_nvidia_smi(name: str, file: str) -> None:
     assert bool(listed) is name.endswith("busy")
 
 
-def test_temperature_thresholds_match_the_nvml_capture() -> None:
+@pytest.mark.parametrize("name", [name for name, _ in PAIRS])
+def test_temperature_thresholds_match_the_nvml_capture(name: str) -> None:
     """nvidia-smi 580 prints thresholds relative to T.Limit, so the absolute ones come from NVML
     itself, read on a GPU of the same model and driver (nvml-getters-idle.json)."""
-    getters = json.loads((CAPTURE / "nvml-getters-idle.json").read_text())["device0"]
-    for name, _ in PAIRS:
-        _, gpu = reading(name)
-        assert gpu.temperature_shutdown_c.value == getters["nvmlDeviceGetTemperatureThreshold(0,)"]["ok"]
-        assert gpu.temperature_slowdown_c.value == getters["nvmlDeviceGetTemperatureThreshold(1,)"]["ok"]
-        assert gpu.numa_node.reason is Reason.NOT_SUPPORTED
-        assert getters["nvmlDeviceGetNumaNodeId"] == {"error": "NVMLError_NotSupported"}
+    getters = json.loads((capture_of(name) / "nvml-getters-idle.json").read_text())["device0"]
+    _, gpu = reading(name)
+    assert gpu.temperature_shutdown_c.value == getters["nvmlDeviceGetTemperatureThreshold(0,)"]["ok"]
+    assert gpu.temperature_slowdown_c.value == getters["nvmlDeviceGetTemperatureThreshold(1,)"]["ok"]
+    assert gpu.numa_node.reason is Reason.NOT_SUPPORTED
+    assert getters["nvmlDeviceGetNumaNodeId"] == {"error": "NVMLError_NotSupported"}
 
 
 # --- the query CSV and the text nvidia-smi printed ------------------------------------------
 
 
-def test_the_idle_machine_matches_nvidia_smi_query_gpu() -> None:
-    machine, gpu = reading("h100-driver580-idle")
-    with (CAPTURE / "nvidia-smi-query-gpu.csv").open() as f:
+@pytest.mark.parametrize(
+    ("name", "file"),
+    [
+        ("h100-driver580-idle", f"{H100}/nvidia-smi-query-gpu.csv"),
+        ("h200-driver580-idle", f"{H200}/nvidia-smi-query-gpu-all.csv"),  # every field, seconds before the snapshot
+    ],
+)
+def test_the_idle_machine_matches_nvidia_smi_query_gpu(name: str, file: str) -> None:
+    machine, gpu = reading(name)
+    with (HARDWARE / file).open() as f:
         rows = list(csv.reader(f, skipinitialspace=True))
     row = dict(zip(rows[0], rows[1], strict=True))
     memory = gpu.memory.value
@@ -288,7 +315,8 @@ def test_the_idle_machine_matches_nvidia_smi_query_gpu() -> None:
     assert (row["pcie.link.gen.current"], row["pcie.link.gen.max"]) == ("5", "5")
     assert (row["pcie.link.width.current"], row["pcie.link.width.max"]) == ("16", "16")
     assert row["fan.speed [%]"] == "[N/A]" and gpu.fan_percent.value is None
-    # why a tolerance: a separate sample, seconds apart (71.89 W there, 71.94 W in the snapshot).
+    # why a tolerance: a separate sample, seconds apart (H100: 71.89 W there, 71.94 W in the snapshot;
+    # H200: 80.98 W and 80.87 W).
     assert float(row["power.draw [W]"].split()[0]) == pytest.approx(gpu.power_draw_w.value, abs=1.0)
 
 
@@ -308,11 +336,15 @@ _SMI_ROW = re.compile(
         # (PID 739, a minute later). Its memory figures are the busy snapshot's to the MiB;
         # its temperature, power and PID are its own, so they are not compared.
         ("h100-driver580-busy", "nvidia-smi-busy.txt"),
+        # The H200's table was printed first in its capture, 17 s before the idle snapshot (35C, 124W
+        # idle): its memory and identity are compared, its temperature not.
+        ("h200-driver580-idle", "nvidia-smi.txt"),
+        ("h200-driver580-busy", "nvidia-smi-busy.txt"),
     ],
 )
 def test_the_nvidia_smi_table_says_what_gpudiag_read(name: str, file: str) -> None:
     _, gpu = reading(name)
-    shown = (CAPTURE / file).read_text()
+    shown = (capture_of(name) / file).read_text()
     match = _SMI_ROW.search(shown)
     assert match, shown
     row: dict[str, Any] = match.groupdict()
@@ -327,7 +359,7 @@ def test_the_nvidia_smi_table_says_what_gpudiag_read(name: str, file: str) -> No
     assert row["compute"] == "Default" and row["mig"] == "Disabled"
     processes = re.findall(r"\|\s+0\s+N/A\s+N/A\s+\d+\s+C\s+\S+\s+(\d+)MiB \|", shown)
     assert [int(p) for p in processes] == [smi_mib(p.used_memory_bytes.get(-1)) for p in gpu.processes.get(())]
-    if name.endswith("idle"):
+    if name == "h100-driver580-idle":
         assert int(row["temp"]) == gpu.temperature_c.value
 
 

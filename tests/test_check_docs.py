@@ -40,3 +40,19 @@ def test_every_option_is_documented() -> None:
 def test_exit_codes_are_documented() -> None:
     for code in (ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE, ExitCode.CHECK_INCOMPLETE, ExitCode.NOTHING_CHECKED):
         assert f"\n| {int(code)} |" in TEXT, code
+
+
+def test_each_levels_time_is_the_one_measured_or_says_it_is_an_estimate() -> None:
+    """The docs' table, the --level option and --help give each level's time from one place, and a time
+    that was not measured says so (level 2: 50 s on one H200, docs/hardware/h200-driver580/runs/level2.json)."""
+    import re
+
+    from gpudiag.checks.deep.levels import LEVEL_HELP, LEVELS
+
+    rows = dict(re.findall(r"^\| (\d) \| .*? \| ([^|]+?) \| [^|]+ \|$", TEXT, re.M))
+    option = next(line for line in TEXT.splitlines() if line.startswith("| `--level N` |"))
+    for number in (2, 3, 4):
+        takes = LEVELS[number].takes
+        assert rows[str(number)] == takes and f"({takes})" in option and f"({takes})" in LEVEL_HELP
+        assert takes.endswith("estimated") or "measured" in takes
+    assert LEVELS[2].takes == "50 s, measured on one H200"

@@ -19,6 +19,7 @@ from gpudiag.checks.deep.levels import MAX_LEVEL
 from gpudiag.model import (
     ALL_GROUPS,
     ComputeMode,
+    FactGroup,
     GpuProcess,
     HostProcess,
     HostState,
@@ -770,6 +771,9 @@ def test_the_exporter_judges_only_cheap_nvml_checks() -> None:
     for check in exported:
         assert not check.needs_torch(Options()) and not check.needs_gpu and check.level == 1, check.id
         assert groups([check]) <= GROUPS["native"], (check.id, groups([check]) - GROUPS["native"])
+    # The native groups are derived from what the exporter shows and judges: never the costly ones.
+    costly = {FactGroup.DETAILS, FactGroup.INFOROM, FactGroup.LINKS, FactGroup.MIG_LAYOUT}
+    assert GROUPS["native"].isdisjoint(costly)
 
 
 # --- what a rule reads: its declared readings, no other ---------------------------------------

@@ -50,7 +50,7 @@ def test_a_bug_is_one_line_and_exit_70_and_debug_shows_the_traceback(monkeypatch
     def broken(*args: object, **kwargs: object) -> None:
         raise ZeroDivisionError("simulated bug")
 
-    monkeypatch.setattr("gpudiag.cli.list_cmd.collect", broken)
+    monkeypatch.setattr("gpudiag.cli.list_cmd.read_machine", broken)
     monkeypatch.setenv("GPUDIAG_DEBUG", "")  # recorded, so that --debug's setting is undone after the test
     monkeypatch.delenv("GPUDIAG_DEBUG")
     result = CliRunner().invoke(app, ["--replay", "h100x8-healthy", "list"])

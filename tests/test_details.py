@@ -27,26 +27,32 @@ CAPTURE = ROOT / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
 
 
 @pytest.mark.parametrize("moment", ["idle", "busy"])
-def test_the_captured_examples_hold_the_details_the_probe_reads_from_the_capture(moment: str) -> None:
-    _, unanswered = capture.build(moment, CAPTURE)
+@pytest.mark.parametrize(("board", "folder"), [("h100", CAPTURE.name), ("h200", "h200-driver580")])
+def test_the_captured_examples_hold_the_details_the_probe_reads_from_the_capture(
+    board: str, folder: str, moment: str
+) -> None:
+    capture_dir = CAPTURE.parent / folder
+    _, unanswered = capture.build(moment, capture_dir)
     assert unanswered == []  # every call the probe made was answered by the capture or nvidia-smi's output
-    example = f"h100-driver580-{moment}"
+    example = f"{board}-driver580-{moment}"
     recorded = json.loads((fixtures.EXAMPLES_DIR / f"{example}.json").read_text())["gpus"][0]["details"]
-    assert recorded == capture.details_for_snapshot(moment, CAPTURE), (
-        f"regenerate: python -m tests.hardware.capture --into gpudiag/machines/{example}.json {moment}"
+    assert recorded == capture.details_for_snapshot(moment, capture_dir), (
+        "regenerate: python -m tests.hardware.capture --into "
+        f"gpudiag/machines/{example}.json {moment} docs/hardware/{folder}"
     )
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if hasattr(value, "__dict__"):
-        return {k: _plain(v) for k, v in vars(value).items()}
-    return value
+    """An answer as the getter capture recorded the real one (its structs' members, arrays as lists)."""
+    from tests.hardware.tools.nvml_getters import plain
+
+    return plain(value)
 
 
 def _subset(got: Any, want: Any) -> bool:
     """Every attribute the fake returns equals the capture's (the fake may return fewer)."""
+    if isinstance(got, dict) and set(got) == {"hex"} and isinstance(want, str):  # a string member, recorded as text
+        return bytes.fromhex(got["hex"]).split(b"\0")[0].decode(errors="replace") == want
     if isinstance(got, dict) and isinstance(want, dict):
         return all(k in want and _subset(v, want[k]) for k, v in got.items())
     if isinstance(got, list) and isinstance(want, list):
@@ -67,6 +73,19 @@ _NOT_COMPARED = {
     "nvmlDeviceGetComputeInstanceId": "a full GPU's answer is not modelled (only MIG handles ask)",
     "nvmlDeviceGetMaxCustomerBoostClock(1,)": "the SM's boost clock is not in the model: -q shows the graphics one",
 }
+
+
+def test_the_capture_replayer_answers_a_struct_through_pynvml_whatever_form_the_capture_keeps() -> None:
+    """The H200's capture keeps char arrays as their bytes (``{"hex": ...}``), the H100's as text: the
+    capture replayer writes either into pynvml's own struct, as the C library fills it."""
+    bus = b"00000000:00:06.0".ljust(32, b"\0")
+    for bus_id in ("00000000:00:06.0", {"hex": bus.hex()}):
+        pci = {"domain": 0, "bus": 0, "device": 6, "pciDeviceId": 590680286, "pciSubSystemId": 1, "busId": bus_id}
+        lib = capture.CaptureNvml({"system": {}, "device0": {"nvmlDeviceGetPciInfo": {"ok": pci}}}, {})
+        lib.nvmlInit()
+        ext = lib.nvmlPciInfoExt_v1_t()
+        lib.nvmlDeviceGetPciInfoExt(lib.nvmlDeviceGetHandleByIndex(0), ctypes.byref(ext))
+        assert (ext.busId, ext.pciDeviceId, ext.baseClass, ext.subClass) == ("00000000:00:06.0", 590680286, 3, 2)
 
 
 @pytest.mark.parametrize("moment", ["idle", "busy"])

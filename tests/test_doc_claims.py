@@ -53,7 +53,7 @@ def test_the_list_page_counts_the_nvml_calls_bench_nvml_calls_counts() -> None:
         sys.path.remove(str(ROOT / "benchmarks"))
     page = " ".join((ROOT / "docs" / "commands" / "list.md").read_text().split())
     claimed = re.search(
-        r"\(`list` (\d+), `--query name,memory.used` (\d+), `check --quick --no-torch` (\d+), "
+        r"\(`list` (\d+), `--query name,memory.used` (\d+), `list -q` (\d+), `check --quick --no-torch` (\d+), "
         r"`list --json` (\d+), `snapshot` (\d+) ",
         page,
     )
@@ -65,6 +65,7 @@ def test_the_list_page_counts_the_nvml_calls_bench_nvml_calls_counts() -> None:
     counted = (
         calls("list"),
         calls("list", "--query", "name,memory.used", "--format", "csv"),
+        calls("list", "-q"),
         calls("check", "--no-torch", "--quick"),
         calls("list", "--json"),
         calls("snapshot"),  # also GPM's samples (list --json does not wait for GPM's window)

@@ -268,7 +268,7 @@ def test_ctrl_c_while_a_command_runs_exits_130(cli: Cli, monkeypatch: pytest.Mon
     def interrupted(*_: Any, **__: Any) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("gpudiag.cli.list_cmd.collect", interrupted)
+    monkeypatch.setattr("gpudiag.cli.list_cmd.read_machine", interrupted)
     code, out, err = cli.replay("h100x8-healthy", "list")
     assert code == ExitCode.INTERRUPTED and out == "" and err == ""
 

@@ -349,7 +349,7 @@ def test_xid_errors_of_a_gpu_nvml_cannot_watch_have_no_series(source: MachineSou
     register = lib.nvmlDeviceRegisterEvents
 
     def geforce_at_1(handle: Any, types: int, event_set: Any) -> None:
-        if handle.gpu == 1:
+        if lib.nvmlDeviceGetIndex(handle) == 1:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
         register(handle, types, event_set)
 
@@ -844,11 +844,13 @@ def test_a_scrape_asks_nvml_only_for_what_its_family_exports(
 
 
 def test_throttle_reasons_are_the_slowdowns_named_as_the_checks_name_them() -> None:
-    from gpudiag.export.metrics_native import THROTTLE_REASONS
+    from gpudiag.export.gpu_families import GPU_FAMILIES
     from gpudiag.readings import CLOCK_EVENT_NAMES
 
-    assert {bit: CLOCK_EVENT_NAMES[bit] for bit in THROTTLE_REASONS} == THROTTLE_REASONS
-    assert sorted(THROTTLE_REASONS) == [0x4, 0x8, 0x20, 0x40, 0x80]  # idle, app clocks, sync boost, display: states
+    (events,) = (f for f in GPU_FAMILIES if f.name == "gpudiag_gpu_clock_event_active")
+    reasons = {s.bit: s.labels[0] for s in events.samples}
+    assert {bit: CLOCK_EVENT_NAMES[bit] for bit in reasons} == reasons
+    assert sorted(reasons) == [0x4, 0x8, 0x20, 0x40, 0x80]  # idle, app clocks, sync boost, display: states
 
 
 @pytest.mark.parametrize(("example", "capture"), [("idle", ""), ("busy", "-busy")])

@@ -115,8 +115,10 @@ def test_list_costs_a_fraction_of_a_full_read(cli: Cli, calls: Counter[str]) -> 
 def _force_everything(monkeypatch: pytest.MonkeyPatch) -> None:
     real = collect.open_source
 
-    def everything(replay: Any = None, environ: Any = None, facts: Any = ALL_GROUPS) -> collect.MachineSource:
-        return real(replay, environ, ALL_GROUPS)
+    def everything(
+        replay: Any = None, environ: Any = None, facts: Any = ALL_GROUPS, only: Any = None
+    ) -> collect.MachineSource:
+        return real(replay, environ, ALL_GROUPS)  # every row of every group
 
     monkeypatch.setattr(collect, "open_source", everything)
 

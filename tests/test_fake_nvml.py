@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import json
 import re
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import pynvml
 import pytest
 
+from gpudiag.replay.c_boundary import address_of
 from gpudiag.replay.fake_answers import FakeHandle, NotRecordedError
 from gpudiag.replay.fake_nvml import FakeNvml
 from gpudiag.replay.fixtures import load
@@ -38,8 +40,10 @@ def test_the_fake_is_a_module_with_pynvml_s_names() -> None:
     lib = fake("h100x8-healthy", init=False)
     assert isinstance(lib, ModuleType) and lib.__name__ == "pynvml"
     names = vars(lib)
-    for name in ("NVML_ERROR_NOT_SUPPORTED", "NVMLError_NotSupported", "nvmlExceptionClass", "c_nvmlMemory_v2_t"):
+    for name in ("NVML_ERROR_NOT_SUPPORTED", "NVMLError_NotSupported", "c_nvmlMemory_v2_t"):
         assert names[name] is getattr(pynvml, name)
+    for name in ("nvmlExceptionClass", "nvmlDeviceGetMemoryInfo", "_nvmlGetFunctionPointer"):  # pynvml's code
+        assert names[name].__code__ is getattr(pynvml, name).__code__
     assert callable(names["nvmlDeviceGetMemoryInfo"]) and callable(names["nvmlDeviceGetSamples"])
     assert not any(n in names for n in ("calls", "initialised"))  # test hooks stay off the namespace
     with pytest.raises(AttributeError):
@@ -195,15 +199,19 @@ def test_idle_and_busy_answers_match_the_moment_captured() -> None:
 
 def test_handles_by_uuid_and_pci_bus_id() -> None:
     lib = fake("a100-mig")
-    gpu = lib.nvmlDeviceGetHandleByIndex(0)
-    uuid = lib.nvmlDeviceGetUUID(gpu)
-    assert lib.nvmlDeviceGetHandleByUUID(uuid) == gpu == lib.nvmlDeviceGetHandleByUUID(uuid.encode())
-    bus = lib.nvmlDeviceGetPciInfo(gpu).busId  # str, as nvidia-ml-py 12+ gives it
-    assert lib.nvmlDeviceGetHandleByPciBusId(bus) == gpu
-    assert lib.nvmlDeviceGetHandleByPciBusId(bus[4:]) == gpu  # NVML also takes the short domain
-    mig = lib.nvmlDeviceGetMigDeviceHandleByIndex(gpu, 0)
-    assert lib.nvmlDeviceGetHandleByUUID(lib.nvmlDeviceGetUUID(mig)) == mig
-    assert lib.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig) == gpu
+    gpu = address_of(lib.nvmlDeviceGetHandleByIndex(0))  # pynvml's handles are pointers: the same GPU, the same address
+    uuid = lib.nvmlDeviceGetUUID(lib.nvmlDeviceGetHandleByIndex(0))
+    assert (
+        address_of(lib.nvmlDeviceGetHandleByUUID(uuid))
+        == gpu
+        == address_of(lib.nvmlDeviceGetHandleByUUID(uuid.encode()))
+    )
+    bus = lib.nvmlDeviceGetPciInfo(lib.nvmlDeviceGetHandleByIndex(0)).busId  # str, as nvidia-ml-py 12+ gives it
+    assert address_of(lib.nvmlDeviceGetHandleByPciBusId(bus)) == gpu
+    assert address_of(lib.nvmlDeviceGetHandleByPciBusId(bus[4:])) == gpu  # NVML also takes the short domain
+    mig = lib.nvmlDeviceGetMigDeviceHandleByIndex(lib.nvmlDeviceGetHandleByIndex(0), 0)
+    assert address_of(lib.nvmlDeviceGetHandleByUUID(lib.nvmlDeviceGetUUID(mig))) == address_of(mig) != gpu
+    assert address_of(lib.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig)) == gpu
     with pytest.raises(pynvml.NVMLError_NotFound):
         lib.nvmlDeviceGetHandleByUUID("GPU-00000000-0000-0000-0000-000000000000")
     with pytest.raises(pynvml.NVMLError_InvalidArgument):
@@ -253,6 +261,7 @@ def test_c_entry_points_for_versioned_calls() -> None:
     lib = fake("h100-driver580-busy")
     h = lib.nvmlDeviceGetHandleByIndex(0)
     memory = pynvml.c_nvmlMemory_v2_t()
+    memory.version = pynvml.nvmlMemory_v2
     assert lib._nvmlGetFunctionPointer("nvmlDeviceGetMemoryInfo_v2")(h, ctypes.byref(memory)) == 0
     assert (memory.used, memory.reserved) == (13437304832, 503316480)
     plain = pynvml.c_nvmlMemory_t()
@@ -274,8 +283,9 @@ def test_function_pointers_need_the_library_loaded_and_honour_what_the_driver_la
     old = fake("old-driver-v1-processes")
     with pytest.raises(pynvml.NVMLError_FunctionNotFound):
         old._nvmlGetFunctionPointer("nvmlDeviceGetMemoryInfo_v2")
-    with pytest.raises(pynvml.NVMLError_FunctionNotFound):
-        old.nvmlDeviceGetComputeRunningProcesses(FakeHandle(0))  # nvidia-ml-py's wrapper is v3
+    # nvidia-ml-py's unversioned wrapper is v3, and says so where the driver lacks it
+    with pytest.raises((pynvml.NVMLError_FunctionNotFound, getattr(pynvml, "NVMLLibraryMismatchError", OSError))):
+        old.nvmlDeviceGetComputeRunningProcesses(FakeHandle(0))
     assert old._nvmlGetFunctionPointer("nvmlDeviceGetComputeRunningProcesses") is not None
 
 
@@ -327,3 +337,34 @@ def test_a_field_row_answers_its_own_scope_and_a_link_answers_for_itself() -> No
     details = gpu.details.value
     assert details is not None and details.nvlinks.value is not None
     assert (link0.nvmlReturn, link0.value.ullVal) == (pynvml.NVML_SUCCESS, details.nvlinks.value[0].data_tx_kib.value)
+
+
+# --- the real pynvml: untouched by a replay, borrowed by python -m gpudiag.replay -------------------
+
+
+def test_a_replay_leaves_the_real_pynvml_alone() -> None:
+    """Each fake has pynvml's functions on a loader state of its own: two replays at once answer each
+    for its machine, and the real module never loads anything."""
+    healthy, lost = fake("h100x8-healthy"), fake("gpu-lost")
+    assert (healthy.nvmlDeviceGetCount(), lost.nvmlDeviceGetCount()) == (8, len(load("gpu-lost")[0].gpus))
+    assert pynvml.nvmlLib is None and pynvml._nvmlGetFunctionPointer_cache == {}
+    assert healthy.nvmlLib is healthy.library and lost.nvmlLib is lost.library
+
+
+def test_python_m_gpudiag_replay_runs_a_program_on_the_real_pynvml_and_puts_it_back(tmp_path: Path) -> None:
+    from gpudiag.replay import run
+
+    script = tmp_path / "reader.py"
+    script.write_text(
+        "import json, sys, pynvml\n"
+        "pynvml.nvmlInit()\n"
+        "h = pynvml.nvmlDeviceGetHandleByIndex(0)\n"
+        "read = [pynvml.nvmlDeviceGetName(h), type(pynvml.nvmlDeviceGetMemoryInfo(h)).__name__]\n"
+        "json.dump(read, open(sys.argv[1], 'w'))\n"
+        "pynvml._nvmlGetFunctionPointer = None  # a program's own patch (gpustat makes one)\n"
+    )
+    before, argv = dict(vars(pynvml)), list(sys.argv)
+    assert run.main(["h100-driver580-idle", str(script), str(tmp_path / "out.json")]) == 0
+    assert json.loads((tmp_path / "out.json").read_text()) == ["NVIDIA H100 80GB HBM3", "c_nvmlMemory_t"]
+    assert vars(pynvml) == before  # its loader state and the program's patch undone
+    assert pynvml.nvmlLib is None and sys.argv == argv

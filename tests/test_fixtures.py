@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
+from gpudiag.exitcodes import ExitCode
 from gpudiag.model import ALL_GROUPS, GpuState, Machine, Reason
 from gpudiag.probe.collect import collect
 from gpudiag.replay import fixtures
@@ -287,3 +291,85 @@ def test_invalid_json_is_explained(tmp_path: Path) -> None:
     with pytest.raises(FixtureError) as err:
         fixtures.load(str(bad))
     assert "is not valid JSON" in str(err.value)
+
+
+# --- reading a replay file: never blocking, never without bound, each key once ---------------------
+
+
+def test_a_kernel_file_empty_to_stat_is_refused_unread() -> None:
+    """/proc files are regular and empty to ``stat``: read, /proc/kmsg blocks for ever and consumes the
+    kernel's messages. This one reads harmlessly, but it is refused the same way, before any read."""
+    with pytest.raises(FixtureError) as err:
+        fixtures.load("/proc/self/status")
+    assert str(err.value) == (
+        "replay file /proc/self/status has no size (empty, or a kernel file in /proc): not read:"
+        " give a snapshot file (gpudiag snapshot > FILE) or an example name"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.access("/proc/kmsg", os.R_OK), reason="/proc/kmsg is root's to read")
+def test_replaying_proc_kmsg_neither_blocks_nor_reads_it() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "gpudiag", "--replay", "/proc/kmsg", "list"], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == ExitCode.USAGE and "/proc/kmsg has no size" in done.stderr
+
+
+def test_a_file_larger_than_any_snapshot_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    big = tmp_path / "big.json"
+    with big.open("wb") as f:
+        f.truncate(fixtures.MAX_BYTES + 1)  # sparse: no disk, and reading it would be 64 MiB of zeros
+    with pytest.raises(FixtureError) as err:
+        fixtures.load(str(big))
+    assert str(err.value) == (
+        f"replay file {big} is larger than 64 MiB, far more than any machine's snapshot:"
+        " give a snapshot file (gpudiag snapshot > FILE) or an example name"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('{"schema": "gpudiag.machine/1", "gpus": [], "gpus": []}', "gpus"),
+        ('{"gpus": [{"index": 0, "name": "A", "name": "B"}]}', "name"),
+    ],
+)
+def test_a_replay_file_with_a_key_twice_is_refused(tmp_path: Path, text: str, key: str) -> None:
+    path = tmp_path / "twice.json"
+    path.write_text(text)
+    with pytest.raises(FixtureError) as err:
+        fixtures.load(str(path))
+    assert str(err.value) == f"{path}: key {key!r} appears twice in one object (edited or corrupted?)"
+
+
+def test_a_snapshot_whose_gpus_come_twice_is_refused(tmp_path: Path) -> None:
+    """The case found: the second "gpus" silently replaced the first."""
+    data = json.loads((fixtures.EXAMPLES_DIR / "h100x8-healthy.json").read_text())
+    text = json.dumps(data)
+    path = tmp_path / "twice.json"
+    path.write_text(text[:-1] + ', "gpus": ' + json.dumps(data["gpus"][:1]) + "}")
+    with pytest.raises(FixtureError, match="key 'gpus' appears twice"):
+        fixtures.load(str(path))
+
+
+def test_a_series_beside_a_snapshot_with_a_key_twice_is_refused(tmp_path: Path) -> None:
+    from gpudiag.replay import series
+
+    snapshot = tmp_path / "node.json"
+    snapshot.write_text((fixtures.EXAMPLES_DIR / "h100x8-healthy.json").read_text())
+    shipped = (series.SERIES_DIR / "h100x8-healthy.json").read_text()
+    snapshot.with_suffix(".series.json").write_text(shipped.replace("{", '{"source": "x", ', 1))
+    machine, _ = fixtures.load(str(snapshot))
+    with pytest.raises(FixtureError, match="key 'source' appears twice"):
+        series.load_for(str(snapshot), machine)
+
+
+def test_no_shipped_example_or_series_has_a_key_twice() -> None:
+    """The examples skip the check at every start (package data): it is made here, once."""
+    from gpudiag.replay import series
+
+    shipped = [*fixtures.EXAMPLES_DIR.glob("*.json"), *series.SERIES_DIR.glob("*.json")]
+    assert len(shipped) > 30
+    for path in shipped:
+        fixtures.duplicate_keys(path.read_bytes(), path)

@@ -14,12 +14,13 @@ import pytest
 
 from gpudiag.model import FactGroup, Machine, Reading, Reason
 from gpudiag.probe import gpm
+from gpudiag.probe.collect import collect, open_source
 from gpudiag.probe.nvml import NvmlSession
 from gpudiag.readings import GPM_METRICS, MIB
 from gpudiag.replay.fake_answers import FakeHandle
 from gpudiag.replay.fake_host import RecordedHost
 from gpudiag.replay.fake_nvml import FakeNvml
-from gpudiag.replay.fixtures import load
+from gpudiag.replay.fixtures import dump, load
 from tests.conftest import Cli
 
 PROFILING = frozenset({FactGroup.PROFILING})
@@ -233,12 +234,14 @@ def test_the_gpm_recording_is_read_back_by_the_capture_tool(tmp_path: Any) -> No
     assert recorded["nvmlGpmQueryDeviceSupport"] == {"ok": {"isSupportedDevice": 1}}
     assert recorded["nvmlGpmMetricsGet"][str(pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL)] == {"ok": 47.5}
     assert set(recorded["nvmlGpmMetricsGet"]) == {str(metric) for _, metric, _ in GPM_METRICS}
+    folder = tmp_path / capture.CAPTURE_DIR.name  # a copy of the H100's capture: its nvidia-smi supplements apply
+    folder.mkdir()
     for name in ("nvml-getters-busy.json", "gpudiag-snapshot-busy.json"):
-        shutil.copy(capture.CAPTURE_DIR / name, tmp_path / name)
-    without, unanswered = capture.build("busy", tmp_path)
+        shutil.copy(capture.CAPTURE_DIR / name, folder / name)
+    without, unanswered = capture.build("busy", folder)
     assert without.gpus[0].profiling.reason is Reason.NOT_RECORDED and unanswered == []
-    (tmp_path / capture.GPM_CAPTURE.format(moment="busy")).write_text(json.dumps(recorded))
-    read, unanswered = capture.build("busy", tmp_path)
+    (folder / capture.GPM_CAPTURE.format(moment="busy")).write_text(json.dumps(recorded))
+    read, unanswered = capture.build("busy", folder)
     profiling = read.gpus[0].profiling.value
     assert unanswered == [] and profiling is not None
     assert profiling.tensor_active_percent == Reading.of(47.5)
@@ -281,3 +284,27 @@ def test_only_list_json_details_reads_gpm(options: dict[str, Any], reads_gpm: bo
     view = view_for(Request(**options))
     assert (FactGroup.PROFILING in view.facts) is reads_gpm
     assert FactGroup.DETAILS in view.facts or not options.get("details")  # the rest of -q is still read
+
+
+def test_a_replay_reports_each_gpus_recorded_window_exactly(tmp_path: Any) -> None:
+    """A live one-shot read measures its window (0.100074 s on the H200, tests/test_gpu_live.py); the
+    replay of that snapshot reads back the same window, each GPU its own, not the 0.1 s asked for."""
+    machine = load(BUSY)[0]
+    windows = [round(0.100074 + i * 0.000013, 6) for i in range(len(machine.gpus))]
+    gpus = []
+    for gpu, window in zip(machine.gpus, windows, strict=True):
+        recorded = gpu.profiling.value
+        assert recorded is not None
+        gpus.append(
+            msgspec.structs.replace(gpu, profiling=Reading.of(msgspec.structs.replace(recorded, window_s=window)))
+        )
+    path = tmp_path / "live.json"
+    path.write_text(dump(msgspec.structs.replace(machine, gpus=tuple(gpus)), "a live snapshot"))
+    replayed = collect(str(path), facts=PROFILING)
+    got = [g.profiling.value.window_s if g.profiling.value is not None else None for g in replayed.gpus]
+    assert got == windows
+    # Read twice in one session (a watch), the second window is the recorded one again.
+    with open_source(str(path), facts=PROFILING) as source:
+        source.read()
+        again = source.read().gpus[0].profiling.value
+    assert again is not None and again.window_s == windows[0]

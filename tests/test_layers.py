@@ -113,7 +113,7 @@ def test_only_the_live_source_and_the_fake_import_pynvml() -> None:
     # The fake (with its detail and MIG calls) stands in for pynvml and uses its constants.
     allowed = {
         PACKAGE / "probe" / "collect.py",
-        *(REPLAY / f"{m}.py" for m in ("fake_nvml", "fake_answers", "fake_details", "fake_mig")),
+        *(REPLAY / f"{m}.py" for m in ("fake_nvml", "fake_answers", "fake_details", "fake_mig", "c_boundary")),
     }
     users = {p for p in modules() if _pynvml_imports(p)}
     assert users - allowed == set(), sorted(name(p) for p in users - allowed)

@@ -13,22 +13,22 @@ BUSY = "h100-driver580-busy"
 
 
 def test_piped_tables_print_one_block_per_sample() -> None:
-    code, out, _ = run("--replay", "h100x8-healthy", "list", "--watch", "--count", "3", "--interval", "0.01")
+    code, out, _ = run("--replay", "h100x8-healthy", "list", "--watch", "--count", "3", "--interval", "0.1")
     assert code == 0
     assert out.count("Processes") == 3
     assert out.count("Driver Version: 550.54.15") == 3
 
 
 def test_csv_keeps_one_header_and_json_becomes_json_lines() -> None:
-    _, csv, _ = run("--replay", BUSY, "list", "-w", "--count", "2", "--interval", "0.01", "--query", "index,clocks.sm")
+    _, csv, _ = run("--replay", BUSY, "list", "-w", "--count", "2", "--interval", "0.1", "--query", "index,clocks.sm")
     assert csv.splitlines() == ["index, clocks.sm [MHz]", "0, 1980 MHz", "0, 1980 MHz"]
-    _, lines, _ = run("--replay", BUSY, "list", "-w", "--count", "2", "--interval", "0.01", "--json")
+    _, lines, _ = run("--replay", BUSY, "list", "-w", "--count", "2", "--interval", "0.1", "--json")
     docs = [json.loads(line) for line in lines.splitlines()]
     assert len(docs) == 2 and docs[0]["schema"] == "gpudiag.machine/1"
 
 
 def test_details_watch_reads_details_every_sample() -> None:
-    _, out, _ = run("--replay", BUSY, "list", "-w", "--count", "2", "--interval", "0.01", "--details")
+    _, out, _ = run("--replay", BUSY, "list", "-w", "--count", "2", "--interval", "0.1", "--details")
     assert out.count("Max Clocks") == 2
 
 
@@ -72,12 +72,12 @@ def test_the_watch_uses_one_nvml_session(monkeypatch: pytest.MonkeyPatch) -> Non
     from gpudiag.replay.fake_nvml import FakeNvml
 
     inits: list[int] = []
-    original = FakeNvml.nvmlInit
+    original = FakeNvml._init
 
-    def counting(self: FakeNvml) -> None:
+    def counting(self: FakeNvml, name: str) -> None:
         inits.append(1)
-        original(self)
+        original(self, name)
 
-    monkeypatch.setattr(FakeNvml, "nvmlInit", counting)
-    code, _, _ = run("--replay", BUSY, "list", "-w", "--count", "3", "--interval", "0.01", "--query", "index")
+    monkeypatch.setattr(FakeNvml, "_init", counting)
+    code, _, _ = run("--replay", BUSY, "list", "-w", "--count", "3", "--interval", "0.1", "--query", "index")
     assert code == 0 and len(inits) == 1

@@ -148,13 +148,24 @@ def test_reading_at_passes_a_missing_reading_on() -> None:
 
 def test_every_query_name_a_row_answers_is_nvidia_smis_and_answered_once() -> None:
     from gpudiag.render import csv_query
+    from gpudiag.render.query_names import QUERY_NAMES
 
-    known = {f.name for f in csv_query.fields()} | set(csv_query.GPUDIAG_FIELDS)
-    named = [
-        entry.partition("=")[0].partition(":")[0] for row in _all_rows() for entry in filter(None, row.query.split(";"))
-    ]
+    known = {f.name for f in csv_query.fields()} | set(csv_query.own_names())
+    named = [entry.partition("=")[0].partition(":")[0] for entries in QUERY_NAMES.values() for entry in entries]
     assert sorted(set(named) - known) == []
     assert len(named) == len(set(named))
+
+
+def test_every_presentation_table_is_keyed_by_readings() -> None:
+    """An output's table names readings a row declares: a key spelled wrong, or a reading since
+    removed, fails here rather than at run time."""
+    from gpudiag.render.details_lines import Q_LINES
+    from gpudiag.render.query_names import QUERY_NAMES
+
+    keys = {row.key for row in _all_rows()}
+    for table in (QUERY_NAMES, Q_LINES):
+        assert sorted(set(table) - keys) == []
+        assert all(table.values())
 
 
 def test_every_q_line_of_a_row_has_its_place_in_the_skeleton() -> None:
@@ -172,31 +183,33 @@ def test_every_q_line_of_a_row_has_its_place_in_the_skeleton() -> None:
     assert blocks == set(details_view._BLOCKS)
 
 
-def test_every_format_a_row_names_exists() -> None:
+def test_every_format_a_table_names_exists() -> None:
+    from gpudiag.render.details_lines import Q_LINES
     from gpudiag.render.format import VALUE_FORMATS
+    from gpudiag.render.query_names import QUERY_NAMES
 
-    for row in _all_rows():
-        shows = {row.show, row.q_show} | {
-            entry.partition("=")[2] for entry in f"{row.query};{row.q}".split(";") if "=" in entry
-        }
-        assert shows <= set(VALUE_FORMATS), (row.key, shows - set(VALUE_FORMATS))
+    for table in (QUERY_NAMES, Q_LINES):
+        for key, entries in table.items():
+            shows = {entry.partition("=")[2] for entry in entries}
+            assert shows <= set(VALUE_FORMATS), (key, shows - set(VALUE_FORMATS))
 
 
-def test_every_metric_a_row_names_is_a_series_the_exporter_writes() -> None:
-    """``metric`` is for the exporter's tables: each is a series `gpudiag exporter` writes."""
-    from gpudiag.export.exporter import Exporter
-    from gpudiag.probe.collect import open_source
+def test_every_exporter_sample_reads_a_declared_reading() -> None:
+    """The exporter's table names readings a row declares (a struct's part, one its value has)."""
+    from gpudiag.export.gpu_families import GPU_FAMILIES
 
-    with open_source("h100x8-healthy") as source:
-        exporter = Exporter(source)
-        exporter.render_text()  # GPM's figures are measured since an earlier scrape
-        text = exporter.render_text().decode()
-    families = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
-    series = {line.split(" ")[0] for line in text.splitlines() if line.startswith("gpudiag_")}
-    named = [row.metric for row in _all_rows() if row.metric]
-    assert len(named) >= 20
-    for metric in named:
-        name, _, labels = metric.partition("{")
-        assert name in families, metric
-        for label in filter(None, labels.rstrip("}").split(",")):
-            assert any(s.split("{")[0] == name and label in s for s in series), metric
+    keys = {row.key: row for row in readings.GPU_READINGS}
+    for family in GPU_FAMILIES:
+        for sample in family.samples:
+            assert sample.key in keys, (family.name, sample.key)
+            assert len(sample.labels) == len(family.labels), family.name
+    named = {s.key for f in GPU_FAMILIES for s in f.samples}
+    assert len(named) >= 30
+
+
+def test_every_dcgm_field_reads_a_declared_reading() -> None:
+    from gpudiag.export import metrics_dcgm
+
+    keys = {row.key for row in readings.GPU_READINGS}
+    assert sorted(set(metrics_dcgm.READS) - keys) == []
+    assert len(metrics_dcgm.FIELDS) >= 40

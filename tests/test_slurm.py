@@ -205,6 +205,7 @@ def test_a_node_name_is_never_passed_as_syntax(cluster: Cluster) -> None:
 
 
 def test_the_prolog_drains_for_a_node_fault_and_slurm_requeues_the_job(prolog_cluster: Cluster) -> None:
+    prolog_cluster.wait_idle()
     done = prolog_cluster.run("srun", "-N1", "echo", "job ran")
     assert (done.returncode, done.stdout) == (0, "job ran\n"), done.stderr
 
@@ -229,7 +230,7 @@ def test_the_prolog_drains_for_a_node_fault_and_slurm_requeues_the_job(prolog_cl
             "gpudiag-prolog", GPUDIAG=str(prolog_cluster.root / "bin" / "gpudiag"), GPUDIAG_REPLAY=HEALTHY
         )
         prolog_cluster.run("scancel", "--full", "--user=root")
-        prolog_cluster.resume()
+        prolog_cluster.resume()  # and waits for the node idle, the held job gone
     done = prolog_cluster.run("srun", "-N1", "echo", "job ran")
     assert done.stdout == "job ran\n", done.stderr
 
@@ -237,6 +238,7 @@ def test_the_prolog_drains_for_a_node_fault_and_slurm_requeues_the_job(prolog_cl
 def test_the_prolog_cancels_a_job_whose_environment_fails_and_keeps_the_node(prolog_cluster: Cluster) -> None:
     gpudiag = str(prolog_cluster.root / "bin" / "gpudiag")
     prolog_cluster.settings("gpudiag-prolog", GPUDIAG=gpudiag, GPUDIAG_REPLAY=job_env_machine(prolog_cluster.root))
+    prolog_cluster.wait_idle()
     try:
         submitted = prolog_cluster.run(
             "sbatch", "--wrap", "echo job ran", "-o", str(prolog_cluster.root / "log" / "env-job.out")
@@ -248,10 +250,12 @@ def test_the_prolog_cancels_a_job_whose_environment_fails_and_keeps_the_node(pro
         assert comment.endswith("; fix job")
         assert prolog_cluster.show() == ("IDLE", "")  # the node was not drained for the job's fault
         assert not (prolog_cluster.root / "log" / "env-job.out").exists()  # the job never ran
+        prolog_cluster.wait_idle()
         done = prolog_cluster.run("srun", "-N1", "echo", "job ran")  # interactive: Slurm's own words for a cancel
         assert done.returncode != 0 and "job ran" not in done.stdout and prolog_cluster.show() == ("IDLE", "")
     finally:
         prolog_cluster.settings("gpudiag-prolog", GPUDIAG=gpudiag, GPUDIAG_REPLAY=HEALTHY)
+    prolog_cluster.wait_idle()  # the cancelled job cleaned up: a new allocation finds the node ready
     done = prolog_cluster.run("srun", "-N1", "echo", "next job ran")
     assert done.stdout == "next job ran\n", done.stderr
 

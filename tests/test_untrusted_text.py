@@ -191,8 +191,8 @@ def walk(nodes: Path) -> list[list[str]]:
         ["list", "--details"],
         ["list", "--query", "index,name,serial,vbios_version,uuid,pci.bus_id,memory.used", "--format", "csv"],
         ["list", "--query-compute-apps", "pid,process_name,gpu_name,used_memory", "--format", "csv"],
-        ["list", "--watch", "--count", "2", "--interval", "0.01"],
-        ["list", "--watch", "--count", "2", "--interval", "0.01", "--query", "name", "--format", "csv"],
+        ["list", "--watch", "--count", "2", "--interval", "0.1"],
+        ["list", "--watch", "--count", "2", "--interval", "0.1", "--query", "name", "--format", "csv"],
         ["memory"],
         ["memory", "--json"],
         ["memory", "--watch", "--count", "2", "--interval", "0.1"],
@@ -230,7 +230,8 @@ def walk(nodes: Path) -> list[list[str]]:
         ["mig", "--json"],
         ["stat", "-c", "-p"],
         ["stat", "--json"],
-        ["stat", "--watch", "--count", "2", "--interval", "0.01"],
+        ["stat", "--watch", "--count", "2", "--interval", "0.1"],
+        ["top"],  # not a terminal here: its one line (the screen itself: tests/test_top.py, escaped text)
     ]
 
 

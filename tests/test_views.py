@@ -113,7 +113,7 @@ GOLDENS = [
     ("hostile-strings", ["pmon", "-c", "2"]),
     ("hostile-strings", ["stat", "-c"]),
     ("hostile-strings", ["nvlink", "-i", "0"]),
-    ("v100x4-tutorial", ["stat", "--watch", "--count", "2", "--interval", "0.01"]),
+    ("v100x4-tutorial", ["stat", "--watch", "--count", "2", "--interval", "0.1"]),
     ("h100x8-ranks-imbalance", ["pmon", "-c", "2", "--json"]),
     ("geforce-no-ecc-power", ["dmon", "-s", "pucvmet", "-c", "4"]),
 ]
@@ -246,7 +246,7 @@ def test_the_series_waits_the_delay_between_samples(cli: Cli, no_waiting: list[f
 
 def test_stat_watch_plays_the_series_and_one_shot_shows_the_snapshot(cli: Cli) -> None:
     _, once, _ = cli.replay("v100x4-tutorial", "stat")
-    _, watched, _ = cli.replay("v100x4-tutorial", "stat", "--watch", "--count", "4", "--interval", "0.01")
+    _, watched, _ = cli.replay("v100x4-tutorial", "stat", "--watch", "--count", "4", "--interval", "0.1")
     blocks = watched.split("\n\n")
     assert len(blocks) == 4 and len(set(blocks)) == 4
     assert " 87 %" in once and " 87 %" in blocks[0] and " 84 %" in blocks[1]
@@ -279,9 +279,11 @@ def test_the_series_files_are_the_scripts_output() -> None:
     assert series_examples.main(["--check"]) == 0
     for path in series.SERIES_DIR.glob("*.json"):
         data = json.loads(path.read_text())
-        captured = path.stem.startswith("h100-driver580-")
+        board = path.stem.split("-driver580-")[0] if "-driver580-" in path.stem else None
+        captured = board in ("h100", "h200")  # the examples built from docs/hardware's captures
         assert data["grounding"] == ("captured" if captured else "illustrative"), path.name
-        assert (CAPTURE.relative_to(ROOT).as_posix() in data["source"]) is captured
+        folder = CAPTURE if board == "h100" else CAPTURE.parent / "h200-driver580"
+        assert (folder.relative_to(ROOT).as_posix() in data["source"]) is captured
 
 
 def _good() -> dict[str, Any]:
@@ -389,7 +391,9 @@ def test_pmon_reads_the_process_lists_and_their_samples_each_interval() -> None:
             source.seek(sample)
             before = len(source.lib.calls)
             reader.read(0)
-            assert source.lib.calls[before:] == [
+            calls = source.lib.calls[before:]
+            # Each query once: nvidia-ml-py's list wrappers make a sizing call, then the filled one.
+            assert [c for i, c in enumerate(calls) if i == 0 or c != calls[i - 1]] == [
                 "nvmlDeviceGetComputeRunningProcesses_v3",
                 "nvmlDeviceGetGraphicsRunningProcesses_v3",
                 "nvmlDeviceGetProcessUtilization",

@@ -78,6 +78,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "nvlink": ("nvlink_cmd", "command"),
     "mig": ("mig_cmd", "command"),
     "stat": ("stat_cmd", "command"),
+    "top": ("top_cmd", "command"),  # the interactive monitor (nvitop's), on Textual: the [top] extra
 }
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import traceback
 from collections.abc import Callable, Iterable, Mapping
 from typing import IO, Any, TypeVar
 
@@ -12,19 +11,15 @@ import msgspec
 import typer
 
 from gpudiag import edge
-from gpudiag.cli import terminal_env
-from gpudiag.errors import DEBUG_ENV, GpudiagError
-from gpudiag.exitcodes import NVML_EXIT, ExitCode
-from gpudiag.model import Gpu, GpuState, NvmlInfo, NvmlStatus
+from gpudiag.cli import plain, terminal_env
+from gpudiag.cli.plain import Settings as Settings  # re-exported: the commands take both from here
+from gpudiag.cli.plain import require_nvml as require_nvml
+from gpudiag.errors import DEBUG_ENV
+from gpudiag.exitcodes import ExitCode
+from gpudiag.model import Gpu
 from gpudiag.probe.collect import REPLAY_ENV
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class Settings(msgspec.Struct, frozen=True):
-    replay: str | None  # example name or snapshot path, from --replay or GPUDIAG_REPLAY
-    debug: bool
-    color: str  # auto | always | never
 
 
 def settings(ctx: typer.Context) -> Settings:
@@ -128,82 +123,20 @@ def fail(message: str, code: ExitCode) -> None:
     raise typer.Exit(int(code))
 
 
-def require_nvml(info: NvmlInfo) -> None:
-    """The rule for NVML that did not start, in every command that needs it: its detail in one
-    line, and nvidia-smi's exit code for it (see gpudiag.exitcodes.NVML_EXIT)."""
-    if info.status is not NvmlStatus.OK:
-        raise GpudiagError(info.detail, NVML_EXIT[info.status])
-
-
 def exit_if_lost(gpus: Iterable[Gpu]) -> None:
     """The rule for a lost GPU in every command that shows GPUs: the data is already on stdout,
     one line on stderr names the lost GPU(s), exit 15. (`check` reports it as a failing check.)"""
-    lost = [g for g in gpus if g.state is GpuState.LOST]
-    if not lost:
-        return
-    said = "; ".join(f"GPU {g.index}: {g.state_detail or 'GPU is lost'}" for g in lost)
-    fail(f"{said} (the other GPUs are shown)", ExitCode.GPU_LOST)
+    line = plain.lost_line(gpus)
+    if line is not None:
+        fail(line, ExitCode.GPU_LOST)
 
 
 def handle_errors(fn: F) -> F:
-    """Turn expected faults into one line + exit code, signals into 128+N, bugs into a short report."""
+    """Turn expected faults into one line + exit code, signals into 128+N, bugs into a short report
+    (cli.plain's rule, which the commands that run without typer share)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            with edge.CommandSignals():
-                return _run(*args, **kwargs)
-        finally:  # after the handlers are back: a signal from here on ends the process at once
-            _end_if_signalled()
-
-    def _run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (typer.Exit, typer.Abort, SystemExit):
-            raise
-        except BaseException as exc:
-            if edge.received() is not None:
-                return None  # what the signal caused is no finding: the wrapper ends with 128+N
-            _report(exc)
-        return None
+        return plain.guarded(fn, args, kwargs, typer.Exit, passes=(typer.Exit, typer.Abort, SystemExit))
 
     return wrapper  # type: ignore[return-value]
-
-
-def _end_if_signalled() -> None:
-    """A signal that arrived while the command ran decides the exit code, whatever the command made
-    of its exception: Python 3.11 wraps it in a RuntimeError when it lands in a class body's
-    ``__set_name__``, and a library may swallow it. A signal is never success."""
-    signum = edge.received()
-    if signum is not None:
-        edge.clean_up()
-        raise typer.Exit(edge.SIGNAL_BASE + signum) from None
-
-
-def _report(exc: BaseException) -> None:
-    """An exception out of a command with no signal behind it: one line and its exit code."""
-    if isinstance(exc, GpudiagError):
-        fail(exc.message, exc.code)
-    if isinstance(exc, KeyboardInterrupt):  # Python's own SIGINT (handlers not ours: not the main thread)
-        edge.clean_up()
-        raise typer.Exit(edge.exit_code(exc)) from None
-    if isinstance(exc, BrokenPipeError):
-        # Reader went away (`| head`): silence the rest, exit cleanly.
-        edge.stdout_to_devnull()
-        raise typer.Exit(int(ExitCode.OK)) from None
-    if isinstance(exc, OSError) and exc.errno in edge.WRITE_ERRORS:
-        # disk full, I/O error: the machine's fault, not a bug
-        edge.stdout_to_devnull()
-        fail(edge.write_error(exc), ExitCode.OUTPUT_ERROR)
-    if not isinstance(exc, Exception):  # GeneratorExit and the like: not ours to report
-        raise exc
-    _internal(exc)
-
-
-def _internal(exc: BaseException) -> None:
-    """A bug: one line, exit 70; the traceback only with --debug."""
-    debug = bool(os.environ.get(DEBUG_ENV))
-    if debug:
-        traceback.print_exception(exc)
-    hint = "" if debug else " (run with --debug for the traceback)"
-    fail(f"internal error: {type(exc).__name__}: {exc}{hint}", ExitCode.INTERNAL)

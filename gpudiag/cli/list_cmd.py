@@ -4,9 +4,9 @@ from typing import Annotated
 
 import typer
 
+from gpudiag.api import read_machine
 from gpudiag.cli.common import exit_if_lost, handle_errors, request_of, settings
 from gpudiag.cli.list_modes import Request, check_nvml, selected, validate, view_for
-from gpudiag.probe.collect import collect
 
 _LISTS = "csv[,noheader][,nounits]"
 Json = Annotated[
@@ -113,7 +113,7 @@ def list_command(
 
         watch_list(s, view, request)
         return
-    machine = collect(s.replay, facts=view.facts)
+    machine = read_machine(s.replay, facts=view.facts, only=view.only)  # the public API's read: one path
     check_nvml(machine, view)
     gpus = selected(machine, ids, no_processes)
     view.show(machine, gpus, s, filename)

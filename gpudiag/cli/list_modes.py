@@ -11,14 +11,33 @@ import io
 from typing import Any
 
 import msgspec
-import typer
 from msgspec.structs import replace
 
-from gpudiag.cli.common import echo, make_console, require_nvml
+from gpudiag.cli import plain
 from gpudiag.errors import UsageError
 from gpudiag.model import ALL_GROUPS, FactGroup, Gpu, Machine, NvmlStatus, Reading
-from gpudiag.selection import parse_ids, select_gpus
+from gpudiag.selection import READS, parse_ids, select_gpus
 from gpudiag.serialize import to_data
+
+# What `-q` and `-q -x` show none of (tests/test_read_what_is_shown.py holds it on every example), so
+# they do not ask NVML for it: GPM, which also waits 0.1 s; what `-q` shows of the clocks, codecs and
+# the rest it reads with the details.
+NOT_IN_DETAILS = frozenset(
+    {
+        FactGroup.PROFILING,
+        FactGroup.CAPABILITY,
+        FactGroup.CLOCKS,
+        FactGroup.CODECS,
+        FactGroup.ENERGY,
+        FactGroup.MEMORY_TEMPERATURE,
+        FactGroup.MIG_LAYOUT,
+        FactGroup.NVLINK_TRAFFIC,
+        FactGroup.PCIE_REPLAYS,
+        FactGroup.PCIE_TRAFFIC,
+        FactGroup.VGPU,
+        FactGroup.VIOLATIONS,
+    }
+)
 
 
 class Request(msgspec.Struct, frozen=True, kw_only=True):
@@ -54,7 +73,7 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
 
 def validate(r: Request) -> None:
     """Options that do not go together, or not without another: usage errors before anything is read."""
-    from gpudiag.units import seconds
+    from gpudiag.units import interval as interval_option
 
     # --json goes with any mode (the document); the other outputs exclude each other.
     modes = [
@@ -82,7 +101,7 @@ def validate(r: Request) -> None:
         raise UsageError("--interval and --count go with --watch")
     if r.filename is not None and r.watch:
         raise UsageError("--filename writes one sample: with --watch, redirect the output instead")
-    seconds(r.interval, "--interval")
+    interval_option(r.interval, "--interval")
     if r.count is not None and r.count < 1:
         raise UsageError("--count must be at least 1")
     if r.ids is not None:
@@ -94,9 +113,10 @@ class View:
     details (-q text), xml (-q -x), gpus (-L), csv (--query-gpu), list (a list query); ``as_json``
     turns the last three into JSON documents."""
 
-    def __init__(self, kind: str, facts: frozenset[FactGroup], **how: Any) -> None:
+    def __init__(self, kind: str, facts: frozenset[FactGroup], only: frozenset[str] | None = None, **how: Any) -> None:
         self.kind = kind
         self.facts = facts
+        self.only = only  # of the facts' rows, the ones shown (None: all of them)
         self.how = how  # the mode's own settings: columns, format, display sections, list query
         self.as_json = bool(how.get("as_json"))
         self.show_processes = bool(how.get("show_processes", True))
@@ -170,9 +190,9 @@ class View:
     def echo(self, text: str) -> None:
         """CSV, -q and -L carry outside text: through the guard; JSON and XML are escaped already."""
         if self.escaped:
-            typer.echo(text, nl=False)
+            plain.write(text)
         else:
-            echo(text, nl=False)
+            plain.echo(text, nl=False)
 
     def renderable(self, machine: Machine, gpus: tuple[Gpu, ...], console: Any) -> Any:
         from gpudiag.render.list_view import render
@@ -185,6 +205,8 @@ class View:
             if self.plain:
                 self.echo(self.text(machine, gpus, first=True))
             else:
+                from gpudiag.cli.common import make_console  # the table: rich and typer's edge
+
                 console = make_console(s)
                 console.print(self.renderable(machine, gpus, console))
             return
@@ -194,6 +216,8 @@ class View:
             text = self.text(machine, gpus, first=True)
             document = text if self.escaped else guard(text)
         else:
+            from gpudiag.cli.common import make_console
+
             buffer = io.StringIO()
             console = make_console(s, file=buffer)
             console.print(self.renderable(machine, gpus, console))
@@ -217,7 +241,8 @@ def view_for(r: Request) -> View:
             from gpudiag.render import csv_query
 
             columns = parse_query(r.query)
-            return View("csv", csv_query.groups(columns), columns=columns, format=fmt, as_json=r.json_output)
+            facts, only = csv_query.groups(columns), csv_query.rows(columns) | (READS if r.ids is not None else set())
+            return View("csv", facts, only, columns=columns, format=fmt, as_json=r.json_output)
         from gpudiag.cli.list_query import parse_list_query
         from gpudiag.render import csv_lists
 
@@ -233,7 +258,7 @@ def view_for(r: Request) -> View:
         quick = ALL_GROUPS - {FactGroup.DETAILS, FactGroup.LINKS, FactGroup.PROFILING}
         return View("json", ALL_GROUPS if r.details else quick)
     if r.details:
-        shown = ALL_GROUPS - {FactGroup.PROFILING}  # -q, -q -x: no GPM, which they do not show and which waits 0.1 s
+        shown = ALL_GROUPS - NOT_IN_DETAILS
         if r.xml:
             return View("xml", shown)
         display = None
@@ -253,8 +278,8 @@ def check_nvml(machine: Machine, view: View) -> None:
     if machine.nvml.status is not NvmlStatus.OK and view.kind == "json":
         import json  # only with --json: ~1.5 ms of start-up otherwise
 
-        typer.echo(json.dumps(to_data(machine), indent=2))
-    require_nvml(machine.nvml)
+        plain.write(json.dumps(to_data(machine), indent=2) + "\n")
+    plain.require_nvml(machine.nvml)
 
 
 def selected(machine: Machine, ids: str | None, no_processes: bool) -> tuple[Gpu, ...]:

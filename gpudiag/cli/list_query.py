@@ -9,7 +9,6 @@ that names the closest field.
 
 from __future__ import annotations
 
-import difflib
 from typing import TYPE_CHECKING
 
 from gpudiag.errors import UsageError
@@ -40,6 +39,8 @@ def parse_query(spec: str) -> list[Column]:
     for typed in _typed(spec):
         found = field(typed)
         if found is None:
+            import difflib  # only for the hint
+
             close = difflib.get_close_matches(typed.lower(), spellings(), n=1)
             hint = f"; did you mean {spelling(close[0])!r}?" if close else ""
             raise UsageError(f"--query: unknown field {typed!r}{hint} (nvidia-smi --help-query-gpu lists them)")
@@ -60,6 +61,8 @@ def parse_list_query(option: str, spec: str) -> list[tuple[str, ListField]]:
     for typed in _typed(spec):
         found = by_name.get(typed.lower())
         if found is None:
+            import difflib
+
             close = difflib.get_close_matches(typed.lower(), by_name, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             known = ", ".join(f.name for f in listed.fields)

@@ -36,7 +36,7 @@ def watch_list(s: Settings, view: View, request: Request) -> None:
 
         def step(n: int) -> None:
             nonlocal live, last
-            machine = source.read(view.facts)  # a replay's samples: the moment its snapshot was taken
+            machine = source.read(view.facts, view.only)  # a replay's samples: the moment its snapshot was taken
             check_nvml(machine, view)
             gpus = selected(machine, request.ids, request.no_processes)
             last = gpus

@@ -17,16 +17,13 @@ from gpudiag.model import Gpu, GpuState
 from gpudiag.pacing import repeat
 from gpudiag.render import smi_errors
 from gpudiag.render.dmon_view import Layout
-from gpudiag.units import seconds
-
-# nvidia-smi's delay is whole seconds from 1; gpudiag takes tenths too (a replay, a quick look).
-MIN_DELAY = 0.1
+from gpudiag.units import interval
 
 
 def check_options(count: int | None, delay: float) -> None:
     if count is not None and count < 1:
         raise UsageError("--count must be at least 1")
-    seconds(delay, "--delay", at_least=MIN_DELAY)
+    interval(delay, "--delay")  # nvidia-smi takes whole seconds from 1; gpudiag tenths too
 
 
 def parse_letters(value: str, allowed: str, option: str) -> str:

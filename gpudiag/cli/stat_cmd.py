@@ -7,7 +7,7 @@ import typer
 from gpudiag.cli.common import handle_errors, settings
 from gpudiag.cli.view_options import GpuIds
 from gpudiag.errors import UsageError
-from gpudiag.units import seconds
+from gpudiag.units import interval as interval_option
 
 
 @handle_errors
@@ -34,7 +34,7 @@ def command(
     s = settings(ctx)
     if (interval != 1.0 or count is not None) and not watch:
         raise UsageError("--interval and --count go with --watch")
-    seconds(interval, "--interval")
+    interval_option(interval, "--interval")
     if count is not None and count < 1:
         raise UsageError("--count must be at least 1")
     options = {"show_cmd": show_cmd, "show_pid": show_pid, "show_power": show_power, "processes": not no_processes}

@@ -13,11 +13,14 @@ from msgspec.structs import replace
 
 from gpudiag.cli.common import Settings, echo, make_console
 from gpudiag.cli.smi_views import Opened
-from gpudiag.model import FactGroup, Machine
+from gpudiag.model import Machine
+from gpudiag.readings import groups_of
 from gpudiag.render import stat_view
 
-# What a line shows: temperature, utilization, power, memory, the processes and their owners.
-GROUPS = frozenset({FactGroup.MEMORY, FactGroup.UTILIZATION, FactGroup.THERMAL, FactGroup.POWER, FactGroup.PROCESSES})
+# What a line shows (render.stat_view): temperature, utilization, power, memory, the processes and
+# their owners; the groups read are theirs.
+READS = ("memory", "utilization", "temperature_c", "power_draw_w", "power_limit_w", "processes")
+GROUPS = groups_of(READS)
 
 
 class _Printer:

@@ -28,6 +28,8 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from gpudiag.checks import CheckResult, Facts, Options
+from gpudiag.checks.base import groups
+from gpudiag.checks.rules import BY_ID, EXPORTER_CHECKS
 from gpudiag.export import metrics_dcgm, metrics_native
 from gpudiag.export.attribution import (
     Allocation,
@@ -39,64 +41,26 @@ from gpudiag.export.attribution import (
     owner,
 )
 from gpudiag.export.exposition import CONTENT_TYPE, FamilyErrors, TextRenderer, printable_families
+from gpudiag.export.gpu_families import GPU_FAMILIES
 from gpudiag.export.xid import XidTally, description
+from gpudiag.memory.view import GROUPS as MEMORY_GROUPS
 from gpudiag.memory.view import MemoryView
-from gpudiag.model import FactGroup, Gpu, GpuState, HostProcess, Machine, NvmlStatus, Reading, Reason
+from gpudiag.model import Gpu, GpuState, HostProcess, Machine, NvmlStatus, Reading, Reason
 from gpudiag.probe.collect import MachineSource
 from gpudiag.probe.nvml import HostResolver
+from gpudiag.readings import groups_of
 from gpudiag.render.printable import printable
 from gpudiag.track.entries import TrackedProcess
 
-# dcgm-exporter's default fields that NVML answers, in both families.
-EXPORTED = (
-    FactGroup.MEMORY_TEMPERATURE,
-    FactGroup.CODECS,
-    FactGroup.VIOLATIONS,
-    FactGroup.NVLINK_TRAFFIC,
-    FactGroup.PCIE_TRAFFIC,
-    FactGroup.VGPU,
-    FactGroup.PROFILING,
-)
-# The NVML facts each family exports (the rest are never asked for on a scrape).
+# The NVML facts each family exports (the rest are never asked for on a scrape): the groups of the
+# readings of its table (export.gpu_families, metrics_dcgm.READS); native also the memory view's and
+# those of the checks it judges (each cheap, held by test_the_exporter_judges_only_cheap_nvml_checks),
+# so a group added later (nvidia-smi -q details: ~130 calls per GPU) never creeps into every scrape.
 GROUPS = {
-    # Named one by one, so that a group added later (nvidia-smi -q details: ~130 calls per GPU) never
-    # creeps into every scrape.
-    "native": frozenset(
-        {
-            FactGroup.MEMORY,
-            FactGroup.UTILIZATION,
-            FactGroup.THERMAL,
-            FactGroup.POWER,
-            FactGroup.PERFORMANCE,
-            FactGroup.CLOCK_EVENTS,
-            FactGroup.PCIE,
-            FactGroup.ECC,
-            FactGroup.MEMORY_HEALTH,
-            FactGroup.RECOVERY,
-            FactGroup.MIG,
-            FactGroup.PROCESSES,
-            FactGroup.CLOCKS,
-            FactGroup.ENERGY,
-            FactGroup.PCIE_REPLAYS,
-            *EXPORTED,
-        }
-    ),
-    "dcgm": frozenset(
-        {
-            FactGroup.MEMORY,
-            FactGroup.UTILIZATION,
-            FactGroup.THERMAL,
-            FactGroup.POWER,
-            FactGroup.CLOCK_EVENTS,
-            FactGroup.ECC,
-            FactGroup.MEMORY_HEALTH,
-            FactGroup.MIG,
-            FactGroup.CLOCKS,
-            FactGroup.ENERGY,
-            FactGroup.PCIE_REPLAYS,
-            *EXPORTED,
-        }
-    ),
+    "native": groups_of(s.key for f in GPU_FAMILIES for s in f.samples)
+    | MEMORY_GROUPS
+    | groups([BY_ID[check] for check in EXPORTER_CHECKS]),
+    "dcgm": groups_of(metrics_dcgm.READS),
 }
 REOPEN_EVERY_S = 10.0
 # GPM's figures (DCGM_FI_PROF_*) are for the window since an earlier scrape at least this long ago

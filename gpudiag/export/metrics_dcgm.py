@@ -31,40 +31,31 @@ identity labels) says which GPU went away, where dcgm-exporter's series would ju
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from gpudiag.export.attribution import Owner
 from gpudiag.export.exposition import BareMetric, RowMetric
 from gpudiag.export.metrics_native import mig_profile
 from gpudiag.export.xid import XidTally, description
 from gpudiag.model import Gpu, GpuState, Machine, Reading
+from gpudiag.readings import reading_at
 
 MIB = 1024 * 1024
 
-# (field, Prometheus type, help as dcgm-exporter writes it, reading)
-Field = tuple[str, str, str, Callable[[Gpu], Reading[Any]]]
 
+class Field(NamedTuple):
+    """One DCGM field: its name, Prometheus type and help as dcgm-exporter writes them, and the
+    reading it comes from (a ``gpudiag.readings.Spec`` key; ``part``: an attribute of a struct value)
+    in DCGM's unit."""
 
-def _mib(pick: Callable[[Any], int]) -> Callable[[Gpu], Reading[Any]]:
-    return lambda g: g.memory.map(lambda m: pick(m) // MIB)
-
-
-def _profiled(name: str, scale: float) -> Callable[[Gpu], Reading[Any]]:
-    """A GPM figure of the GPU (model.Profiling), in DCGM's unit: a ratio for a percentage."""
-
-    def read(g: Gpu) -> Reading[Any]:
-        profiling = g.profiling.value
-        if profiling is None:
-            return Reading.missing_like(g.profiling)
-        reading: Reading[float] = getattr(profiling, name)
-        return reading.map(lambda v: v * scale) if scale != 1 else reading
-
-    return read
-
-
-def _violation(policy: str) -> Callable[[Gpu], Reading[Any]]:
-    return lambda g: getattr(g.violations, f"{policy}_ns")
+    name: str
+    type: str
+    help: str
+    key: str
+    part: str = ""
+    scale: float = 1  # multiplied into DCGM's unit (a percentage as a ratio)
+    mib: bool = False  # bytes as whole MiB
 
 
 _VIOLATIONS = (
@@ -109,102 +100,89 @@ _PROFILING = (
 )
 
 FIELDS: tuple[Field, ...] = (
-    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", lambda g: g.clock_sm_mhz),
-    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", lambda g: g.clock_memory_mhz),
-    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).", lambda g: g.memory_temperature_c),
-    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", lambda g: g.temperature_c),
-    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", lambda g: g.power_draw_w),
-    (
-        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-        "counter",
-        "Total energy consumption since boot (in mJ).",
-        lambda g: g.energy_mj,
+    Field("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", "clock_sm_mhz"),
+    Field("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", "clock_memory_mhz"),
+    Field("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).", "memory_temperature_c"),
+    Field("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", "temperature_c"),
+    Field("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", "power_draw_w"),
+    Field(
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ).", "energy_mj"
     ),
-    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.", lambda g: g.pcie_replays),
-    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", lambda g: g.utilization.map(lambda u: u.gpu_percent)),
-    (
-        "DCGM_FI_DEV_MEM_COPY_UTIL",
-        "gauge",
-        "Memory utilization (in %).",
-        lambda g: g.utilization.map(lambda u: u.memory_percent),
-    ),
-    ("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).", lambda g: g.encoder_percent),
-    ("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).", lambda g: g.decoder_percent),
+    Field("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.", "pcie_replays"),
+    Field("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", "utilization", "gpu_percent"),
+    Field("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", "utilization", "memory_percent"),
+    Field("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).", "encoder_percent"),
+    Field("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).", "decoder_percent"),
     *(
-        (
+        Field(
             f"DCGM_FI_DEV_{name}_VIOLATION",
             "counter",
             f"Throttling duration due to {why} (in ns).",
-            _violation(policy),
+            f"violations.{policy}_ns",
         )
         for name, policy, why in _VIOLATIONS
     ),
-    (
+    Field(
         "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
         "gauge",
         "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*).",
-        lambda g: g.clock_event_reasons,
+        "clock_event_reasons",
     ),
-    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", _mib(lambda m: m.free_bytes)),
-    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", _mib(lambda m: m.used_bytes)),
-    (
+    Field("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", "memory", "free_bytes", mib=True),
+    Field("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", "memory", "used_bytes", mib=True),
+    Field(
         "DCGM_FI_DEV_FB_RESERVED",
         "gauge",
         "Framebuffer memory reserved (in MiB).",
-        lambda g: (
-            g.memory.value.reserved_bytes.map(lambda b: b // MIB)
-            if g.memory.value is not None
-            else Reading.missing_like(g.memory)
-        ),
+        "memory",
+        "reserved_bytes",
+        mib=True,
     ),
     *(
-        (
-            f"DCGM_FI_DEV_ECC_{name}_TOTAL",
-            "counter",
-            f"Total number of {what} ECC errors.",
-            lambda g, counter=counter: getattr(g.ecc_errors, counter),
+        Field(
+            f"DCGM_FI_DEV_ECC_{name}_TOTAL", "counter", f"Total number of {what} ECC errors.", f"ecc_errors.{counter}"
         )
         for name, counter, what in _ECC
     ),
-    (
+    Field(
         "DCGM_FI_DEV_RETIRED_SBE",
         "counter",
         "Total number of retired pages due to single-bit errors.",
-        lambda g: g.retired_pages.map(lambda r: r.single_bit),
+        "retired_pages",
+        "single_bit",
     ),
-    (
+    Field(
         "DCGM_FI_DEV_RETIRED_DBE",
         "counter",
         "Total number of retired pages due to double-bit errors.",
-        lambda g: g.retired_pages.map(lambda r: r.double_bit),
+        "retired_pages",
+        "double_bit",
     ),
-    (
+    Field(
         "DCGM_FI_DEV_RETIRED_PENDING",
         "counter",
         "Total number of pages pending retirement.",
-        lambda g: g.retired_pages.map(lambda r: int(r.pending)),
+        "retired_pages",
+        "pending",
     ),
-    ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU License status", lambda g: g.vgpu_license_status),
-    (
+    Field("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU License status", "vgpu_license_status"),
+    Field(
         "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
         "counter",
         "Number of remapped rows for uncorrectable errors",
-        lambda g: g.remapped_rows.map(lambda r: r.uncorrectable),
+        "remapped_rows",
+        "uncorrectable",
     ),
-    (
+    Field(
         "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
         "counter",
         "Number of remapped rows for correctable errors",
-        lambda g: g.remapped_rows.map(lambda r: r.correctable),
+        "remapped_rows",
+        "correctable",
     ),
-    (
-        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
-        "gauge",
-        "Whether remapping of rows has failed",
-        lambda g: g.remapped_rows.map(lambda r: int(r.failure)),
-    ),
+    Field("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed", "remapped_rows", "failure"),
     *(
-        (f"DCGM_FI_PROF_{name}", "gauge", doc, _profiled(figure, 0.01 if figure.endswith("_percent") else 1))
+        Field(f"DCGM_FI_PROF_{name}", "gauge", doc, "profiling", figure, 0.01 if figure.endswith("_percent") else 1)
         for name, figure, doc in _PROFILING
     ),
 )
@@ -230,7 +208,20 @@ RATES = (
         for direction, verb in (("tx", "transmitted"), ("rx", "received"))
     ),
 )
+# The readings RATES' counters are made of (export.exporter's per_second), and the MIG instances the
+# framebuffer fields also have series of: with FIELDS', what the dcgm family reads (READS).
+RATE_READS = ("nvlink_data_rx_kib", "nvlink_data_tx_kib", "pcie_data_tx_bytes", "pcie_data_rx_bytes")
+READS = (*(f.key for f in FIELDS), *RATE_READS, "mig_devices")
 LOST = "gpudiag_gpu_lost"
+
+
+def _value(g: Gpu, key: str, part: str) -> Any:
+    """The reading at ``key`` of a GPU (``part`` of its value); None when it is N/A."""
+    value = reading_at(g, key).value
+    if value is not None and part:
+        value = getattr(value, part)
+        value = value.value if isinstance(value, Reading) else value
+    return value
 
 
 IDENTITY = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "hostname")
@@ -278,7 +269,7 @@ def families(
     with_mig = {"DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED"}
     made: dict[str, Any] = {
         name: BareMetric(name, doc, typ) if name in with_mig else RowMetric(name, doc, typ, names, bare=True)
-        for name, typ, doc, _ in FIELDS
+        for name, typ, doc, *_ in FIELDS
     }
     xid = RowMetric(XID, XID_HELP, "gauge", [*names, "err_code", "err_msg"], bare=True)
     rated = [
@@ -303,10 +294,14 @@ def families(
             who = owners.get(uuid.lower(), Owner())
             values = (*values, who.pod, who.namespace, who.container)
         labels = dict(zip(names, values, strict=True))
-        for name, _typ, _doc, read in FIELDS:
-            value = read(g).value
+        for name, _typ, _doc, key, part, scale, in_mib in FIELDS:
+            value = _value(g, key, part)
             if value is None:
                 continue
+            if in_mib:
+                value //= MIB
+            elif scale != 1:
+                value *= scale
             family = made[name]
             if name in with_mig:
                 family.add_sample(name, labels, float(value))

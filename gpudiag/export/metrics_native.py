@@ -12,16 +12,18 @@ changing message (an error count going up) never starts a new status series.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.export.attribution import NOBODY, Owner
 from gpudiag.export.exposition import FamilyErrors, RowMetric
+from gpudiag.export.gpu_families import GPU_FAMILIES, INFO, LOST, MIG_TOTAL, MIG_USED, PEAK, Sample
 from gpudiag.export.xid import XidTally
 from gpudiag.memory.view import Forecast, MemoryView, ProcessRow
 from gpudiag.model import Gpu, GpuState, Reading
-from gpudiag.readings import CLOCK_EVENTS
 
 if TYPE_CHECKING:
     from gpudiag.checks import CheckResult
@@ -30,13 +32,6 @@ GPU = ["gpu", "uuid"]
 PROCESS = ["gpu", "uuid", "pid", "process", "user", "gpu_instance", "pod", "namespace", "container", "slurm_job"]
 CHECK = ["check", "gpu", "uuid"]
 DEFAULT_MAX_PROCESS_SERIES = 256
-
-# The clock event reasons that slow a busy GPU down (throttling); idle, application-clock, sync-boost
-# and display reasons are states, not slowdowns, and would add four series per GPU.
-THROTTLE_REASONS = {event.bit: event.name for event in CLOCK_EVENTS if event.slowdown}
-
-# The performance policies whose clock-holding time NVML counts (model.Violations' fields, without _ns).
-VIOLATION_POLICIES = ("power", "thermal", "sync_boost", "board_limit", "low_utilization", "reliability")
 
 # gpudiag_check_status values: alert on >= 2 for failures, >= 1 for warnings. SKIP has no sample.
 # By the status's value: this module renders results and needs nothing else of gpudiag.checks.
@@ -86,172 +81,63 @@ def gpu_target(target: str) -> int | None:
     return int(index) if head == "GPU" and index.isdigit() else None
 
 
+@functools.cache
+def _reader(key: str) -> Callable[[Gpu], Reading[Any]]:
+    """A per-GPU reading's getter, made once: a scrape reads some 60 per GPU (the details, which
+    reading_at walks into, are never exported)."""
+    return operator.attrgetter(key)
+
+
+def _sample(gpu: Gpu, sample: Sample) -> float | None:
+    """A sample's value on a GPU, in the metric's base unit; None when its reading is N/A."""
+    value: Any = _reader(sample.key)(gpu).value
+    if value is not None and sample.part:
+        value = getattr(value, sample.part)
+        value = value.value if isinstance(value, Reading) else value
+    if value is None:
+        return None
+    if sample.bit:
+        return 1 if value & sample.bit else 0
+    if isinstance(value, bool):
+        return int(value)
+    if sample.per != 1:
+        return value / sample.per  # type: ignore[no-any-return]
+    return value * sample.scale if sample.scale != 1.0 else value  # type: ignore[no-any-return]
+
+
 def _gpu_families(
     out: _Families, gpus: Sequence[Gpu], driver: str, peaks: Mapping[int, int] | None, uuids: Mapping[int, str]
 ) -> None:
-    info = out.gauge("gpudiag_gpu_info", "GPU identity (value 1)", [*GPU, "name", "pci_bus_id", "driver_version"])
-    lost = out.gauge("gpudiag_gpu_lost", "1 when the GPU is lost (fallen off the bus) or cannot be opened", GPU)
-    total = out.gauge("gpudiag_gpu_memory_total_bytes", "GPU memory size", GPU)
-    used = out.gauge("gpudiag_gpu_memory_used_bytes", "GPU memory in use (NVML)", GPU)
-    free = out.gauge("gpudiag_gpu_memory_free_bytes", "GPU memory free", GPU)
-    reserved = out.gauge("gpudiag_gpu_memory_reserved_bytes", "GPU memory the driver reserves", GPU)
-    peak = (
-        out.gauge("gpudiag_gpu_memory_peak_used_bytes", "Most GPU memory in use since the watch began", ["gpu"])
-        if peaks is not None
-        else None
-    )
-    util = out.gauge("gpudiag_gpu_utilization_ratio", "Share of time a kernel ran (NVML sample period)", GPU)
-    mem_util = out.gauge("gpudiag_gpu_memory_utilization_ratio", "Share of time device memory was read or written", GPU)
-    power = out.gauge("gpudiag_gpu_power_watts", "Power draw", GPU)
-    power_limit = out.gauge("gpudiag_gpu_power_limit_watts", "Enforced power limit", GPU)
-    energy = out.counter("gpudiag_gpu_energy_joules", "Energy used since the driver loaded", GPU)
-    temp = out.gauge("gpudiag_gpu_temperature_celsius", "GPU temperature", GPU)
-    slowdown = out.gauge("gpudiag_gpu_slowdown_temperature_celsius", "Temperature at which the GPU slows down", GPU)
-    fan = out.gauge("gpudiag_gpu_fan_ratio", "Fan speed, share of its maximum", GPU)
-    clock = out.gauge("gpudiag_gpu_clock_hertz", "Current clock", [*GPU, "clock"])
-    pstate = out.gauge("gpudiag_gpu_performance_state", "Performance state (0 = P0, fastest)", GPU)
-    events = out.gauge(
-        "gpudiag_gpu_clock_event_active", "1 while this reason holds the clocks down (throttling)", [*GPU, "reason"]
-    )
-    ecc = out.counter("gpudiag_gpu_ecc_errors", "ECC errors", [*GPU, "error", "counter"])
-    retired = out.gauge("gpudiag_gpu_retired_pages", "Retired memory pages", [*GPU, "cause"])
-    retired_pending = out.gauge("gpudiag_gpu_retired_pages_pending", "1 when a page retirement waits for a reset", GPU)
-    remapped = out.counter("gpudiag_gpu_remapped_rows", "Memory rows remapped", [*GPU, "error"])
-    remap_pending = out.gauge("gpudiag_gpu_row_remap_pending", "1 when a row remap waits for a reset", GPU)
-    remap_failure = out.gauge("gpudiag_gpu_row_remap_failure", "1 when row remapping failed (no spare rows)", GPU)
-    link_gen = out.gauge("gpudiag_gpu_pcie_link_generation", "Current PCIe link generation", GPU)
-    link_gen_max = out.gauge("gpudiag_gpu_pcie_link_max_generation", "Best PCIe generation of GPU and slot", GPU)
-    link_width = out.gauge("gpudiag_gpu_pcie_link_width", "Current PCIe link width (lanes)", GPU)
-    link_width_max = out.gauge("gpudiag_gpu_pcie_link_max_width", "Widest PCIe link of GPU and slot", GPU)
-    replays = out.counter("gpudiag_gpu_pcie_replays", "PCIe link-level retries", GPU)
-    memory_temp = out.gauge("gpudiag_gpu_memory_temperature_celsius", "GPU memory (HBM) temperature", GPU)
-    encoder = out.gauge("gpudiag_gpu_encoder_utilization_ratio", "Share of time the video encoder was busy", GPU)
-    decoder = out.gauge("gpudiag_gpu_decoder_utilization_ratio", "Share of time the video decoder was busy", GPU)
-    held = out.counter(
-        "gpudiag_gpu_clocks_held_seconds",
-        "Time each performance policy held the clocks down since the driver loaded (DCGM's *_VIOLATION)",
-        [*GPU, "policy"],
-    )
-    nvlink_data = out.counter(
-        "gpudiag_gpu_nvlink_data_bytes", "NVLink data sent (tx) and received (rx), all links", [*GPU, "direction"]
-    )
-    pcie_data = out.counter(
-        "gpudiag_gpu_pcie_data_bytes",
-        "PCIe data sent (tx) and received (rx): NVML's byte counters, which may wrap",
-        [*GPU, "direction"],
-    )
-    profiled = {
-        figure: out.gauge(name, doc, GPU)
-        for figure, name, doc in (
-            (
-                "graphics_active_percent",
-                "gpudiag_gpu_graphics_active_ratio",
-                "Share of time a graphics or compute engine was busy (GPM)",
-            ),
-            ("sm_active_percent", "gpudiag_gpu_sm_active_ratio", "Share of SM cycles with at least one warp (GPM)"),
-            (
-                "sm_occupancy_percent",
-                "gpudiag_gpu_sm_occupancy_ratio",
-                "Warps resident on the SMs against their maximum (GPM)",
-            ),
-            (
-                "dram_active_percent",
-                "gpudiag_gpu_dram_active_ratio",
-                "Device memory bandwidth used against its peak (GPM)",
-            ),
+    """The families of GPU_FAMILIES, in its order: its samples from their readings, and those it
+    leaves to code (identity, lost GPUs, the watch's peak, MIG instances) here."""
+    made = {
+        f.name: (out.gauge if f.type == "gauge" else out.counter)(
+            f.name, f.help, ["gpu"] if f.name == PEAK else [*GPU, *f.labels]
         )
+        for f in GPU_FAMILIES
+        if f.name != PEAK or peaks is not None
     }
-    pipes = out.gauge("gpudiag_gpu_pipe_active_ratio", "Share of SM cycles a pipe was busy (GPM)", [*GPU, "pipe"])
-    traffic = out.gauge(
-        "gpudiag_gpu_link_throughput_bytes_per_second",
-        "PCIe and NVLink traffic over the last window (GPM), bytes per second",
-        [*GPU, "link", "direction"],
-    )
-    mig_total = out.gauge(
-        "gpudiag_mig_memory_total_bytes", "MIG instance memory size", [*GPU, "mig_uuid", "gpu_instance", "profile"]
-    )
-    mig_used = out.gauge(
-        "gpudiag_mig_memory_used_bytes", "MIG instance memory in use", [*GPU, "mig_uuid", "gpu_instance", "profile"]
-    )
-
+    sampled = [(made[f.name], f.samples) for f in GPU_FAMILIES if f.samples]
     for g in gpus:
         index = str(g.index)
-        lost.add_metric([index, uuids.get(g.index, "")], 0 if g.state is GpuState.OK else 1)
-        if peak is not None and peaks is not None and g.index in peaks:
-            peak.add_metric([index], peaks[g.index])
+        made[LOST].add_metric([index, uuids.get(g.index, "")], 0 if g.state is GpuState.OK else 1)
+        if peaks is not None and g.index in peaks:
+            made[PEAK].add_metric([index], peaks[g.index])
         if g.state is not GpuState.OK:
             continue
         labels = [index, g.uuid.get("")]
-        info.add_metric([*labels, g.name.get(""), g.pci_bus_id.get(""), driver], 1)
-        if (mem := g.memory.value) is not None:
-            total.add_metric(labels, mem.total_bytes)
-            used.add_metric(labels, mem.used_bytes)
-            free.add_metric(labels, mem.free_bytes)
-            _put(reserved, labels, mem.reserved_bytes)
-        if (u := g.utilization.value) is not None:
-            util.add_metric(labels, u.gpu_percent / 100)
-            mem_util.add_metric(labels, u.memory_percent / 100)
-        _put(power, labels, g.power_draw_w)
-        _put(power_limit, labels, g.power_limit_w)
-        _put(energy, labels, g.energy_mj, 1e-3)
-        _put(temp, labels, g.temperature_c)
-        _put(slowdown, labels, g.temperature_slowdown_c)
-        _put(fan, labels, g.fan_percent, 1e-2)
-        for name, reading in (
-            ("sm", g.clock_sm_mhz),
-            ("memory", g.clock_memory_mhz),
-            ("graphics", g.clock_graphics_mhz),
-        ):
-            _put(clock, [*labels, name], reading, 1e6)
-        _put(pstate, labels, g.pstate)
-        if (bits := g.clock_event_reasons.value) is not None:
-            for bit, name in THROTTLE_REASONS.items():
-                events.add_metric([*labels, name], 1 if bits & bit else 0)
-        e = g.ecc_errors
-        for error, counter, reading in (
-            ("corrected", "volatile", e.volatile_corrected),
-            ("uncorrected", "volatile", e.volatile_uncorrected),
-            ("corrected", "aggregate", e.aggregate_corrected),
-            ("uncorrected", "aggregate", e.aggregate_uncorrected),
-        ):
-            _put(ecc, [*labels, error, counter], reading)
-        if (pages := g.retired_pages.value) is not None:
-            retired.add_metric([*labels, "single_bit_ecc"], pages.single_bit)
-            retired.add_metric([*labels, "double_bit_ecc"], pages.double_bit)
-            retired_pending.add_metric(labels, int(pages.pending))
-        if (rows := g.remapped_rows.value) is not None:
-            remapped.add_metric([*labels, "correctable"], rows.correctable)
-            remapped.add_metric([*labels, "uncorrectable"], rows.uncorrectable)
-            remap_pending.add_metric(labels, int(rows.pending))
-            remap_failure.add_metric(labels, int(rows.failure))
-        _put(link_gen, labels, g.pcie.gen_current)
-        _put(link_gen_max, labels, g.pcie.gen_max)
-        _put(link_width, labels, g.pcie.width_current)
-        _put(link_width_max, labels, g.pcie.width_max)
-        _put(replays, labels, g.pcie_replays)
-        _put(memory_temp, labels, g.memory_temperature_c)
-        _put(encoder, labels, g.encoder_percent, 1e-2)
-        _put(decoder, labels, g.decoder_percent, 1e-2)
-        for policy in VIOLATION_POLICIES:
-            _put(held, [*labels, policy], getattr(g.violations, f"{policy}_ns"), 1e-9)
-        _put(nvlink_data, [*labels, "rx"], g.nvlink_data_rx_kib, 1024)
-        _put(nvlink_data, [*labels, "tx"], g.nvlink_data_tx_kib, 1024)
-        _put(pcie_data, [*labels, "tx"], g.pcie_data_tx_bytes)
-        _put(pcie_data, [*labels, "rx"], g.pcie_data_rx_bytes)
-        if (p := g.profiling.value) is not None:
-            for figure, family in profiled.items():
-                _put(family, labels, getattr(p, figure), 1e-2)
-            for pipe in ("tensor", "fp64", "fp32", "fp16"):
-                _put(pipes, [*labels, pipe], getattr(p, f"{pipe}_active_percent"), 1e-2)
-            for link, direction in (("pcie", "tx"), ("pcie", "rx"), ("nvlink", "tx"), ("nvlink", "rx")):
-                _put(traffic, [*labels, link, direction], getattr(p, f"{link}_{direction}_bytes_per_s"))
+        made[INFO].add_metric([*labels, g.name.get(""), g.pci_bus_id.get(""), driver], 1)
+        for family, samples in sampled:
+            for sample in samples:
+                if (value := _sample(g, sample)) is not None:
+                    family.add_metric([*labels, *sample.labels], value)
         for mig in g.mig_devices:
             if (m := mig.memory.value) is None:
                 continue
             gi = mig.gpu_instance_id.value
             mig_labels = [*labels, mig.uuid.get(""), "" if gi is None else str(gi), mig_profile(mig.name.get(""))]
-            mig_total.add_metric(mig_labels, m.total_bytes)
-            mig_used.add_metric(mig_labels, m.used_bytes)
+            made[MIG_TOTAL].add_metric(mig_labels, m.total_bytes)
+            made[MIG_USED].add_metric(mig_labels, m.used_bytes)
 
 
 def mig_profile(name: str) -> str:

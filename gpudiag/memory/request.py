@@ -10,11 +10,7 @@ import msgspec
 
 from gpudiag.errors import UsageError
 from gpudiag.memory.loop import WatchOptions
-from gpudiag.units import duration, seconds, size
-
-# nvtop counts its delay in tenths of a second and nvitop refuses less than 0.25 s; NVML itself
-# refreshes utilization every 1/6 s to 1 s. Faster sampling only burns the CPU it measures.
-MIN_INTERVAL_S = 0.1
+from gpudiag.units import duration, interval, seconds, size
 
 
 class Request(msgspec.Struct, frozen=True, kw_only=True):
@@ -59,7 +55,7 @@ def check_offline(r: Request) -> None:
 
 def watch_options(r: Request) -> WatchOptions | None:
     """The watch the options ask for, None for one sample; or a usage error."""
-    seconds(r.interval, "--interval", at_least=MIN_INTERVAL_S)
+    interval(r.interval, "--interval")
     seconds(r.timeout, "--timeout")
     if r.count is not None and r.count < 1:
         raise UsageError("--count must be 1 or more")

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import msgspec
 
-from gpudiag.model import FactGroup, Gpu, GpuProcess, GpuState, Machine, MigDevice
+from gpudiag.model import Gpu, GpuProcess, GpuState, Machine, MigDevice
+from gpudiag.readings import groups_of
 
 # What the memory views, JSON, logs and metrics use; the memory command reads nothing else.
-GROUPS = frozenset({FactGroup.MEMORY, FactGroup.UTILIZATION, FactGroup.MIG, FactGroup.PROCESSES})
+READS = ("memory", "utilization", "mig_devices", "processes")
+GROUPS = groups_of(READS)
 
 
 class Breakdown(msgspec.Struct, frozen=True):

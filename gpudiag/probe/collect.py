@@ -23,10 +23,7 @@ from gpudiag.model import (
     TorchBuild,
     TorchRuntime,
 )
-from gpudiag.probe import env as env_probe
-from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
 from gpudiag.probe.nvml import HostResolver, NvmlSession, no_process_stats
-from gpudiag.probe.torch_static import torch_build
 
 REPLAY_ENV = "GPUDIAG_REPLAY"
 
@@ -40,6 +37,8 @@ class MachineSource:
     """
 
     name: str
+    # pynvml; on a replay, pynvml's own functions on a loader state of their own whose library is the
+    # replay's fake (gpudiag.replay.c_boundary): the real module is never changed, two replays can be open.
     lib: Any
     host: HostResolver
     host_info: HostInfo
@@ -48,6 +47,9 @@ class MachineSource:
     kernel_module_version: Reading[str]
     description: str = ""
     facts: frozenset[FactGroup] = ALL_GROUPS
+    # The readings (gpudiag.readings rows' keys) each read asks for of those groups, when a command
+    # shows only some (`list --query`): the rest of the groups' rows are not asked. None: all of them.
+    only: frozenset[str] | None = None
     # Recorded in snapshots; a live source leaves it to the commands that start torch.
     torch_runtime: Reading[TorchRuntime] = field(
         default_factory=lambda: Reading.missing(Reason.UNAVAILABLE, "torch runtime not probed")
@@ -67,12 +69,14 @@ class MachineSource:
         self.session = NvmlSession(self.lib, self.host)
         self.session.open(self.kernel_module_version)
 
-    def read(self, facts: frozenset[FactGroup] | None = None) -> Machine:
-        """One reading: ``facts`` overrides the source's groups for this read (e.g. a re-read of the link)."""
+    def read(self, facts: frozenset[FactGroup] | None = None, only: frozenset[str] | None = None) -> Machine:
+        """One reading: ``facts`` overrides the source's groups for this read (e.g. a re-read of the link),
+        and ``only`` its rows (see ``only`` above)."""
         wanted = self.facts if facts is None else facts
+        rows = self.only if only is None else only
         if FactGroup.DETAILS in wanted and self.session.process_stats is no_process_stats:
             self.session.process_stats = _process_stats(self.recorded)
-        gpus = self.session.read_gpus(wanted) if self.session.opened else ()
+        gpus = self.session.read_gpus(wanted, rows) if self.session.opened else ()
         if self.indices:
             gpus = tuple(replace(g, index=self.indices[g.index]) for g in gpus)
         return Machine(
@@ -136,12 +140,17 @@ def _process_stats(recorded: Machine | None) -> Any:
 
 
 def open_source(
-    replay: str | None = None, environ: Mapping[str, str] | None = None, facts: frozenset[FactGroup] = ALL_GROUPS
+    replay: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    facts: frozenset[FactGroup] = ALL_GROUPS,
+    only: frozenset[str] | None = None,
 ) -> MachineSource:
-    """Open the live machine, or replay an example name / snapshot file, to read ``facts``."""
+    """Open the live machine, or replay an example name / snapshot file, to read ``facts`` (of their
+    rows ``only`` these keys, when given)."""
     environ = os.environ if environ is None else environ
     source = _replay_source(replay) if replay else _live_source(environ)
     source.facts = facts
+    source.only = only
     return source
 
 
@@ -163,6 +172,11 @@ def _import_pynvml() -> Any:
 
 
 def _live_source(environ: Mapping[str, str]) -> MachineSource:
+    # The host's probes only here: a replay reads its host from the file (socket, pathlib, ast: ~4 ms).
+    from gpudiag.probe import env as env_probe
+    from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
+    from gpudiag.probe.torch_static import torch_build
+
     pynvml = _import_pynvml()
     info = host_info()
     return MachineSource(
@@ -183,9 +197,10 @@ def _replay_source(spec: str) -> MachineSource:
 
     machine, description = fixtures.load(spec)
     indices = tuple(g.index for g in machine.gpus)
+    lib = FakeNvml(machine)
     source = MachineSource(
         name=f"replay:{spec}",
-        lib=FakeNvml(machine),
+        lib=lib,
         host=RecordedHost(machine),
         host_info=machine.host,
         env=machine.env,
@@ -198,7 +213,15 @@ def _replay_source(spec: str) -> MachineSource:
         replay=spec,
     )
     source.session.cpu_count = 1024  # the recorded machine's CPUs, not this host's, size its affinity masks
-    time = ReplayTime()  # a one-shot GPM read has nothing to wait for in a replay
+    # A one-shot GPM read has nothing to wait for in a replay, and each GPU's window is the recorded one.
+    time = ReplayTime(
+        {
+            position: gpu.profiling.value.window_s
+            for position, gpu in enumerate(machine.gpus)
+            if gpu.profiling.value is not None
+        }
+    )
+    lib.replay_time = time
     source.session.gpm_clock, source.session.gpm_sleep = time.now, time.sleep
     source.session.unrecorded_details = {  # by position: the fake enumerates a snapshot's GPUs from 0
         position: (
@@ -213,8 +236,12 @@ def _replay_source(spec: str) -> MachineSource:
 
 
 def collect(
-    replay: str | None = None, environ: Mapping[str, str] | None = None, facts: frozenset[FactGroup] = ALL_GROUPS
+    replay: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    facts: frozenset[FactGroup] = ALL_GROUPS,
+    only: frozenset[str] | None = None,
 ) -> Machine:
-    """One reading of the machine's ``facts`` (every group unless a command asks for fewer)."""
-    with open_source(replay, environ, facts) as source:
+    """One reading of the machine's ``facts`` (every group unless a command asks for fewer; of their
+    rows only the keys ``only`` names, when given)."""
+    with open_source(replay, environ, facts, only) as source:
         return source.read()

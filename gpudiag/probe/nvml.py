@@ -13,7 +13,6 @@ import ctypes
 import functools
 import os
 import sys
-import traceback
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -77,6 +76,8 @@ def undecodable(function: str, exc: BaseException) -> Reading[Any]:
     """An answer its reader did not expect (another type, a value out of range, bytes that are not
     UTF-8): that reading's error, with the reason; the traceback on stderr under ``--debug``."""
     if os.environ.get(DEBUG_ENV):
+        import traceback  # only under --debug: ~3 ms of every start otherwise
+
         traceback.print_exception(exc, file=sys.stderr)
     why = f"{type(exc).__name__}: {exc}"
     return Reading.missing(Reason.UNKNOWN_ERROR, f"{function}: unexpected answer ({why[:200]})")
@@ -384,16 +385,18 @@ class NvmlSession:
 
     # -- reading ---------------------------------------------------------------------
 
-    def read_gpus(self, facts: frozenset[FactGroup] = ALL_GROUPS) -> tuple[Gpu, ...]:
-        """Read the ``facts`` of every GPU (the rest stay NOT_READ). Safe to call repeatedly;
-        handles are reused."""
+    def read_gpus(
+        self, facts: frozenset[FactGroup] = ALL_GROUPS, only: frozenset[str] | None = None
+    ) -> tuple[Gpu, ...]:
+        """Read the ``facts`` of every GPU (the rest stay NOT_READ); of their rows only the keys in
+        ``only`` when given (identity is always read). Safe to call repeatedly; handles are reused."""
         gpus = []
         for index, handles in enumerate(self._handles):
             if handles.gpu is None:
                 gpus.append(failed_gpu(index, handles.state, handles.state_detail))
                 continue
             try:
-                gpus.append(self._read_gpu(index, handles, facts))
+                gpus.append(self._read_gpu(index, handles, facts, only))
             except _GpuLostError as lost:
                 gpus.append(failed_gpu(index, GpuState.LOST, f"GPU is lost ({lost.detail})"))
         if FactGroup.DETAILS in facts:
@@ -406,18 +409,20 @@ class NvmlSession:
         return tuple(gpus)
 
     def _with_details(self, gpus: list[Gpu], links: bool) -> list[Gpu]:
+        from gpudiag.details import PEERS_READ_UP_TO
         from gpudiag.probe.details import DetailsProbe, with_nvlink_counts
 
         if self._details is None:
             self._details = DetailsProbe(self, self.process_stats, self.cpu_count)
         opened = [(i, hs.gpu) for i, hs in enumerate(self._handles) if hs.gpu is not None]
+        read_peers = len(opened) <= PEERS_READ_UP_TO  # beyond, N² calls: `gpudiag topo`'s to make
         found: list[Any] = []
         for index, gpu in enumerate(gpus):
             handle = self._handles[index].gpu
             if handle is None or gpu.state is not GpuState.OK or index in self.unrecorded_details:
                 found.append(None)
                 continue
-            peers = [(other, oh) for other, oh in opened if other != index]
+            peers = [(other, oh) for other, oh in opened if other != index] if read_peers else []
             try:
                 found.append(self._details.read(index, handle, peers, links))
             except _GpuLostError as lost:
@@ -438,9 +443,11 @@ class NvmlSession:
             for i, g in enumerate(out)
         ]
 
-    def _read_gpu(self, index: int, handles: _Handles, facts: frozenset[FactGroup]) -> Gpu:
+    def _read_gpu(
+        self, index: int, handles: _Handles, facts: frozenset[FactGroup], only: frozenset[str] | None = None
+    ) -> Gpu:
         h = handles.gpu
-        rows, build = _rows_of(facts)
+        rows, build = _rows_of(facts, only)
         read = self.read_specs(handles, h, rows, functools.partial(_custom_reading, self, h, handles))
         fields = {**_not_read_fields(), **build(read)}
         return Gpu(index=index, state=GpuState.OK, state_detail="", **fields)
@@ -577,7 +584,19 @@ class NvmlSession:
             by_reference = ctypes.byref(struct)
         except Exception as exc:  # a binding whose struct cannot be made
             return undecodable(call, exc)
-        return self._read(call, h, *args, by_reference, convert=lambda _: struct)
+        code: Reading[Any] = self._read(call, h, *args, by_reference)
+        if code.value is None:
+            return code
+        if isinstance(code.value, int) and code.value != self._lib.NVML_SUCCESS:
+            # nvidia-ml-py's nvmlDeviceGetCapabilities returns NVML's code where its other wrappers raise it
+            try:
+                raise self._lib.NVMLError(code.value)
+            except self._lib.NVMLError as exc:
+                reason, detail = self._reason(exc, call)
+            if reason is Reason.GPU_LOST:
+                raise _GpuLostError(f"{call}: GPU is lost")
+            return Reading.missing(reason, detail)
+        return Reading.of(struct)
 
     def field_values(self, h: Any, ids: list[Any]) -> dict[Any, Reading[Any]]:
         """Field values (an id, or an (id, scope) pair) in one call, each with its own status."""
@@ -962,13 +981,28 @@ NOT_READ: Reading[Any] = Reading.missing(Reason.NOT_READ)
 
 
 @functools.cache
-def _rows_of(facts: frozenset[FactGroup]) -> tuple[tuple[Spec, ...], Callable[[dict[str, Any]], dict[str, Any]]]:
+def _rows_of(
+    facts: frozenset[FactGroup], only: frozenset[str] | None = None
+) -> tuple[tuple[Spec, ...], Callable[[dict[str, Any]], dict[str, Any]]]:
     """The per-GPU rows a read of ``facts`` asks, in NVML call order: identity first (the UUID is the
     cheap call that finds a GPU lost since the last read), then each group as FactGroup declares
-    them, whatever the set (DETAILS is read across GPUs, in read_gpus); and how their readings
-    become the GPU's fields."""
-    rows = group_readings(None) + tuple(row for group in FactGroup if group in facts for row in group_readings(group))
+    them, whatever the set (DETAILS is read across GPUs, in read_gpus); given ``only``, of all
+    these the UUID and the fields the keys in ``only`` fill; and how their readings become the
+    GPU's fields."""
+    heads = None if only is None else {_head(key) for key in only} | {"uuid"}
+    rows = tuple(
+        row
+        for group in (None, *(group for group in FactGroup if group in facts))
+        for row in group_readings(group)
+        if heads is None or _head(row.key) in heads
+    )
     return rows, builder(Gpu, tuple(row.key for row in rows))
+
+
+def _head(key: str) -> str:
+    """The Gpu field a row's key fills: one of a struct's readings (``pcie.gen_max``) is read with
+    the rest of them, which build the struct together."""
+    return key.split(".", 1)[0].split("[", 1)[0]
 
 
 def _mig_layout(key: str, session: NvmlSession, h: Any, handles: _Handles) -> Reading[Any]:

@@ -9,7 +9,6 @@ first. Values are written as nvidia-smi writes them, ``[N/A]`` where a reading i
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -189,8 +188,3 @@ def render_csv(
     # A text cell that a spreadsheet would run as a formula is neutralised (csv_field).
     lines += [", ".join(csv_field(*cell) for cell in row) for row in _cells(query, machine, gpus, columns, fmt.units)]
     return "".join(line + "\n" for line in lines)
-
-
-@functools.cache
-def list_options() -> tuple[str, ...]:
-    return tuple(LISTS)

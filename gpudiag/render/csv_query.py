@@ -20,9 +20,10 @@ from typing import Any
 import msgspec
 
 from gpudiag.model import FactGroup, Gpu, Machine, Reading, Reason, cuda_version_text
-from gpudiag.readings import CLOCK_EVENTS, GPU_READINGS, Spec, pick, reading_at
+from gpudiag.readings import CLOCK_EVENTS, GPU_READINGS, pick, reading_at
 from gpudiag.render.format import QUERY_NA_RULES, VALUE_FORMATS, as_nvidia_smi_shows
 from gpudiag.render.printable import csv_field
+from gpudiag.render.query_names import QUERY_NAMES
 
 Reader = Callable[[Machine, Gpu], Reading[Any]]
 Formatter = Callable[[Any], str]
@@ -36,6 +37,7 @@ class Field(msgspec.Struct, frozen=True):
     show: Formatter = str
     group: FactGroup | None = None  # what the source must read for it; None: identity or system facts
     missing: str = "[N/A]"  # what nvidia-smi prints without a value
+    keys: tuple[str, ...] = ()  # the readings of its group it shows (gpudiag.readings rows' keys)
 
 
 # nvidia-smi --help-query-gpu (driver 580), in its order: each name with its aliases and its [unit];
@@ -256,8 +258,8 @@ platform.module_id
 platform.gpu_fabric_guid
 hostname
 """
-# gpudiag's own names, from before the full table (not nvidia-smi's): kept so scripts keep working.
-GPUDIAG_FIELDS = ("cuda_version", "temperature")
+# gpudiag's own names besides those of its readings' table (render.query_names) that nvidia-smi has not.
+GPUDIAG_FIELDS = ("cuda_version",)
 
 
 class _Name(msgspec.Struct, frozen=True):
@@ -285,6 +287,7 @@ class _Answer(msgspec.Struct, frozen=True):
     read: Reader
     show: Formatter = str
     group: FactGroup | None = None
+    keys: tuple[str, ...] = ()  # the rows it reads (none beyond identity and the system's facts: ())
 
 
 def _row_reader(key: str, part: str) -> Reader:
@@ -301,14 +304,16 @@ def _row_reader(key: str, part: str) -> Reader:
     return read
 
 
-def _answers(rows: tuple[Spec, ...]) -> dict[str, _Answer]:
-    """Each --query-gpu name the rows answer (``query``: ``NAME[:PART][=SHOW]``; see readings.Spec)."""
+def _answers() -> dict[str, _Answer]:
+    """Each --query-gpu name a reading answers (QUERY_NAMES: ``NAME[:PART][=FORMAT]``)."""
+    groups = {row.key: row.group for row in GPU_READINGS}
     out = {}
-    for row in rows:
-        for entry in filter(None, row.query.split(";")):
+    for key, entries in QUERY_NAMES.items():
+        group = groups.get(key, FactGroup.DETAILS)
+        for entry in entries:
             entry, _, show = entry.partition("=")
             name, _, part = entry.partition(":")
-            out[name] = _Answer(_row_reader(row.key, part), VALUE_FORMATS[show or row.show], row.group)
+            out[name] = _Answer(_row_reader(key, part), VALUE_FORMATS[show], group, (key,))
     return out
 
 
@@ -368,7 +373,9 @@ _DERIVED: dict[str, _Answer] = {
     "index": _Answer(lambda m, g: Reading.of(g.index)),
     "cuda_version": _Answer(lambda m, g: m.nvml.cuda_driver_version.map(cuda_version_text)),
     **{
-        f"clocks_event_reasons.{e.query}": _Answer(_event(e.bit), VALUE_FORMATS["active"], FactGroup.CLOCK_EVENTS)
+        f"clocks_event_reasons.{e.query}": _Answer(
+            _event(e.bit), VALUE_FORMATS["active"], FactGroup.CLOCK_EVENTS, ("clock_event_reasons",)
+        )
         for e in CLOCK_EVENTS
     },
     **{
@@ -381,21 +388,14 @@ _DERIVED: dict[str, _Answer] = {
 
 @functools.cache
 def _gpu_answers() -> dict[str, _Answer]:
-    return {**_answers(GPU_READINGS), **_DERIVED}
-
-
-@functools.cache
-def _detail_answers() -> dict[str, _Answer]:
-    from gpudiag.details import DETAIL_READINGS  # only for a field of the details
-
-    return _answers(DETAIL_READINGS)
+    return {**_answers(), **_DERIVED}
 
 
 def _field(name: _Name) -> Field:
-    answer = _gpu_answers().get(name.name) or _detail_answers().get(name.name)
+    answer = _gpu_answers().get(name.name)
     if answer is None:
         return Field(name.name, name.aliases, name.unit, None, missing=name.missing)
-    return Field(name.name, name.aliases, name.unit, answer.read, answer.show, answer.group, name.missing)
+    return Field(name.name, name.aliases, name.unit, answer.read, answer.show, answer.group, name.missing, answer.keys)
 
 
 def fields() -> tuple[Field, ...]:
@@ -403,16 +403,20 @@ def fields() -> tuple[Field, ...]:
     return tuple(_field(name) for name in _vocabulary())
 
 
-def extras() -> tuple[Field, ...]:
-    """gpudiag's own names."""
-    return tuple(_field(_Name(name, (), "", "[N/A]")) for name in GPUDIAG_FIELDS)
+@functools.cache
+def own_names() -> tuple[str, ...]:
+    """gpudiag's own names: GPUDIAG_FIELDS, then those QUERY_NAMES gives a reading that nvidia-smi
+    does not know (a new reading's name needs no other edit)."""
+    known = {n.lower() for name in _vocabulary() for n in (name.name, *name.aliases)}
+    named = (entry.partition("=")[0].partition(":")[0] for entries in QUERY_NAMES.values() for entry in entries)
+    return GPUDIAG_FIELDS + tuple(name for name in named if name.lower() not in known)
 
 
 @functools.cache
 def _spellings() -> dict[str, _Name]:
     """Every accepted spelling, lower-cased (nvidia-smi matches names case-insensitively)."""
     out = {n.lower(): name for name in _vocabulary() for n in (name.name, *name.aliases)}
-    out.update({n: _Name(n, (), "", "[N/A]") for n in GPUDIAG_FIELDS})
+    out.update({n: _Name(n, (), "", "[N/A]") for n in own_names()})
     return out
 
 
@@ -450,6 +454,13 @@ def spellings() -> dict[str, Any]:
 def groups(columns: list[Column]) -> frozenset[FactGroup]:
     """The fact groups the source must read for these fields (nothing else is read)."""
     return frozenset(c.field.group for c in columns if c.field.group is not None)
+
+
+def rows(columns: list[Column]) -> frozenset[str]:
+    """Of those groups' rows, the ones these fields show: a query asks NVML for nothing else (as
+    dmon reads per column group): `temperature.gpu` reads the temperature, not the fan and the
+    thresholds beside it in its group."""
+    return frozenset(key for c in columns for key in c.field.keys)
 
 
 def shown(machine: Machine, gpu: Gpu, field: Field, units: bool = True) -> tuple[str, bool]:

@@ -20,7 +20,8 @@ import msgspec
 
 from gpudiag.errors import UsageError
 from gpudiag.model import Gpu, GpuState, Machine, Reading, Reason, cuda_version_text
-from gpudiag.readings import CLOCK_EVENTS, GPU_READINGS, Spec, pick, reading_at
+from gpudiag.readings import CLOCK_EVENTS, GPU_READINGS, pick, reading_at
+from gpudiag.render.details_lines import Q_LINES, SKELETON
 from gpudiag.render.format import Q_NA_RULES, VALUE_FORMATS, as_nvidia_smi_shows
 from gpudiag.render.printable import printable
 from gpudiag.units import mib
@@ -161,254 +162,19 @@ def render(machine: Machine, gpus: tuple[Gpu, ...], display: frozenset[str] | No
             continue
         text += f"\nGPU {printable(show(gpu.pci_bus_id))}\n" + _format(gpu_lines(machine, gpu, display))
     if len(machine.gpus) > 1 and display is None:
-        text += "\n\n" + topology_matrix(machine)
+        text += "\n\n" + (topology_matrix(machine) if _peers_read(machine) else _NO_MATRIX.format(len(machine.gpus)))
     return text + "\n"
 
 
-# The lines of a GPU in `-q`, in nvidia-smi's order and words (driver 580), each with its `-q -x`
-# element after ``@``. A line is a reading's (the row whose ``q`` names its path, in gpudiag.readings or
-# gpudiag.details): it shows when the GPU's details are recorded or the reading is not one of them; a
-# heading shows when a line under it does. ``!REASON``: a line NVML has no call for (N/A, and why).
-# ``%xml``: only in -q -x; ``%display``: in the text only when --display names its section.
-# {name}: lines built below (composite readings); [details] ... [/details]: only when details are
-# recorded; [text] ... [/text]: not in -q -x.
-SKELETON = """
-Product Name @product_name
-Product Brand @product_brand
-Product Architecture @product_architecture
-Display Mode @display_mode
-Display Attached @display_attached
-Display Active @display_active
-Persistence Mode @persistence_mode
-Addressing Mode @addressing_mode
-MIG Mode @mig_mode
-    Current @current_mig
-    Pending @pending_mig
-{mig_devices}
-Accounting Mode @accounting_mode
-Accounting Mode Buffer Size @accounting_mode_buffer_size
-Driver Model @driver_model
-    Current @current_dm
-    Pending @pending_dm
-Serial Number @serial
-GPU UUID @uuid
-GPU PDI @pdi
-Minor Number @minor_number
-VBIOS Version @vbios_version
-MultiGPU Board @multigpu_board
-Board ID @board_id
-Board Part Number @board_part_number
-[details]
-GPU Part Number @gpu_part_number !NVML has no call for it
-FRU Part Number @gpu_fru_part_number !NVML has no call for it
-[/details]
-Platform Info @platformInfo
-    Chassis Serial Number @chassis_serial_number
-    Slot Number @slot_number
-    Tray Index @tray_index
-    Host ID @host_id
-    Peer Type @peer_type
-    Module Id @module_id
-    GPU Fabric GUID @gpu_fabric_guid
-Inforom Version @inforom_version
-    Image Version @img_version
-    OEM Object @oem_object
-    ECC Object @ecc_object
-    Power Management Object @pwr_object
-Inforom BBX Object Flush @inforom_bbx_flush
-    Latest Timestamp @latest_timestamp
-    Latest Duration @latest_duration
-GPU Operation Mode @gpu_operation_mode
-    Current @current_gom
-    Pending @pending_gom
-GPU C2C Mode @c2c_mode
-GPU Virtualization Mode @gpu_virtualization_mode
-    Virtualization Mode @virtualization_mode
-    Host VGPU Mode @host_vgpu_mode
-    vGPU Heterogeneous Mode @vgpu_heterogeneous_mode
-GPU Recovery Action @gpu_recovery_action
-GSP Firmware Version @gsp_firmware_version
-[details]
-IBMNPU @ibmnpu
-    Relaxed Ordering Mode @relaxed_ordering_mode !NVML has no call for it
-[/details]
-PCI @pci
-    Bus @pci_bus
-    Device @pci_device
-    Domain @pci_domain
-    Base Classcode @pci_base_class
-    Sub Classcode @pci_sub_class
-    Device Id @pci_device_id
-    Bus Id @pci_bus_id
-    Sub System Id @pci_sub_system_id
-    GPU Link Info @pci_gpu_link_info
-        PCIe Generation @pcie_gen
-            Max @max_link_gen
-            Current @current_link_gen
-            Device Current @device_current_link_gen
-            Device Max @max_device_link_gen
-[details]
-            Host Max @max_host_link_gen !NVML has no call for the host's maximum
-[/details]
-        Link Width @link_widths
-            Max @max_link_width
-            Current @current_link_width
-    Bridge Chip @pci_bridge_chip
-        Type @bridge_chip_type
-        Firmware @bridge_chip_fw
-    Replays Since Reset @replay_counter
-    Replay Number Rollovers @replay_rollover_counter
-    Tx Throughput @tx_util
-    Rx Throughput @rx_util
-    Atomic Caps Outbound @atomic_caps_outbound
-    Atomic Caps Inbound @atomic_caps_inbound
-Fan Speed @fan_speed
-Performance State @performance_state
-{clock_events}
-Clocks Event Reasons Counters @clocks_event_reasons_counters
-    SW Power Capping @clocks_event_reasons_counters_sw_power_cap
-    Sync Boost @clocks_event_reasons_counters_sync_boost
-    SW Thermal Slowdown @clocks_event_reasons_counters_sw_therm_slowdown
-    HW Thermal Slowdown @clocks_event_reasons_counters_hw_therm_slowdown
-    HW Power Braking @clocks_event_reasons_counters_hw_power_brake
-[details]
-Sparse Operation Mode @sparse_operation_mode !NVML has no call for it
-[/details]
-{memory}
-Compute Mode @compute_mode
-Utilization @utilization
-    GPU @gpu_util
-    Memory @memory_util
-    Encoder @encoder_util
-    Decoder @decoder_util
-    JPEG @jpeg_util
-    OFA @ofa_util
-Encoder Stats @encoder_stats
-    Active Sessions @session_count
-    Average FPS @average_fps
-    Average Latency @average_latency
-FBC Stats @fbc_stats
-    Active Sessions @session_count
-    Average FPS @average_fps
-    Average Latency @average_latency
-DRAM Encryption Mode @dram_encryption_mode
-    Current @current_dram_encryption
-    Pending @pending_dram_encryption
-ECC Mode @ecc_mode
-    Current @current_ecc
-    Pending @pending_ecc
-ECC Errors @ecc_errors
-    {ecc_counts}
-    Channel Repair Pending @channel_repair_pending
-    TPC Repair Pending @tpc_repair_pending
-    Unrepairable Memory @unrepairable_memory
-{retired_pages}
-{remapped_rows}
-Temperature @temperature
-    GPU Current Temp @gpu_temp
-    GPU T.Limit Temp @gpu_temp_tlimit
-    GPU Shutdown T.Limit Temp @gpu_temp_max_tlimit_threshold
-    GPU Slowdown T.Limit Temp @gpu_temp_slow_tlimit_threshold
-    GPU Max Operating T.Limit Temp @gpu_temp_max_gpu_tlimit_threshold
-    GPU Target Temperature @gpu_target_temperature
-    Memory Current Temp @memory_temp
-    Memory Max Operating T.Limit Temp @gpu_temp_max_mem_tlimit_threshold
-Supported GPU Target Temp @supported_gpu_target_temp %display
-    GPU Target Temp Min @gpu_target_temp_min
-    GPU Target Temp Max @gpu_target_temp_max
-[details]
-[text]
-Voltage %display
-    Graphics !NVML has no call for it
-[/text]
-[/details]
-GPU Power Readings @gpu_power_readings
-    Power State @power_state %xml
-    Average Power Draw @average_power_draw
-    Instantaneous Power Draw @instant_power_draw
-    Current Power Limit @current_power_limit
-    Requested Power Limit @requested_power_limit
-    Default Power Limit @default_power_limit
-    Min Power Limit @min_power_limit
-    Max Power Limit @max_power_limit
-GPU Memory Power Readings @gpu_memory_power_readings
-    Average Power Draw @average_power_draw
-    Instantaneous Power Draw @instant_power_draw
-Module Power Readings @module_power_readings
-    Power State @power_state %xml
-    Average Power Draw @average_power_draw
-    Instantaneous Power Draw @instant_power_draw
-    Current Power Limit @current_power_limit
-    Requested Power Limit @requested_power_limit
-    Default Power Limit @default_power_limit
-    Min Power Limit @min_power_limit
-    Max Power Limit @max_power_limit
-Power Smoothing @power_smoothing
-Workload Power Profiles @power_profiles
-    Requested Profiles @power_profile_requested_profiles
-    Enforced Profiles @power_profile_enforced_profiles
-Clocks @clocks
-    Graphics @graphics_clock
-    SM @sm_clock
-    Memory @mem_clock
-    Video @video_clock
-Applications Clocks @applications_clocks
-    Graphics @graphics_clock
-    Memory @mem_clock
-Default Applications Clocks @default_applications_clocks
-    Graphics @graphics_clock
-    Memory @mem_clock
-[details]
-Deferred Clocks @deferred_clocks
-    Memory @mem_clock !NVML has no call for it
-[/details]
-Max Clocks @max_clocks
-    Graphics @graphics_clock
-    SM @sm_clock
-    Memory @mem_clock
-    Video @video_clock
-Max Customer Boost Clocks @max_customer_boost_clocks
-    Graphics @graphics_clock
-Clock Policy @clock_policy
-    Auto Boost @auto_boost
-    Auto Boost Default @auto_boost_default
-Fabric @fabric
-    State @state
-    Status @status
-    CliqueId @cliqueId
-    ClusterUUID @clusterUuid
-    Health @health
-        Summary @summary
-        Bandwidth @bandwidth
-        Route Recovery in progress @route_recovery_in_progress
-        Route Unhealthy @route_unhealthy
-        Access Timeout Recovery @access_timeout_recovery
-        Incorrect Configuration @incorrect_configuration
-        Partition Assigned @partition_assigned
-{supported_clocks}
-{processes}
-Capabilities @capabilities
-    EGM @egm
-[text]
-gpudiag
-    {index}
-    {details}
-    Inforom Checksum Validation
-    GSP Firmware Mode
-        Current
-        Default
-    Power Management
-    Power Draw
-    Total Energy Consumption
-    GPU Shutdown Temp
-    GPU Slowdown Temp
-    GPU Max Operating Temp
-    Memory Max Operating Temp
-    {process_load}
-    {nvlink}
-    {topology}
-[/text]
-"""
+_NO_MATRIX = "Topology\n{} GPUs: how each reaches each other one is `gpudiag topo`'s to show"
+
+
+def _peers_read(machine: Machine) -> bool:
+    """Whether the details list each GPU's peers: not beyond PEERS_READ_UP_TO usable GPUs (N² lines)."""
+    from gpudiag.details import PEERS_READ_UP_TO
+
+    return sum(g.state is GpuState.OK for g in machine.gpus) <= PEERS_READ_UP_TO
+
 
 # nvidia-smi writes "GPU Memory Power Readings " with a trailing blank (driver 580); gpudiag's output
 # carries no blanks at line ends (render.printable.strip_trailing_blanks), so it does not.
@@ -416,7 +182,7 @@ _TEXT_LABELS: dict[str, str] = {}
 
 
 class _Shown(msgspec.Struct, frozen=True):
-    """A row's -q line: the reading's key, the part of its value shown, and how."""
+    """A reading's -q line: its key, the part of its value shown, and how."""
 
     key: str
     part: int | str | None
@@ -439,15 +205,15 @@ class _Entry(msgspec.Struct, frozen=True):
     reason: str  # a line NVML has no call for: why
 
 
-def _q_lines(rows: tuple[Spec, ...]) -> dict[str, _Shown]:
+def _q_lines(units: dict[str, str]) -> dict[str, _Shown]:
+    """Each -q line a reading fills (Q_LINES: ``PATH[:PART][=FORMAT]``), by its path."""
     out = {}
-    for row in rows:
-        for entry in filter(None, row.q.split(";")):
+    for key, entries in Q_LINES.items():
+        for entry in entries:
             entry, _, fmt = entry.partition("=")
             path, _, part = entry.partition(":")
             index: int | str | None = int(part) if part.isdigit() else part or None
-            shown = VALUE_FORMATS[fmt or row.q_show or row.show]
-            out[path] = _Shown(row.key, index, shown, row.unit, row.key.startswith("details."))
+            out[path] = _Shown(key, index, VALUE_FORMATS[fmt], units[key], key.startswith("details."))
     return out
 
 
@@ -498,10 +264,10 @@ def layout() -> tuple[_Entry, ...]:
 
 @functools.cache
 def shown_lines() -> dict[str, _Shown]:
-    """Each -q line a reading's row declares, by its path."""
+    """Each -q line a reading fills, by its path."""
     from gpudiag.details import DETAIL_READINGS
 
-    return _q_lines((*GPU_READINGS, *DETAIL_READINGS))
+    return _q_lines({row.key: row.unit for row in (*GPU_READINGS, *DETAIL_READINGS)})
 
 
 def _reading_line(gpu: Gpu, shown: _Shown, xml: bool) -> str:
@@ -940,6 +706,8 @@ def _topology(machine: Machine, gpu: Gpu, d: GpuDetails | None, display: frozens
     for peer in a.peers:
         link = f"NV{peer.nvlinks}" if peer.nvlinks else show(peer.common_ancestor)
         lines.append((3, f"GPU {peer.gpu}", f"{link}, P2P read {show(peer.p2p_read)}", None))
+    if not a.peers and not _peers_read(machine):
+        lines.append((3, "Peers", f"{len(machine.gpus) - 1} GPUs, not listed here: see gpudiag topo", None))
     return lines
 
 

@@ -96,8 +96,8 @@ def _hex(width: int) -> Callable[[Any], str]:
     return lambda v: f"0x{int(v):0{width}X}"
 
 
-# How a reading's value is written, by the name its row gives in ``show`` / ``q_show``
-# (gpudiag.readings.Spec): nvidia-smi's spellings. A unit, where the view has one, follows.
+# How a reading's value is written, by the name an output's table gives after ``=``
+# (render.query_names, render.details_lines): nvidia-smi's spellings. A unit, where the view has one, follows.
 VALUE_FORMATS: dict[str, Callable[[Any], str]] = {
     "": str,
     "2f": lambda v: f"{v:.2f}",

@@ -11,7 +11,6 @@ from rich.text import Text
 
 from gpudiag import __version__
 from gpudiag.model import (
-    FactGroup,
     Gpu,
     GpuProcess,
     GpuState,
@@ -21,23 +20,29 @@ from gpudiag.model import (
     Reason,
     cuda_version_text,
 )
+from gpudiag.readings import groups_of
 from gpudiag.render.format import NA, mib_text, missing_note, percent_style, temperature_style, text
 from gpudiag.render.printable import printable
 
-# What the tables and notes show; list reads nothing else (InfoROM, PCIe, ECC history ... are check's).
-GROUPS = frozenset(
-    {
-        FactGroup.MEMORY,
-        FactGroup.UTILIZATION,
-        FactGroup.THERMAL,
-        FactGroup.POWER,
-        FactGroup.PERFORMANCE,
-        FactGroup.MODES,
-        FactGroup.ECC,
-        FactGroup.MIG,
-        FactGroup.PROCESSES,
-    }
+# The readings the tables and notes show; list reads nothing else (InfoROM, PCIe, ECC history ... are check's).
+READS = (
+    "memory",
+    "utilization",
+    "temperature_c",
+    "temperature_slowdown_c",
+    "fan_percent",
+    "power_draw_w",
+    "power_limit_w",
+    "pstate",
+    "persistence_mode",
+    "compute_mode",
+    "ecc_mode_current",
+    "ecc_errors.volatile_uncorrected",
+    "mig_mode_current",
+    "mig_devices",
+    "processes",
 )
+GROUPS = groups_of(READS)
 
 _COLUMNS = (
     "GPU",

@@ -159,6 +159,13 @@ def draw(run: Run) -> Any:
         if panel != "util":
             ax.legend(loc="upper left", fontsize="small", ncols=2)
         ax.grid(alpha=0.3)
+    _draw_events(axes, run, start, scale)
+    axes[-1].set_xlabel(f"{unit} since the first sample")
+    return fig
+
+
+def _draw_events(axes: Any, run: Run, start: float, scale: float) -> None:
+    """The run's events as vertical lines across every panel, each kind in the last panel's legend once."""
     seen: set[str] = set()
     for event in run.events:
         color, style, label = EVENT_STYLE[event.kind]
@@ -174,8 +181,6 @@ def draw(run: Run) -> Any:
         seen.add(event.kind)
     if seen:
         axes[-1].legend(loc="upper left", fontsize="small", ncols=2)
-    axes[-1].set_xlabel(f"{unit} since the first sample")
-    return fig
 
 
 def write(run: Run, target: Path) -> None:

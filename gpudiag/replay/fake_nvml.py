@@ -1,16 +1,19 @@
-"""A fake ``pynvml`` module that answers from a :class:`~gpudiag.model.Machine`.
+"""A fake NVML library that answers from a :class:`~gpudiag.model.Machine`, under the real pynvml.
 
-It is a real module object: pynvml's constants, error classes, structs and pure helpers are
-copied into it, so ``vars()``, ``from pynvml import *`` and ``except pynvml.NVMLError_X`` work
-as with nvidia-ml-py. Each NVML call answers like the real library where the hardware captures
-in ``docs/hardware/`` show it (the memory structs, reference-counted init, MIG answers), with
-pynvml's own return types. A call that reads a declared reading (``gpudiag.readings``' rows, and the
-details' in ``gpudiag.details``) answers as the row declares: the recorded value encoded back into
-NVML's answer, the error its reason stands for, or "not recorded" (NVML's unknown error) for what the
-snapshot does not hold; the rest are answered by hand. The raw C entry points that pynvml and its
-consumers reach through ``_nvmlGetFunctionPointer`` (versioned process and memory queries, field
-values) are emulated with ctypes conventions. A call this fake does not model raises FUNCTION_NOT_FOUND, as a
-driver that lacks it would; a name that nvidia-ml-py itself lacks is an AttributeError.
+:class:`FakeNvml` is a module like ``pynvml``: nvidia-ml-py's own classes, constants, structs and
+functions (the same code, unmodified: :mod:`.c_boundary` binds them to a loader state of this fake's
+own), and the library those functions load is this fake: each C function they reach through
+``_nvmlGetFunctionPointer`` receives pynvml's ctypes arguments, writes its answer through the
+pointers, arrays and string buffers pynvml passes, and returns NVML's code. So every answer a
+consumer sees is the one pynvml's wrapper makes: its structs and arrays, its strings decoded as it
+decodes them, its error classes.
+
+What a C function answers is decided one level up, per NVML call, in Python (the methods named after
+the calls): as the declared readings' rows say (``gpudiag.readings``' rows and the details' in
+``gpudiag.details``): the recorded value encoded back into NVML's answer, the error its reason stands
+for, or "not recorded" for what the snapshot does not hold; the rest by hand, as the hardware captures
+in ``docs/hardware/`` show (the memory structs, reference-counted init, MIG answers). A call this fake
+does not model is a symbol the library lacks (FUNCTION_NOT_FOUND, as a driver without it).
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ import ctypes
 import functools
 import operator
 from collections import deque
-from collections.abc import Callable
-from types import FunctionType, ModuleType, SimpleNamespace
+from collections.abc import Callable, Mapping
+from types import SimpleNamespace
 from typing import Any
 
 import msgspec
@@ -39,6 +42,7 @@ from gpudiag.model import (
     Reason,
 )
 from gpudiag.readings import GPM_METRICS, GPU_READINGS, NO_INSTANCE, Spec, field_key, reading_at
+from gpudiag.replay.c_boundary import CFake, address_of, unversioned
 from gpudiag.replay.fake_answers import REASON_ERRORS, FakeHandle, NotRecordedError, fail, recorded
 
 _INIT_ERRORS = {
@@ -52,27 +56,6 @@ _INIT_ERRORS = {
 CALL_LOG = 20_000  # NVML calls kept for cost tests (~160 KiB; a snapshot of 8 GPUs makes ~2,200)
 _MAX_MIG_SLOTS = 7  # A100/H100: up to seven GPU instances
 _NOT_AVAILABLE = ctypes.c_ulonglong(-1).value  # NVML_VALUE_NOT_AVAILABLE for usedGpuMemory
-
-# pynvml functions that only reshape Python objects; every other nvml* function calls the
-# C library (through the real module's globals), so the fake answers for it instead.
-_PURE_HELPERS = frozenset({"nvmlExceptionClass", "nvmlStructToFriendlyObject", "nvmlFriendlyObjectToStruct"})
-# The library loader and its state stay behind: the fake has its own.
-_LOADER = frozenset(
-    {"_nvmlGetFunctionPointer", "_nvmlGetFunctionPointer_cache", "_LoadNvmlLibrary", "nvmlLib", "_nvmlLib_refcount"}
-)
-
-
-def _calls_the_library(name: str, value: Any) -> bool:
-    return isinstance(value, FunctionType) and name.startswith(("nvml", "c_nvml")) and name not in _PURE_HELPERS
-
-
-_COPIED = {
-    name: value
-    for name, value in vars(pynvml).items()
-    if not name.startswith("__") and name not in _LOADER and not _calls_the_library(name, value)
-}
-_LIBRARY_FUNCTIONS = tuple(n for n, v in vars(pynvml).items() if n.startswith("nvml") and _calls_the_library(n, v))
-
 
 # NVML's answer to an argument a call does not know, where it is not NOT_SUPPORTED.
 _UNKNOWN_ARGUMENT = {
@@ -209,32 +192,6 @@ def _fields_of(row: Spec) -> list[Any]:
     return [field_key(row)] if row.field else []
 
 
-@functools.cache
-def _struct_calls() -> frozenset[str]:
-    """The detail calls that fill a struct passed by reference (rows with ``struct``)."""
-    from gpudiag.details import DETAIL_READINGS
-
-    return frozenset(name for row in DETAIL_READINGS if row.struct for name in _calls_of(row))
-
-
-def fill_struct(struct: Any, data: Any) -> None:
-    """Set a ctypes struct's members from an answer (a namespace or dict; nested structs and arrays
-    from nested dicts and lists), as the C library fills a struct passed by reference."""
-    items = vars(data) if not isinstance(data, dict) else data
-    for name, value in items.items():
-        if isinstance(value, dict | SimpleNamespace):
-            fill_struct(getattr(struct, name), value)
-        elif isinstance(value, list):
-            array = getattr(struct, name)
-            for i, item in enumerate(value):
-                if isinstance(item, dict):
-                    fill_struct(array[i], item)
-                else:
-                    array[i] = item
-        else:
-            setattr(struct, name, value)
-
-
 # The calls the per-GPU rows (gpudiag.readings.GPU_READINGS) declare, answered from them (indexed on
 # the first call: a replay's start-up pays for the names only); the rows of the details
 # (gpudiag.details.DETAIL_READINGS) are loaded on the first call that only they answer.
@@ -266,14 +223,25 @@ def _detail_rows_by_field() -> dict[Any, _Call]:
 
 
 class ReplayTime:
-    """Time for a replay's one-shot GPM read: its wait between two samples passes at once (the recorded
-    figures are the window's whatever it lasts), and the window it reports is the one it asked for."""
+    """Time for a replay's GPM reads: a wait between two samples passes at once (the recorded figures
+    are the window's whatever it lasts), and a GPU whose snapshot records its window is sampled that
+    window apart, so the replay reports the window the live read measured (0.100074 s, not the 0.1 s
+    asked for); a GPU without one is sampled as the waits move the time."""
 
-    def __init__(self) -> None:
+    def __init__(self, windows: Mapping[int, float] | None = None) -> None:
         self._now = 0.0
+        self._windows = dict(windows or {})  # by position: each GPU's recorded window
+        self._sampled: dict[int, float] = {}  # by position: the time of the GPU's latest sample
+        self._last: int | None = None
+
+    def sampled(self, gpu: int) -> None:
+        """The fake took a GPM sample of GPU ``gpu`` (its position): the next ``now`` is its time."""
+        window, previous = self._windows.get(gpu), self._sampled.get(gpu)
+        self._sampled[gpu] = self._now if window is None or previous is None else previous + window
+        self._last = gpu
 
     def now(self) -> float:
-        return self._now
+        return self._now if self._last is None else self._sampled[self._last]
 
     def sleep(self, seconds: float) -> None:
         self._now += seconds
@@ -287,14 +255,6 @@ class _EventSet:
         self.pending: deque[tuple[int, int]] = deque()
 
 
-class _EventData(msgspec.Struct, frozen=True):
-    """What nvmlEventSetWait_v2 answers (pynvml's c_nvmlEventData_t, with a fake handle)."""
-
-    device: FakeHandle
-    eventType: int  # noqa: N815 - mirrors the NVML struct
-    eventData: int  # noqa: N815
-
-
 def _bus_id_key(bus_id: str) -> tuple[int, ...] | None:
     """``0000:18:00.0`` and ``00000000:18:00.0`` name the same device, as NVML reads them."""
     try:
@@ -306,10 +266,12 @@ def _bus_id_key(bus_id: str) -> tuple[int, ...] | None:
 
 
 def _address(sample: Any) -> int:
-    """The buffer a GPM sample pointer points at (0 for a null pointer or something else)."""
+    """The address an opaque pointer (a GPM sample) holds, or the address itself."""
+    if isinstance(sample, int):
+        return sample
     try:
-        return ctypes.addressof(sample.contents)
-    except (AttributeError, TypeError, ValueError):
+        return address_of(sample)
+    except (TypeError, ctypes.ArgumentError):
         return 0
 
 
@@ -317,39 +279,81 @@ def _text(value: str | bytes) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else value
 
 
-class FakeNvml(ModuleType):
-    """Module stand-in for ``pynvml``. Swap the machine with :meth:`set_machine`."""
+class FakeNvml(CFake):
+    """A ``pynvml`` whose library is this fake. Swap the machine with :meth:`set_machine`."""
+
+    RAW = frozenset(
+        {
+            "nvmlDeviceGetGpuInstances",
+            "nvmlGpuInstanceGetComputeInstances",
+            "nvmlDeviceGetPciInfoExt",
+            "nvmlDeviceGetSramEccErrorStatus",
+            "nvmlGpmMetricsGet",
+        }
+    )
 
     def __init__(self, machine: Machine) -> None:
-        super().__init__("pynvml", __doc__)
-        namespace = self.__dict__
-        namespace.update(_COPIED)
-        namespace["__file__"] = __file__
-        # Consumers (gpustat) cache function pointers here, as in nvidia-ml-py.
-        namespace["_nvmlGetFunctionPointer_cache"] = {}
         self._machine = machine
+        super().__init__(__doc__)
         # The latest calls only: a replayed `memory --watch` or exporter runs for days, and a log of
         # every call grew by ~2 KiB a refresh on the 8-GPU example.
         self._calls: deque[str] = deque(maxlen=CALL_LOG)
         self._init_count = 0  # NVML counts nvmlInit calls; each needs its nvmlShutdown
-        self._loaded = False  # the library stays loaded after a shutdown, as pynvml keeps it
-        # Every NVML call is a module attribute (so vars() and star imports see it): the modelled
-        # ones answer from the machine (by hand, or as the readings' rows declare), the rest say
-        # this "driver" lacks them. The details' rows and calls (list --details, snapshot) load on the
-        # first call no other answers, so that a plain `list` replay never imports them.
-        modelled = {n for n in dir(type(self)) if n.startswith("nvml") or n == "_nvmlGetFunctionPointer"}
-        for name in _LIBRARY_FUNCTIONS:
-            if name not in modelled:
-                namespace[name] = self._row_call(name) if name in _ROW_CALLS else self._later(name)
-        for name in modelled:
-            namespace[name] = getattr(self, name)
         self._details_impl: Any = None
         self._mig_impl: Any = None  # MIG's layout calls (gpudiag.replay.fake_mig), on the first
         self._event_sets: list[_EventSet] = []  # XID event sets (check --level 2-4)
         # GPM sample buffers (nvmlGpmSampleAlloc), by address: the GPU sampled into each (its position)
         # and its profiling reading then, or None while the buffer holds no sample.
         self._gpm_samples: dict[int, tuple[int, Reading[Any]] | None] = {}
+        self.replay_time: ReplayTime | None = None  # told of each GPM sample (a replay's clock)
         self._unrecorded_fields: set[int] = set()  # addresses of field slots answered "not recorded"
+
+    def _load(self, path: str) -> Any:
+        """``ctypes.CDLL`` for pynvml's loader: this fake, unless the recorded machine has no NVML."""
+        if self._machine.nvml.status is NvmlStatus.LIBRARY_NOT_FOUND:
+            raise OSError(f"{path}: cannot open shared object file")
+        return self.library
+
+    # -- the C boundary --------------------------------------------------------------
+
+    def _lacks(self, symbol: str) -> bool:
+        if symbol in self._machine.nvml.functions_missing:
+            self._calls.append(symbol)  # asked for, and lacking (the probe's fallbacks count on it)
+            return True
+        return False
+
+    def _c_fallback(self, symbol: str) -> Callable[..., Any] | None:
+        if symbol in ("nvmlDeviceGetDriverModel", "nvmlDeviceGetDriverModel_v2"):
+            return lambda *_args: int(pynvml.NVML_ERROR_NOT_SUPPORTED)  # a Windows-only setting
+        return None
+
+    def _answerer(self, symbol: str) -> tuple[str, Callable[..., Any] | None]:
+        """The method (or the readings' rows) answering the C function ``symbol``."""
+        names = [symbol]
+        if unversioned(symbol) != symbol:
+            names.append(unversioned(symbol))
+        for name in names:
+            method = getattr(type(self), name, None)
+            if method is not None and name.startswith("nvml"):
+                return name, method.__get__(self)
+            if name in _ROW_CALLS:
+                return name, self._row_call(name)
+        for name in names:
+            later = self._later(name)
+            if later is not None:
+                return name, later
+        return symbol, None
+
+    def _c_special(self, symbol: str) -> Callable[..., Any] | None:
+        for family, graphics in (("Compute", False), ("Graphics", True), ("MPSCompute", None)):
+            for suffix in ("", "_v2", "_v3"):
+                if symbol == f"nvmlDeviceGet{family}RunningProcesses{suffix}":
+                    return self._c_processes(symbol, graphics, with_instances=bool(suffix))
+        if symbol == "nvmlDeviceGetFieldValues":
+            return self._c_field_values
+        if symbol == "nvmlDeviceGetMemoryInfo_v2":  # the versioned struct says which answer
+            return self._c_memory_v2
+        return super()._c_special(symbol)
 
     @property
     def calls(self) -> list[str]:
@@ -369,6 +373,7 @@ class FakeNvml(ModuleType):
 
         return (
             hand
+            or self._c_special(name) is not None
             or name in _ROW_CALLS
             or name in _detail_rows_by_call()
             or hasattr(FakeDetails, name)
@@ -380,14 +385,6 @@ class FakeNvml(ModuleType):
         self._machine = machine
 
     # -- plumbing --------------------------------------------------------------------
-
-    def _lacks(self, name: str) -> Callable[..., Any]:
-        def missing(*_args: Any, **_kw: Any) -> Any:
-            self._calls.append(name)
-            fail(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
-
-        missing.__name__ = missing.__qualname__ = name
-        return missing
 
     def _mig_calls(self) -> Any:
         if self._mig_impl is None:
@@ -403,20 +400,19 @@ class FakeNvml(ModuleType):
             self._details_impl = FakeDetails(self._enter, self._gpu)
         return self._details_impl
 
-    def _later(self, name: str) -> Callable[..., Any]:
-        """A call only the details may answer: from their rows, by fake_details, or as lacking."""
+    def _later(self, name: str) -> Callable[..., Any] | None:
+        """A call only the details or MIG answer: from the details' rows, by fake_details or fake_mig
+        (loaded on the first such call, so that a plain `list` replay never imports them)."""
+        if name in _detail_rows_by_call():
+            return functools.partial(self.answer, name)
+        from gpudiag.replay.fake_details import FakeDetails
+        from gpudiag.replay.fake_mig import FakeMig
 
-        def call(*args: Any, **kw: Any) -> Any:
-            if name in _detail_rows_by_call():
-                return self.answer(name, *args)
-            answer = getattr(self._detail_calls(), name, None) or getattr(self._mig_calls(), name, None)
-            if answer is None:
-                self._calls.append(name)
-                fail(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
-            return answer(*args, **kw)
-
-        call.__name__ = call.__qualname__ = name
-        return call
+        if hasattr(FakeDetails, name):
+            return getattr(self._detail_calls(), name)  # type: ignore[no-any-return]
+        if hasattr(FakeMig, name):
+            return getattr(self._mig_calls(), name)  # type: ignore[no-any-return]
+        return None
 
     def _row_call(self, name: str) -> Callable[..., Any]:
         own: _Call | None = None  # the call's rows, indexed on its first use
@@ -441,13 +437,8 @@ class FakeNvml(ModuleType):
 
     def answer(self, name: str, handle: FakeHandle, *args: Any) -> Any:
         """The answer to ``name(handle, *args)`` from the readings whose rows declare that call (a
-        subclass that overrides a call for a test gives the rest to this). A call that fills a struct
-        passed by reference (its last argument) fills it and answers NVML_SUCCESS, as nvidia-ml-py's."""
+        subclass that overrides a call for a test gives the rest to this)."""
         self._enter(name)
-        if name in _struct_calls():
-            *rest, ref = args
-            fill_struct(ref._obj, self._answer(name, self._gpu(handle), handle, None, tuple(rest)))
-            return pynvml.NVML_SUCCESS
         return self._answer(name, self._gpu(handle), handle, _gpu_calls().get(name), args)
 
     def _answer(self, name: str, gpu: Gpu, handle: FakeHandle, own: _Call | None, args: tuple[Any, ...]) -> Any:
@@ -519,14 +510,13 @@ class FakeNvml(ModuleType):
         self._init("nvmlInit")
 
     def nvmlInitWithFlags(self, flags: int) -> None:
-        self._init("nvmlInitWithFlags")
+        self._init("nvmlInitWithFlags" if flags else "nvmlInit")  # pynvml's nvmlInit is the one without flags
 
     def _init(self, name: str) -> None:
         self._enter(name)
         status = self._machine.nvml.status
         if status is not NvmlStatus.OK:
             fail(_INIT_ERRORS[status])
-        self._loaded = True
         self._init_count += 1
 
     def nvmlShutdown(self) -> None:
@@ -618,7 +608,7 @@ class FakeNvml(ModuleType):
         return info
 
     def nvmlDeviceGetPciInfo_v3(self, handle: FakeHandle) -> Any:
-        return self.nvmlDeviceGetPciInfo(handle)
+        return type(self).nvmlDeviceGetPciInfo(self, handle)
 
     # -- memory and load -------------------------------------------------------------
 
@@ -685,7 +675,7 @@ class FakeNvml(ModuleType):
         )
 
     def nvmlDeviceGetAttributes(self, handle: FakeHandle) -> Any:
-        return self.nvmlDeviceGetAttributes_v2(handle)
+        return type(self).nvmlDeviceGetAttributes_v2(self, handle)
 
     # -- health ----------------------------------------------------------------------
 
@@ -715,38 +705,32 @@ class FakeNvml(ModuleType):
         if not recorded(self._full_gpu(handle).inforom_valid):
             fail(pynvml.NVML_ERROR_CORRUPTED_INFOROM)
 
-    def nvmlDeviceGetFieldValues(self, handle: FakeHandle, field_ids: list[Any]) -> Any:
-        """Each field asked as nvidia-ml-py takes it: an id, or an (id, scope) pair."""
-        self._enter("nvmlDeviceGetFieldValues")
-        values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
-        code = self._fill_field_values(handle, field_ids, values)
-        if code != pynvml.NVML_SUCCESS:
-            fail(code)
-        return values
-
     def field_not_recorded(self, slot: Any) -> bool:
         """Whether a field value this fake answered with an error is one the snapshot does not hold
         (NVML's unknown error to gpustat and nvitop; gpudiag's probe asks, to say "not recorded")."""
         return ctypes.addressof(slot) in self._unrecorded_fields
 
-    def _fill_field_values(self, handle: FakeHandle, field_ids: list[Any], values: Any) -> int:
+    def _fill_field_values(self, handle: FakeHandle, count: int, values: Any) -> int:
+        """The first ``count`` slots of ``values``: each one's id and scope as pynvml set them, its
+        status, value type and value answered (set as the C library sets them, not through pynvml's
+        struct conversions)."""
         self._unrecorded_fields.clear()  # the slots of the latest call only
         try:
             gpu = self._full_gpu(handle)
         except pynvml.NVMLError as exc:
             return int(exc.value)
-        for slot, field_id in zip(values, field_ids, strict=False):
-            slot.fieldId = field_id[0] if isinstance(field_id, tuple) else field_id
-            slot.scopeId = field_id[1] if isinstance(field_id, tuple) else 0
+        put = ctypes.Structure.__setattr__
+        for i in range(count):
+            slot = values[i]
             try:
                 value, value_type = self._field(gpu, handle, int(slot.fieldId), int(slot.scopeId))
             except pynvml.NVMLError as exc:
-                slot.nvmlReturn = int(exc.value)
+                put(slot, "nvmlReturn", int(exc.value))
                 if isinstance(exc, NotRecordedError):
                     self._unrecorded_fields.add(ctypes.addressof(slot))
                 continue
-            slot.nvmlReturn = pynvml.NVML_SUCCESS
-            slot.valueType = value_type
+            put(slot, "nvmlReturn", pynvml.NVML_SUCCESS)
+            put(slot, "valueType", value_type)
             setattr(slot.value, _VALUE_MEMBERS.get(value_type, "uiVal"), value)
         return int(pynvml.NVML_SUCCESS)
 
@@ -816,48 +800,6 @@ class FakeNvml(ModuleType):
             procs = [p for p in procs if p.gpu_instance_id == gi and p.compute_instance_id == ci]
         return procs
 
-    def _query_processes(self, symbol: str, handle: FakeHandle) -> list[Any]:
-        """nvidia-ml-py's process wrapper: through the module's function-pointer lookup (which
-        gpustat patches to fall back from v3 to v2), the sizing call, then friendly objects."""
-        fn = self.__dict__["_nvmlGetFunctionPointer"](symbol)
-        count = ctypes.c_uint(0)
-        ret = fn(handle, ctypes.byref(count), None)
-        if ret == pynvml.NVML_SUCCESS:
-            return []
-        if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
-            fail(ret)
-        count.value = count.value * 2 + 5
-        infos = (pynvml.c_nvmlProcessInfo_v3_t * count.value)()
-        ret = fn(handle, ctypes.byref(count), infos)
-        if ret != pynvml.NVML_SUCCESS:
-            fail(ret)
-        out = []
-        for i in range(count.value):
-            obj = pynvml.nvmlStructToFriendlyObject(infos[i])
-            if obj.usedGpuMemory == _NOT_AVAILABLE:
-                obj.usedGpuMemory = None  # as pynvml maps NVML_VALUE_NOT_AVAILABLE
-            out.append(obj)
-        return out
-
-    def nvmlDeviceGetComputeRunningProcesses_v3(self, handle: FakeHandle) -> list[Any]:
-        return self._query_processes("nvmlDeviceGetComputeRunningProcesses_v3", handle)
-
-    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: FakeHandle) -> list[Any]:
-        return self._query_processes("nvmlDeviceGetComputeRunningProcesses_v2", handle)
-
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeHandle) -> list[Any]:
-        # nvidia-ml-py's unversioned wrapper calls the v3 entry point.
-        return self._query_processes("nvmlDeviceGetComputeRunningProcesses_v3", handle)
-
-    def nvmlDeviceGetGraphicsRunningProcesses_v3(self, handle: FakeHandle) -> list[Any]:
-        return self._query_processes("nvmlDeviceGetGraphicsRunningProcesses_v3", handle)
-
-    def nvmlDeviceGetGraphicsRunningProcesses_v2(self, handle: FakeHandle) -> list[Any]:
-        return self._query_processes("nvmlDeviceGetGraphicsRunningProcesses_v2", handle)
-
-    def nvmlDeviceGetGraphicsRunningProcesses(self, handle: FakeHandle) -> list[Any]:
-        return self._query_processes("nvmlDeviceGetGraphicsRunningProcesses_v3", handle)
-
     # -- GPM (profiling metrics) ----------------------------------------------------
     # The recorded figures are what the GPU did over a window: nvmlGpmMetricsGet answers the ones the
     # GPU's second sample was taken under (a later sample after set_machine sees the new ones).
@@ -877,9 +819,9 @@ class FakeNvml(ModuleType):
 
     def nvmlGpmSampleAlloc(self) -> Any:
         self._enter("nvmlGpmSampleAlloc")
-        sample = pynvml.c_nvmlGpmSample_t(pynvml.struct_c_nvmlGpmSample_t())
-        self._gpm_samples[ctypes.addressof(sample.contents)] = None
-        return sample
+        address = self.new_address()  # a buffer of the driver's; the caller holds its pointer
+        self._gpm_samples[address] = None
+        return address
 
     def nvmlGpmSampleFree(self, sample: Any) -> None:
         self._enter("nvmlGpmSampleFree")
@@ -893,10 +835,14 @@ class FakeNvml(ModuleType):
         if address not in self._gpm_samples:
             fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         self._gpm_samples[address] = (handle.gpu, gpu.profiling)
+        if self.replay_time is not None:
+            self.replay_time.sampled(handle.gpu)
         return sample
 
-    def nvmlGpmMetricsGet(self, query: Any) -> Any:
+    def nvmlGpmMetricsGet(self, ref: Any) -> int:
+        """``(nvmlGpmMetricsGet_t *)``: each metric asked gets its status and value."""
         self._enter("nvmlGpmMetricsGet")
+        query = ref._obj
         if query.version != pynvml.NVML_GPM_METRICS_GET_VERSION:
             fail(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
         first = self._gpm_samples.get(_address(query.sample1))
@@ -918,7 +864,7 @@ class FakeNvml(ModuleType):
             else:
                 slot.nvmlReturn = pynvml.NVML_SUCCESS
                 slot.value = float(reading.value) / factor  # back to GPM's unit (percent, MiB/s)
-        return query
+        return int(pynvml.NVML_SUCCESS)
 
     # -- events (XIDs) ---------------------------------------------------------------
 
@@ -945,67 +891,25 @@ class FakeNvml(ModuleType):
         if not event_set.pending:
             fail(pynvml.NVML_ERROR_TIMEOUT)  # the fake never blocks: no event came in time
         gpu, xid = event_set.pending.popleft()
-        return _EventData(FakeHandle(gpu), pynvml.nvmlEventTypeXidCriticalError, xid)
+        return SimpleNamespace(device=FakeHandle(gpu), eventType=pynvml.nvmlEventTypeXidCriticalError, eventData=xid)
 
     def nvmlEventSetFree(self, event_set: Any) -> None:
         self._enter("nvmlEventSetFree")
         if event_set in self._event_sets:
             self._event_sets.remove(event_set)
 
-    # -- the C entry points ----------------------------------------------------------
+    # -- C functions answered at the boundary itself ---------------------------------
 
-    def _nvmlGetFunctionPointer(self, name: str) -> Callable[..., int]:
-        """A stand-in for the C function ``name``, called with ctypes arguments.
-
-        pynvml and its consumers (gpustat, nvitop) reach the versioned calls this way; the
-        stand-in returns NVML's status code, as the C function does.
-        """
-        cache = self.__dict__["_nvmlGetFunctionPointer_cache"]
-        if name in cache:
-            return cache[name]  # type: ignore[no-any-return]
-        if not self._loaded:
-            fail(pynvml.NVML_ERROR_UNINITIALIZED)
-        self._enter(name)  # after a shutdown: UNINITIALIZED here rather than from the call
-        c_function = self._c_function(name)
-        if c_function is None:
-            fail(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
-        return c_function
-
-    def _c_function(self, name: str) -> Callable[..., int] | None:
-        for family, graphics in (("Compute", False), ("Graphics", True), ("MPSCompute", None)):
-            for suffix in ("", "_v2", "_v3"):
-                if name == f"nvmlDeviceGet{family}RunningProcesses{suffix}":
-                    return self._c_processes(graphics, with_instances=bool(suffix))
-        if name == "nvmlDeviceGetMemoryInfo":
-            return self._c_call(lambda h, ref: _fill_memory(ref._obj, self._memory(h), v2=False))
-        if name == "nvmlDeviceGetMemoryInfo_v2":
-            return self._c_call(lambda h, ref: _fill_memory(ref._obj, self._memory(h), v2=True))
-        if name == "nvmlDeviceGetTemperature":
-            temperature = self.__dict__["nvmlDeviceGetTemperature"]
-            return self._c_call(lambda h, sensor, ref: _set(ref._obj, temperature(h, sensor.value)))
-        if name == "nvmlDeviceGetFieldValues":
-            return lambda h, count, ref: self._fill_field_values(
-                h, [ref._obj[i].fieldId for i in range(count.value)], ref._obj
-            )
-        if name in ("nvmlDeviceGetDriverModel", "nvmlDeviceGetDriverModel_v2"):
-            return lambda *_args: int(pynvml.NVML_ERROR_NOT_SUPPORTED)  # a Windows-only setting
-        return None
-
-    def _c_call(self, body: Callable[..., None]) -> Callable[..., int]:
-        def c_function(*args: Any) -> int:
-            try:
-                body(*args)
-            except pynvml.NVMLError as exc:
-                return int(exc.value)
-            return int(pynvml.NVML_SUCCESS)
-
-        return c_function
-
-    def _c_processes(self, graphics: bool | None, with_instances: bool) -> Callable[..., int]:
+    def _c_processes(self, symbol: str, graphics: bool | None, with_instances: bool) -> Callable[..., int]:
         """``(device, unsigned *count, nvmlProcessInfo_t *infos)``, the sizing protocol included."""
 
-        def c_function(handle: FakeHandle, count_ref: Any, array: Any) -> int:
+        def c_function(device: Any, count_ref: Any, array: Any) -> int:
+            handle = self.handle(device)
             try:
+                if array is None:
+                    self._enter(symbol)  # one query: its sizing call
+                elif symbol in self._machine.nvml.functions_missing:
+                    fail(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
                 procs = [] if graphics is None else self._procs(handle, graphics)  # no MPS in the model
             except pynvml.NVMLError as exc:
                 return int(exc.value)
@@ -1024,21 +928,33 @@ class FakeNvml(ModuleType):
 
         return c_function
 
+    def _c_memory_v2(self, device: Any, ref: Any) -> int:
+        """``(device, nvmlMemory_v2_t *)``: the struct's version is the one asked for."""
+        handle = self.handle(device)
+        try:
+            if ref._obj.version != pynvml.nvmlMemory_v2:
+                fail(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+            answer = type(self).nvmlDeviceGetMemoryInfo(self, handle, int(ref._obj.version))
+        except pynvml.NVMLError as exc:
+            if getattr(exc, "gpudiag_reason", None) is not None:
+                raise
+            return int(exc.value)
+        return self._shaper.store(ref._obj, answer)
+
+    def _c_field_values(self, device: Any, count: Any, ref: Any) -> int:
+        """``(device, int count, nvmlFieldValue_t *values)``: each slot's id and scope asked, its value,
+        type and status answered."""
+        handle = self.handle(device)
+        try:
+            self._enter("nvmlDeviceGetFieldValues")
+        except pynvml.NVMLError as exc:
+            return int(exc.value)
+        n = int(count.value if isinstance(count, ctypes._SimpleCData) else count)
+        return self._fill_field_values(handle, n, ref._obj)
+
 
 def _fill_process(info: Any, proc: GpuProcess) -> None:
     info.pid = proc.pid
     info.usedGpuMemory = proc.used_memory_bytes.get(_NOT_AVAILABLE)
     info.gpuInstanceId = NO_INSTANCE if proc.gpu_instance_id is None else proc.gpu_instance_id
     info.computeInstanceId = NO_INSTANCE if proc.compute_instance_id is None else proc.compute_instance_id
-
-
-def _fill_memory(struct: Any, memory: Memory, v2: bool) -> None:
-    struct.total, struct.free = memory.total_bytes, memory.free_bytes
-    if v2:
-        struct.reserved, struct.used = memory.reserved_bytes.get(0), memory.used_bytes
-    else:
-        struct.used = memory.total_bytes - memory.free_bytes
-
-
-def _set(c_value: Any, value: int) -> None:
-    c_value.value = value

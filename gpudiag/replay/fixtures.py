@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 from msgspec.structs import replace
@@ -77,9 +78,12 @@ def _require_regular_file(path: Path, spec: str) -> None:
         raise FixtureError(f"replay file not found: {shorten(spec, 200)}") from None
     except OSError as exc:
         raise FixtureError(f"cannot read replay file {shorten(spec, 200)}: {exc.strerror or exc}") from None
-    if stat.S_ISREG(mode):
-        return
-    kind = (
+    if not stat.S_ISREG(mode):
+        _refuse(spec, f"is {_kind(mode)}")
+
+
+def _kind(mode: int) -> str:
+    return (
         "a directory"
         if stat.S_ISDIR(mode)
         else "a named pipe (FIFO)"
@@ -92,9 +96,50 @@ def _require_regular_file(path: Path, spec: str) -> None:
         if stat.S_ISSOCK(mode)
         else "not a regular file"
     )
-    raise FixtureError(
-        f"replay file {spec} is {kind}: give a snapshot file (gpudiag snapshot > FILE) or an example name"
-    )
+
+
+def _refuse(spec: object, what: str) -> NoReturn:
+    raise FixtureError(f"replay file {spec} {what}: give a snapshot file (gpudiag snapshot > FILE) or an example name")
+
+
+# A snapshot of an 8-GPU node is ~30 KiB; 64 MiB holds thousands of GPUs and is the node files' limit
+# too (gpudiag.fleet.nodefiles). Larger is not a snapshot, and is refused before it is read.
+MAX_BYTES = 64 * 2**20
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def read_file(path: Path) -> bytes:
+    """A replay file's bytes, never blocking and at most :data:`MAX_BYTES`. A file that is not
+    regular once opened (swapped in after :func:`resolve`) is refused, and so is an empty one
+    before it is read: a kernel file such as /proc/kmsg is regular and empty to ``stat``, and
+    reading it blocks and consumes the kernel's messages."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        raise FixtureError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            _refuse(path, f"is {_kind(info.st_mode)}")
+        if info.st_size == 0:
+            _refuse(path, "has no size (empty, or a kernel file in /proc): not read")
+        if info.st_size > MAX_BYTES:
+            _refuse(path, f"is larger than {MAX_BYTES // 2**20} MiB, far more than any machine's snapshot")
+        chunks, left = [], info.st_size + 1  # + 1: notice a file that grew
+        while left > 0:
+            chunk = os.read(fd, min(left, MAX_BYTES + 1))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise FixtureError(f"cannot read {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
+    if len(raw) > MAX_BYTES:
+        _refuse(path, f"grew beyond {MAX_BYTES // 2**20} MiB while it was read")
+    return raw
 
 
 def load(spec: str) -> tuple[Machine, str]:
@@ -106,15 +151,21 @@ def load(spec: str) -> tuple[Machine, str]:
 @functools.cache
 def _load_example(path: Path) -> tuple[Machine, str]:
     """A shipped example is read and validated once per process (a replayed watch or exporter reads
-    it at every sample): it is package data, and the machine it gives is immutable."""
-    return _load_file(path)
+    it at every sample): it is package data, and the machine it gives is immutable. Its keys are
+    checked once, by the tests (tests/test_fixtures.py), not at every start."""
+    return _load_file(path, check_keys=False)
 
 
-def _load_file(path: Path) -> tuple[Machine, str]:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise FixtureError(f"cannot read {path}: {exc.strerror or exc}") from None
+def _load_file(path: Path, check_keys: bool = True) -> tuple[Machine, str]:
+    raw = read_file(path)
+    data = decode(raw, path)
+    if check_keys:
+        duplicate_keys(raw, path)
+    return machine_from_data(data, str(path)), str(data.get("description", "")) if isinstance(data, dict) else ""
+
+
+def decode(raw: bytes, path: Path) -> Any:
+    """The JSON document in a replay file's bytes, or a FixtureError that says why not."""
     try:
         # msgspec's decoder, not the json module: it is loaded already, and importing json is
         # ~1.5 ms of a replayed `list --query`'s start-up.
@@ -127,7 +178,32 @@ def _load_file(path: Path) -> tuple[Machine, str]:
             raise FixtureError(f"{path} is not valid JSON: {exc}") from None
     except RecursionError:
         raise FixtureError(f"{path}: JSON nested too deeply to be a machine snapshot") from None
-    return machine_from_data(data, str(path)), str(data.get("description", "")) if isinstance(data, dict) else ""
+    return data
+
+
+class _DuplicateKeyError(Exception):
+    pass
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> None:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise _DuplicateKeyError(next(key for n, key in enumerate(keys) if key in keys[:n]))
+
+
+def duplicate_keys(raw: bytes, path: Path) -> None:
+    """Refuse a document with a key twice in one object: JSON decoders keep the last and drop the
+    first without a word, so a file with two ``"gpus"`` would replay a machine nobody wrote."""
+    import json
+
+    try:
+        json.loads(raw, object_pairs_hook=_unique)
+    except _DuplicateKeyError as exc:
+        raise FixtureError(
+            f"{path}: key {shorten(str(exc.args[0]))!r} appears twice in one object (edited or corrupted?)"
+        ) from None
+    except (ValueError, RecursionError):  # pragma: no cover - decode() refused it first
+        return
 
 
 def _first_bad_byte(raw: bytes) -> str:

@@ -33,7 +33,14 @@ from msgspec.structs import replace
 
 from gpudiag.model import Gpu, GpuState, Machine, Reading, Reason
 from gpudiag.readings import GPU_READINGS, Spec, field_types
-from gpudiag.replay.fixtures import EXAMPLES_DIR, FixtureError, _impossible_number, _impossible_reading
+from gpudiag.replay.fixtures import (
+    EXAMPLES_DIR,
+    FixtureError,
+    _impossible_number,
+    _impossible_reading,
+    duplicate_keys,
+    read_file,
+)
 from gpudiag.serialize import SchemaError, from_data
 
 SCHEMA = "gpudiag.series/1"
@@ -84,10 +91,13 @@ def load_for(spec: str, machine: Machine) -> Series | None:
     path = path_for(spec)
     if not path.is_file():
         return None
+    raw = read_file(path)
     try:
-        data = msgspec.json.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError, UnicodeDecodeError) as exc:
+        data = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise FixtureError(f"{path}: not a series: {exc}") from None
+    if path.parent != SERIES_DIR:  # a shipped series' keys are checked by the tests
+        duplicate_keys(raw, path)
     return series_from_data(data, machine, str(path))
 
 

@@ -8,11 +8,12 @@ from collections.abc import Mapping
 import msgspec
 
 from gpudiag.errors import UsageError
-from gpudiag.model import FactGroup
+from gpudiag.readings import groups_of
 from gpudiag.visibility.result import ORDER_VAR, ORDERS, VISIBLE_VAR
 
-# What the visibility rules and the view use: memory size, capability, compute mode, MIG instances.
-GROUPS = frozenset({FactGroup.MEMORY, FactGroup.CAPABILITY, FactGroup.MODES, FactGroup.MIG})
+# The readings the visibility rules and the view use: memory size, capability, compute mode, MIG instances.
+READS = ("memory", "compute_capability", "compute_mode", "mig_mode_current", "mig_devices")
+GROUPS = groups_of(READS)
 
 
 class Setting(msgspec.Struct, frozen=True):

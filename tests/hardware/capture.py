@@ -13,6 +13,7 @@ few nothing recorded (:data:`NOT_CAPTURED`) answer "not recorded".
 
     python -m tests.hardware.capture idle > machine.json
     python -m tests.hardware.capture --into gpudiag/machines/h100-driver580-idle.json idle
+    python -m tests.hardware.capture --into gpudiag/machines/h200-driver580-idle.json idle docs/hardware/h200-driver580
 
 NVML's GPM (profiling metrics) is recorded apart, on the GPU machine, as ``nvml-gpm-<moment>.json``
 (``python -m tests.hardware.capture --record-gpm [SECONDS]``); the capture tool answers GPM's calls
@@ -21,6 +22,7 @@ from it, and "not recorded" without it (the H100 capture of 2026-11-22 has none)
 
 from __future__ import annotations
 
+import ctypes
 import json
 import sys
 from pathlib import Path
@@ -33,8 +35,8 @@ from gpudiag.model import ALL_GROUPS, MACHINE_SCHEMA, HostProcess, HostState, Ma
 from gpudiag.probe.nvml import NvmlSession
 from gpudiag.readings import GPU_READINGS, TEXT, Spec, field_key
 from gpudiag.replay import fixtures
-from gpudiag.replay.fake_answers import NotRecordedError
-from gpudiag.replay.fake_nvml import fill_struct
+from gpudiag.replay.c_boundary import CFake, unversioned
+from gpudiag.replay.fake_answers import FakeHandle, NotRecordedError
 
 CAPTURE_DIR = Path(__file__).resolve().parent.parent.parent / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
 MIB = 1 << 20
@@ -140,6 +142,19 @@ FIELDS_NOT_CAPTURED = {
     197: "PCIe bytes sent: not asked in the getter capture",
     198: "PCIe bytes received: idem",
 }
+# What nvidia-smi's output supplies for each capture (by its folder in docs/hardware): calls, and field
+# values by moment. A capture not listed is answered from its getters alone.
+SUPPLEMENTS: dict[str, tuple[dict[str, Any], dict[str, dict[Any, Any]]]] = {
+    "h100-80gb-hbm3-driver580": (FROM_NVIDIA_SMI, FIELDS_FROM_NVIDIA_SMI),
+    "h200-driver580": (
+        {
+            "nvmlDeviceValidateInforom": None,  # inforom.checksum_validation valid
+            "nvmlDeviceGetCpuAffinity(1,)": [0xFFFF],  # topo -m: CPU Affinity 0-15
+            "nvmlDeviceGetMemoryAffinity(1, 0)": [0x1],  # topo -m: NUMA Affinity 0
+        },
+        {},
+    ),
+}
 # NVML GPM (profiling metrics), recorded by `python -m tests.hardware.capture --record-gpm` into this file
 # beside the getter capture; without it, GPM's calls answer "not recorded".
 GPM_CAPTURE = "nvml-gpm-{moment}.json"
@@ -161,10 +176,22 @@ def _answer(value: Any) -> Any:
     return _namespace(value)
 
 
-class CaptureNvml:
-    """A ``pynvml`` stand-in for the one captured GPU: each call answers as the capture shows."""
+class CaptureNvml(CFake):
+    """A ``pynvml`` whose library answers for the one captured GPU: each C function writes what the
+    capture shows pynvml's wrapper returned (through the replay's own answer shaping), so the probe
+    reads it through pynvml's wrappers, as it read the real GPU."""
 
-    def __init__(self, getters: dict[str, Any], fields: dict[Any, Any], gpm: dict[str, Any] | None = None) -> None:
+    RAW = frozenset({"nvmlDeviceGetSramEccErrorStatus", "nvmlGpmMetricsGet"})
+
+    def __init__(
+        self,
+        getters: dict[str, Any],
+        fields: dict[Any, Any],
+        gpm: dict[str, Any] | None = None,
+        from_nvidia_smi: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(__doc__)
+        self._from_nvidia_smi = FROM_NVIDIA_SMI if from_nvidia_smi is None else from_nvidia_smi
         self._system = getters["system"]
         self._device = getters["device0"]
         self._gpm = gpm
@@ -174,21 +201,36 @@ class CaptureNvml:
                 for item in entry["ok"]:
                     scope = item.get("scopeId", 0)
                     self._fields[(item["fieldId"], scope) if scope else item["fieldId"]] = item
+        self._names = {key.split("(")[0] for key in (*self._system, *self._device, *self._from_nvidia_smi)}
         self.unanswered: list[str] = []  # calls neither the capture nor nvidia-smi's output answer
 
-    def __getattr__(self, name: str) -> Any:
-        real = getattr(pynvml, name, None)
-        if real is not None and not callable(real):
-            return real
-        if name.startswith("NVMLError") or not name.startswith("nvml"):
-            return real
+    def _answerer(self, symbol: str) -> tuple[str, Any]:
+        for name in (symbol, unversioned(symbol)):
+            method = getattr(type(self), name, None)
+            if method is not None and name.startswith("nvml"):
+                return name, method.__get__(self)
+        name = symbol if symbol in self._names else unversioned(symbol)
+        return name, lambda *args: self._call(name, args)
 
-        def call(*args: Any) -> Any:
-            return self._call(name, args)
+    def _c_special(self, symbol: str) -> Any:
+        if symbol == "nvmlDeviceGetFieldValues":
+            return self._c_field_values
+        if symbol == "nvmlDeviceGetMemoryInfo_v2":  # captured as the wrapper's call with the struct's version
+            return lambda device, ref: self._c_answer(
+                lambda: self._call("nvmlDeviceGetMemoryInfo", (device, ref._obj.version)), ref._obj
+            )
+        return super()._c_special(symbol)
 
-        return call
+    def _c_answer(self, answer: Any, target: Any) -> int:
+        try:
+            value = answer()
+        except pynvml.NVMLError as exc:
+            if getattr(exc, "gpudiag_reason", None) is not None:
+                raise
+            return int(exc.value)
+        return self._shaper.store(target, value)
 
-    def nvmlInit(self) -> None:
+    def nvmlInitWithFlags(self, flags: int) -> None:
         return None
 
     def nvmlShutdown(self) -> None:
@@ -197,61 +239,59 @@ class CaptureNvml:
     def nvmlDeviceGetCount(self) -> int:
         return 1
 
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeHandle:
         if index != 0:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return 0
+        return FakeHandle(0)
 
-    nvmlPciInfoExt_v1_t = pynvml.nvmlPciInfoExt_v1_t  # noqa: N815 - a struct, not a call
+    def nvmlDeviceGetPciInfoExt(self, handle: Any) -> Any:
+        """As the getter capture recorded it; where it did not (it takes a struct), nvidia-smi's
+        pci.baseClass 0x3, pci.subClass 0x2, the rest as nvmlDeviceGetPciInfo answered (the bus id as
+        text, or as the bytes a newer capture keeps)."""
+        if self._recorded("nvmlDeviceGetPciInfoExt"):
+            return self._call("nvmlDeviceGetPciInfoExt", (handle,))  # type: ignore[no-any-return]
+        pci = _namespace(self._device["nvmlDeviceGetPciInfo"]["ok"])
+        names = ("domain", "bus", "device", "pciDeviceId", "pciSubSystemId", "busId")
+        return {**{name: getattr(pci, name) for name in names}, "baseClass": 0x3, "subClass": 0x2}
 
-    def nvmlDeviceGetPciInfoExt(self, handle: int, ref: Any) -> None:
-        """Not in the getter capture (it takes a struct): nvidia-smi's pci.baseClass 0x3, pci.subClass 0x2."""
-        pci = self._device["nvmlDeviceGetPciInfo"]["ok"]
-        info = ref._obj
-        info.domain, info.bus, info.device = pci["domain"], pci["bus"], pci["device"]
-        info.pciDeviceId, info.pciSubSystemId = pci["pciDeviceId"], pci["pciSubSystemId"]
-        info.baseClass, info.subClass = 0x3, 0x2
-        info.busId = pci["busId"].encode()
+    def _recorded(self, name: str) -> bool:
+        """Whether the getter capture holds the GPU's answer to ``name`` (newer captures call the
+        struct-filling calls too)."""
+        return bool({"ok", "error"} & set(self._device.get(name, {})))
 
-    def nvmlDeviceGetSramEccErrorStatus(self, handle: int, ref: Any) -> None:
-        """Not in the getter capture (it takes a struct): nvidia-smi printed 0 for every SRAM count and
-        "No" for the threshold (ecc.errors.*.sram.* in the field capture, the SRAM lines of -q)."""
+    def nvmlDeviceGetSramEccErrorStatus(self, handle: Any, ref: Any) -> Any:
+        """Where the getter capture lacks it (it takes a struct): nvidia-smi printed 0 for every SRAM count
+        and "No" for the threshold (ecc.errors.*.sram.* in the field capture, the SRAM lines of -q)."""
+        if self._recorded("nvmlDeviceGetSramEccErrorStatus"):
+            return self._c_answer(lambda: self._call("nvmlDeviceGetSramEccErrorStatus", (handle,)), ref._obj)
         status = ref._obj
         for name, _ in status._fields_:
             if name != "version":
                 setattr(status, name, 0)
 
-    def nvmlDeviceGetFieldValues(self, handle: int, ids: list[Any]) -> list[Any]:
-        out = []
-        for fid in ids:
-            key = fid if isinstance(fid, tuple) and fid[1] else (fid[0] if isinstance(fid, tuple) else fid)
-            number, scope = key if isinstance(key, tuple) else (key, 0)
-            if number in FIELDS_NOT_CAPTURED:
-                out.append(SimpleNamespace(fieldId=number, scopeId=scope, nvmlReturn=pynvml.NVML_ERROR_UNKNOWN))
-                continue
-            if key not in self._fields:
-                self.unanswered.append(f"nvmlDeviceGetFieldValues([{key}])")
-                out.append(SimpleNamespace(fieldId=number, scopeId=scope, nvmlReturn=pynvml.NVML_ERROR_NOT_SUPPORTED))
-                continue
-            item = self._fields[key]
-            if isinstance(item, dict):
-                out.append(_namespace(item))
-            elif isinstance(item, str):  # an NVMLError class name
-                code = _ERROR_CODES[item]
-                out.append(SimpleNamespace(fieldId=number, scopeId=scope, nvmlReturn=code))
-            else:
-                value_type = _field_value_types().get(key, pynvml.NVML_VALUE_TYPE_UNSIGNED_INT)
-                member = {3: "ullVal", 5: "siVal"}.get(value_type, "uiVal")
-                out.append(
-                    SimpleNamespace(
-                        fieldId=number,
-                        scopeId=scope,
-                        nvmlReturn=pynvml.NVML_SUCCESS,
-                        valueType=value_type,
-                        value=SimpleNamespace(**{member: item}),
-                    )
-                )
-        return out
+    def _c_field_values(self, device: Any, count: Any, ref: Any) -> int:
+        values = ref._obj
+        for i in range(int(count.value if isinstance(count, ctypes.c_int32) else count)):
+            slot = values[i]
+            number, scope = int(slot.fieldId), int(slot.scopeId)
+            self._shaper.fill(slot, self._field(number, scope))
+        return int(pynvml.NVML_SUCCESS)
+
+    def _field(self, number: int, scope: int) -> Any:
+        key = (number, scope) if scope else number
+        if number in FIELDS_NOT_CAPTURED:
+            return {"nvmlReturn": pynvml.NVML_ERROR_UNKNOWN}
+        if key not in self._fields:
+            self.unanswered.append(f"nvmlDeviceGetFieldValues([{key}])")
+            return {"nvmlReturn": pynvml.NVML_ERROR_NOT_SUPPORTED}
+        item = self._fields[key]
+        if isinstance(item, dict):
+            return {k: v for k, v in item.items() if k not in ("fieldId", "scopeId")}
+        if isinstance(item, str):  # an NVMLError class name
+            return {"nvmlReturn": _ERROR_CODES[item]}
+        value_type = _field_value_types().get(key, pynvml.NVML_VALUE_TYPE_UNSIGNED_INT)
+        member = {3: "ullVal", 5: "siVal"}.get(value_type, "uiVal")
+        return {"nvmlReturn": pynvml.NVML_SUCCESS, "valueType": value_type, "value": {member: item}}
 
     def field_not_recorded(self, slot: Any) -> bool:
         """Whether a field value answered with an error is one this capture does not hold (see the fake
@@ -265,22 +305,22 @@ class CaptureNvml:
             raise NotRecordedError()
         return self._gpm
 
-    def nvmlGpmQueryDeviceSupport(self, handle: int) -> Any:
+    def nvmlGpmQueryDeviceSupport(self, handle: Any) -> Any:
         entry = self._gpm_record()["nvmlGpmQueryDeviceSupport"]
         return _answer(entry["error"]) if "error" in entry else _namespace(entry["ok"])
 
-    def nvmlGpmSampleAlloc(self) -> Any:
+    def nvmlGpmSampleAlloc(self) -> int:
         self._gpm_record()
-        return pynvml.c_nvmlGpmSample_t(pynvml.struct_c_nvmlGpmSample_t())
+        return self.new_address()
 
-    def nvmlGpmSampleGet(self, handle: int, sample: Any) -> Any:
+    def nvmlGpmSampleGet(self, handle: Any, sample: Any) -> None:
         self._gpm_record()
-        return sample
 
     def nvmlGpmSampleFree(self, sample: Any) -> None:
         return None
 
-    def nvmlGpmMetricsGet(self, query: Any) -> Any:
+    def nvmlGpmMetricsGet(self, ref: Any) -> None:
+        query = ref._obj
         recorded = self._gpm_record()["nvmlGpmMetricsGet"]
         for slot in list(query.metrics)[: int(query.numMetrics)]:
             entry = recorded.get(str(int(slot.metricId)))
@@ -289,32 +329,21 @@ class CaptureNvml:
                 slot.nvmlReturn = _ERROR_CODES.get(name, pynvml.NVML_ERROR_UNKNOWN)
             else:
                 slot.nvmlReturn, slot.value = pynvml.NVML_SUCCESS, float(entry["ok"])
-        return query
 
     def _call(self, name: str, args: tuple[Any, ...]) -> Any:
         table = self._system if name.startswith("nvmlSystem") else self._device
         rest = args[1:] if name.startswith("nvmlDevice") else args
-        ref = rest[-1] if rest and hasattr(rest[-1], "_obj") else None  # a struct passed by reference
-        if ref is not None:
-            rest = rest[:-1]
-        if name in ("nvmlDeviceGetMemoryInfo",) and rest:
-            rest = (int(rest[0]),)
         key = f"{name}{rest!r}" if rest else name
         entry = table.get(key)
         if entry is not None and ("ok" in entry or "error" in entry):  # what the GPU answered
             if "error" in entry:
                 return _answer(entry["error"])
-            answer = _namespace(entry["ok"])
-        elif key in FROM_NVIDIA_SMI:  # what nvidia-smi printed of it
-            answer = _answer(FROM_NVIDIA_SMI[key])
-        else:
-            if name not in NOT_CAPTURED:
-                self.unanswered.append(key)
-            raise NotRecordedError()
-        if ref is None:
-            return answer
-        fill_struct(ref._obj, answer)
-        return pynvml.NVML_SUCCESS
+            return _namespace(entry["ok"])
+        if key in self._from_nvidia_smi:  # what nvidia-smi printed of it
+            return _answer(self._from_nvidia_smi[key])
+        if name not in NOT_CAPTURED:
+            self.unanswered.append(key)
+        raise NotRecordedError()
 
 
 def _detail_rows() -> tuple[Spec, ...]:
@@ -343,7 +372,8 @@ def build(moment: str, capture_dir: Path = CAPTURE_DIR) -> tuple[Machine, list[s
     snapshot, _ = fixtures.load(str(capture_dir / f"gpudiag-snapshot-{moment}.json"))
     gpm_file = capture_dir / GPM_CAPTURE.format(moment=moment)
     gpm = json.loads(gpm_file.read_text()) if gpm_file.is_file() else None
-    lib = CaptureNvml(getters, FIELDS_FROM_NVIDIA_SMI[moment], gpm)
+    from_calls, from_fields = SUPPLEMENTS.get(capture_dir.name, ({}, {}))
+    lib = CaptureNvml(getters, from_fields.get(moment, {}), gpm, from_calls)
     session = NvmlSession(lib, _host)
     session.cpu_count = 16  # the capture VM's vCPUs
     session.process_stats = _no_stats
@@ -368,11 +398,36 @@ def build(moment: str, capture_dir: Path = CAPTURE_DIR) -> tuple[Machine, list[s
 SNAPSHOT_XML = {"idle": "nvidia-smi-q.xml", "busy": "nvidia-smi-q-busy.xml"}
 
 
+# The details that differ between boards or moments, by their row's key, with their element in
+# `nvidia-smi -q -x`: a snapshot's GPU takes its own value from there.
+OWN_ELEMENTS = {
+    "details.temperatures.memory_c": "temperature/memory_temp",
+    "details.power.average_w": "gpu_power_readings/average_power_draw",
+    "details.power.instant_w": "gpu_power_readings/instant_power_draw",
+    "details.clocks.current.graphics": "clocks/graphics_clock",
+    "details.clocks.current.sm": "clocks/sm_clock",
+    "details.clocks.current.memory": "clocks/mem_clock",
+    "details.clocks.current.video": "clocks/video_clock",
+    "details.temperatures.margin_c": "temperature/gpu_temp_tlimit",
+    "details.identity.serial": "serial",
+    "details.identity.board_part_number": "board_part_number",
+    "details.identity.module_id": "platformInfo/module_id",
+    "details.pcie.tx_kbps": "pci/tx_util",
+    "details.pcie.rx_kbps": "pci/rx_util",
+    "details.pcie.replay_counter": "pci/replay_counter",
+    "details.identity.pdi": "pdi",
+    "details.pcie.replay_rollovers": "pci/replay_rollover_counter",
+    "details.power.memory_average_w": "gpu_memory_power_readings/average_power_draw",
+}
+
+
 def details_for_snapshot(moment: str, capture_dir: Path = CAPTURE_DIR) -> dict[str, Any]:
     """Details (as data) for the GPU of ``gpudiag-snapshot-<moment>.json``: read by the probe from the
-    getter capture, with that GPU's own identity and readings of the moment from its `nvidia-smi -q -x`
-    (each detail row's ``smi`` element: serial, module id, current clocks, power draw, temperatures,
-    PCIe throughput and replays). The per-process load stays NVML's "no sample" unless the getter
+    getter capture, with that GPU's own identity and readings of the moment (OWN_ELEMENTS: serial,
+    module id, current clocks, power draw, temperatures, PCIe throughput and replays, and BAR1) from
+    the snapshot's own details where it holds them (a capture of one board: the readings of the
+    snapshot's moment, as its other readings are), else from its `nvidia-smi -q -x` (the H100's
+    snapshots predate details). The per-process load stays NVML's "no sample" unless the getter
     capture saw the same process."""
     import xml.etree.ElementTree as ET
 
@@ -380,6 +435,8 @@ def details_for_snapshot(moment: str, capture_dir: Path = CAPTURE_DIR) -> dict[s
 
     machine, _ = build(moment, capture_dir)
     details = to_data(machine.gpus[0].details)
+    raw = json.loads((capture_dir / f"gpudiag-snapshot-{moment}.json").read_text())["gpus"][0].get("details")
+    own: dict[str, Any] | None = raw if isinstance(raw, dict) and "identity" in raw else None
     gpu = ET.parse(capture_dir / SNAPSHOT_XML[moment]).getroot().find("gpu")
     assert gpu is not None
 
@@ -389,18 +446,24 @@ def details_for_snapshot(moment: str, capture_dir: Path = CAPTURE_DIR) -> dict[s
             return int(text, 16)
         return float(text) if "." in text else int(text)
 
-    for row in _detail_rows():
-        if row.smi:  # the reading differs between boards or moments: this GPU's own, from its -q -x
-            *path, name = row.key.split(".")[1:]
-            node = details
-            for part in path:
-                node = node[part]
-            node[name] = gpu.findtext(row.smi) if row.codec is TEXT else number(row.smi)
-    # BAR1 of this GPU, as -q -x shows it (whole MiB: nvidia-smi rounds up, and these add to the total).
-    details["bar1"] = {
-        part: int(number(f"bar1_memory_usage/{name}")) * MIB
-        for part, name in (("total_bytes", "total"), ("used_bytes", "used"), ("free_bytes", "free"))
-    }
+    codecs = {row.key: row.codec for row in _detail_rows()}
+    for key, element in OWN_ELEMENTS.items():  # differs between boards or moments: this GPU's own, of the moment
+        *path, name = key.split(".")[1:]
+        node, mine = details, own
+        for part in path:
+            node = node[part]
+            mine = mine[part] if mine is not None else None
+        if mine is not None:
+            node[name] = mine[name]
+        else:
+            node[name] = gpu.findtext(element) if codecs[key] is TEXT else number(element)
+    if own is not None:
+        details["bar1"] = own["bar1"]
+    else:  # BAR1 of this GPU, as -q -x shows it (whole MiB: nvidia-smi rounds up, and these add to the total)
+        details["bar1"] = {
+            part: int(number(f"bar1_memory_usage/{name}")) * MIB
+            for part, name in (("total_bytes", "total"), ("used_bytes", "used"), ("free_bytes", "free"))
+        }
     snapshot, _ = fixtures.load(str(capture_dir / f"gpudiag-snapshot-{moment}.json"))
     pids = {p.pid for p in snapshot.gpus[0].processes.get(())}
     loads = details["process_load"]
@@ -413,10 +476,14 @@ def details_for_snapshot(moment: str, capture_dir: Path = CAPTURE_DIR) -> dict[s
     return dict(details)
 
 
-def add_details(path: Path, moment: str) -> None:
+def add_details(path: Path, moment: str, capture_dir: Path = CAPTURE_DIR) -> None:
     """Write :func:`details_for_snapshot` into an example machine made from that snapshot."""
     data = json.loads(path.read_text())
-    data["gpus"][0]["details"] = details_for_snapshot(moment)
+    gpu = data["gpus"][0]
+    gpu["details"] = details_for_snapshot(moment, capture_dir)
+    energy = gpu["details"]["power"].get("energy_mj")
+    if isinstance(energy, int):  # one counter, one answer: the replay reads both from the details
+        gpu["energy_mj"] = energy
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
@@ -468,8 +535,8 @@ def record_gpm(lib: Any = pynvml, window_s: float = 1.0) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--into"]:  # --into MACHINE.json MOMENT
-        add_details(Path(argv[1]), argv[2])
+    if argv[:1] == ["--into"]:  # --into MACHINE.json MOMENT [CAPTURE_DIR]
+        add_details(Path(argv[1]), argv[2], Path(argv[3]) if argv[3:] else CAPTURE_DIR)
         return 0
     if argv[:1] == ["--record-gpm"]:  # --record-gpm [SECONDS] > nvml-gpm-MOMENT.json, on the GPU machine
         sys.stdout.write(json.dumps(record_gpm(window_s=float(argv[1]) if argv[1:] else 1.0), indent=2) + "\n")

@@ -3,7 +3,8 @@
 # --query-gpu field, raw NVML getters idle and busy (structs, field scopes and GPM samples included),
 # gpudiag's own output of the same moment beside each nvidia-smi view, and what the CUDA driver does with
 # CUDA_VISIBLE_DEVICES values. Run from the project root with gpudiag importable (installed, or
-# PYTHONPATH=.). Needs nvidia-smi, a CUDA torch, nvidia-ml-py. Takes about 4 minutes.
+# PYTHONPATH=.). Needs nvidia-smi, a CUDA torch, nvidia-ml-py. About 1.5 minutes on one GPU (estimated from the
+# H200's figures, not timed as one run; tests/acceptance.py gives it 120 s of its 6 minutes).
 # The layout is docs/hardware/h100-80gb-hbm3-driver580/'s (its README says what each file is); the
 # gpudiag-*.{txt,xml,csv} files taken right after their nvidia-smi-* twins are what
 # `python -m tests.acceptance` compares.

@@ -93,7 +93,8 @@ def expectation(topology: Sequence[Gpu], gpu_indices: Sequence[int | None]) -> t
 
     NVLink or NVSwitch (NVML sees active NVLinks between every pair): bench-transfer's typical
     peer figure for the board (the low end); PCIe: the typical pinned-copy figure of the slowest
-    GPU's link (low end); unknown (no topology, or a board without a figure): not judged.
+    GPU's link (low end); unknown (no topology, or a board without a figure, or a machine too large for
+    the details to read each GPU's peers: gpudiag.details.PEERS_READ_UP_TO): not judged.
     """
     from gpudiag.bench.link import Link, nvlink_typical
 
@@ -105,6 +106,8 @@ def expectation(topology: Sequence[Gpu], gpu_indices: Sequence[int | None]) -> t
     for gpu in chosen:
         details = gpu.details.value
         assert details is not None and details.affinity.value is not None
+        if len(wanted) > 1 and not details.affinity.value.peers:
+            return "", None  # the peers were not read: no path is known
         links = {p.gpu: p.nvlinks for p in details.affinity.value.peers}
         if any(links.get(other, 0) == 0 for other in wanted - {gpu.index}):
             nvlinked = False

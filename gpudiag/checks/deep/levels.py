@@ -2,11 +2,13 @@
 
 After DCGM Diagnostics' run levels (``dcgmi diag -r 1..4``: quick, medium, long, extended):
 level 1 is `check` as it always was (seconds); 2 adds the memory test, PCIe host copies, the peer
-matrix and an all-reduce (about 2 minutes, like DCGM's level 2 of memory and PCIe tests); 3 adds
-a sustained GEMM stress on every GPU at once (DCGM's level 3 of targeted stress and power and its
-GEMM "diagnostic"); 4 makes the memory test long, adds device memory bandwidth and a longer
-stress (DCGM's level 4 of memtest, memory bandwidth and pulse). The times are this module's
-(DCGM's own are in its docs), measured on nothing yet: no GPU was available while writing it.
+matrix and an all-reduce (like DCGM's level 2 of memory and PCIe tests); 3 adds a sustained GEMM
+stress on every GPU at once (DCGM's level 3 of targeted stress and power and its GEMM
+"diagnostic"); 4 makes the memory test long, adds device memory bandwidth and a longer stress
+(DCGM's level 4 of memtest, memory bandwidth and pulse). Each level's time says whether it was
+measured (level 2: 50 s, READY, on one H200, docs/hardware/h200-driver580/runs/level2.json) or is
+still an estimate (levels 3 and 4: level 2's measured parts plus the stress and the long memory
+test they add; no run of them was timed yet).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class Level(msgspec.Struct, frozen=True):
 
     number: int
     name: str
-    takes: str  # how long it normally takes, for --help and the docs
+    takes: str  # how long it normally takes, for --help and the docs: measured, or "estimated" said
     budget: float | None  # default --budget, seconds (None: level 1 has none)
     memtest: str | None  # "short" or "long"
     memtest_seconds: float  # long: repeat whole passes this long (0: one pass)
@@ -36,15 +38,20 @@ class Level(msgspec.Struct, frozen=True):
 
 LEVELS = {
     1: Level(1, "quick", "seconds", None, None, 0.0, 0.0, False),
-    2: Level(2, "medium", "about 2 minutes", 600.0, "short", 0.0, 0.0, False),
-    3: Level(3, "long", "about 15 minutes", 1800.0, "short", 0.0, 600.0, False),
-    4: Level(4, "extended", "about 45 minutes", 5400.0, "long", 900.0, 1200.0, True),
+    # 50 s on one H200 (141 GB, memory test 34 s, copies 10 s); the peer matrix and all-reduce of
+    # several GPUs are not timed yet.
+    2: Level(2, "medium", "50 s, measured on one H200", 600.0, "short", 0.0, 0.0, False),
+    # Level 2's 50 s, the 600 s stress and its child's start (torch import and contexts, ~10 s).
+    3: Level(3, "long", "about 11 min, estimated", 1800.0, "short", 0.0, 600.0, False),
+    # Level 2's copies, 900 s of memory test passes (the last one finishing, ~35 s), device memory
+    # bandwidth, the 1200 s stress, and the children's starts.
+    4: Level(4, "extended", "about 36 min, estimated", 5400.0, "long", 900.0, 1200.0, True),
 }
 
 LEVEL_HELP = (
     "How deep: 1 the pre-job checks and functional test (seconds, the default); 2 + memory test, PCIe, peer matrix, "
-    "all-reduce (about 2 min); 3 + 10 min GEMM stress on every GPU (about 15 min); 4 + long memory "
-    "test, memory bandwidth, 20 min stress (about 45 min)."
+    f"all-reduce ({LEVELS[2].takes}); 3 + 10 min GEMM stress on every GPU ({LEVELS[3].takes}); 4 + long memory "
+    f"test, memory bandwidth, 20 min stress ({LEVELS[4].takes})."
 )
 BUDGET_HELP = (
     "With --level 2-4: the most the whole run may take, in seconds (default 600, 1800, 5400); the "

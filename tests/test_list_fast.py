@@ -1,0 +1,226 @@
+"""`list`'s machine-readable outputs run without typer or rich (cli.list_fast), and print what the
+Typer command prints: the same bytes on stdout and stderr and the same exit code, for every
+example machine and many command lines, errors included; whatever the fast path is not sure
+of is left to Typer."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+from gpudiag import argv
+from gpudiag.cli import list_fast, plain
+from gpudiag.cli.app import build_app
+from gpudiag.replay.fixtures import example_names
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICK = ("h100x8-healthy", "gpu-lost", "no-driver", "a100-mig", "hostile-strings")
+
+# Command lines (after the example's `--replay NAME`) the fast path runs: outputs and usage errors.
+FORMS: tuple[tuple[str, ...], ...] = (
+    ("list", "--query", "index,name,uuid,memory.used,memory.total,utilization.gpu,temperature.gpu", "--format", "csv"),
+    ("list", "--query-gpu=name,pci.bus_id,clocks.sm", "--format=csv,noheader,nounits"),
+    ("list", "--query", "name,memory.used"),
+    ("list", "--query", "name", "--json"),
+    ("list", "--query", "name,inforom.checksum_validation", "--format", "csv", "-i", "0"),
+    ("list", "--json"),
+    ("list", "--json", "--no-processes", "--id", "0,1"),
+    ("list", "--json", "-q"),
+    ("list", "-q"),
+    ("list", "-q", "-d", "MEMORY,ECC"),
+    ("list", "-q", "-x"),
+    ("list", "--details", "--xml-format", "--id=1"),
+    ("list", "-L"),
+    ("list", "--list-gpus", "--json"),
+    ("list", "--query-compute-apps", "pid,process_name,used_memory", "--format", "csv"),
+    ("list", "--query-retired-pages", "gpu_uuid,retired_pages.address,retired_pages.cause"),
+    ("list", "--query-remapped-rows", "gpu_bus_id,remapped_rows.pending", "--json"),
+    ("list", "--query-supported-clocks", "memory,graphics", "--format", "csv,noheader"),
+    ("--debug", "list", "--json"),
+    ("list", "--json", "--debug", "--color", "never"),
+    # usage errors the command itself reports (exit 2, one line)
+    ("list", "--query", "name,no.such.field"),
+    ("list", "--query", "name", "--format", "tsv"),
+    ("list", "--query", "name", "--format", "csv,sideways"),
+    ("list", "--json", "--format", "csv"),
+    ("list", "-q", "--query", "name"),
+    ("list", "--json", "-x"),
+    ("list", "-q", "-x", "--json"),
+    ("list", "-q", "-x", "-d", "MEMORY"),
+    ("list", "-q", "-d", "NOSUCHSECTION"),
+    ("list", "--json", "--id", "99"),
+    ("list", "--json", "--id", "x,,y"),
+    ("list", "--query-compute-apps", "pid,nope"),
+)
+# Command lines Typer must take: help, tables, watches, forms click reads in its own way, its errors.
+TYPER_LINES: tuple[tuple[str, ...], ...] = (
+    ("list",),
+    ("list", "--no-processes"),
+    ("list", "--help"),
+    ("list", "--json", "-h"),
+    ("--help",),
+    ("--version", "list", "--json"),
+    ("list", "--json", "--watch"),
+    ("list", "--json", "--count", "2"),
+    ("list", "--json", "--interval", "1"),
+    ("list", "-qx"),
+    ("list", "-q", "-x", "-i0"),
+    ("list", "-i=0", "--json"),
+    ("list", "--json=1"),
+    ("list", "--json", "--json"),
+    ("list", "--query", "name", "--query-gpu", "uuid"),
+    ("list", "--query"),
+    ("list", "--query", "--json"),
+    ("list", "--id", "--json"),
+    ("list", "--query", ""),
+    ("list", "--json", "extra"),
+    ("list", "--json", "--", "-q"),
+    ("list", "--json", "--no-such-option"),
+    ("list", "--json", "-"),
+    ("--color", "pink", "list", "--json"),
+    ("--color=", "list", "--json"),
+    ("--debug=1", "list", "--json"),
+    ("--replay", "list", "--json"),
+    ("--debug", "--debug", "list", "--json"),
+    ("--replay", "a", "--replay", "b", "list", "--json"),
+    ("check", "--json"),
+    ("memory", "--json"),
+)
+
+
+def _fast(args: list[str], environ: dict[str, str]) -> int | None:
+    found = list_fast.read(argv.read(args), environ)
+    return None if found is None else list_fast.run(found)
+
+
+def _typer(args: list[str]) -> int:
+    line = argv.read(args)
+    try:
+        build_app(only=line.command)(args=line.args, prog_name="gpudiag")
+    except SystemExit as stop:
+        return int(stop.code or 0) if not isinstance(stop.code, str) else 1
+    return 0
+
+
+def _both(args: list[str], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast path and the Typer command on one line: the same bytes out, the same exit code."""
+    monkeypatch.delenv("GPUDIAG_DEBUG", raising=False)
+    capfd.readouterr()
+    fast = _fast(args, {})
+    fast_out, fast_err = capfd.readouterr()
+    assert fast is not None, f"the fast path left {args} to Typer"
+    monkeypatch.delenv("GPUDIAG_DEBUG", raising=False)  # --debug sets it for the process
+    with monkeypatch.context() as patch:  # the Typer command as it printed before cli.plain: click's echo
+        patch.setattr(plain, "write", lambda text, err=False: typer.echo(text, nl=False, err=err))
+        slow = _typer(args)
+    slow_out, slow_err = capfd.readouterr()
+    assert (fast, fast_out, fast_err) == (slow, slow_out, slow_err), args
+
+
+@pytest.fixture(autouse=True)
+def _environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GPUDIAG_REPLAY", raising=False)
+    monkeypatch.setenv("COLUMNS", "120")
+
+
+@pytest.mark.parametrize("form", FORMS, ids=" ".join)
+def test_output_and_exit_code_are_the_typer_commands(
+    form: tuple[str, ...], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = QUICK[FORMS.index(form) % len(QUICK)]  # every form on one example here; all of them when slow
+    _both(["--replay", name, *form], capfd, monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", example_names())
+def test_every_example_prints_what_the_typer_command_prints(
+    name: str, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for form in FORMS:
+        _both(["--replay", name, *form], capfd, monkeypatch)
+
+
+def test_global_options_after_the_command_and_the_environments_replay(
+    capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _both(["list", "--replay", "gpu-lost", "--json"], capfd, monkeypatch)
+    _both(["list", "--replay=gpu-lost", "-L"], capfd, monkeypatch)
+    _both(["--replay", "/nonexistent/machine.json", "list", "--json"], capfd, monkeypatch)  # a usage error
+    _both(["--replay", "no-such-example", "list", "-q", "-x"], capfd, monkeypatch)
+    monkeypatch.setenv("GPUDIAG_REPLAY", "a100-mig")
+    found = list_fast.read(argv.read(["list", "--json"]), dict(os.environ))
+    assert found is not None and found.replay == "a100-mig"
+    found = list_fast.read(argv.read(["--replay", "gpu-lost", "list", "--json"]), dict(os.environ))
+    assert found is not None and found.replay == "gpu-lost"  # the option outranks the variable
+    found = list_fast.read(argv.read(["--replay=", "list", "--json"]), dict(os.environ))
+    assert found is not None and found.replay is None  # `--replay ""` is the live machine, as in click
+
+
+def test_the_live_machine_without_nvml(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """No NVIDIA library here (and, on a GPU machine, the driver's answer): the same line and exit code."""
+    _both(["list", "--query", "name,uuid", "--format", "csv"], capfd, monkeypatch)  # fields that hold still
+    _both(["list", "-L"], capfd, monkeypatch)
+
+
+@pytest.mark.parametrize("args", TYPER_LINES, ids=" ".join)
+def test_what_the_fast_path_is_not_sure_of_is_typers(args: tuple[str, ...]) -> None:
+    assert list_fast.read(argv.read(["--replay", "h100x8-healthy", *args]), {}) is None
+
+
+def test_a_completion_request_is_typers() -> None:
+    line = argv.read(["list", "--json"])
+    assert list_fast.read(line, {"_GPUDIAG_COMPLETE": "bash_complete"}) is None
+    assert list_fast.read(line, {}) is not None
+
+
+def test_its_options_are_the_typer_commands() -> None:
+    """Every option the fast path takes is the Typer command's, under the same names and with the
+    same arity; the ones it leaves out are the watch's and help."""
+    command = typer.main.get_command(build_app(only="list")).commands["list"]  # type: ignore[attr-defined]
+    typer_options = {
+        opt: (param.name, not param.is_flag) for param in command.params for opt in param.opts + param.secondary_opts
+    }
+    assert {k: v for k, v in typer_options.items() if v[0] not in ("watch", "interval", "count")} == list_fast.OPTIONS
+    assert {v[0] for v in typer_options.values()} - {v[0] for v in list_fast.OPTIONS.values()} == {
+        "watch",
+        "interval",
+        "count",
+    }
+
+
+_SCRIPT = """
+import sys
+from gpudiag.entry import main
+for line in sys.argv[1:]:
+    sys.argv = ["gpudiag", *line.split()]
+    try:
+        main()
+    except SystemExit as stop:
+        assert stop.code in (0, None), (line, stop.code)
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("typer", "rich", "click"))
+print("LOADED", loaded, file=sys.stderr)
+"""
+
+
+def test_machine_readable_paths_import_neither_typer_nor_rich() -> None:
+    lines = [
+        "--replay h100x8-healthy list --query index,name,memory.used,memory.total,utilization.gpu --format csv",
+        "--replay h100x8-healthy list --json",
+        "--replay h100x8-healthy list -q -x",
+        "--replay h100x8-healthy list -q",
+        "--replay h100x8-healthy list -L --json",
+        "--replay h100x8-training-64procs list --query-compute-apps pid,used_memory --format csv",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("GPUDIAG_REPLAY", None)
+    done = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, *lines], capture_output=True, text=True, env=env, cwd="/", timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "LOADED []" in done.stderr, done.stderr
+    assert done.stdout.count("<?xml") == 1 and done.stdout.count('"schema": "gpudiag.machine/1"') == 1
