@@ -216,10 +216,22 @@ ONE_WORKER_MODULES = frozenset(
 )
 
 
+# The tests that import torch into the worker itself (every other torch runs in a child): one unit,
+# so that one worker pays torch's import (~2.5 CPU-s and ~300 MB), not each. Prefixes of node ids.
+TORCH_IN_THE_WORKER = (
+    "tests/test_deep_children.py::test_every_pattern_passes_on_good_memory_and_counts_what_it_moved",
+    "tests/test_deep_children.py::test_a_stuck_bit_is_found_with_its_address_and_bit[",
+    "tests/test_track.py::test_with_the_real_cpu_torch_it_publishes_no_devices_and_initialises_nothing",
+)
+
+
 def work_unit(nodeid: str) -> str:
-    """The unit a worker is given whole: a module of :data:`ONE_WORKER_MODULES`, else the test."""
+    """The unit a worker is given whole: a module of :data:`ONE_WORKER_MODULES`, the tests of
+    :data:`TORCH_IN_THE_WORKER`, else the test."""
     module = nodeid.split("::", 1)[0]
-    return module if module in ONE_WORKER_MODULES else nodeid
+    if module in ONE_WORKER_MODULES:
+        return module
+    return "torch in the worker" if nodeid.startswith(TORCH_IN_THE_WORKER) else nodeid
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: unknown where xdist is not loaded (-p no:xdist)

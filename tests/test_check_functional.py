@@ -332,12 +332,16 @@ def test_a_hanging_functional_test_is_named_with_its_own_budget(fake_cuda: Any) 
 @pytest.mark.slow
 def test_without_cuda_the_torch_child_does_not_wait_for_settings() -> None:
     """The real CPU-only torch: the probe answers and ends, though nobody answers its question."""
-    import torch as real_torch
+    from gpudiag.probe import torch_runtime, torch_static
 
-    from gpudiag.probe import torch_runtime
+    build = torch_static.torch_build().value
+    if build is None:
+        pytest.skip("needs torch (a CPU build will do)")
+    if build.cuda is not None or build.hip is not None:  # only a GPU build is asked (an import costs seconds)
+        import torch as real_torch
 
-    if real_torch.cuda.is_available():
-        pytest.skip("this machine has CUDA")
+        if real_torch.cuda.is_available():
+            pytest.skip("this machine has CUDA")
     running = torch_runtime.launch(sys.executable, ask=True)
     torch, child = torch_runtime.finish(running, 120)
     assert torch.value is not None and torch.value.cuda_available is False and child.ok

@@ -131,27 +131,23 @@ def test_good_memory_passes_with_its_counters_unchanged_and_an_ecc_error_during_
 
 
 @pytest.mark.slow
-def test_a_stuck_bit_on_one_device_fails_that_gpu_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake_devices.install(tmp_path, monkeypatch, "stuck", bad=1)
-    ctx = context()
+def test_a_stuck_bit_and_an_error_each_fail_their_own_gpu_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One child of three devices for two claims: GPU 1 has a stuck bit, GPU 2 raises a CUDA error;
+    each fails for its own reason and GPU 0 passes."""
+    fake_devices.install(tmp_path, monkeypatch, "several", modes={1: "stuck", 2: "raise"})
+    ctx = context({**fake_devices.CPU, "memtest": fake_devices.settings("memtest", devices=3)})
     test, _ = memtest.run(ctx, levels.LEVELS[2], 0.0)
     assert test is not None
-    good, bad = test.gpus
-    assert good.mismatches == 0 and bad.mismatches > 0
-    walking = next(p for p in bad.patterns if p.name == "walking_ones")
+    good, stuck, raised = test.gpus
+    assert [g.ok for g in test.gpus] == [True, True, False]  # ok: finished without an exception
+    assert good.mismatches == 0 and stuck.mismatches > 0 and stuck.error == ""
+    walking = next(p for p in stuck.patterns if p.name == "walking_ones")
     assert walking.mismatches and walking.bits == 1 << 7 and walking.first_address is not None
+    assert raised.error == "RuntimeError: CUDA error: an illegal memory access was encountered"
     results = judged(ctx, "mem.test", memtest=test)
-    assert [(t, s) for t, s, _ in results] == [("GPU 0", Status.PASS), ("GPU 1", Status.FAIL)]
+    assert [(t, s) for t, s, _ in results] == [("GPU 0", Status.PASS), ("GPU 1", Status.FAIL), ("GPU 2", Status.FAIL)]
     assert "read back wrong" in results[1][2] and "bits 0x0000000000000080" in results[1][2]
-
-
-@pytest.mark.slow
-def test_an_error_on_one_device_fails_that_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake_devices.install(tmp_path, monkeypatch, "raise", bad=1)
-    ctx = context()
-    test, _ = memtest.run(ctx, levels.LEVELS[2], 0.0)
-    assert test is not None and [g.ok for g in test.gpus] == [True, False]
-    assert test.gpus[1].error == "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert "read back wrong" not in results[2][2]
 
 
 @pytest.mark.slow

@@ -174,7 +174,11 @@ def test_wrong_types_huge_numbers_nan_and_deep_nesting(raw: bytes) -> None:
 
 
 @FUZZ
-@given(st.sampled_from(originals()), st.sampled_from(originals()), st.sampled_from([b"", b"\n", b"  \r\n\t"]))
+@given(
+    st.deferred(lambda: st.sampled_from(originals())),  # made when the test runs, not at collection
+    st.deferred(lambda: st.sampled_from(originals())),
+    st.sampled_from([b"", b"\n", b"  \r\n\t"]),
+)
 def test_several_documents_in_one_file_are_never_read(first: bytes, second: bytes, between: bytes) -> None:
     node = nodefiles.parse(first + between + second, "nodes/gpu099.json")
     assert verdict(node) is State.UNREADABLE and node.cause is nodefiles.Cause.SEVERAL
@@ -199,7 +203,12 @@ def test_a_node_is_named_only_by_a_valid_node_name(name: str) -> None:
 @given(
     st.lists(
         st.tuples(
-            st.one_of(mutated_bytes(), mutated_documents(), st.sampled_from(originals()), st.binary(max_size=64)),
+            st.one_of(
+                mutated_bytes(),
+                mutated_documents(),
+                st.deferred(lambda: st.sampled_from(originals())),
+                st.binary(max_size=64),
+            ),
             st.text(min_size=1, max_size=12),  # the file's name, anything
         ),
         min_size=1,

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import hostlist
@@ -495,28 +496,35 @@ def mutated(change: dict[str, object] | None = None, **checks: object) -> bytes:
     return json.dumps(data, indent=2).encode()
 
 
-CORRUPT = [
-    (mutated(None, health_ecc={"status": "FAIL"}), nodefiles.Cause.CONTRADICTS),  # READY, yet a FAIL
-    (mutated({"verdict": "NOT READY"}), nodefiles.Cause.CONTRADICTS),  # NOT READY, yet nothing failed
-    (mutated({"verdict": "UNKNOWN"}), nodefiles.Cause.CONTRADICTS),  # nothing that could not run
-    (mutated({"verdict": "READX"}), nodefiles.Cause.MALFORMED),
-    (mutated(None, health_ecc={"status": "FAIX"}), nodefiles.Cause.MALFORMED),
-    (mutated(None, health_ecc={"status": "FAIL", "scope": "rack"}), nodefiles.Cause.MALFORMED),
-    (mutated(None, health_ecc={"id": "health.ecc\x1b[2J"}), nodefiles.Cause.MALFORMED),
-    (mutated({"gpus": [{"index": 0, "ecc_aggregate_uncorrected": 10**30}]}), nodefiles.Cause.MALFORMED),
-    (mutated({"gpus": [{"index": 0, "ecc_aggregate_uncorrected": -1}]}), nodefiles.Cause.MALFORMED),
-    (mutated({"gpus": [{"index": 0, "temperature_c": 1e308}]}), nodefiles.Cause.MALFORMED),
-    (mutated().replace(b'"temperature_c": 34', b'"temperature_c": 1e999', 1), nodefiles.Cause.MALFORMED),
-    (mutated().replace(b'"temperature_c": 34', b'"temperature_c": NaN', 1), nodefiles.Cause.TRUNCATED),
-    (mutated({"zz": "caf\udce9"}).replace(b"\\udce9", b"\xe9"), nodefiles.Cause.BAD_UTF8),  # a stray Latin-1 byte
-    (mutated().replace(b'"source"', b'"sou\xffrce"', 1), nodefiles.Cause.BAD_UTF8),  # in a key nobody reads
-    (mutated({"zz": 0}).replace(b'"zz": 0', b'"zz": ' + b"[" * 5000 + b"]" * 5000), nodefiles.Cause.TOO_DEEP),
+# Each document is made when its test runs, not when every worker collects this module (a
+# check run and fifteen JSON dumps, ~0.4 s each time).
+CORRUPT: list[tuple[Callable[[], bytes], nodefiles.Cause]] = [
+    (lambda: mutated(None, health_ecc={"status": "FAIL"}), nodefiles.Cause.CONTRADICTS),  # READY, yet a FAIL
+    (lambda: mutated({"verdict": "NOT READY"}), nodefiles.Cause.CONTRADICTS),  # NOT READY, yet nothing failed
+    (lambda: mutated({"verdict": "UNKNOWN"}), nodefiles.Cause.CONTRADICTS),  # nothing that could not run
+    (lambda: mutated({"verdict": "READX"}), nodefiles.Cause.MALFORMED),
+    (lambda: mutated(None, health_ecc={"status": "FAIX"}), nodefiles.Cause.MALFORMED),
+    (lambda: mutated(None, health_ecc={"status": "FAIL", "scope": "rack"}), nodefiles.Cause.MALFORMED),
+    (lambda: mutated(None, health_ecc={"id": "health.ecc\x1b[2J"}), nodefiles.Cause.MALFORMED),
+    (lambda: mutated({"gpus": [{"index": 0, "ecc_aggregate_uncorrected": 10**30}]}), nodefiles.Cause.MALFORMED),
+    (lambda: mutated({"gpus": [{"index": 0, "ecc_aggregate_uncorrected": -1}]}), nodefiles.Cause.MALFORMED),
+    (lambda: mutated({"gpus": [{"index": 0, "temperature_c": 1e308}]}), nodefiles.Cause.MALFORMED),
+    (lambda: mutated().replace(b'"temperature_c": 34', b'"temperature_c": 1e999', 1), nodefiles.Cause.MALFORMED),
+    (lambda: mutated().replace(b'"temperature_c": 34', b'"temperature_c": NaN', 1), nodefiles.Cause.TRUNCATED),
+    (
+        lambda: mutated({"zz": "caf\udce9"}).replace(b"\\udce9", b"\xe9"),
+        nodefiles.Cause.BAD_UTF8,
+    ),  # a stray Latin-1 byte
+    (lambda: mutated().replace(b'"source"', b'"sou\xffrce"', 1), nodefiles.Cause.BAD_UTF8),  # in a key nobody reads
+    (lambda: mutated({"zz": 0}).replace(b'"zz": 0', b'"zz": ' + b"[" * 5000 + b"]" * 5000), nodefiles.Cause.TOO_DEEP),
 ]
 
 
-@pytest.mark.parametrize(("raw", "cause"), CORRUPT)
-def test_a_corrupted_document_is_unreadable_never_ready(raw: bytes, cause: nodefiles.Cause) -> None:
-    node = nodefiles.parse(raw, "nodes/gpu1.json")
+@pytest.mark.parametrize(
+    ("raw", "cause"), CORRUPT, ids=[f"raw{i}-{cause.value}" for i, (_, cause) in enumerate(CORRUPT)]
+)
+def test_a_corrupted_document_is_unreadable_never_ready(raw: Callable[[], bytes], cause: nodefiles.Cause) -> None:
+    node = nodefiles.parse(raw(), "nodes/gpu1.json")
     assert (node.kind, node.cause, node.host) == (None, cause, "gpu1"), node.problem
 
 
