@@ -38,6 +38,15 @@ MAX_READ = 2**30
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
+def read_upto(fd: int, limit: int) -> bytes:
+    """At most ``limit`` bytes of an open file, to its end (one read may return fewer bytes)."""
+    chunks = []
+    while limit > 0 and (chunk := os.read(fd, limit)):
+        chunks.append(chunk)
+        limit -= len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
 def read_input(path: Path, option: str, limit: int = MAX_READ) -> bytes:
     """The bytes of a file ``option`` names, or a usage error that says why not: only a regular file,
     opened without blocking (a FIFO would wait for ever, /dev/zero never ends), not empty to ``stat``
@@ -56,15 +65,11 @@ def read_input(path: Path, option: str, limit: int = MAX_READ) -> bytes:
             raise UsageError(f"{option} {path}: empty (or a kernel file in /proc): not read")
         if info.st_size > limit:
             raise UsageError(f"{option} {path}: larger than {limit // 2**20} MiB: not one of gpudiag's files")
-        chunks, left = [], info.st_size + 1  # + 1: notice a file that grew
-        while left > 0 and (chunk := os.read(fd, min(left, limit + 1))):
-            chunks.append(chunk)
-            left -= len(chunk)
+        raw = read_upto(fd, info.st_size + 1)  # + 1: notice a file that grew
     except OSError as exc:
         raise UsageError(f"{option} {path}: cannot read it: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
-    raw = b"".join(chunks)
     if len(raw) > limit:
         raise UsageError(f"{option} {path}: grew beyond {limit // 2**20} MiB while it was read")
     return raw

@@ -33,6 +33,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from gpudiag.exitcodes import CHECK_VERDICTS, ExitCode, check_code
+from gpudiag.files import read_upto
 from gpudiag.fleet.faults import remedy
 from gpudiag.fleet.hostlists import is_node_name
 
@@ -203,15 +204,7 @@ def _too_deep(path: str) -> NodeFile:
 
 def _read_all(fd: int, limit: int) -> bytes:
     """Up to ``limit`` bytes, and at most one byte more than MAX_BYTES."""
-    limit = min(limit, MAX_BYTES + 1)
-    chunks = []
-    while limit > 0:
-        chunk = os.read(fd, limit)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        limit -= len(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return read_upto(fd, min(limit, MAX_BYTES + 1))
 
 
 # --- parsing: exactly one valid document --------------------------------------------------

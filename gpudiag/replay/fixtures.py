@@ -18,6 +18,7 @@ import msgspec
 from msgspec.structs import replace
 
 from gpudiag.errors import UsageError
+from gpudiag.files import read_upto
 from gpudiag.model import MACHINE_SCHEMA, Gpu, GpuState, Machine, Memory, Reading, Reason, failed_gpu
 from gpudiag.parsing import shorten
 from gpudiag.serialize import SchemaError, from_data, to_data
@@ -124,18 +125,11 @@ def read_file(path: Path) -> bytes:
             _refuse(path, "has no size (empty, or a kernel file in /proc): not read")
         if info.st_size > MAX_BYTES:
             _refuse(path, f"is larger than {MAX_BYTES // 2**20} MiB, far more than any machine's snapshot")
-        chunks, left = [], info.st_size + 1  # + 1: notice a file that grew
-        while left > 0:
-            chunk = os.read(fd, min(left, MAX_BYTES + 1))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
+        raw = read_upto(fd, info.st_size + 1)  # + 1: notice a file that grew
     except OSError as exc:
         raise FixtureError(f"cannot read {path}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
-    raw = b"".join(chunks)
     if len(raw) > MAX_BYTES:
         _refuse(path, f"grew beyond {MAX_BYTES // 2**20} MiB while it was read")
     return raw
