@@ -25,17 +25,39 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET
 
 from gpudiag.exitcodes import CHECK_VERDICTS, ExitCode, check_code
 from gpudiag.files import read_upto
-from gpudiag.fleet.faults import remedy
 from gpudiag.fleet.hostlists import is_node_name
+from gpudiag.fleet.nodefile_figures import deep_figures, gpu_figures, has_deep
+from gpudiag.fleet.nodefile_schema import (
+    CHECK_OPTIONAL,
+    CHECK_REQUIRED,
+    CHECKS,
+    DECODER,
+    GPU_KEYS,
+    ITEM_KEYS,
+    OLDER,
+    BenchFile,
+    CheckFile,
+    CheckGpu,
+    CheckItem,
+    Ecc,
+    FullCheckGpu,
+    FullCheckItem,
+    Host,
+    MemoryFile,
+    MemoryFileV1,
+    Named,
+    OlderCheckFile,
+    SnapshotFile,
+)
 
 
 class Kind(str, enum.Enum):
@@ -342,9 +364,9 @@ def _decode(raw: bytes) -> Any:
     """The document, in the shape that counts its keys, else (an older check file) in the shape that
     reads it; the errors are the latter's."""
     try:
-        return _DECODER.decode(raw)
+        return DECODER.decode(raw)
     except msgspec.ValidationError:
-        return _OLDER.decode(raw)
+        return OLDER.decode(raw)
 
 
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
@@ -383,7 +405,7 @@ def _excerpt(raw: bytes) -> str:
 def _name_of(raw: bytes) -> str | None:
     """The node a document names (to attribute a file that cannot be read); None when it names none."""
     try:
-        return _name(msgspec.json.decode(raw, type=_Named))[0]
+        return _name(msgspec.json.decode(raw, type=Named))[0]
     except (ValueError, RecursionError):  # msgspec's errors are ValueErrors
         return None
 
@@ -420,254 +442,23 @@ class _InvalidContentError(Exception):
         self.cause, self.problem = cause, problem
 
 
-# --- the fields read, per schema (msgspec skips every other field without building it) ----------
-#
-# A reading NVML could not give is {"unavailable": ...} in a snapshot and null elsewhere; the
-# figures below take both as "not known". Ranges: what NVML and the benchmark can report; a
-# figure beyond them is a corrupted file, not a fact to compare across the fleet.
-
-_Reading = dict[str, Any] | None
-Count = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
-Index = Annotated[int, msgspec.Meta(ge=0, le=2**31)]
-Celsius = Annotated[float, msgspec.Meta(ge=-273, le=1000)]
-Tflops = Annotated[float, msgspec.Meta(ge=0, le=1e7)]
-BytesPerS = Annotated[float, msgspec.Meta(ge=0, le=1e16)]
-Gbps = Annotated[float, msgspec.Meta(ge=0, le=1e7)]  # GB/s
-CheckStatus = Literal["PASS", "WARN", "FAIL", "SKIP"]
-Verdict = Literal["READY", "NOT READY", "UNKNOWN"]
-
 # A check id: what gpudiag's ids look like (``health.ecc``); anything else is not one of its results.
 _CHECK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 _valid_ids: set[str] = set()  # ids already matched: a fleet has few distinct ones
 
 
-class _Host(msgspec.Struct):
-    hostname: str | None = None
-
-
-class _Named(msgspec.Struct, kw_only=True):
-    host: str | _Host | UnsetType | None = UNSET  # a snapshot's is {"hostname": ...}
-    slurm_node: str | UnsetType | None = UNSET
-
-
-class _CheckItem(msgspec.Struct, gc=False):  # gc=False: strings only, never in a cycle
-    id: str
-    status: CheckStatus
-    target: str | None = None
-    finding: str = ""
-    scope: Literal["node", "job"] | None = None  # absent before gpudiag 0.2.0: taken from the check's declaration
-    action: str | None = None
-
-
-class _FullCheckItem(msgspec.Struct, gc=False):
-    """A result as `check --json` has written it since 0.2.0: every key there, so that they can be counted."""
-
-    id: str
-    area: msgspec.Raw
-    status: CheckStatus
-    target: str | None
-    finding: msgspec.Raw  # its JSON text: decoded for a failure only (see _text), its colons counted as written
-    fix: msgspec.Raw
-    scope: Literal["node", "job"] | None
-    action: str | None
-
-
-_ITEM_KEYS = len(_FullCheckItem.__struct_fields__)
-
-
-class _Summary(msgspec.Struct, gc=False):
-    passed: Count = msgspec.field(name="pass")
-    warned: Count = msgspec.field(name="warn")
-    failed: Count = msgspec.field(name="fail")
-    skipped: Count = msgspec.field(name="skip")
-
-
-class _CheckGpu(msgspec.Struct, gc=False):
-    index: Index | None = None
-    name: str | None = None
-    uuid: str | None = None
-    temperature_c: Celsius | None = None
-    ecc_aggregate_corrected: Count | None = None
-    ecc_aggregate_uncorrected: Count | None = None
-    remapped_rows_correctable: Count | None = None
-    remapped_rows_uncorrectable: Count | None = None
-    remap_pending: bool | None = None
-    retired_pages: Count | None = None
-    recovery_action: Index | None = None
-    matmul_tflops: Tflops | None = None
-    # `check --level 2-4` (absent at level 1): what the deep tests measured on this GPU
-    stress_tflops: Tflops | None = None
-    memtest_gbps: Gbps | None = None
-    h2d_gbps: Gbps | None = None
-    d2h_gbps: Gbps | None = None
-    d2d_gbps: Gbps | None = None
-    peer_min_gbps: Gbps | None = None
-    allreduce_busbw_gbps: Gbps | None = None
-
-
-class _FullCheckGpu(msgspec.Struct, gc=False):
-    """A GPU as `check --json` has written it since 0.2.0: the same fields, every level-1 key required
-    (so that they can be counted)."""
-
-    index: Index | None
-    name: str | None
-    uuid: str | None
-    temperature_c: Celsius | None
-    ecc_aggregate_corrected: Count | None
-    ecc_aggregate_uncorrected: Count | None
-    remapped_rows_correctable: Count | None
-    remapped_rows_uncorrectable: Count | None
-    remap_pending: bool | None
-    remap_failure: bool | None
-    retired_pages: Count | None
-    recovery_action: Index | None
-    matmul_tflops: Tflops | None
-    stress_tflops: Tflops | None = None  # check --level 2-4 (not counted: its files are checked in full)
-    memtest_gbps: Gbps | None = None
-    h2d_gbps: Gbps | None = None
-    d2h_gbps: Gbps | None = None
-    d2d_gbps: Gbps | None = None
-    peer_min_gbps: Gbps | None = None
-    allreduce_busbw_gbps: Gbps | None = None
-
-
-_GPU_KEYS = 13  # the level-1 fields above
-
-
-class _CheckFile(_Named, tag_field="schema", tag="gpudiag.check/1"):
-    """`check --json` as written since 0.2.0, every key of its results and GPUs there to be counted."""
-
-    verdict: Verdict
-    could_not_run: list[str]
-    versions: dict[str, str]
-    checks: list[_FullCheckItem]
-    gpus: list[_FullCheckGpu] | UnsetType = UNSET
-    strict: bool | UnsetType = UNSET
-    exit_code: int | UnsetType = UNSET
-    summary: _Summary | UnsetType = UNSET
-    # Not read, only counted (see _colons_ruled_out):
-    source: Any = UNSET
-    collected_at: Any = UNSET
-    diagnostics: msgspec.Raw | UnsetType = UNSET  # check --level 2-4: its keys are not counted
-
-
-class _OlderCheckFile(_Named, tag_field="schema", tag="gpudiag.check/1"):
-    """Any other `check --json` (before 0.2.0 its results had no scope or action, and no GPUs were listed):
-    read when the shape above refuses it, its keys not counted."""
-
-    verdict: Verdict
-    could_not_run: list[str]
-    versions: dict[str, str]
-    checks: msgspec.Raw  # decoded below, once the rest of the file is known to be good
-    gpus: list[_CheckGpu] | UnsetType = UNSET
-    strict: bool | UnsetType = UNSET
-    exit_code: int | UnsetType = UNSET
-    summary: _Summary | UnsetType = UNSET
-
-
-_CHECK_REQUIRED = 5  # the schema, verdict, could_not_run, versions and checks
-_CHECK_OPTIONAL = ("host", "slurm_node", "gpus", "strict", "exit_code", "summary", "source", "collected_at")
-
-
-class _Nvml(msgspec.Struct):
-    driver_version: str | _Reading = None
-    cuda_driver_version: Annotated[int, msgspec.Meta(ge=0, le=10**7)] | _Reading = None
-
-
-class _Ecc(msgspec.Struct):
-    aggregate_corrected: Count | _Reading = None
-    aggregate_uncorrected: Count | _Reading = None
-
-
-class _Rows(msgspec.Struct):
-    correctable: Count = 0
-    uncorrectable: Count = 0
-    pending: bool = False
-    unavailable: str | None = None
-
-
-class _Pages(msgspec.Struct):
-    single_bit: Count = 0
-    double_bit: Count = 0
-    unavailable: str | None = None
-
-
-class _SnapshotGpu(msgspec.Struct):
-    name: str | _Reading = None
-    temperature_c: Celsius | _Reading = None
-    ecc_errors: _Ecc | None = None
-    remapped_rows: _Rows | None = None
-    retired_pages: _Pages | None = None
-    recovery_action: Index | _Reading = None
-
-
-class _Torch(msgspec.Struct):
-    version: str = ""
-    cuda: str | None = None
-    unavailable: str | None = None
-
-
-class _SnapshotFile(_Named, tag_field="schema", tag="gpudiag.machine/1"):
-    nvml: _Nvml
-    gpus: list[_SnapshotGpu]
-    torch_build: _Torch | None = None
-    torch_runtime: _Torch | None = None
-
-
-class _BenchResult(msgspec.Struct):
-    mode: str
-    cuda_device: Index
-    size_bytes: Count
-    median_bytes_per_s: BytesPerS | None = None
-
-
-class _BenchFinding(msgspec.Struct):
-    severity: str
-    message: str
-    cuda_device: Index | None = None
-
-
-class _BenchDevice(msgspec.Struct):
-    name: str | None = None
-
-
-class _BenchFile(_Named, tag_field="schema", tag="gpudiag.bench-transfer/1"):
-    complete: bool
-    devices: list[_BenchDevice]
-    results: list[_BenchResult]
-    findings: list[_BenchFinding]
-
-
-class _MemoryGpu(msgspec.Struct):
-    name: str | _Reading = None
-
-
-class _MemoryFile(_Named, tag_field="schema", tag="gpudiag.memory/2"):
-    gpus: list[_MemoryGpu]
-
-
-class _MemoryFileV1(_MemoryFile, tag="gpudiag.memory/1"):
-    """The same fields, as far as a report reads them."""
-
-
-_DECODER = msgspec.json.Decoder(_CheckFile | _SnapshotFile | _BenchFile | _MemoryFile | _MemoryFileV1)
-# A check file the shape of _CheckFile refuses (in a union: a document without a schema is none of ours).
-_OLDER = msgspec.json.Decoder(_OlderCheckFile | _SnapshotFile | _BenchFile | _MemoryFile | _MemoryFileV1)
-_CHECKS = msgspec.json.Decoder(list[_CheckItem])
-
-
-def _name(data: _Named | None) -> tuple[str | None, str]:
+def _name(data: Named | None) -> tuple[str | None, str]:
     """Slurm's name for the node when recorded, else its hostname (None: neither), and the field it
     came from. A field that is there but empty is a name too (an invalid one): never a default."""
     if data is None:
         return None, ""
     if isinstance(data.slurm_node, str):
         return data.slurm_node, "slurm_node"
-    host = data.host.hostname if isinstance(data.host, _Host) else data.host
+    host = data.host.hostname if isinstance(data.host, Host) else data.host
     return (host, "host") if isinstance(host, str) else (None, "")
 
 
-def _node_name(doc: _Named, path: str) -> str:
+def _node_name(doc: Named, path: str) -> str:
     """The node a read document is about; a name that is not exactly one node name makes it unreadable."""
     name, source = _name(doc)
     if name is None:
@@ -702,26 +493,26 @@ def _shared(kind: str, value: Any, key: Any = None) -> Any:
 # --- per schema ----------------------------------------------------------------------
 
 
-def _check(doc: _CheckFile | _OlderCheckFile, path: str, keep_checks: bool) -> tuple[NodeFile, _Colons | None]:
+def _check(doc: CheckFile | OlderCheckFile, path: str, keep_checks: bool) -> tuple[NodeFile, _Colons | None]:
     host = _node_name(doc, path)
     # The keys decoded, then the colons in the strings decoded (see _colons_ruled_out); None: not counted.
     keys: int | None = None
-    checks: list[_FullCheckItem] | list[_CheckItem]
+    checks: list[FullCheckItem] | list[CheckItem]
     findings = b""
-    if isinstance(doc, _CheckFile):
+    if isinstance(doc, CheckFile):
         checks = doc.checks
         # Each finding's JSON text, NUL apart (no NUL is in JSON text): every one must be a string.
         findings = b"\0".join([c.finding for c in checks])
         if checks and (findings[:1] != b'"' or findings.count(b'\0"') != len(checks) - 1):
             raise _InvalidContentError(Cause.MALFORMED, "malformed gpudiag.check/1 output: a finding that is not text")
-        keys = _CHECK_REQUIRED + sum(getattr(doc, f) is not UNSET for f in _CHECK_OPTIONAL)
-        keys += _ITEM_KEYS * len(checks)
+        keys = CHECK_REQUIRED + sum(getattr(doc, f) is not UNSET for f in CHECK_OPTIONAL)
+        keys += ITEM_KEYS * len(checks)
         if doc.gpus is not UNSET:
-            keys += _GPU_KEYS * len(doc.gpus)
+            keys += GPU_KEYS * len(doc.gpus)
         if doc.diagnostics is not UNSET:
             keys = None
     else:
-        checks = _CHECKS.decode(doc.checks)
+        checks = CHECKS.decode(doc.checks)
     ids = {c.id for c in checks}
     if not ids <= _valid_ids:
         for cid in ids - _valid_ids:
@@ -738,11 +529,11 @@ def _check(doc: _CheckFile | _OlderCheckFile, path: str, keep_checks: bool) -> t
     code = check_code(bool(counts[2] or (strict and counts[1])), bool(doc.could_not_run), counts[3] < len(statuses))
     _consistent(doc, code, counts)
     failed = [c for c in checks if c.status in failing] if code is ExitCode.FAILED else []
-    gpus: list[_FullCheckGpu] | list[_CheckGpu] = [] if doc.gpus is UNSET else doc.gpus
+    gpus: list[FullCheckGpu] | list[CheckGpu] = [] if doc.gpus is UNSET else doc.gpus
     if keys is not None:
         keys += len(doc.versions) + 4 * (doc.summary is not UNSET)
     colons: tuple[int, bool] | None = None
-    if keys is not None and isinstance(doc, _CheckFile):  # and the colons of the strings decoded
+    if keys is not None and isinstance(doc, CheckFile):  # and the colons of the strings decoded
         keys += findings.count(b":")  # as written
         decoded = sum(s.count(":") for s in doc.could_not_run)
         decoded += sum(key.count(":") + value.count(":") for key, value in doc.versions.items())
@@ -761,10 +552,11 @@ def _check(doc: _CheckFile | _OlderCheckFile, path: str, keep_checks: bool) -> t
         for key, value in doc.versions.items()
         if key in VERSION_FIELDS and value != "N/A"
     }
-    names, metrics, rem = _gpu_figures(gpus)
+    names, metrics, rem = gpu_figures(gpus)
+    names = _shared("gpus", names)
     deep: dict[str, int] = {}
-    if gpus and _has_deep(gpus[0]):  # check --level 2-4
-        deep = _deep_figures(gpus, metrics)
+    if gpus and has_deep(gpus[0]):  # check --level 2-4
+        deep = deep_figures(gpus, metrics)
     kept = _shared("checks", worst_statuses((c.id, c.status) for c in checks)) if keep_checks else ()
     node = NodeFile(
         path,
@@ -786,7 +578,7 @@ def _check(doc: _CheckFile | _OlderCheckFile, path: str, keep_checks: bool) -> t
 _NOTHING_CHECKED = Failure("gpudiag.nothing_checked", "", "nothing was checked: every check was skipped", "job")
 
 
-def _consistent(doc: _CheckFile | _OlderCheckFile, code: ExitCode, counts: tuple[int, int, int, int]) -> None:
+def _consistent(doc: CheckFile | OlderCheckFile, code: ExitCode, counts: tuple[int, int, int, int]) -> None:
     """The file's verdict, exit code and summary are the ones its results give, or it is unreadable."""
     given = CHECK_VERDICTS[code]
     if doc.verdict != given:
@@ -813,7 +605,7 @@ def _consistent(doc: _CheckFile | _OlderCheckFile, code: ExitCode, counts: tuple
         )
 
 
-def _scope(c: _FullCheckItem | _CheckItem) -> str:
+def _scope(c: FullCheckItem | CheckItem) -> str:
     """A result's scope: as the file gives it, else the check's declaration (an unknown check is the node's)."""
     if c.scope is not None:
         return c.scope
@@ -835,7 +627,7 @@ def worst_statuses(results: Iterable[tuple[str, str]]) -> tuple[tuple[str, str],
     return tuple(_shared("result", item) for item in worst.items())
 
 
-def _failure(c: _FullCheckItem | _CheckItem, gpus: list[_FullCheckGpu] | list[_CheckGpu]) -> Failure:
+def _failure(c: FullCheckItem | CheckItem, gpus: list[FullCheckGpu] | list[CheckGpu]) -> Failure:
     """A failed check result, with its scope and action (from the file, else from the check's
     declaration; an unknown check is node-scope) and the UUID of the GPU it is about."""
     from gpudiag.checks.rules import BY_ID
@@ -865,87 +657,7 @@ def _text(finding: str | msgspec.Raw) -> str:
         raise _InvalidContentError(Cause.MALFORMED, f"malformed gpudiag.check/1 output: {exc} in a finding") from None
 
 
-def _gpu_figures(gpus: Sequence[_FullCheckGpu | _CheckGpu]) -> tuple[tuple[str, ...], dict[str, float], str]:
-    """Per node: GPU models, the hottest GPU, the slowest matmul, error counts summed over GPUs."""
-    names = []
-    ecc_u = ecc_c = rows = pages = 0
-    seen_ecc_u = seen_ecc_c = seen_rows = seen_pages = False
-    hottest: float | None = None
-    slowest: float | None = None
-    actions: list[int | None] = []
-    pending: list[bool | None] = []
-    for g in gpus:  # one pass, unrolled: this runs for every GPU of every node file
-        names.append(g.name or "unknown GPU")
-        if g.ecc_aggregate_uncorrected is not None:
-            ecc_u += g.ecc_aggregate_uncorrected
-            seen_ecc_u = True
-        if g.ecc_aggregate_corrected is not None:
-            ecc_c += g.ecc_aggregate_corrected
-            seen_ecc_c = True
-        if g.remapped_rows_correctable is not None:
-            rows += g.remapped_rows_correctable + (g.remapped_rows_uncorrectable or 0)
-            seen_rows = True
-        if g.retired_pages is not None:
-            pages += g.retired_pages
-            seen_pages = True
-        if g.temperature_c is not None and (hottest is None or g.temperature_c > hottest):
-            hottest = g.temperature_c
-        if g.matmul_tflops is not None and (slowest is None or g.matmul_tflops < slowest):
-            slowest = g.matmul_tflops
-        if g.recovery_action:
-            actions.append(g.recovery_action)
-        if g.remap_pending:
-            pending.append(True)
-    sums: dict[str, float] = {}
-    for metric, total, seen in (
-        ("ecc_uncorrected", ecc_u, seen_ecc_u),
-        ("ecc_corrected", ecc_c, seen_ecc_c),
-        ("remapped_rows", rows, seen_rows),
-        ("retired_pages", pages, seen_pages),
-    ):
-        if seen:
-            sums[metric] = float(total)
-    if hottest is not None:
-        sums["temperature_c"] = float(hottest)
-    if slowest is not None:
-        sums["matmul_tflops"] = slowest
-    shared_names: tuple[str, ...] = _shared("gpus", tuple(names))
-    return shared_names, sums, remedy(actions, pending) if actions or pending else ""
-
-
-# Per GPU in `check --json` → the node's figure (the slowest GPU's): the outlier figures of `check --level 2-4`.
-_DEEP_FIGURES = (
-    ("stress_tflops", "stress_tflops"),
-    ("memtest_gbps", "memtest_gbps"),
-    ("h2d_gbps", "h2d_gbps"),
-    ("d2h_gbps", "d2h_gbps"),
-    ("d2d_gbps", "d2d_gbps"),
-    ("peer_min_gbps", "peer_gbps"),
-    ("allreduce_busbw_gbps", "allreduce_busbw_gbps"),
-)
-
-
-def _has_deep(gpu: _FullCheckGpu | _CheckGpu) -> bool:
-    return any(getattr(gpu, key) is not None for key, _ in _DEEP_FIGURES)
-
-
-def _deep_figures(gpus: Sequence[_FullCheckGpu | _CheckGpu], metrics: dict[str, float]) -> dict[str, int]:
-    """Add the slowest GPU's deep figures to ``metrics``; which GPU each came from."""
-    where: dict[str, int] = {}
-    for key, figure in _DEEP_FIGURES:
-        slowest: _FullCheckGpu | _CheckGpu | None = None
-        for g in gpus:
-            value = getattr(g, key)
-            if value is not None and (slowest is None or value < getattr(slowest, key)):
-                slowest = g
-        if slowest is not None:
-            metrics[figure] = float(getattr(slowest, key))
-            if slowest.index is not None:
-                where[figure] = slowest.index
-    return where
-
-
-def _snapshot(doc: _SnapshotFile, path: str, keep_checks: bool) -> tuple[NodeFile, None]:
+def _snapshot(doc: SnapshotFile, path: str, keep_checks: bool) -> tuple[NodeFile, None]:
     host = _node_name(doc, path)
     versions = {}
     if driver := _known(doc.nvml.driver_version):
@@ -960,12 +672,12 @@ def _snapshot(doc: _SnapshotFile, path: str, keep_checks: bool) -> tuple[NodeFil
             break
     gpus = []
     for g in doc.gpus:
-        ecc = g.ecc_errors or _Ecc()
+        ecc = g.ecc_errors or Ecc()
         rows = g.remapped_rows if g.remapped_rows is not None and g.remapped_rows.unavailable is None else None
         pages = g.retired_pages if g.retired_pages is not None and g.retired_pages.unavailable is None else None
         name = _known(g.name)
         gpus.append(
-            _CheckGpu(
+            CheckGpu(
                 name=name if isinstance(name, str) else None,
                 temperature_c=_known(g.temperature_c),
                 ecc_aggregate_corrected=_known(ecc.aggregate_corrected),
@@ -977,12 +689,13 @@ def _snapshot(doc: _SnapshotFile, path: str, keep_checks: bool) -> tuple[NodeFil
                 recovery_action=_known(g.recovery_action),
             )
         )
-    names, metrics, rem = _gpu_figures(gpus)
+    names, metrics, rem = gpu_figures(gpus)
+    names = _shared("gpus", names)
     shared = _shared("versions", versions, tuple(versions.items()))
     return NodeFile(path, host, Kind.SNAPSHOT, "", None, (), shared, names, metrics, rem), None
 
 
-def _bench(doc: _BenchFile, path: str, keep_checks: bool) -> tuple[NodeFile, None]:
+def _bench(doc: BenchFile, path: str, keep_checks: bool) -> tuple[NodeFile, None]:
     host = _node_name(doc, path)
     failures = [
         Failure("bench-transfer", f"cuda:{f.cuda_device}" if f.cuda_device is not None else "", f.message)
@@ -1008,17 +721,17 @@ def _bench(doc: _BenchFile, path: str, keep_checks: bool) -> tuple[NodeFile, Non
     return NodeFile(path, host, Kind.BENCH, "", None, tuple(failures), {}, names, metrics), None
 
 
-def _memory(doc: _MemoryFile, path: str, keep_checks: bool) -> tuple[NodeFile, None]:
+def _memory(doc: MemoryFile, path: str, keep_checks: bool) -> tuple[NodeFile, None]:
     host = _node_name(doc, path)
     names = _shared("gpus", tuple(n if isinstance(n := _known(g.name), str) else "unknown GPU" for g in doc.gpus))
     return NodeFile(path, host, Kind.MEMORY, gpus=names), None
 
 
 _READERS: dict[type, Any] = {
-    _CheckFile: _check,
-    _OlderCheckFile: _check,
-    _SnapshotFile: _snapshot,
-    _BenchFile: _bench,
-    _MemoryFile: _memory,
-    _MemoryFileV1: _memory,
+    CheckFile: _check,
+    OlderCheckFile: _check,
+    SnapshotFile: _snapshot,
+    BenchFile: _bench,
+    MemoryFile: _memory,
+    MemoryFileV1: _memory,
 }
