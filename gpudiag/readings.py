@@ -17,7 +17,7 @@ families (``export/families.py``). A reading no table names is read and kept (JS
 but shown by none.
 
 :data:`GPU_READINGS` are the per-GPU readings every command may read (here, on the path of
-``list``); ``gpudiag.details.DETAIL_READINGS`` are what ``nvidia-smi -q`` adds, loaded only where
+``list``); ``gpudiag.detail_readings.DETAIL_READINGS`` are what ``nvidia-smi -q`` adds, loaded only where
 shown. A *composite* row (``custom=True``: a reading built from several calls, or from a struct
 passed by reference) is read and faked by hand.
 

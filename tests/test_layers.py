@@ -76,11 +76,17 @@ def name(path: Path) -> str:
 
 # The machine model, its base (a reading and its vocabulary), the details it may carry, and the
 # declarations of NVML's readings over them.
-MODEL = ("gpudiag.values", "gpudiag.model", "gpudiag.details", "gpudiag.readings")
+MODEL = ("gpudiag.values", "gpudiag.model", "gpudiag.details", "gpudiag.detail_readings", "gpudiag.readings")
 
 
 def test_the_model_imports_nothing_of_gpudiag() -> None:
-    for path in (PACKAGE / "values.py", PACKAGE / "model.py", PACKAGE / "details.py", PACKAGE / "readings.py"):
+    for path in (
+        PACKAGE / "values.py",
+        PACKAGE / "model.py",
+        PACKAGE / "details.py",
+        PACKAGE / "readings.py",
+        PACKAGE / "detail_readings.py",
+    ):
         outside = [m for m in imports(path) if m.split(".")[0] == "gpudiag" and not m.startswith(MODEL)]
         assert outside == [], path
 
