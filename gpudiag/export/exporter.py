@@ -47,7 +47,7 @@ from gpudiag.memory.view import GROUPS as MEMORY_GROUPS
 from gpudiag.memory.view import MemoryView
 from gpudiag.model import Gpu, GpuState, HostProcess, Machine, NvmlStatus, Reading, Reason
 from gpudiag.probe.collect import MachineSource
-from gpudiag.probe.nvml import HostResolver
+from gpudiag.probe.nvml_processes import HostResolver
 from gpudiag.readings import groups_of
 from gpudiag.render.printable import printable
 from gpudiag.track.entries import TrackedProcess
@@ -221,7 +221,7 @@ class Exporter:
     # One scrape and done (`--once`): GPM waits for its window then, instead of measuring since a scrape.
     once: bool = False
     xids: XidTally = field(default_factory=XidTally)
-    _xid_watch: Any = None  # probe.nvml.XidWatch of the open NVML session; None: not made yet
+    _xid_watch: Any = None  # probe.xid_watch.XidWatch of the open NVML session; None: not made yet
     _last_counts: dict[tuple[str, str], tuple[int, float]] = field(
         default_factory=dict
     )  # (counter, UUID) -> (count, when)

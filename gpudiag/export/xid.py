@@ -1,6 +1,6 @@
 """The Xid errors a long-running exporter has seen, per GPU: the last one and a count of each.
 
-NVML reports a GPU's critical Xid errors as events (``probe.nvml.XidWatch``, the event set the deep
+NVML reports a GPU's critical Xid errors as events (``probe.xid_watch.XidWatch``, the event set the deep
 diagnostics use too); the exporter polls them on every scrape without waiting and keeps them here,
 by GPU UUID, so that a GPU keeps its record when NVML is re-opened or the GPUs are counted anew.
 DCGM exports the last Xid as ``DCGM_FI_DEV_XID_ERRORS`` (0 until one comes) with its number and

@@ -24,7 +24,8 @@ from gpudiag.model import (
     TorchBuild,
     TorchRuntime,
 )
-from gpudiag.probe.nvml import HostResolver, NvmlSession, no_process_stats
+from gpudiag.probe.nvml import NvmlSession
+from gpudiag.probe.nvml_processes import HostResolver, no_process_stats
 
 
 @dataclass

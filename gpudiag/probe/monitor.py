@@ -31,7 +31,7 @@ class RowReader:
         self._composite: dict[str, Any] = {}
         if PROCESS_LOAD in keys:
             from gpudiag.probe.details import DetailsProbe
-            from gpudiag.probe.nvml import no_process_stats
+            from gpudiag.probe.nvml_processes import no_process_stats
 
             loads = DetailsProbe(self._session, no_process_stats, self._session.cpu_count)
             self._composite[PROCESS_LOAD] = loads.process_load

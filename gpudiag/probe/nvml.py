@@ -12,43 +12,36 @@ import contextlib
 import ctypes
 import functools
 import os
-import sys
 import time
-import typing
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import msgspec
 from msgspec.structs import replace
 
-from gpudiag.errors import DEBUG_ENV
 from gpudiag.model import (
     ALL_GROUPS,
     Bar1,
     FactGroup,
     Gpu,
-    GpuProcess,
     GpuState,
-    HostProcess,
     Memory,
     MigAttributes,
     MigDevice,
     NvmlInfo,
     NvmlStatus,
-    ProcessKind,
     Reading,
     Reason,
     RetiredPages,
-    blank_fields,
     failed_gpu,
 )
+from gpudiag.probe.nvml_errors import GpuLostError, decoded, init_status, undecodable, unusable
+from gpudiag.probe.nvml_processes import HostResolver, ProcessReading, no_process_stats
+from gpudiag.probe.read_plan import NOT_READ, blank_for, not_read_fields, rows_of
+from gpudiag.probe.xid_watch import XidWatch
 from gpudiag.readings import (
-    NO_INSTANCE,
     Spec,
-    builder,
     field_key,
-    field_types,
-    group_readings,
     integer,
     pick,
     text,
@@ -57,45 +50,9 @@ from gpudiag.readings import (
 
 T = TypeVar("T")
 
-HostResolver = Callable[[int], HostProcess]
-
-# Tried in order; the first one this driver has is used for the rest of the session.
-PROCESS_QUERY_APIS = ("_v3", "_v2", "_v1")
-
-
-class _GpuLostError(Exception):
-    """Raised inside a GPU read when NVML reports the GPU lost; ends that GPU's read."""
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(detail)
-        self.detail = detail
-
 
 def _decode_part(decode: Callable[[Any], Any], part: int | str, raw: Any) -> Any:
     return decode(pick(raw, part))
-
-
-def undecodable(function: str, exc: BaseException) -> Reading[Any]:
-    """An answer its reader did not expect (another type, a value out of range, bytes that are not
-    UTF-8): that reading's error, with the reason; the traceback on stderr under ``--debug``."""
-    if os.environ.get(DEBUG_ENV):
-        import traceback  # only under --debug: ~3 ms of every start otherwise
-
-        traceback.print_exception(exc, file=sys.stderr)
-    why = f"{type(exc).__name__}: {exc}"
-    return Reading.missing(Reason.UNKNOWN_ERROR, f"{function}: unexpected answer ({why[:200]})")
-
-
-def decoded(function: str, raw: Any, decode: Callable[[Any], Any] | None = None) -> Reading[Any]:
-    """``function``'s answer ``raw`` decoded, under the guard every NVML answer is decoded in: a
-    decoder that fails on it, or an empty answer, is the reading's error, never the command's."""
-    try:
-        value = raw if decode is None else decode(raw)
-    except Exception as exc:  # whatever the answer, this reading alone is lost
-        return undecodable(function, exc)
-    if value is None:
-        return Reading.missing(Reason.UNKNOWN_ERROR, f"{function}: unexpected answer (None)")
-    return Reading(value=value)
 
 
 # How read_specs reads a row: the only row of its call; the same, asked once per session; one of the
@@ -104,46 +61,6 @@ _ALONE, _FIXED, _SHARED, _FIELD, _CUSTOM = range(5)
 
 # nvmlFieldValue_t's value member by its valueType (nvmlValueType_t).
 _VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
-
-
-def _init_status(lib: Any, exc: Exception) -> tuple[NvmlStatus, str]:
-    """Turn an nvmlInit failure into a status and a one-line, actionable explanation."""
-    if isinstance(exc, lib.NVMLError_LibraryNotFound):
-        return NvmlStatus.LIBRARY_NOT_FOUND, (
-            "NVML library (libnvidia-ml.so.1) not found: the NVIDIA driver is not installed, "
-            "or this container was started without the NVIDIA runtime"
-        )
-    if isinstance(exc, lib.NVMLError_DriverNotLoaded):
-        return NvmlStatus.DRIVER_NOT_LOADED, (
-            "NVIDIA driver not loaded: no GPU kernel module is running (is this a GPU machine? "
-            "check `lsmod | grep nvidia`)"
-        )
-    if isinstance(exc, lib.NVMLError_LibRmVersionMismatch):
-        return NvmlStatus.VERSION_MISMATCH, (
-            "NVIDIA driver/library version mismatch: the driver was upgraded but the old kernel "
-            "module is still loaded; reboot, or unload and reload the nvidia modules"
-        )
-    if isinstance(exc, lib.NVMLError_NoPermission):
-        return NvmlStatus.NO_PERMISSION, (
-            "no permission to open the NVIDIA devices (/dev/nvidia*): add this user to the "
-            "group that owns them, or run inside the job's cgroup"
-        )
-    return NvmlStatus.ERROR, f"NVML failed to initialise: {exc}"
-
-
-def _unusable(status: NvmlStatus, detail: str, kernel_module_version: Reading[str]) -> NvmlInfo:
-    """NVML state when it cannot be used at all: every system reading says why."""
-    missing: Reading[str] = Reading.missing(Reason.UNAVAILABLE, detail)
-    return NvmlInfo(
-        status=status,
-        detail=detail,
-        driver_version=missing,
-        nvml_version=missing,
-        cuda_driver_version=Reading.missing(Reason.UNAVAILABLE, detail),
-        kernel_module_version=kernel_module_version,
-        process_query_api="",
-        functions_missing=(),
-    )
 
 
 class _Handles(msgspec.Struct):
@@ -162,7 +79,7 @@ class _Handles(msgspec.Struct):
     gpm: Any = None  # probe.gpm.GpuSamples: the GPU's GPM samples, made on its first profiling read
 
 
-class NvmlSession:
+class NvmlSession(ProcessReading):
     """An initialised NVML with cached device handles, for one or many reads.
 
     Watch loops keep one session: handles are fetched once, not on every refresh.
@@ -205,15 +122,15 @@ class NvmlSession:
         try:
             lib.nvmlInit()
         except lib.NVMLError as exc:
-            status, detail = _init_status(lib, exc)
-            self.info = _unusable(status, detail, kernel_module_version)
+            status, detail = init_status(lib, exc)
+            self.info = unusable(status, detail, kernel_module_version)
             return self.info
         self.opened = True
         try:
             self._discover()
         except NvmlDiscoveryError as exc:
             detail = f"NVML initialised but cannot count the GPUs: {exc}"
-            self.info = _unusable(NvmlStatus.ERROR, detail, kernel_module_version)
+            self.info = unusable(NvmlStatus.ERROR, detail, kernel_module_version)
             return self.info
         self.info = self._system_info(kernel_module_version)
         return self.info
@@ -327,7 +244,7 @@ class NvmlSession:
         except lib.NVMLError as exc:
             reason, detail = self._reason(exc, function)
             if reason is Reason.GPU_LOST:
-                raise _GpuLostError(f"{function}: GPU is lost") from None
+                raise GpuLostError(f"{function}: GPU is lost") from None
             return Reading.missing(reason, detail)
         except Exception as exc:  # the binding's own failure: this reading alone is lost
             return undecodable(function, exc)
@@ -413,7 +330,7 @@ class NvmlSession:
                 continue
             try:
                 gpus.append(self._read_gpu(index, handles, facts, only))
-            except _GpuLostError as lost:
+            except GpuLostError as lost:
                 gpus.append(failed_gpu(index, GpuState.LOST, f"GPU is lost ({lost.detail})"))
         if FactGroup.DETAILS in facts:
             gpus = self._with_details(gpus, links=FactGroup.LINKS in facts)
@@ -441,7 +358,7 @@ class NvmlSession:
             peers = [(other, oh) for other, oh in opened if other != index] if read_peers else []
             try:
                 found.append(self._details.read(index, handle, peers, links))
-            except _GpuLostError as lost:
+            except GpuLostError as lost:
                 found.append(None)
                 gpus[index] = failed_gpu(index, GpuState.LOST, f"GPU is lost ({lost.detail})")
         found = with_nvlink_counts(found, [g.pci_bus_id.value for g in gpus])
@@ -450,7 +367,7 @@ class NvmlSession:
             if g.state is GpuState.OK and g.mig_devices:
                 try:
                     out[i] = self._mig_details(g, self._handles[i])
-                except _GpuLostError as lost:
+                except GpuLostError as lost:
                     out[i] = failed_gpu(i, GpuState.LOST, f"GPU is lost ({lost.detail})")
         return [
             replace(g, details=self.unrecorded_details[i])
@@ -463,9 +380,9 @@ class NvmlSession:
         self, index: int, handles: _Handles, facts: frozenset[FactGroup], only: frozenset[str] | None = None
     ) -> Gpu:
         h = handles.gpu
-        rows, build = _rows_of(facts, only)
+        rows, build = rows_of(facts, only)
         read = self.read_specs(handles, h, rows, functools.partial(_custom_reading, self, h, handles))
-        fields = {**_not_read_fields(), **build(read)}
+        fields = {**not_read_fields(), **build(read)}
         return Gpu(index=index, state=GpuState.OK, state_detail="", **fields)
 
     def read_specs(
@@ -520,7 +437,7 @@ class NvmlSession:
                 handles.slow[key] = (now, out[key])  # type: ignore[union-attr]
         for spec in specs:  # a composite that failed leaves the keys it would have filled: they say why
             if spec.key not in out:
-                out[spec.key] = _blank_for(spec.key, out.get(_failed_composite))
+                out[spec.key] = blank_for(spec.key, out.get(_failed_composite))
         out.pop(_failed_composite, None)
         return out
 
@@ -529,11 +446,11 @@ class NvmlSession:
         answer it did not expect loses its own readings, never the GPU's or the command's."""
         try:
             return custom(key)
-        except _GpuLostError:
+        except GpuLostError:
             raise
         except Exception as exc:  # this composite alone is lost, with why
             error = undecodable(spec.call or key, exc)
-            return {key: _blank_for(key, error), _failed_composite: error}
+            return {key: blank_for(key, error), _failed_composite: error}
 
     # -- a command's own rows (dmon, pmon, stat, topo, nvlink) --------------------------
 
@@ -565,7 +482,7 @@ class NvmlSession:
 
         try:
             return self.read_specs(handles, h, rows, custom)
-        except _GpuLostError:
+        except GpuLostError:
             return None
 
     def _plan(self, specs: tuple[Spec, ...]) -> tuple[list[Any], list[tuple[Any, ...]]]:
@@ -621,7 +538,7 @@ class NvmlSession:
             except self._lib.NVMLError as exc:
                 reason, detail = self._reason(exc, call)
             if reason is Reason.GPU_LOST:
-                raise _GpuLostError(f"{call}: GPU is lost")
+                raise GpuLostError(f"{call}: GPU is lost")
             return Reading.missing(reason, detail)
         return Reading.of(struct)
 
@@ -681,7 +598,7 @@ class NvmlSession:
         except lib.NVMLError as exc:
             reason, detail = self._reason(exc, "nvmlDeviceGetMemoryInfo")
             if reason is Reason.GPU_LOST:
-                raise _GpuLostError("nvmlDeviceGetMemoryInfo: GPU is lost") from None
+                raise GpuLostError("nvmlDeviceGetMemoryInfo: GPU is lost") from None
             return Reading.missing(reason, detail)
         except Exception as exc:  # the binding's own failure
             return undecodable("nvmlDeviceGetMemoryInfo", exc)
@@ -747,7 +664,7 @@ class NvmlSession:
         except lib.NVMLError as exc:
             reason, detail = self._reason(exc, "nvmlDeviceValidateInforom")
             if reason is Reason.GPU_LOST:
-                raise _GpuLostError("nvmlDeviceValidateInforom: GPU is lost") from None
+                raise GpuLostError("nvmlDeviceValidateInforom: GPU is lost") from None
             return Reading.missing(reason, detail)
         except Exception as exc:  # the binding's own failure
             return undecodable("nvmlDeviceValidateInforom", exc)
@@ -785,171 +702,9 @@ class NvmlSession:
         )
         return replace(gpu, mig_devices=migs) if migs else gpu
 
-    # -- processes -------------------------------------------------------------------
-
-    def _process_list(self, h: Any, family: str) -> list[Any]:
-        """Query compute or graphics processes, falling back to older API versions."""
-        lib = self._lib
-        apis = [self._process_api] if self._process_api else list(PROCESS_QUERY_APIS)
-        last: Exception | None = None
-        for suffix in apis:
-            name = f"nvmlDeviceGet{family}RunningProcesses{suffix}"
-            try:
-                if suffix == "_v1":
-                    procs = _query_processes_v1(lib, h, f"nvmlDeviceGet{family}RunningProcesses")
-                else:
-                    procs = getattr(lib, name)(h)
-            except lib.NVMLError_FunctionNotFound as exc:
-                if name not in self._missing:
-                    self._missing.append(name)
-                last = exc
-                continue
-            self._process_api = suffix
-            return list(procs)
-        assert last is not None
-        raise last
-
-    def _processes(self, h: Any) -> Reading[tuple[GpuProcess, ...]]:
-        lib = self._lib
-        merged: dict[int, tuple[ProcessKind, Any]] = {}
-        for family, kind in (("Compute", ProcessKind.COMPUTE), ("Graphics", ProcessKind.GRAPHICS)):
-            try:
-                procs = self._process_list(h, family)
-            except lib.NVMLError as exc:
-                reason, detail = self._reason(exc, f"nvmlDeviceGet{family}RunningProcesses")
-                if reason is Reason.GPU_LOST:
-                    raise _GpuLostError("process query: GPU is lost") from None
-                return Reading.missing(reason, detail)
-            except Exception as exc:  # the binding's own failure
-                return undecodable(f"nvmlDeviceGet{family}RunningProcesses", exc)
-            pids = decoded(f"nvmlDeviceGet{family}RunningProcesses", procs, lambda ps: [int(p.pid) for p in ps])
-            if pids.value is None:
-                return Reading.missing_like(pids)
-            for pid, proc in zip(pids.value, procs, strict=True):
-                if pid not in merged:
-                    merged[pid] = (kind, proc)
-                elif merged[pid][0] is not kind:  # in both lists; a repeat within one list stays one kind
-                    merged[pid] = (ProcessKind.COMPUTE_GRAPHICS, merged[pid][1])
-        return decoded("nvmlDeviceGetComputeRunningProcesses", merged, self._gpu_processes)
-
-    def _gpu_processes(self, merged: dict[int, tuple[ProcessKind, Any]]) -> tuple[GpuProcess, ...]:
-        result = []
-        for pid, (kind, proc) in merged.items():
-            used = getattr(proc, "usedGpuMemory", None)
-            gi = getattr(proc, "gpuInstanceId", NO_INSTANCE)
-            ci = getattr(proc, "computeInstanceId", NO_INSTANCE)
-            result.append(
-                GpuProcess(
-                    pid=pid,
-                    kind=kind,
-                    used_memory_bytes=(
-                        Reading.of(int(used))
-                        if used is not None
-                        else Reading.missing(Reason.NOT_SUPPORTED, "NVML gives no per-process memory here")
-                    ),
-                    host=self._host(pid),
-                    gpu_instance_id=None if gi == NO_INSTANCE else int(gi),
-                    compute_instance_id=None if ci == NO_INSTANCE else int(ci),
-                )
-            )
-        return tuple(result)
-
-
-class XidWatch:
-    """NVML's critical XID events (``nvmlEventTypeXidCriticalError``: the driver's Xid errors, as
-    `dmesg` shows them) on every GPU, from the moment it is made: :meth:`poll` takes what came.
-
-    ``missing`` names the GPUs that could not be watched and why (GeForce boards and old drivers
-    answer NOT_SUPPORTED): events on them are not seen.
-    """
-
-    def __init__(self, lib: Any, handles: list[tuple[int, Any]]) -> None:
-        self._lib = lib
-        self._set: Any = None
-        self.missing: list[str] = []
-        self.watched: set[int] = set()  # the indices of the GPUs whose events are seen
-        try:
-            self._set = lib.nvmlEventSetCreate()
-        except Exception as exc:  # NVML's error or the binding's: no GPU's events are seen
-            self.missing = [f"every GPU ({exc})"]
-            return
-        for index, handle in handles:
-            try:
-                lib.nvmlDeviceRegisterEvents(handle, lib.nvmlEventTypeXidCriticalError, self._set)
-            except Exception as exc:  # NVML's error or the binding's: this GPU's events are not seen
-                self.missing.append(f"GPU {index} ({exc})")
-                continue
-            self.watched.add(index)
-
-    def poll(self) -> list[tuple[int, int]]:
-        """(GPU index, Xid) of every event since the last poll, without waiting."""
-        lib, found = self._lib, list[tuple[int, int]]()
-        if self._set is None:
-            return found
-        for _ in range(1000):  # a storm of events is read in the next poll
-            try:
-                data = lib.nvmlEventSetWait_v2(self._set, 0)
-            except lib.NVMLError_Timeout:
-                break
-            except lib.NVMLError:
-                break
-            except Exception:  # a binding's failure: the next poll tries again
-                break
-            try:
-                index = int(lib.nvmlDeviceGetIndex(data.device))
-            except Exception:  # NVML's error or an unexpected answer: the GPU is not known
-                index = -1
-            try:
-                found.append((index, int(data.eventData)))
-            except Exception:  # an event that is not one (no Xid to report)
-                continue
-        return found
-
-    def close(self) -> None:
-        if self._set is not None:
-            with contextlib.suppress(self._lib.NVMLError):
-                self._lib.nvmlEventSetFree(self._set)
-            self._set = None
-
-
-def no_process_stats(pid: int) -> tuple[Reading[float], Reading[int], Reading[float]]:
-    missing: Reading[Any] = Reading.missing(Reason.UNAVAILABLE, "no host view of processes")
-    return missing, missing, missing
-
 
 class NvmlDiscoveryError(Exception):
     """NVML initialised but could not count the GPUs."""
-
-
-class _ProcessInfoV1(ctypes.Structure):
-    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
-
-
-def _query_processes_v1(lib: Any, handle: Any, symbol: str) -> list[Any]:
-    """The pre-R470 process query, which nvidia-ml-py no longer wraps (no MIG instance ids)."""
-    fn = lib._nvmlGetFunctionPointer(symbol)
-    count = ctypes.c_uint(0)
-    ret = fn(handle, ctypes.byref(count), None)
-    if ret == lib.NVML_SUCCESS:
-        return []
-    if ret != lib.NVML_ERROR_INSUFFICIENT_SIZE:
-        raise lib.NVMLError(ret)
-    count.value = count.value * 2 + 5  # room for processes started meanwhile
-    array = (_ProcessInfoV1 * count.value)()
-    ret = fn(handle, ctypes.byref(count), array)
-    if ret != lib.NVML_SUCCESS:
-        raise lib.NVMLError(ret)
-    not_available = ctypes.c_ulonglong(-1).value
-    out = []
-    for i in range(count.value):
-        used = int(array[i].usedGpuMemory)
-        out.append(_V1Process(int(array[i].pid), None if used == not_available else used))
-    return out
-
-
-class _V1Process(msgspec.Struct):
-    pid: int
-    usedGpuMemory: int | None  # noqa: N815 - mirrors the NVML struct
 
 
 def _page_count(pages: Any) -> int:
@@ -979,53 +734,6 @@ def _not_in_bindings(spec: Spec) -> Reading[Any]:
 _failed_composite = "\0failed"
 
 
-def _blank_for(key: str, error: Reading[Any] | None) -> Any:
-    """What stands for the reading at ``key`` (a row's dotted path from the GPU) when its composite
-    failed: ``error``, or no items where the model keeps a plain tuple there."""
-    missing = error if error is not None else Reading.missing(Reason.UNKNOWN_ERROR, f"{key}: not read")
-    cls: Any = Gpu
-    names = key.split(".")
-    if names[0] == "details":
-        from gpudiag.details import GpuDetails
-
-        cls, names = GpuDetails, names[1:]
-    kind: Any = None
-    for name in names:
-        kind = field_types(cls).get(name) if isinstance(cls, type) and issubclass(cls, msgspec.Struct) else None
-        if kind is None:
-            return missing
-        cls = kind
-    return () if typing.get_origin(kind) is tuple else missing
-
-
-NOT_READ: Reading[Any] = Reading.missing(Reason.NOT_READ)
-
-
-@functools.cache
-def _rows_of(
-    facts: frozenset[FactGroup], only: frozenset[str] | None = None
-) -> tuple[tuple[Spec, ...], Callable[[dict[str, Any]], dict[str, Any]]]:
-    """The per-GPU rows a read of ``facts`` asks, in NVML call order: identity first (the UUID is the
-    cheap call that finds a GPU lost since the last read), then each group as FactGroup declares
-    them, whatever the set (DETAILS is read across GPUs, in read_gpus); given ``only``, of all
-    these the UUID and the fields the keys in ``only`` fill; and how their readings become the
-    GPU's fields."""
-    heads = None if only is None else {_head(key) for key in only} | {"uuid"}
-    rows = tuple(
-        row
-        for group in (None, *(group for group in FactGroup if group in facts))
-        for row in group_readings(group)
-        if heads is None or _head(row.key) in heads
-    )
-    return rows, builder(Gpu, tuple(row.key for row in rows))
-
-
-def _head(key: str) -> str:
-    """The Gpu field a row's key fills: one of a struct's readings (``pcie.gen_max``) is read with
-    the rest of them, which build the struct together."""
-    return key.split(".", 1)[0].split("[", 1)[0]
-
-
 def _mig_layout(key: str, session: NvmlSession, h: Any, handles: _Handles) -> Reading[Any]:
     """MIG's profiles or instances (probe.mig); a GPU whose MIG mode is off has none, at no call."""
     if not handles.mig_enabled:
@@ -1050,9 +758,3 @@ _CUSTOM_READERS: dict[str, Callable[[NvmlSession, Any, _Handles], Any]] = {
 
 def _custom_reading(session: NvmlSession, h: Any, handles: _Handles, key: str) -> dict[str, Any]:
     return {key: _CUSTOM_READERS[key](session, h, handles)}
-
-
-@functools.cache
-def _not_read_fields() -> dict[str, Any]:
-    """The blank fields of a read GPU, built once: every read copies them (a watch or exporter reads often)."""
-    return blank_fields(NOT_READ)

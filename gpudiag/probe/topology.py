@@ -11,7 +11,8 @@ from gpudiag.details import Affinity, NvLink
 from gpudiag.model import Gpu, Reading, Reason
 from gpudiag.probe.collect import MachineSource
 from gpudiag.probe.details import DetailsProbe, affinity_with_nvlink_counts
-from gpudiag.probe.nvml import _GpuLostError, no_process_stats
+from gpudiag.probe.nvml_errors import GpuLostError
+from gpudiag.probe.nvml_processes import no_process_stats
 
 LOST: Reading[Any] = Reading.missing(Reason.GPU_LOST, "GPU is lost")
 
@@ -30,7 +31,7 @@ def nvlinks(source: MachineSource, positions: list[int]) -> dict[int, Reading[tu
             continue
         try:
             out[position] = probe.nvlinks(handles[position])
-        except _GpuLostError:
+        except GpuLostError:
             out[position] = LOST
     return out
 
@@ -48,7 +49,7 @@ def affinities(source: MachineSource, gpus: tuple[Gpu, ...]) -> dict[int, Readin
         peers = [(other, oh) for other, oh in handles.items() if other != position]
         try:
             affinity = probe.affinity(h, peers)
-        except _GpuLostError:
+        except GpuLostError:
             out[position] = LOST
             continue
         own = links[position].value

@@ -17,7 +17,7 @@ from gpudiag.checks.deep.facts import GpuSamples, MemoryCounters, Xid
 from gpudiag.model import FactGroup, Machine
 
 if TYPE_CHECKING:
-    from gpudiag.probe.nvml import XidWatch
+    from gpudiag.probe.xid_watch import XidWatch
 
 SAMPLED: frozenset[FactGroup] = frozenset(
     {FactGroup.CLOCKS, FactGroup.CLOCK_EVENTS, FactGroup.THERMAL, FactGroup.POWER}
