@@ -34,7 +34,8 @@ def replay_source(spec: str) -> MachineSource:
     """A machine file replayed: the fake NVML answers from it, its host and environment as recorded."""
     from gpudiag.replay import fixtures, series
     from gpudiag.replay.fake_host import RecordedHost
-    from gpudiag.replay.fake_nvml import FakeNvml, ReplayTime
+    from gpudiag.replay.fake_nvml import FakeNvml
+    from gpudiag.replay.replay_time import ReplayTime
 
     machine, description = fixtures.load(spec)
     indices = tuple(g.index for g in machine.gpus)

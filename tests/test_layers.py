@@ -120,10 +120,13 @@ def test_the_import_finder_finds_every_spelling(tmp_path: Path) -> None:
 
 
 def test_only_the_live_source_and_the_fake_import_pynvml() -> None:
-    # The fake (with its detail and MIG calls) stands in for pynvml and uses its constants.
+    # The fake (with its detail, MIG and event calls and its rows' index) stands in for pynvml and uses its constants.
     allowed = {
         PACKAGE / "probe" / "collect.py",
-        *(REPLAY / f"{m}.py" for m in ("fake_nvml", "fake_answers", "fake_details", "fake_mig", "c_boundary")),
+        *(
+            REPLAY / f"{m}.py"
+            for m in ("fake_nvml", "fake_answers", "fake_details", "fake_mig", "fake_events", "fake_rows", "c_boundary")
+        ),
     }
     users = {p for p in modules() if _pynvml_imports(p)}
     assert users - allowed == set(), sorted(name(p) for p in users - allowed)

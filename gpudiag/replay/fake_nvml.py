@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import operator
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-import msgspec
 import pynvml
 
 from gpudiag.model import (
@@ -41,10 +39,23 @@ from gpudiag.model import (
     Reading,
     Reason,
 )
-from gpudiag.readings import GPM_METRICS, GPU_READINGS, NO_INSTANCE, Spec, field_key, reading_at
+from gpudiag.readings import GPM_METRICS, NO_INSTANCE
 from gpudiag.replay.c_boundary import CFake, address_of, unversioned
 from gpudiag.replay.call_costs import CallCosts
 from gpudiag.replay.fake_answers import REASON_ERRORS, FakeHandle, NotRecordedError, fail, recorded
+from gpudiag.replay.fake_events import EventSet, FakeXidEvents
+from gpudiag.replay.fake_rows import (
+    FIELDS_OF_CALLS,
+    ROW_CALLS,
+    Answer,
+    Call,
+    answer_of,
+    detail_rows_by_call,
+    detail_rows_by_field,
+    gpu_calls,
+    gpu_fields,
+)
+from gpudiag.replay.replay_time import ReplayTime
 
 _INIT_ERRORS = {
     NvmlStatus.LIBRARY_NOT_FOUND: pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,
@@ -68,19 +79,6 @@ _UNKNOWN_ARGUMENT = {
     "nvmlDeviceGetTotalEccErrors": pynvml.NVML_ERROR_INVALID_ARGUMENT,
     "nvmlDeviceGetPcieThroughput": pynvml.NVML_ERROR_INVALID_ARGUMENT,
 }
-# The parts of an answer no row reads: the codec utilizations' sampling period (µs), as captured.
-_SAMPLING_PERIOD_US = 100000
-_PADDING: dict[str, tuple[Any, ...]] = {
-    name: (None, _SAMPLING_PERIOD_US)
-    for name in (
-        "nvmlDeviceGetEncoderUtilization",
-        "nvmlDeviceGetDecoderUtilization",
-        "nvmlDeviceGetJpgUtilization",
-        "nvmlDeviceGetOfaUtilization",
-    )
-}
-# Answers that are pynvml structs rather than plain objects.
-_STRUCTS: dict[str, Callable[[], Any]] = {"nvmlDeviceGetUtilizationRates": pynvml.c_nvmlUtilization_t}
 # GPM metric ids by the model.Profiling field that keeps each, and the factor from GPM's unit to the model's.
 _GPM_FIELDS = {metric: (name, factor) for name, metric, factor in GPM_METRICS}
 # nvmlFieldValue_t's value member by its valueType (nvmlValueType_t).
@@ -93,170 +91,6 @@ _NVLINK_FIELDS = {
     pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX: pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
     pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX: pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
 }
-# Field ids whose value is what a call answers.
-_FIELDS_OF_CALLS = {
-    pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: ("nvmlDeviceGetTotalEnergyConsumption", 3),
-    pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER: ("nvmlDeviceGetPcieReplayCounter", 1),
-}
-
-
-def _answer_of(name: str, value: Any) -> Any:
-    """An encoded value as nvidia-ml-py returns it: a dict is a struct's attributes."""
-    if not isinstance(value, dict):
-        return value
-    struct = _STRUCTS.get(name)
-    if struct is None:
-        return SimpleNamespace(**value)
-    out = struct()
-    for attr, item in value.items():
-        setattr(out, attr, item)
-    return out
-
-
-class _Answer(msgspec.Struct, frozen=True):
-    """The rows that answer a call with given arguments, and how their values make NVML's answer."""
-
-    specs: tuple[Spec, ...]
-    reads: tuple[Callable[[Gpu], Reading[Any]], ...]  # each row's reading of a GPU
-    encodes: tuple[Callable[[Any], Any], ...]  # its value as NVML answers it
-    assemble: Callable[[list[Any]], Any]  # the rows' encoded values -> the answer
-    simple: bool  # one row, its value the whole answer
-
-
-class _Call(msgspec.Struct, frozen=True):
-    """The rows that answer one NVML call (or field id), by the arguments they take."""
-
-    whole_gpu: bool  # a MIG device's handle does not answer it
-    by_args: dict[tuple[Any, ...], _Answer]
-    # By arguments answered by one row with a plain value: its reading of a GPU and its encoder.
-    simple: dict[tuple[Any, ...], tuple[Callable[[Gpu], Reading[Any]], Callable[[Any], Any]]]
-
-
-def _reader(key: str) -> Callable[[Gpu], Reading[Any]]:
-    if key.startswith("details.") or "[" in key:  # through a reading that may be missing
-        return lambda gpu: reading_at(gpu, key)
-    return operator.attrgetter(key)  # a reading of the GPU, or of one of its structs
-
-
-def _assembler(name: Any, specs: list[Spec]) -> Callable[[list[Any]], Any]:
-    if len(specs) == 1 and specs[0].pick is None:
-        return lambda values: _answer_of(name, values[0])
-    picks = [spec.pick for spec in specs]
-    places = [pick for pick in picks if isinstance(pick, int)]
-    if len(places) == len(picks):  # items of a list
-        padding = _PADDING.get(name, ())
-        template = [*padding, *([None] * (max(places) + 1 - len(padding)))]
-
-        def items(values: list[Any]) -> list[Any]:
-            answer = list(template)
-            for place, value in zip(places, values, strict=True):
-                answer[place] = value
-            return answer
-
-        return items
-    return lambda values: _answer_of(name, {str(pick): value for pick, value in zip(picks, values, strict=True)})
-
-
-def _index(rows: tuple[Spec, ...], key: Callable[[Spec], list[Any]]) -> dict[Any, _Call]:
-    found: dict[Any, list[Spec]] = {}
-    for row in rows:
-        if not row.custom:
-            for name in key(row):
-                found.setdefault(name, []).append(row)
-    out = {}
-    for name, specs in found.items():
-        by_args: dict[tuple[Any, ...], list[Spec]] = {}
-        for spec in specs:
-            by_args.setdefault(tuple(getattr(pynvml, a) if isinstance(a, str) else a for a in spec.args), []).append(
-                spec
-            )
-        answers = {
-            args: _Answer(
-                tuple(same),
-                tuple(_reader(spec.key) for spec in same),
-                tuple(spec.codec.encode for spec in same),
-                _assembler(name, same),
-                len(same) == 1 and same[0].pick is None and name not in _STRUCTS,
-            )
-            for args, same in by_args.items()
-        }
-        simple = {args: (answer.reads[0], answer.encodes[0]) for args, answer in answers.items() if answer.simple}
-        out[name] = _Call(any(spec.whole_gpu for spec in specs), answers, simple)
-    return out
-
-
-def _calls_of(row: Spec) -> list[Any]:
-    if row.field:  # a field that is what a call answers (the energy counter): that call too, for peers
-        same = _FIELDS_OF_CALLS.get(row.field)
-        return [same[0]] if same is not None and not row.scope else []
-    return [name for name in (row.call, row.fallback) if name]
-
-
-def _fields_of(row: Spec) -> list[Any]:
-    return [field_key(row)] if row.field else []
-
-
-# The calls the per-GPU rows (gpudiag.readings.GPU_READINGS) declare, answered from them (indexed on
-# the first call: a replay's start-up pays for the names only); the rows of the details
-# (gpudiag.detail_readings.DETAIL_READINGS) are loaded on the first call that only they answer.
-_ROW_CALLS = frozenset(name for row in GPU_READINGS if not row.custom for name in _calls_of(row))
-
-
-@functools.cache
-def _gpu_calls() -> dict[Any, _Call]:
-    return _index(GPU_READINGS, _calls_of)
-
-
-@functools.cache
-def _gpu_fields() -> dict[Any, _Call]:
-    return _index(GPU_READINGS, _fields_of)
-
-
-@functools.cache
-def _detail_rows_by_call() -> dict[Any, _Call]:
-    from gpudiag.detail_readings import DETAIL_READINGS
-
-    return _index(DETAIL_READINGS, _calls_of)
-
-
-@functools.cache
-def _detail_rows_by_field() -> dict[Any, _Call]:
-    from gpudiag.detail_readings import DETAIL_READINGS
-
-    return _index(DETAIL_READINGS, _fields_of)
-
-
-class ReplayTime:
-    """Time for a replay's GPM reads: a wait between two samples passes at once (the recorded figures
-    are the window's whatever it lasts), and a GPU whose snapshot records its window is sampled that
-    window apart, so the replay reports the window the live read measured (0.100074 s, not the 0.1 s
-    asked for); a GPU without one is sampled as the waits move the time."""
-
-    def __init__(self, windows: Mapping[int, float] | None = None) -> None:
-        self._now = 0.0
-        self._windows = dict(windows or {})  # by position: each GPU's recorded window
-        self._sampled: dict[int, float] = {}  # by position: the time of the GPU's latest sample
-        self._last: int | None = None
-
-    def sampled(self, gpu: int) -> None:
-        """The fake took a GPM sample of GPU ``gpu`` (its position): the next ``now`` is its time."""
-        window, previous = self._windows.get(gpu), self._sampled.get(gpu)
-        self._sampled[gpu] = self._now if window is None or previous is None else previous + window
-        self._last = gpu
-
-    def now(self) -> float:
-        return self._now if self._last is None else self._sampled[self._last]
-
-    def sleep(self, seconds: float) -> None:
-        self._now += seconds
-
-
-class _EventSet:
-    """An NVML event set: the GPUs registered, and the events not yet waited for."""
-
-    def __init__(self) -> None:
-        self.gpus: set[int] = set()
-        self.pending: deque[tuple[int, int]] = deque()
 
 
 def _bus_id_key(bus_id: str) -> tuple[int, ...] | None:
@@ -283,7 +117,7 @@ def _text(value: str | bytes) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else value
 
 
-class FakeNvml(CFake):
+class FakeNvml(FakeXidEvents, CFake):
     """A ``pynvml`` whose library is this fake. Swap the machine with :meth:`set_machine`."""
 
     RAW = frozenset(
@@ -305,7 +139,7 @@ class FakeNvml(CFake):
         self._init_count = 0  # NVML counts nvmlInit calls; each needs its nvmlShutdown
         self._details_impl: Any = None
         self._mig_impl: Any = None  # MIG's layout calls (gpudiag.replay.fake_mig), on the first
-        self._event_sets: list[_EventSet] = []  # XID event sets (check --level 2-4)
+        self._event_sets: list[EventSet] = []  # XID event sets (check --level 2-4)
         # GPM sample buffers (nvmlGpmSampleAlloc), by address: the GPU sampled into each (its position)
         # and its profiling reading then, or None while the buffer holds no sample.
         self._gpm_samples: dict[int, tuple[int, Reading[Any]] | None] = {}
@@ -340,7 +174,7 @@ class FakeNvml(CFake):
             method = getattr(type(self), name, None)
             if method is not None and name.startswith("nvml"):
                 return name, method.__get__(self)
-            if name in _ROW_CALLS:
+            if name in ROW_CALLS:
                 return name, self._row_call(name)
         for name in names:
             later = self._later(name)
@@ -378,8 +212,8 @@ class FakeNvml(CFake):
         return (
             hand
             or self._c_special(name) is not None
-            or name in _ROW_CALLS
-            or name in _detail_rows_by_call()
+            or name in ROW_CALLS
+            or name in detail_rows_by_call()
             or hasattr(FakeDetails, name)
             or hasattr(FakeMig, name)
         )
@@ -407,7 +241,7 @@ class FakeNvml(CFake):
     def _later(self, name: str) -> Callable[..., Any] | None:
         """A call only the details or MIG answer: from the details' rows, by fake_details or fake_mig
         (loaded on the first such call, so that a plain `list` replay never imports them)."""
-        if name in _detail_rows_by_call():
+        if name in detail_rows_by_call():
             return functools.partial(self.answer, name)
         from gpudiag.replay.fake_details import FakeDetails
         from gpudiag.replay.fake_mig import FakeMig
@@ -419,21 +253,21 @@ class FakeNvml(CFake):
         return None
 
     def _row_call(self, name: str) -> Callable[..., Any]:
-        own: _Call | None = None  # the call's rows, indexed on its first use
+        own: Call | None = None  # the call's rows, indexed on its first use
 
         def call(handle: FakeHandle, *args: Any) -> Any:
             nonlocal own
             self._enter(name)
             gpu = self._gpu(handle)
             if own is None:
-                own = _gpu_calls()[name]
+                own = gpu_calls()[name]
             found = own.simple.get(args)
             # The common case, kept short (a replayed watch or exporter asks often): one row, a plain
             # value, a GPU without details, its own handle.
             if found is not None and gpu.details.value is None and handle.mig_slot is None:
                 read, encode = found
                 value = encode(recorded(read(gpu)))
-                return _answer_of(name, value) if isinstance(value, dict) else value  # a dict: a struct's
+                return answer_of(name, value) if isinstance(value, dict) else value  # a dict: a struct's
             return self._answer(name, gpu, handle, own, args)
 
         call.__name__ = call.__qualname__ = name
@@ -443,10 +277,10 @@ class FakeNvml(CFake):
         """The answer to ``name(handle, *args)`` from the readings whose rows declare that call (a
         subclass that overrides a call for a test gives the rest to this)."""
         self._enter(name)
-        return self._answer(name, self._gpu(handle), handle, _gpu_calls().get(name), args)
+        return self._answer(name, self._gpu(handle), handle, gpu_calls().get(name), args)
 
-    def _answer(self, name: str, gpu: Gpu, handle: FakeHandle, own: _Call | None, args: tuple[Any, ...]) -> Any:
-        found = self._rows(gpu, handle, own, _detail_rows_by_call, name, args)
+    def _answer(self, name: str, gpu: Gpu, handle: FakeHandle, own: Call | None, args: tuple[Any, ...]) -> Any:
+        found = self._rows(gpu, handle, own, detail_rows_by_call, name, args)
         if found is None:
             fail(_UNKNOWN_ARGUMENT.get(name, pynvml.NVML_ERROR_NOT_SUPPORTED))
         values = [encode(recorded(read(gpu))) for read, encode in zip(found.reads, found.encodes, strict=True)]
@@ -456,11 +290,11 @@ class FakeNvml(CFake):
         self,
         gpu: Gpu,
         handle: FakeHandle,
-        own: _Call | None,
-        detailed: Callable[[], dict[Any, _Call]],
+        own: Call | None,
+        detailed: Callable[[], dict[Any, Call]],
         name: Any,
         args: tuple[Any, ...],
-    ) -> _Answer | None:
+    ) -> Answer | None:
         """The rows with these arguments that answer: the GPU's recorded details' where they have the
         reading (a clock, the energy), else its own; a detail row of a GPU without details answers
         "not recorded"."""
@@ -743,12 +577,12 @@ class FakeNvml(CFake):
         # A row answers only the scope it declares (readings.field_key): the all-links NVLink data
         # (ALL_LINKS) is not one link's, and a scoped power field (the module's) is its own row.
         key = (field_id, scope) if scope else field_id
-        rows = _gpu_fields().get(key)
-        if rows is None and field_id in _FIELDS_OF_CALLS:  # a field no row reads: the call's rows say
-            call, value_type = _FIELDS_OF_CALLS[field_id]
-            found = self._rows(gpu, handle, _gpu_calls().get(call), _detail_rows_by_call, call, ())
+        rows = gpu_fields().get(key)
+        if rows is None and field_id in FIELDS_OF_CALLS:  # a field no row reads: the call's rows say
+            call, value_type = FIELDS_OF_CALLS[field_id]
+            found = self._rows(gpu, handle, gpu_calls().get(call), detail_rows_by_call, call, ())
         else:
-            found = self._rows(gpu, handle, rows, _detail_rows_by_field, key, ())
+            found = self._rows(gpu, handle, rows, detail_rows_by_field, key, ())
             value_type = found.specs[0].value_type if found is not None else 0
         if found is not None:
             return int(found.encodes[0](recorded(found.reads[0](gpu)))), value_type
@@ -872,36 +706,6 @@ class FakeNvml(CFake):
         return int(pynvml.NVML_SUCCESS)
 
     # -- events (XIDs) ---------------------------------------------------------------
-
-    def inject_xid(self, gpu: int, xid: int) -> None:
-        """Make GPU ``gpu`` (its position) report critical Xid ``xid`` to every event set watching it."""
-        for watched in self._event_sets:
-            if gpu in watched.gpus:
-                watched.pending.append((gpu, xid))
-
-    def nvmlEventSetCreate(self) -> Any:
-        self._enter("nvmlEventSetCreate")
-        event_set = _EventSet()
-        self._event_sets.append(event_set)
-        return event_set
-
-    def nvmlDeviceRegisterEvents(self, handle: FakeHandle, event_types: int, event_set: Any) -> None:
-        self._enter("nvmlDeviceRegisterEvents")
-        self._full_gpu(handle)
-        if event_types & pynvml.nvmlEventTypeXidCriticalError:
-            event_set.gpus.add(handle.gpu)
-
-    def nvmlEventSetWait_v2(self, event_set: Any, timeout_ms: int) -> Any:
-        self._enter("nvmlEventSetWait_v2")
-        if not event_set.pending:
-            fail(pynvml.NVML_ERROR_TIMEOUT)  # the fake never blocks: no event came in time
-        gpu, xid = event_set.pending.popleft()
-        return SimpleNamespace(device=FakeHandle(gpu), eventType=pynvml.nvmlEventTypeXidCriticalError, eventData=xid)
-
-    def nvmlEventSetFree(self, event_set: Any) -> None:
-        self._enter("nvmlEventSetFree")
-        if event_set in self._event_sets:
-            self._event_sets.remove(event_set)
 
     # -- C functions answered at the boundary itself ---------------------------------
 
