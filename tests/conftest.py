@@ -70,13 +70,15 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 
 
-class _GpmClock:
-    """The GPM reader's clock, where its one-shot wait passes at once: a read of a GPU with GPM waits
-    the sampling window between its two samples (0.1 s), and hundreds of reads in the suite would
-    wait for nothing but the fake's counters. The window the figures are over is unchanged."""
+class SkippingClock:
+    """The time module as a module under test uses it, whose sleeps pass at once (and its monotonic
+    clock moves on by them)."""
 
     def __init__(self) -> None:
         self.skipped = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
 
     def monotonic(self) -> float:
         return time.monotonic() + self.skipped
@@ -87,9 +89,11 @@ class _GpmClock:
 
 @pytest.fixture(autouse=True)
 def _gpm_waits_on_a_fake_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read of a GPU with GPM waits the sampling window between its two samples (0.1 s): hundreds of
+    reads in the suite would wait for nothing but the fake's counters. The window is unchanged."""
     from gpudiag.probe import gpm
 
-    monkeypatch.setattr(gpm, "time", _GpmClock())
+    monkeypatch.setattr(gpm, "time", SkippingClock())
 
 
 @pytest.fixture(autouse=True)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import time
-from typing import Any
 
 import pytest
 
 from gpudiag.exitcodes import ExitCode
-from tests.conftest import Cli, every_example
+from tests.conftest import Cli, SkippingClock, every_example
 
 NVML_CODES = {
     ExitCode.NVML_NO_PERMISSION,
@@ -67,29 +65,13 @@ COMMANDS: list[tuple[list[str], set[int]]] = [
 ]
 
 
-class _WatchClock:
-    """The time module as the watches use it, whose sleeps pass at once: the exit codes are this
-    matrix's business, not the waits between samples (at least 0.1 s each: gpudiag.units.interval)."""
-
-    def __init__(self) -> None:
-        self.skipped = 0.0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
-
-    def monotonic(self) -> float:
-        return time.monotonic() + self.skipped
-
-    def sleep(self, seconds: float) -> None:
-        self.skipped += seconds
-
-
 @pytest.fixture(autouse=True)
 def _watches_wait_on_a_fake_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exit codes are this matrix's business, not the waits between samples (at least 0.1 s each)."""
     from gpudiag.cli import list_watch, monitor_loop, stat_watch
 
     for module in (list_watch, monitor_loop, stat_watch):
-        monkeypatch.setattr(module, "time", _WatchClock())
+        monkeypatch.setattr(module, "time", SkippingClock())
 
 
 @pytest.mark.parametrize("name", every_example())
