@@ -81,6 +81,9 @@ SLOW_KEYS = frozenset(
     }
 )
 SLOW_EVERY_S = 60.0
+# Read once per NVML session besides the rows declared fixed: a GPU's UUID never changes, and a GPU
+# lost since the last scrape fails the scrape's next call (its memory) as it would the UUID's.
+FIXED_KEYS = frozenset({"uuid"})
 HUNG_AFTER_S = 60.0  # a scrape running this long is stuck (an NVML call that never returns): /livez fails
 # zlib's fastest level: the 8-GPU, 64-process text (53 kB) to 4.6 kB in 0.45 ms, where level 6 takes
 # 1.6 ms for 4.2 kB and 9 (prometheus-client's) 3.2 ms (2-core x86_64, shared).
@@ -236,6 +239,7 @@ class Exporter:
             session.gpm_window_s, session.gpm_wait = PROFILING_WINDOW_S, False
             session.gpm_clock, session.gpm_sleep = self.clock, None
             session.slow_keys, session.slow_every_s, session.slow_clock = SLOW_KEYS, SLOW_EVERY_S, self.clock
+            session.fixed_keys = FIXED_KEYS
         if self.log is not None:
             self._changes = CheckChanges(self.log)
             self.errors = FamilyErrors(self.log)

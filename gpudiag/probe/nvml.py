@@ -89,7 +89,7 @@ class NvmlSession(ProcessReading):
         self._lib = lib
         self._host = host
         self._handles: list[_Handles] = []
-        self._plans: dict[int, Any] = {}  # how to read each tuple of rows (see _plan)
+        self._plans: dict[tuple[int, frozenset[str]], Any] = {}  # how to read each tuple of rows (see _plan)
         self._process_api: str = ""
         self._missing: list[str] = []
         self.info: NvmlInfo
@@ -113,6 +113,9 @@ class NvmlSession(ProcessReading):
         # ``slow_clock``; none by default: a one-shot read asks everything it shows.
         self.slow_keys: frozenset[str] = frozenset()
         self.slow_every_s = 0.0
+        # Rows a long-running reader asks once per session besides those declared ``fixed`` (the
+        # exporter's UUID: its many other calls per read find a GPU lost since the last).
+        self.fixed_keys: frozenset[str] = frozenset()
         self.slow_clock: Callable[[], float] = time.monotonic
 
     # -- lifecycle -------------------------------------------------------------------
@@ -489,7 +492,8 @@ class NvmlSession(ProcessReading):
         """How to read ``specs``: their field ids (see readings.field_key), and each row's key, kind (see
         _ALONE), call and arguments (NVML's constants looked up), decoder, and the row. Made once per
         tuple of rows, which live as long as the program."""
-        plan = self._plans.get(id(specs))
+        which = (id(specs), self.fixed_keys)
+        plan = self._plans.get(which)
         if plan is None:
             calls = [(spec.call, spec.args) for spec in specs if not spec.field and not spec.custom]
             steps = []
@@ -505,9 +509,9 @@ class NvmlSession(ProcessReading):
                 elif calls.count((spec.call, spec.args)) > 1:
                     kind = _SHARED
                 else:
-                    kind = _FIXED if spec.fixed else _ALONE
+                    kind = _FIXED if spec.fixed or spec.key in self.fixed_keys else _ALONE
                 steps.append((spec.key, kind, spec.call, args, decode, spec))
-            plan = self._plans[id(specs)] = ([field_key(spec) for spec in specs if spec.field], steps)
+            plan = self._plans[which] = ([field_key(spec) for spec in specs if spec.field], steps)
         return plan
 
     def _ask(self, h: Any, spec: Spec, args: tuple[Any, ...]) -> Reading[Any]:
@@ -564,18 +568,18 @@ class NvmlSession(ProcessReading):
         """One nvmlFieldValue_t: its value by its type, or why it has none (under the guard: a
         value that is not a field value is this field's error)."""
         lib = self._lib
-        what = f"field {fid}"
-        code = decoded(what, value, lambda v: int(v.nvmlReturn))
-        if code.value is None:
-            return code
-        if code.value == lib.NVML_SUCCESS:
-            member = decoded(what, value, lambda v: _VALUE_MEMBERS.get(int(getattr(v, "valueType", 1)), "uiVal"))
-            if member.value is None:
-                return member
-            return decoded(what, value, lambda v: getattr(v.value, str(member.value)))
+        try:
+            code = int(value.nvmlReturn)
+            if code == lib.NVML_SUCCESS:
+                member = _VALUE_MEMBERS.get(int(getattr(value, "valueType", 1)), "uiVal")
+                found = getattr(value.value, member)
+        except Exception as exc:  # whatever the answer, this field alone is lost
+            return undecodable(f"field {fid}", exc)
+        if code == lib.NVML_SUCCESS:
+            return decoded(f"field {fid}", found)  # None is NVML's unexpected answer
         if getattr(lib, "field_not_recorded", None) is not None and lib.field_not_recorded(value):
             return Reading.missing(Reason.NOT_RECORDED)  # a replay's snapshot lacks it
-        return self.missing_for(code.value, what)
+        return self.missing_for(code, f"field {fid}")
 
     def _memory(self, h: Any) -> Reading[Memory]:
         lib = self._lib
