@@ -62,6 +62,13 @@ GROUPS = {
     | groups([BY_ID[check] for check in EXPORTER_CHECKS]),
     "dcgm": groups_of(metrics_dcgm.READS),
 }
+# The rows each family reads, where it exports fewer than its groups hold (None: all of them).
+# dcgm-exporter's fields leave out the fan, the power limit and the temperature thresholds: two calls
+# a GPU per scrape. Identity labels every DCGM series (modelName, pci_bus_id, device).
+ONLY: dict[str, frozenset[str] | None] = {
+    "native": None,
+    "dcgm": frozenset(metrics_dcgm.READS) | {"uuid", "pci_bus_id", "name", "minor_number"},
+}
 REOPEN_EVERY_S = 10.0
 # GPM's figures (DCGM_FI_PROF_*) are for the window since an earlier scrape at least this long ago
 # (probe.gpm): scrapes from two Prometheus servers a moment apart still get a window of their own.
@@ -232,6 +239,7 @@ class Exporter:
 
     def __post_init__(self) -> None:
         self.source.facts = GROUPS[self.compat]
+        self.source.only = ONLY[self.compat]
         self._hosts = CachedHost(self.source.host)
         session = self.source.session
         session.set_host(self._hosts)
