@@ -69,6 +69,16 @@ ONLY: dict[str, frozenset[str] | None] = {
     "native": None,
     "dcgm": frozenset(metrics_dcgm.READS) | {"uuid", "pci_bus_id", "name", "minor_number"},
 }
+# Readings asked as field values in the one nvmlDeviceGetFieldValues call each GPU's scrape makes
+# anyway, rather than by a call each (4 a GPU): the ECC totals, NVML_FI_DEV_ECC_{SBE,DBE}_{VOL,AGG}_TOTAL,
+# which nvml.h defines as the totals nvmlDeviceGetTotalEccErrors answers (dcgm-exporter's
+# DCGM_FI_DEV_ECC_* fields are these ids). A field a board does not support is that reading's N/A alone.
+AS_FIELDS = (
+    ("ecc_errors.volatile_corrected", 3),
+    ("ecc_errors.volatile_uncorrected", 4),
+    ("ecc_errors.aggregate_corrected", 5),
+    ("ecc_errors.aggregate_uncorrected", 6),
+)
 REOPEN_EVERY_S = 10.0
 # GPM's figures (DCGM_FI_PROF_*) are for the window since an earlier scrape at least this long ago
 # (probe.gpm): scrapes from two Prometheus servers a moment apart still get a window of their own.
@@ -243,6 +253,7 @@ class Exporter:
         self._hosts = CachedHost(self.source.host)
         session = self.source.session
         session.set_host(self._hosts)
+        session.as_fields = AS_FIELDS
         if not self.once:  # GPM: since the previous scrape, never waiting (probe.gpm)
             session.gpm_window_s, session.gpm_wait = PROFILING_WINDOW_S, False
             session.gpm_clock, session.gpm_sleep = self.clock, None

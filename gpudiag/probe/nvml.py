@@ -89,7 +89,7 @@ class NvmlSession(ProcessReading):
         self._lib = lib
         self._host = host
         self._handles: list[_Handles] = []
-        self._plans: dict[tuple[int, frozenset[str]], Any] = {}  # how to read each tuple of rows (see _plan)
+        self._plans: dict[tuple[Any, ...], Any] = {}  # how to read each tuple of rows (see _plan)
         self._process_api: str = ""
         self._missing: list[str] = []
         self.info: NvmlInfo
@@ -116,6 +116,9 @@ class NvmlSession(ProcessReading):
         # Rows a long-running reader asks once per session besides those declared ``fixed`` (the
         # exporter's UUID: its many other calls per read find a GPU lost since the last).
         self.fixed_keys: frozenset[str] = frozenset()
+        # Rows a reader asks as a field value (row key, field id) in the read's one
+        # nvmlDeviceGetFieldValues call instead of their own call: the exporter's ECC totals.
+        self.as_fields: tuple[tuple[str, int], ...] = ()
         self.slow_clock: Callable[[], float] = time.monotonic
 
     # -- lifecycle -------------------------------------------------------------------
@@ -422,7 +425,7 @@ class NvmlSession(ProcessReading):
             if kind is _FIELD:
                 if fields is None:  # where the first field's row is: the NVML calls keep the rows' order
                     fields = self.field_values(h, ids)
-                raw = fields[field_key(spec)]
+                raw = fields[args]
             elif kind is _SHARED:
                 asked = (call, *args)
                 raw = answers.get(asked)  # type: ignore[assignment]
@@ -430,7 +433,7 @@ class NvmlSession(ProcessReading):
                     raw = answers[asked] = self._ask(h, spec, args)
             else:  # the only row of its call
                 raw = self._ask(h, spec, args)
-            found = raw if raw.value is None else decoded(spec.call or f"field {field_key(spec)}", raw.value, decode)
+            found = raw if raw.value is None else decoded(call, raw.value, decode)
             if kind is _FIXED and handles is not None and found.value is not None:
                 handles.fixed[key] = found  # only answers are kept, never errors
             out[key] = found
@@ -492,26 +495,29 @@ class NvmlSession(ProcessReading):
         """How to read ``specs``: their field ids (see readings.field_key), and each row's key, kind (see
         _ALONE), call and arguments (NVML's constants looked up), decoder, and the row. Made once per
         tuple of rows, which live as long as the program."""
-        which = (id(specs), self.fixed_keys)
+        which = (id(specs), self.fixed_keys, self.as_fields)
         plan = self._plans.get(which)
         if plan is None:
-            calls = [(spec.call, spec.args) for spec in specs if not spec.field and not spec.custom]
+            as_fields = dict(self.as_fields)
+            calls = [(s.call, s.args) for s in specs if not s.field and not s.custom and s.key not in as_fields]
             steps = []
             for spec in specs:
-                args = tuple(getattr(self._lib, a) if isinstance(a, str) else a for a in spec.args)
+                call = spec.call
+                args: Any = tuple(getattr(self._lib, a) if isinstance(a, str) else a for a in spec.args)
                 decode = spec.codec.decode
                 if spec.pick is not None:
                     decode = functools.partial(_decode_part, decode, spec.pick)
                 if spec.custom:
                     kind = _CUSTOM
-                elif spec.field:
-                    kind = _FIELD
+                elif spec.field or spec.key in as_fields:
+                    kind, args = _FIELD, field_key(spec) if spec.field else as_fields[spec.key]
+                    call = f"field {args}"
                 elif calls.count((spec.call, spec.args)) > 1:
                     kind = _SHARED
                 else:
                     kind = _FIXED if spec.fixed or spec.key in self.fixed_keys else _ALONE
-                steps.append((spec.key, kind, spec.call, args, decode, spec))
-            plan = self._plans[which] = ([field_key(spec) for spec in specs if spec.field], steps)
+                steps.append((spec.key, kind, call, args, decode, spec))
+            plan = self._plans[which] = ([step[3] for step in steps if step[1] is _FIELD], steps)
         return plan
 
     def _ask(self, h: Any, spec: Spec, args: tuple[Any, ...]) -> Reading[Any]:
