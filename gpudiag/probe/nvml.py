@@ -554,7 +554,9 @@ class NvmlSession(ProcessReading):
 
     def field_values(self, h: Any, ids: list[Any]) -> dict[Any, Reading[Any]]:
         """Field values (an id, or an (id, scope) pair) in one call, each with its own status."""
-        raw: Reading[Any] = self._read("nvmlDeviceGetFieldValues", h, ids)
+        # Each id as an (id, scope) pair: nvidia-ml-py takes a plain id by catching a TypeError.
+        asked = [(fid, 0) if isinstance(fid, int) else fid for fid in ids]
+        raw: Reading[Any] = self._read("nvmlDeviceGetFieldValues", h, asked)
         if raw.value is None:
             return {fid: Reading.missing_like(raw) for fid in ids}
         answers = decoded("nvmlDeviceGetFieldValues", raw.value, list)
@@ -568,21 +570,25 @@ class NvmlSession(ProcessReading):
                 )
             )
             return {fid: Reading.missing_like(wrong) for fid in ids}
-        return {fid: self._field_value(fid, value) for fid, value in zip(ids, answers.value, strict=True)}
+        struct = getattr(self._lib, "c_nvmlFieldValue_t", None)
+        return {fid: self._field_value(fid, value, struct) for fid, value in zip(ids, answers.value, strict=True)}
 
-    def _field_value(self, fid: Any, value: Any) -> Reading[Any]:
+    def _field_value(self, fid: Any, value: Any, struct: Any = None) -> Reading[Any]:
         """One nvmlFieldValue_t: its value by its type, or why it has none (under the guard: a
-        value that is not a field value is this field's error)."""
+        value that is not a field value is this field's error). nvidia-ml-py's own struct (``struct``)
+        is read through its fields, past its __getattribute__ (a bytes check on every attribute)."""
         lib = self._lib
         try:
-            code = int(value.nvmlReturn)
+            plain = struct is not None and type(value) is struct
+            code = struct.nvmlReturn.__get__(value, struct) if plain else int(value.nvmlReturn)
             if code == lib.NVML_SUCCESS:
-                member = _VALUE_MEMBERS.get(int(getattr(value, "valueType", 1)), "uiVal")
-                found = getattr(value.value, member)
+                kind = struct.valueType.__get__(value, struct) if plain else int(getattr(value, "valueType", 1))
+                union = struct.value.__get__(value, struct) if plain else value.value
+                found = getattr(union, _VALUE_MEMBERS.get(kind, "uiVal"))
         except Exception as exc:  # whatever the answer, this field alone is lost
             return undecodable(f"field {fid}", exc)
         if code == lib.NVML_SUCCESS:
-            return decoded(f"field {fid}", found)  # None is NVML's unexpected answer
+            return Reading(value=found) if found is not None else decoded(f"field {fid}", found)
         if getattr(lib, "field_not_recorded", None) is not None and lib.field_not_recorded(value):
             return Reading.missing(Reason.NOT_RECORDED)  # a replay's snapshot lacks it
         return self.missing_for(code, f"field {fid}")
