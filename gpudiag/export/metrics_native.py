@@ -105,13 +105,24 @@ def _value(value: Any, sample: Sample) -> float | None:
 
 
 @functools.cache
-def _sampled() -> tuple[tuple[str, tuple[tuple[Callable[[Gpu], Reading[Any]], Sample], ...]], ...]:
-    """GPU_FAMILIES' sampled families, each with its samples' reading getters, worked out once (and
-    each sample's label values checked against its family's labels, once: rows are added unchecked)."""
+def _sampled() -> tuple[
+    tuple[str, tuple[tuple[Callable[[Gpu], Reading[Any]], Sample | None, tuple[str, ...]], ...]], ...
+]:
+    """GPU_FAMILIES' sampled families, each sample as its reading's getter, itself where its value is
+    worked on (a part, a bit, a factor; else None: the reading's value as it is) and its label values,
+    worked out once (and checked against its family's labels, once: rows are added unchecked)."""
     for f in GPU_FAMILIES:
         if wrong := [s.key for s in f.samples if len(s.labels) != len(f.labels)]:
             raise ValueError(f"{f.name}: samples {wrong} do not give one value per label {f.labels}")
-    return tuple((f.name, tuple((_reader(s.key), s) for s in f.samples)) for f in GPU_FAMILIES if f.samples)
+    plain = Sample("")
+    return tuple(
+        (
+            f.name,
+            tuple((_reader(s.key), None if s._replace(key="", labels=()) == plain else s, s.labels) for s in f.samples),
+        )
+        for f in GPU_FAMILIES
+        if f.samples
+    )
 
 
 def _gpu_families(
@@ -137,10 +148,17 @@ def _gpu_families(
             continue
         labels = [index, g.uuid.get("")]
         made[INFO].add_metric([*labels, g.name.get(""), g.pci_bus_id.get(""), driver], 1)
+        head = tuple(labels)
         for rows, samples in sampled:
-            for read, sample in samples:
-                if (value := _value(read(g).value, sample)) is not None:
-                    rows.append(((*labels, *sample.labels), value))
+            for read, sample, own in samples:
+                value = read(g).value
+                if value is None:
+                    continue
+                if sample is not None and (value := _value(value, sample)) is None:
+                    continue
+                if value.__class__ is bool:
+                    value = int(value)
+                rows.append((head + own if own else head, value))
         for mig in g.mig_devices:
             if (m := mig.memory.value) is None:
                 continue
