@@ -165,6 +165,14 @@ def test_no_program_lives_in_a_string() -> None:
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Option"
             for arg in node.args
         }
+        # ... nor is an option table's key (cli.plain_front: option -> (field, takes a value)).
+        options |= {
+            id(key)
+            for node in nodes(path)
+            if isinstance(node, ast.Dict)
+            for key, value in zip(node.keys, node.values, strict=True)
+            if isinstance(value, ast.Tuple)
+        }
         for node in nodes(path):
             if isinstance(node, ast.Constant) and node.value == "-c" and id(node) not in options:
                 offenders.append(f"{name(path)}:{node.lineno} passes -c")
