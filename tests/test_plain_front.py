@@ -1,4 +1,5 @@
-"""The machine-readable outputs of `memory`, `visible`, `stat`, `topo`, `nvlink` and `mig` run without
+"""The machine-readable outputs of `memory`, `visible`, `stat`, `topo`, `nvlink`, `mig` (`--json`), and
+of `dmon` and `pmon` (`--json` or `--format` with `-c N`) run without
 typer or rich (cli.plain_front), and print what their Typer commands print: the same bytes on stdout
 and stderr and the same exit code, for many command lines, errors included, and every example
 machine (slow); whatever the front is not sure of is left to Typer. (`list`: tests/test_list_fast.py.)"""
@@ -64,6 +65,18 @@ FORMS: tuple[tuple[str, ...], ...] = (
     ("mig", "--json", "--list-compute-instances", "-i", "0"),
     ("mig", "--json", "-lgip", "--id=1"),
     ("mig", "--json", "-lgi", "-lci"),
+    ("dmon", "--json", "-c", "1"),
+    ("dmon", "-c", "1", "--format", "csv"),
+    ("dmon", "--count=1", "--format=csv,noheader,nounit", "-s", "pucvmet", "-o", "DT", "-i", "0"),
+    ("dmon", "--json", "-c", "2", "-d", "0.1", "--select", "um"),
+    ("dmon", "--json", "-c", "1", "-s", "xyz"),
+    ("dmon", "--json", "-c", "1", "-o", "T"),
+    ("dmon", "--json", "-c", "0"),
+    ("dmon", "--json", "-c", "1", "-d", "0.01"),
+    ("pmon", "--json", "-c", "1"),
+    ("pmon", "-c", "1", "--format", "csv", "-s", "um"),
+    ("pmon", "--json", "-c", "1", "--delay=11"),
+    ("pmon", "--json", "-c", "1", "-i", "x,,y"),
     ("--debug", "stat", "--json"),
     ("visible", "--json", "--debug", "--color", "never"),
 )
@@ -97,8 +110,14 @@ TYPER_LINES: tuple[tuple[str, ...], ...] = (
     ("mig", "-lgi"),
     ("mig", "--json", "--no-such-option"),
     ("mig", "--json", "--", "-lgi"),
-    ("dmon", "--json", "-c", "1"),
-    ("pmon", "--json", "-c", "1"),
+    ("dmon", "--json"),
+    ("dmon", "-c", "1"),
+    ("dmon", "--json", "-c", "x"),
+    ("dmon", "--json", "-c", "1.5"),
+    ("dmon", "--json", "-c", "1", "-d", "soon"),
+    ("dmon", "--json", "-c", "1", "-f", "/tmp/dmon.log"),
+    ("pmon", "--format", "csv"),
+    ("pmon", "--json", "-c", "-1"),
     ("--color", "pink", "stat", "--json"),
     ("--version", "topo", "--json"),
 )
@@ -127,6 +146,8 @@ TYPER_ONLY: dict[str, set[str]] = {
     "topo": set(),
     "nvlink": set(),
     "mig": set(),
+    "dmon": {"filename"},
+    "pmon": {"filename"},
 }
 
 
@@ -166,11 +187,15 @@ def _environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "120")
 
 
-@pytest.mark.parametrize("form", FORMS, ids=" ".join)
+# The quick loop's share: every third form, each on one example (every form on every example: slow).
+QUICK_FORMS = FORMS[::3]
+
+
+@pytest.mark.parametrize("form", QUICK_FORMS, ids=" ".join)
 def test_output_and_exit_code_are_the_typer_commands(
     form: tuple[str, ...], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    name = "a100-mig" if "mig" in form else QUICK[FORMS.index(form) % len(QUICK)]  # all examples when slow
+    name = "a100-mig" if "mig" in form else QUICK[QUICK_FORMS.index(form) % len(QUICK)]
     _both(["--replay", name, *form], capfd, monkeypatch)
 
 
@@ -213,7 +238,8 @@ def _typer_options(command_name: str) -> dict[str, tuple[str, bool]]:
 @pytest.mark.parametrize("command_name", sorted(plain_front.FRONTS))
 def test_each_table_is_its_typer_commands_options(command_name: str) -> None:
     """Every option a front takes is its Typer command's, under the same name and arity, a value
-    taken as click's plain string (nothing click would convert); the ones left out are Typer's."""
+    taken as click's plain string, or the number the front converts as click does; the ones left
+    out are Typer's."""
     front = plain_front.FRONTS[command_name]
     typer_options = _typer_options(command_name)
     only_typer = TYPER_ONLY[command_name]
@@ -222,7 +248,9 @@ def test_each_table_is_its_typer_commands_options(command_name: str) -> None:
     command = typer.main.get_command(build_app(only=command_name)).commands[command_name]  # type: ignore[attr-defined]
     for param in command.params:
         if param.name in {field for field, _ in front.options.values()} and not param.is_flag:  # type: ignore[attr-defined]
-            assert type(param.type).__name__ == "StringParamType", (command_name, param.name)
+            number = front.numbers.get(param.name)  # type: ignore[arg-type]
+            kind = {None: "StringParamType", int: "IntParamType", float: "FloatParamType"}[number]
+            assert type(param.type).__name__ == kind, (command_name, param.name)
     assert set(front.modes) <= {field for field, _ in front.options.values()}
 
 
@@ -267,6 +295,8 @@ def test_machine_readable_paths_import_neither_typer_nor_rich() -> None:
         "--replay h100x8-nvswitch topo --json",
         "--replay h100x8-nvswitch nvlink --json",
         "--replay a100-mig mig --json",
+        "--replay h100x8-healthy dmon --json -c 1",
+        "--replay h100x8-training-64procs pmon -c 1 --format csv",
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("GPUDIAG_REPLAY", None)
@@ -277,3 +307,4 @@ def test_machine_readable_paths_import_neither_typer_nor_rich() -> None:
     assert "LOADED []" in done.stderr, done.stderr
     for schema in ("memory/2", "visible/1", "stat/1", "topo/1", "nvlink/1", "mig/1"):
         assert f'"schema": "gpudiag.{schema}"' in done.stdout, schema
+    assert '{"schema":"gpudiag.dmon/1"' in done.stdout and "#gpu, pid, type" in done.stdout

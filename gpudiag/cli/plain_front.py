@@ -29,6 +29,16 @@ COMPLETE_ENV = "_GPUDIAG_COMPLETE"  # click's shell completion request: Typer's
 # The option every command spells alike; each table names its own too.
 JSON = {"--json": ("json_output", False)}
 IDS = {"--id": ("ids", True), "-i": ("ids", True)}
+# dmon's and pmon's, as nvidia-smi's (the file, -f, is click's to check: Typer's).
+SAMPLING = {
+    "--count": ("count", True),
+    "-c": ("count", True),
+    "--delay": ("delay", True),
+    "-d": ("delay", True),
+    "--options": ("options", True),
+    "-o": ("options", True),
+    "--format": ("output_format", True),
+}
 
 
 class Front:
@@ -36,15 +46,27 @@ class Front:
     every option of the command that may run here (the others, a watch's, are Typer's); ``modes``:
     the fields of which one must be set for the line to run here; ``request`` and ``run``:
     ``module:name`` of the Request Struct and of the function ``run(settings, request)`` that the
-    Typer command calls too."""
+    Typer command calls too; ``numbers``: the fields click turns into a number (``int`` or
+    ``float`` of the text, as click does; one that does not convert is click's usage error);
+    ``needs``: fields that must all be given (a bounded count)."""
 
-    __slots__ = ("modes", "options", "request", "run")
+    __slots__ = ("modes", "needs", "numbers", "options", "request", "run")
 
-    def __init__(self, options: dict[str, tuple[str, bool]], modes: tuple[str, ...], request: str, run: str) -> None:
+    def __init__(
+        self,
+        options: dict[str, tuple[str, bool]],
+        modes: tuple[str, ...],
+        request: str,
+        run: str,
+        numbers: dict[str, type[int] | type[float]] | None = None,
+        needs: tuple[str, ...] = (),
+    ) -> None:
         self.options = options
         self.modes = modes
         self.request = request
         self.run = run
+        self.numbers = numbers or {}
+        self.needs = needs
 
 
 FRONTS: dict[str, Front] = {
@@ -160,6 +182,23 @@ FRONTS: dict[str, Front] = {
         "gpudiag.cli.smi_requests:Mig",
         "gpudiag.cli.smi_runs:mig",
     ),
+    # A bounded run (-c N) of JSON Lines or CSV; without -c they sample until Ctrl-C: Typer's.
+    "dmon": Front(
+        {**JSON, **IDS, **SAMPLING, "--select": ("select", True), "-s": ("select", True)},
+        ("json_output", "output_format"),
+        "gpudiag.cli.smi_requests:Dmon",
+        "gpudiag.cli.monitor_runs:dmon",
+        {"count": int, "delay": float},
+        ("count",),
+    ),
+    "pmon": Front(
+        {**JSON, **IDS, **SAMPLING, "--select": ("select", True), "-s": ("select", True)},
+        ("json_output", "output_format"),
+        "gpudiag.cli.smi_requests:Pmon",
+        "gpudiag.cli.monitor_runs:pmon",
+        {"count": int, "delay": float},
+        ("count",),
+    ),
 }
 
 
@@ -191,6 +230,8 @@ def read(line: argv.CommandLine, environ: Mapping[str, str]) -> Line | None:
     replay, debug, color = found
     options = _options(front.options, args[at + 1 :])
     if options is None or not any(options.get(field) for field in front.modes):
+        return None
+    if not all(field in options for field in front.needs) or not _numbers(front, options):
         return None
     if replay is None:
         replay = environ.get(argv.REPLAY_ENV) or None  # click: an empty variable is unset
@@ -256,6 +297,17 @@ def _options(table: dict[str, tuple[str, bool]], args: list[str]) -> dict[str, o
             options[field] = value
         i += 1
     return options
+
+
+def _numbers(front: Front, options: dict[str, object]) -> bool:
+    """The numeric options converted in place as click converts them; False when one does not."""
+    for field, kind in front.numbers.items():
+        if field in options:
+            try:
+                options[field] = kind(str(options[field]))  # the text as written: click converts it so
+            except ValueError:
+                return False
+    return True
 
 
 def run(found: Line) -> int:

@@ -1,10 +1,12 @@
-"""What the nvidia-smi views (`stat`, `topo`, `nvlink`, `mig`) were asked: each view's options as a
+"""What the nvidia-smi views (`stat`, `topo`, `nvlink`, `mig`, `dmon`, `pmon`) were asked: each view's options as a
 Request (the Struct its Typer command builds with cli.common.request_of, and cli.plain_front from
 argv), and the reading of them into what they mean, once, with every usage error before the
 machine is read. The views have no domain package of their own: they show what cli.smi_views
 opens, so their requests sit beside it."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import msgspec
 
@@ -129,3 +131,29 @@ def mig_listing(r: Mig) -> str:
     if len(chosen) > 1:
         raise UsageError(f"choose one of {' and '.join(chosen)}")
     return chosen[0] if chosen else "-lgip"
+
+
+class Dmon(msgspec.Struct, frozen=True, kw_only=True):
+    """Every option of `gpudiag dmon`, as given."""
+
+    ids: str | None = None
+    select: str = "puc"
+    count: int | None = None
+    delay: float = 1.0
+    options: str = ""
+    output_format: str | None = None
+    filename: Path | None = None
+    json_output: bool = False
+
+
+class Pmon(msgspec.Struct, frozen=True, kw_only=True):
+    """Every option of `gpudiag pmon`, as given."""
+
+    ids: str | None = None
+    select: str = "u"
+    count: int | None = None
+    delay: float = 1.0
+    options: str = ""
+    output_format: str | None = None
+    filename: Path | None = None
+    json_output: bool = False
