@@ -20,10 +20,10 @@ other read-only command <= 1.5x. The machine-readable outputs run without typer 
 (cli.plain_front), so they also answer to ``floor: pynvml+psutil`` (``python -c "import pynvml,
 psutil"``): ``list --query`` of seven fields <= 1.5x of it; and ``list --json`` and ``list -q -x``
 <= the table (``list``). Each other ``--json`` the front runs (``memory``, ``visible``, ``stat``,
-``topo``, ``nvlink``, ``mig``) is also run through Typer (``… (typer)``: cli.app.run on the same
-command line, as before the front), to show what the front saves. ``--baseline DIR`` also runs
-the gpudiag commands from another checkout (e.g. ``git archive`` of an older commit) in the same
-rounds: a before/after in one run.
+``topo``, ``nvlink``, ``mig``; ``dmon`` and ``pmon`` with ``-c 1``) is also run through Typer
+(``… (typer)``: cli.app.run on the same command line, as before the front), to show what the
+front saves. ``--baseline DIR`` also runs the gpudiag commands from another checkout (e.g.
+``git archive`` of an older commit) in the same rounds: a before/after in one run.
 
 Peak RSS (the child's ru_maxrss): every command above, and ``memory --watch`` after 100 and after
 1,000 refreshes (at the 0.1 s minimum interval: ~100 s, both at once; ``--no-watch`` skips it),
@@ -84,7 +84,16 @@ def _gpudiag(*args: str) -> list[str]:
 # The same command line through Typer (cli.app.run), skipping cli.plain_front: what the front saves.
 _TYPER = "import sys; from gpudiag import argv; from gpudiag.cli.app import run; run(argv.read(sys.argv[1:]))"
 # The --json outputs the front runs besides list's, each against its Typer run.
-FRONTED = ("memory", "visible", "stat", "topo", "nvlink", "mig")
+FRONTED = (
+    ("memory", "--json"),
+    ("visible", "--json"),
+    ("stat", "--json"),
+    ("topo", "--json"),
+    ("nvlink", "--json"),
+    ("mig", "--json"),
+    ("dmon", "--json", "-c", "1"),
+    ("pmon", "--json", "-c", "1"),
+)
 
 
 def _typer(*args: str) -> list[str]:
@@ -158,11 +167,11 @@ def cases(tree: Path, baseline: Path | None, empty_script: Path) -> list[Case]:
             )
             for name, args, target, against in commands
         ]
-    for command in FRONTED:
-        name = f"{command} --json"
+    for line in FRONTED:
+        name = " ".join(line)
         out += [
-            Case(name, _gpudiag(command, "--json"), None, ((f"{name} (typer)", 1.0), (PY_FLOOR, 1.5)), tree),
-            Case(f"{name} (typer)", _typer(command, "--json"), tree=tree),
+            Case(name, _gpudiag(*line), None, ((f"{name} (typer)", 1.0),), tree),
+            Case(f"{name} (typer)", _typer(*line), tree=tree),
         ]
     replay = [PY, "-m", "gpudiag.replay", EXAMPLE]
     if _has_replay_runner(tree):
