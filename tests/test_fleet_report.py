@@ -296,7 +296,8 @@ def test_json_output(cli: Cli, tmp_path: Path) -> None:
     assert node["gpu002"]["drain"] is True and node["gpu001"]["drain"] is False
     assert node["gpu004"]["causes"] == ["truncated JSON"] and node["gpu004"]["name_valid"] is True
     # What the command streams, node by node, is the whole report object.
-    whole = report.build((nodefiles.read(f) for f in report.node_files([str(directory)])), "gpu[001-004]")
+    files = (nodefiles.read(f) for f in report.node_files([str(directory)]))
+    whole = report.build(files, report.expected_nodes("gpu[001-004]"))
     assert data == json.loads(json.dumps(report_view.to_json(whole)))
 
 
