@@ -677,7 +677,7 @@ def synthetic_fleet(nodes: int) -> report.Report:
             files.append(node_file(path, host, Kind.CHECK, "", "READY", (), versions, ("H100",) * 8, metrics))
     files.append(nodefiles.unreadable("nodes/bad[1].json", nodefiles.Cause.BAD_NAME, "invalid node name"))
     files.append(nodefiles.unreadable("nodes/a,b.json", nodefiles.Cause.BAD_NAME, "invalid node name"))
-    return report.build(files, f"node[00000-{nodes + 99:05d}]")
+    return report.build(files, report.expected_nodes(f"node[00000-{nodes + 99:05d}]"))
 
 
 @pytest.mark.slow  # 10 000 node files built and judged: seconds
