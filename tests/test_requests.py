@@ -123,3 +123,57 @@ def test_level_1_plans_no_deep_test() -> None:
 def test_a_level_that_does_not_exist_is_a_usage_error(number: int) -> None:
     with pytest.raises(UsageError, match=f"--level {number}: expected 1 to 4"):
         prepare(CheckRequest(level=number), replay=None)
+
+
+def test_bench_transfer_is_parsed_into_its_plan_and_output() -> None:
+    from gpudiag.bench import request as bench
+    from gpudiag.bench.plan import SWEEP_SIZES, Mode
+
+    run = bench.prepare(BenchRequest(modes="peer,d2d", sweep=True, device="cuda:1,0", csv_output=True), replay=None)
+    assert run.plan.modes == (Mode.D2D, Mode.PEER) and run.plan.sizes == SWEEP_SIZES and run.plan.devices == (1, 0)
+    assert run.output is bench.Output.CSV and run.explicit_peer and not run.binary
+    everything = bench.prepare(BenchRequest(gib=True, json_output=True), replay=None)
+    assert everything.output is bench.Output.JSON and everything.binary
+    assert not everything.explicit_peer  # every mode by default: peer copies were not asked for by name
+
+
+def test_report_and_drain_are_parsed_into_files_nodes_and_targets(tmp_path: Path) -> None:
+    from gpudiag.fleet import request as fleet
+
+    (tmp_path / "b.json").write_text("{}")
+    (tmp_path / "a.json").write_text("{}")
+    run = fleet.prepare_report(
+        ReportRequest(paths=[str(tmp_path)], expect="gpu[01-03]", junit=tmp_path / "j.xml", junit_per_check=True)
+    )
+    assert run.files == [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
+    assert run.expected is not None and run.expected.nodes == ("gpu01", "gpu02", "gpu03")
+    assert run.expected.expression == "gpu[01-03]" and run.keep_checks
+    assert not fleet.prepare_report(ReportRequest(paths=[str(tmp_path)])).keep_checks
+    drain = fleet.prepare_drain(DrainRequest(paths=[str(tmp_path)], resume=True))
+    assert sorted(t.node for t in drain.targets) == ["a", "b"]  # unreadable files, named by their file
+    assert drain.resume and not drain.execute
+
+
+def test_exporter_is_parsed_into_what_it_serves(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from gpudiag.export import request as export
+    from gpudiag.export.kubelet import DEFAULT_SOCKET
+
+    monkeypatch.setenv(export.NODE_NAME_ENV, "node7")
+    live = export.prepare(ExporterRequest(), replay=None)
+    assert live.kubelet_socket == DEFAULT_SOCKET and not live.kubelet_named  # asked only when it exists
+    assert live.proc_root == Path("/proc") and live.hostname == "node7" and live.port == export.DEFAULT_PORT
+    replayed = export.prepare(ExporterRequest(no_kubelet=True, hostname="h", compat="dcgm"), replay="x")
+    assert replayed.kubelet_socket is None and replayed.proc_root is None  # a replay's PIDs are not this host's
+    assert replayed.hostname == "h" and replayed.compat == "dcgm"
+    named = export.prepare(ExporterRequest(kubelet_socket=tmp_path / "k.sock", proc_root=tmp_path), replay="x")
+    assert named.kubelet_socket == tmp_path / "k.sock" and named.kubelet_named and named.proc_root == tmp_path
+
+
+def test_snapshot_and_top_are_parsed() -> None:
+    from gpudiag.replay import snapshot_request as snapshot
+    from gpudiag.top import request as top
+
+    assert snapshot.prepare(SnapshotRequest(description="d"), replay=None) == snapshot.Snapshot(None, "d", torch=True)
+    assert not snapshot.prepare(SnapshotRequest(), replay="h100x8-healthy").torch  # recorded with the replay
+    assert not snapshot.prepare(SnapshotRequest(no_torch=True), replay=None).torch
+    assert top.prepare(TopRequest(interval=0.5), terminal=True) == top.Top(0.5)
