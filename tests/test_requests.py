@@ -16,12 +16,14 @@ from gpudiag.checks.request import Request as CheckRequest
 from gpudiag.checks.request import prepare
 from gpudiag.cli.app import build_app
 from gpudiag.cli.list_modes import Request as ListRequest
+from gpudiag.cli.smi_requests import Dmon, Mig, Nvlink, Pmon, Stat, Topo
 from gpudiag.errors import UsageError
 from gpudiag.export.request import Request as ExporterRequest
 from gpudiag.fleet.request import DrainRequest, ReportRequest
 from gpudiag.memory.request import Request as MemoryRequest
 from gpudiag.replay.snapshot_request import Request as SnapshotRequest
 from gpudiag.top.request import Request as TopRequest
+from gpudiag.visibility.request import Request as VisibleRequest
 from tests.conftest import Cli
 
 REQUESTS: dict[str, type] = {
@@ -34,6 +36,13 @@ REQUESTS: dict[str, type] = {
     "snapshot": SnapshotRequest,
     "top": TopRequest,
     "exporter": ExporterRequest,
+    "visible": VisibleRequest,
+    "stat": Stat,
+    "topo": Topo,
+    "nvlink": Nvlink,
+    "mig": Mig,
+    "dmon": Dmon,
+    "pmon": Pmon,
 }
 
 
