@@ -1,14 +1,11 @@
 """`list`'s machine-readable outputs run without typer or rich (cli.plain_front), and print what the
 Typer command prints: the same bytes on stdout and stderr and the same exit code, for every
 example machine and many command lines, errors included; whatever the fast path is not sure
-of is left to Typer."""
+of is left to Typer. (That these paths import neither typer nor rich: tests/test_plain_front.py.)"""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import typer
@@ -18,7 +15,6 @@ from gpudiag.cli import plain, plain_front
 from gpudiag.cli.app import build_app
 from gpudiag.replay.fixtures import example_names
 
-ROOT = Path(__file__).resolve().parent.parent
 QUICK = ("h100x8-healthy", "gpu-lost", "no-driver", "a100-mig", "hostile-strings")
 
 # Command lines (after the example's `--replay NAME`) the fast path runs: outputs and usage errors.
@@ -193,36 +189,3 @@ def test_its_options_are_the_typer_commands() -> None:
         "interval",
         "count",
     }
-
-
-_SCRIPT = """
-import sys
-from gpudiag.entry import main
-for line in sys.argv[1:]:
-    sys.argv = ["gpudiag", *line.split()]
-    try:
-        main()
-    except SystemExit as stop:
-        assert stop.code in (0, None), (line, stop.code)
-loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("typer", "rich", "click"))
-print("LOADED", loaded, file=sys.stderr)
-"""
-
-
-def test_machine_readable_paths_import_neither_typer_nor_rich() -> None:
-    lines = [
-        "--replay h100x8-healthy list --query index,name,memory.used,memory.total,utilization.gpu --format csv",
-        "--replay h100x8-healthy list --json",
-        "--replay h100x8-healthy list -q -x",
-        "--replay h100x8-healthy list -q",
-        "--replay h100x8-healthy list -L --json",
-        "--replay h100x8-training-64procs list --query-compute-apps pid,used_memory --format csv",
-    ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("GPUDIAG_REPLAY", None)
-    done = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, *lines], capture_output=True, text=True, env=env, cwd="/", timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    assert "LOADED []" in done.stderr, done.stderr
-    assert done.stdout.count("<?xml") == 1 and done.stdout.count('"schema": "gpudiag.machine/1"') == 1

@@ -1,8 +1,9 @@
-"""The machine-readable outputs of `memory`, `visible`, `stat`, `topo`, `nvlink`, `mig` (`--json`), and
-of `dmon` and `pmon` (`--json` or `--format` with `-c N`) run without
-typer or rich (cli.plain_front), and print what their Typer commands print: the same bytes on stdout
-and stderr and the same exit code, for many command lines, errors included, and every example
-machine (slow); whatever the front is not sure of is left to Typer. (`list`: tests/test_list_fast.py.)"""
+"""The machine-readable outputs of `memory`, `visible`, `stat`, `topo`, `nvlink`, `mig` (`--json`),
+and of `dmon` and `pmon` (`--json` or `--format` with `-c N`) run without typer or rich
+(cli.plain_front) and print what their Typer commands print: the same bytes on stdout and stderr
+and the same exit code, for many command lines, errors included, and every example machine (slow);
+whatever the front is not sure of is left to Typer (`list`'s lines: tests/test_list_fast.py). None
+of these paths, `list`'s included, imports typer, rich or click."""
 
 from __future__ import annotations
 
@@ -288,6 +289,12 @@ print("LOADED", loaded, file=sys.stderr)
 
 def test_machine_readable_paths_import_neither_typer_nor_rich() -> None:
     lines = [
+        "--replay h100x8-healthy list --query index,name,memory.used,memory.total,utilization.gpu --format csv",
+        "--replay h100x8-healthy list --json",
+        "--replay h100x8-healthy list -q -x",
+        "--replay h100x8-healthy list -q",
+        "--replay h100x8-healthy list -L --json",
+        "--replay h100x8-training-64procs list --query-compute-apps pid,used_memory --format csv",
         "--replay h100x8-training-64procs memory --json",
         "--replay h100x8-healthy visible --json --value 1,0",
         "--replay h100x8-healthy visible --json --select 1",
@@ -308,3 +315,4 @@ def test_machine_readable_paths_import_neither_typer_nor_rich() -> None:
     for schema in ("memory/2", "visible/1", "stat/1", "topo/1", "nvlink/1", "mig/1"):
         assert f'"schema": "gpudiag.{schema}"' in done.stdout, schema
     assert '{"schema":"gpudiag.dmon/1"' in done.stdout and "#gpu, pid, type" in done.stdout
+    assert done.stdout.count("<?xml") == 1 and done.stdout.count('"schema": "gpudiag.machine/1"') == 1
