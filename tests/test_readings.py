@@ -83,7 +83,7 @@ def test_the_vgpu_license_status_is_dcgms() -> None:
 
 
 def _all_rows() -> tuple[readings.Spec, ...]:
-    from gpudiag.detail_readings import DETAIL_READINGS
+    from gpudiag.details import DETAIL_READINGS
 
     return (*readings.GPU_READINGS, *DETAIL_READINGS)
 

@@ -347,7 +347,7 @@ class CaptureNvml(CFake):
 
 
 def _detail_rows() -> tuple[Spec, ...]:
-    from gpudiag.detail_readings import DETAIL_READINGS
+    from gpudiag.details import DETAIL_READINGS
 
     return DETAIL_READINGS
 
