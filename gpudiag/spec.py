@@ -277,7 +277,7 @@ class Spec(msgspec.Struct, frozen=True, kw_only=True):
     """One NVML reading, acquisition only: where it lives in the model, how NVML answers it, the
     fact group that reads it and the unit of its value. How an output shows it is that output's
     table, keyed by ``key`` (``render/query_names.py``, ``render/details_lines.py``,
-    ``export/families.py``)."""
+    ``export/gpu_families.py``)."""
 
     key: str  # the model field, dotted from the GPU ("pcie.gen_max", "details.power.average_w"): its JSON path
     call: str = ""  # the NVML function; with ``field``: nvmlDeviceGetFieldValues
