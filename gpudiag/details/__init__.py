@@ -4,7 +4,8 @@ One module per section of ``-q`` (:mod:`~gpudiag.details.clocks`, :mod:`~gpudiag
 :mod:`~gpudiag.details.temperatures`, :mod:`~gpudiag.details.identity`,
 :mod:`~gpudiag.details.memory_health`, :mod:`~gpudiag.details.pcie`, :mod:`~gpudiag.details.encoders`,
 :mod:`~gpudiag.details.links`): each holds its Structs and its rows, so a reading is its field and its
-row in one module. This one assembles :class:`GpuDetails` and :data:`DETAIL_READINGS`.
+row in one module. This one holds :class:`GpuDetails` with the rows of its own fields, and assembles
+:data:`DETAIL_READINGS`.
 
 Kept apart from :mod:`gpudiag.model` so that plain `gpudiag list` never pays for creating these
 classes and rows: they load only when a command reads, shows or replays details. Frozen msgspec
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import msgspec
 
-from gpudiag.details import clocks, encoders, identity, links, memory_health, pcie, power, temperatures
+from gpudiag.details import clocks, encoders, identity, memory_health, pcie, power, temperatures
 from gpudiag.details.clocks import Clocks as Clocks
 from gpudiag.details.clocks import ClockSet as ClockSet
 from gpudiag.details.encoders import Codecs as Codecs
@@ -85,6 +86,7 @@ DETAIL_READINGS: tuple[Spec, ...] = (
     detail("bar1", call="nvmlDeviceGetBAR1MemoryInfo", codec=BAR1),
     *pcie.ROWS,
     *encoders.ROWS,
-    *links.ROWS,
+    detail("nvlinks", call="nvmlDeviceGetNvLinkState", custom=True),  # each link, with FactGroup.LINKS
+    detail("affinity", call="nvmlDeviceGetCpuAffinity", custom=True),  # topology to each peer, with LINKS
     detail("process_load", call="nvmlDeviceGetProcessUtilization", custom=True),
 )

@@ -1,13 +1,12 @@
-"""`nvidia-smi -q`'s NVLinks and how a GPU reaches the others (`topo -m`, `-p2p`): read by hand with
-FactGroup.LINKS. Each reading is its field here and its row in :data:`ROWS`.
+"""`nvidia-smi -q`'s NVLinks and how a GPU reaches the others (`topo -m`, `-p2p`): the values of
+``GpuDetails``' ``nvlinks`` and ``affinity``, whose composite rows stand beside those fields (read by
+hand with FactGroup.LINKS).
 """
 
 from __future__ import annotations
 
 import msgspec
 
-from gpudiag.details.row import detail
-from gpudiag.spec import Spec
 from gpudiag.values import Reading, not_recorded
 
 
@@ -53,9 +52,3 @@ class Affinity(msgspec.Struct, frozen=True):
     cpus: Reading[str]  # CPU list, e.g. "0-15"
     numa_nodes: Reading[str]  # host NUMA nodes near the GPU, e.g. "0"
     peers: tuple[PeerLink, ...]  # none read on a machine of more than PEERS_READ_UP_TO GPUs
-
-
-ROWS: tuple[Spec, ...] = (
-    detail("nvlinks", call="nvmlDeviceGetNvLinkState", custom=True),  # each link, with FactGroup.LINKS
-    detail("affinity", call="nvmlDeviceGetCpuAffinity", custom=True),  # topology to each peer, with LINKS
-)
