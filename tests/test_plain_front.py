@@ -219,6 +219,9 @@ def test_global_options_after_the_command_and_the_live_machine(
     _both(["topo", "--json"], capfd, monkeypatch)
     _both(["mig", "--json"], capfd, monkeypatch)
     _both(["visible", "--json"], capfd, monkeypatch)
+    _both(["memory", "--json"], capfd, monkeypatch)
+    _both(["stat", "--json"], capfd, monkeypatch)
+    _both(["dmon", "--json", "-c", "1"], capfd, monkeypatch)
 
 
 @pytest.mark.parametrize("args", TYPER_LINES, ids=" ".join)
