@@ -63,8 +63,9 @@ GROUPS = {
     "dcgm": groups_of(metrics_dcgm.READS),
 }
 # The rows each family reads, where it exports fewer than its groups hold (None: all of them).
-# dcgm-exporter's fields leave out the fan, the power limit and the temperature thresholds: two calls
-# a GPU per scrape. Identity labels every DCGM series (modelName, pci_bus_id, device).
+# dcgm-exporter's fields leave out the fan, the power limit and the graphics clock (three calls a GPU
+# per scrape) and the temperature thresholds. Identity labels every DCGM series (modelName, pci_bus_id,
+# device).
 ONLY: dict[str, frozenset[str] | None] = {
     "native": None,
     "dcgm": frozenset(metrics_dcgm.READS) | {"uuid", "pci_bus_id", "name", "minor_number"},
