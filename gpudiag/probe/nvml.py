@@ -91,6 +91,7 @@ class NvmlSession(ProcessReading):
         self._handles: list[_Handles] = []
         self._plans: dict[tuple[Any, ...], Any] = {}  # how to read each tuple of rows (see _plan)
         self._process_api: str = ""
+        self._kept_processes: dict[int, dict[tuple[Any, ...], Any]] = {}  # see ProcessReading._processes
         self._missing: list[str] = []
         self.info: NvmlInfo
         self.opened = False
@@ -268,6 +269,7 @@ class NvmlSession(ProcessReading):
         except Exception as exc:  # an answer that is not a count
             raise NvmlDiscoveryError(undecodable("nvmlDeviceGetCount", exc).detail) from None
         self._handles = []
+        self._kept_processes.clear()  # keyed by the handles of the session that ends
         for index in range(count):
             try:
                 handle = lib.nvmlDeviceGetHandleByIndex(index)
