@@ -434,7 +434,10 @@ class NvmlSession(ProcessReading):
                     raw = answers.get(asked)  # type: ignore[assignment]
                     if raw is None:
                         raw = answers[asked] = self._ask(h, spec, args)
-                found = raw if raw.value is None else decoded(call, raw.value, decode)
+                if raw.value is None or (decode is integer and raw.value.__class__ is int):
+                    found = raw  # integer() would give that very value: no second Reading
+                else:
+                    found = decoded(call, raw.value, decode)
             else:  # the only row of its call: decoded as it is read (one Reading, not two)
                 found = self._ask(h, spec, args, decode)
             if kind is _FIXED and handles is not None and found.value is not None:
