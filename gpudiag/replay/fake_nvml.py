@@ -82,6 +82,7 @@ _UNKNOWN_ARGUMENT = {
 # GPM metric ids by the model.Profiling field that keeps each, and the factor from GPM's unit to the model's.
 _GPM_FIELDS = {metric: (name, factor) for name, metric, factor in GPM_METRICS}
 # nvmlFieldValue_t's value member by its valueType (nvmlValueType_t).
+_OK = GpuState.OK
 _VALUE_MEMBERS = {1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 # Per-link field ids (the link is the scope), answered from the recorded NVLinks, and their value types.
 _NVLINK_FIELDS = {
@@ -314,13 +315,12 @@ class FakeNvml(FakeXidEvents, CFake):
             fail(pynvml.NVML_ERROR_UNINITIALIZED)
 
     def _gpu(self, handle: FakeHandle) -> Gpu:
-        if not isinstance(handle, FakeHandle) or not 0 <= handle.gpu < len(self._machine.gpus):
+        gpus = self._machine.gpus
+        if handle.__class__ is not FakeHandle or not 0 <= handle.gpu < len(gpus):
             fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        gpu = self._machine.gpus[handle.gpu]
-        if gpu.state is GpuState.LOST:
-            fail(pynvml.NVML_ERROR_GPU_IS_LOST)
-        if gpu.state is GpuState.ERROR:
-            fail(pynvml.NVML_ERROR_UNKNOWN)
+        gpu = gpus[handle.gpu]
+        if gpu.state is not _OK:
+            fail(pynvml.NVML_ERROR_GPU_IS_LOST if gpu.state is GpuState.LOST else pynvml.NVML_ERROR_UNKNOWN)
         return gpu
 
     def _mig(self, handle: FakeHandle) -> MigDevice:
