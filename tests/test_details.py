@@ -35,7 +35,7 @@ def test_the_captured_examples_hold_the_details_the_probe_reads_from_the_capture
     _, unanswered = capture.build(moment, capture_dir)
     assert unanswered == []  # every call the probe made was answered by the capture or nvidia-smi's output
     example = f"{board}-driver580-{moment}"
-    recorded = json.loads((fixtures.EXAMPLES_DIR / f"{example}.json").read_text())["gpus"][0]["details"]
+    recorded = json.loads(Path(fixtures.EXAMPLES_DIR, f"{example}.json").read_text())["gpus"][0]["details"]
     assert recorded == capture.details_for_snapshot(moment, capture_dir), (
         "regenerate: python -m tests.hardware.capture --into "
         f"gpudiag/machines/{example}.json {moment} docs/hardware/{folder}"

@@ -122,7 +122,7 @@ def test_query_gpu_neutralises_outside_text_and_keeps_numbers(cli: Cli) -> None:
 
 def _hostile_with_gpu_name(tmp_path: Path, name: str) -> str:
     """The hostile example with GPU 1 named ``name``."""
-    data = json.loads((fixtures.EXAMPLES_DIR / f"{HOSTILE}.json").read_text())
+    data = json.loads(Path(fixtures.EXAMPLES_DIR, f"{HOSTILE}.json").read_text())
     data["gpus"][1]["name"] = name
     replay = tmp_path / "gpu-name.json"
     replay.write_text(json.dumps(data))
@@ -323,7 +323,7 @@ def _live_replay(tmp_path: Path, pid: int) -> tuple[Path, dict[str, str]]:
     """The replayed v100x4 machine with its process's PID replaced by the real one, and the
     environment that makes gpudiag resolve PIDs through psutil."""
     replay = tmp_path / "live.json"
-    replay.write_text((fixtures.EXAMPLES_DIR / "v100x4-tutorial.json").read_text().replace("31337", str(pid)))
+    replay.write_text(Path(fixtures.EXAMPLES_DIR, "v100x4-tutorial.json").read_text().replace("31337", str(pid)))
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(LIVE_HOST)
