@@ -401,3 +401,14 @@ def test_no_shipped_example_or_series_has_a_key_twice() -> None:
     assert len(shipped) > 30
     for path in shipped:
         fixtures.duplicate_keys(path.read_bytes(), path)
+
+
+def test_every_shipped_example_holds_only_numbers_nvml_can_return(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The examples skip the walk over their numbers at every start (package data): it is made here, once."""
+    for name in example_names():
+        fixtures.machine_from_data(json.loads(Path(fixtures.EXAMPLES_DIR, f"{name}.json").read_bytes()), name)
+    walked = []
+    monkeypatch.setattr(fixtures, "_impossible_number", lambda data: walked.append(data))
+    fixtures._load_example.cache_clear()
+    fixtures.load("h100x8-healthy")
+    assert walked == []
