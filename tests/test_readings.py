@@ -136,6 +136,23 @@ def test_a_composite_row_has_its_reader() -> None:
     assert gpu_custom == set(_CUSTOM_READERS)
 
 
+def test_field_types_resolves_every_model_struct_as_typing_does() -> None:
+    """readings.field_types evaluates each distinct annotation once, not through typing.get_type_hints."""
+    from gpudiag import detail_readings, details, model, values
+
+    structs = {
+        v
+        for module in (values, model, readings, details, detail_readings)
+        for v in vars(module).values()
+        if isinstance(v, type) and issubclass(v, msgspec.Struct) and v.__module__ == module.__name__
+    }
+    assert len(structs) > 30
+    for struct in structs:
+        hints = typing.get_type_hints(struct, localns={"GpuDetails": object})
+        assert readings.field_types(struct) == hints, struct
+        assert list(readings.field_types(struct)) == list(hints), struct
+
+
 def test_reading_at_passes_a_missing_reading_on() -> None:
     from gpudiag.replay import fixtures
 
