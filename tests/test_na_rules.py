@@ -19,7 +19,7 @@ import msgspec
 import pynvml
 import pytest
 
-from gpudiag.detail_readings import FABRIC, PLATFORM
+from gpudiag.details.identity import FABRIC, PLATFORM
 from gpudiag.model import Gpu, Machine, Reading
 from gpudiag.readings import FI_PCIE_ATOMICS_INBOUND, FI_PCIE_ATOMICS_OUTBOUND
 from gpudiag.render import csv_query, details_view, details_xml
