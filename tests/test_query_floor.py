@@ -62,3 +62,8 @@ def test_a_live_query_imports_nothing_cut_from_the_replayed_path() -> None:
     """Without a GPU (NVML not found: 12) as with one (0): the live source reads the host with os.path."""
     code, rest = _run("list", "--query", "index,name,memory.used", "--format", "csv").split(" LOADED ")
     assert code in ("CODE 0", "CODE 12") and rest == "[] GC False True"
+
+
+def test_a_run_of_samples_keeps_its_collector() -> None:
+    """dmon and pmon -c N sample N times, for as long as N says: their garbage is collected."""
+    assert _run("--replay", "h100x8-healthy", "dmon", "-c", "1", "--json").endswith(" GC True True")
