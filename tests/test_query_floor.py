@@ -4,10 +4,13 @@ neither collects garbage nor leaves its objects to the collection at exit."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 QUERY_7 = "index,name,uuid,memory.used,memory.total,utilization.gpu,temperature.gpu"
@@ -67,3 +70,16 @@ def test_a_live_query_imports_nothing_cut_from_the_replayed_path() -> None:
 def test_a_run_of_samples_keeps_its_collector() -> None:
     """dmon and pmon -c N sample N times, for as long as N says: their garbage is collected."""
     assert _run("--replay", "h100x8-healthy", "dmon", "-c", "1", "--json").endswith(" GC True True")
+
+
+def test_the_front_run_in_process_leaves_the_collector_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    """The policy belongs to the process (gpudiag.entry), not to the front a program or test may run."""
+    from gpudiag import argv
+    from gpudiag.cli import plain_front
+
+    found = plain_front.read(argv.read(["--replay", "h100x8-healthy", "list", "--query", "index"]), {})
+    assert found is not None and gc.isenabled()
+    frozen = gc.get_freeze_count()
+    assert plain_front.run(found) == 0
+    assert capsys.readouterr().out.startswith("index\n0\n")
+    assert gc.isenabled() and gc.get_freeze_count() == frozen

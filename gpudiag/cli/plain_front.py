@@ -15,7 +15,6 @@ This module is read on every such line: standard library only, and little of it.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 
@@ -50,7 +49,7 @@ class Front:
     Typer command calls too; ``numbers``: the fields click turns into a number (``int`` or
     ``float`` of the text, as click does; one that does not convert is click's usage error);
     ``needs``: fields that must all be given (a bounded count); ``once``: it answers once (not a
-    run of samples), so it runs without the garbage collector (see :func:`run`)."""
+    run of samples), so it runs without the garbage collector (:mod:`gpudiag.entry`)."""
 
     __slots__ = ("modes", "needs", "numbers", "once", "options", "request", "run")
 
@@ -317,21 +316,7 @@ def _numbers(front: Front, options: dict[str, object]) -> bool:
 
 
 def run(found: Line) -> int:
-    """Run the line as the Typer command would; its exit code.
-
-    One answer, then the process ends: no cyclic garbage is worth the collector's passes over every
-    module the run imports, nor its last pass at exit (~a tenth of a `list --query`'s CPU). A run of
-    samples (dmon, pmon -c N) keeps the collector; every run's objects leave the collection at exit.
-    """
-    if found.front.once:
-        gc.disable()
-    try:
-        return _answer(found)
-    finally:
-        gc.freeze()
-
-
-def _answer(found: Line) -> int:
+    """Run the line as the Typer command would; its exit code."""
     from gpudiag.cli import plain, terminal_env
 
     # What cli.app's group does before anything is read or printed.
