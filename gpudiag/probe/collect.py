@@ -172,7 +172,7 @@ def _import_pynvml() -> Any:
 
 def live_source(environ: Mapping[str, str]) -> MachineSource:
     """The live machine: NVML through nvidia-ml-py, psutil and /proc, the environment given."""
-    # The host's probes only here: a replay reads its host from the file (socket, pathlib, ast: ~4 ms).
+    # The host's probes only here: a replay reads its host from the file.
     from gpudiag.probe import env as env_probe
     from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
     from gpudiag.probe.torch_static import torch_build
