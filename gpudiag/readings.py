@@ -10,8 +10,8 @@ whether it is asked once per session), how NVML's answer becomes the model's val
 - the fake NVML (``replay/fake_nvml.py``) answers the same calls from a machine file;
 - the capture tool (``tests/hardware/capture.py``) answers them from the real H100's recording.
 
-How each output shows a reading is that output's table, keyed by the row's ``key`` and owned by
-its renderer: ``--query-gpu`` names and formats (``render/query_names.py``), ``-q`` lines
+How each output shows a reading is that output's table, keyed by the row's ``key``: ``--query-gpu``
+names and the names of their formats (``query/reading_names.py``, the query package's), ``-q`` lines
 (``render/details_lines.py``, whose layout also gives ``-q -x`` its elements), the exporter's
 families (``export/families.py``). A reading no table names is read and kept (JSON, snapshots)
 but shown by none.
@@ -291,7 +291,7 @@ REMAPPED_ROWS = Codec(
 class Spec(msgspec.Struct, frozen=True, kw_only=True):
     """One NVML reading, acquisition only: where it lives in the model, how NVML answers it, the
     fact group that reads it and the unit of its value. How an output shows it is that output's
-    table, keyed by ``key`` (``render/query_names.py``, ``render/details_lines.py``,
+    table, keyed by ``key`` (``query/reading_names.py``, ``render/details_lines.py``,
     ``export/families.py``)."""
 
     key: str  # the model field, dotted from the GPU ("pcie.gen_max", "details.power.average_w"): its JSON path

@@ -233,24 +233,22 @@ def view_for(r: Request) -> View:
     """The view the options ask for (they were validated)."""
     queries = {option: spec for option, spec in r.lists().items() if spec is not None}
     if r.query is not None or queries:
-        from gpudiag.cli.list_query import parse_format
+        from gpudiag.query.parse import parse_format
 
         fmt = parse_format(r.output_format or "csv")
         if r.query is not None:
-            from gpudiag.cli.list_query import parse_query
-            from gpudiag.render import csv_query
+            from gpudiag.query.parse import groups, parse_query, shown_rows
 
             columns = parse_query(r.query)
-            facts, only = csv_query.groups(columns), csv_query.rows(columns) | (READS if r.ids is not None else set())
+            facts, only = groups(columns), shown_rows(columns) | (READS if r.ids is not None else set())
             return View("csv", facts, only, columns=columns, format=fmt, as_json=r.json_output)
-        from gpudiag.cli.list_query import parse_list_query
-        from gpudiag.render import csv_lists
+        from gpudiag.query.list_fields import LISTS, facts_of
+        from gpudiag.query.parse import parse_list_query
 
         option, spec = next(iter(queries.items()))
-        query = csv_lists.LISTS[option]
+        query = LISTS[option]
         listed = parse_list_query(option, spec)
-        facts = csv_lists.facts(query, listed)
-        return View("list", facts, query=query, columns=listed, format=fmt, as_json=r.json_output)
+        return View("list", facts_of(query, listed), query=query, columns=listed, format=fmt, as_json=r.json_output)
     if r.list_gpus:
         return View("gpus", frozenset({FactGroup.MIG}), as_json=r.json_output)
     if r.json_output:

@@ -1,21 +1,34 @@
-"""What `list --query*` and `--format` take: nvidia-smi's field names and format options, read.
+"""What `list --query*` and `--format` take, read: the user's names resolved to their columns.
 
-The command's input, so it lives beside the command: the vocabularies (which names exist, what
-answers each) are the renderers' (:mod:`gpudiag.render.csv_query` for ``--query-gpu``,
-:mod:`gpudiag.render.csv_lists` for the lists of processes, retired pages, remapped rows and
-supported clocks); this module turns what a user typed into their columns, or one usage error
-that names the closest field.
+The one place a ``--query*`` string is parsed: each name (any case, aliases too) is looked up once in
+its vocabulary (:mod:`gpudiag.query.gpu_fields` for ``--query-gpu``, :mod:`gpudiag.query.list_fields`
+for the lists of processes, retired pages, remapped rows and supported clocks) and becomes a column,
+or the command ends with one usage error that names the closest field. The columns also say what the
+source must read for them (:func:`groups`, :func:`shown_rows`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from gpudiag.errors import UsageError
-from gpudiag.render.csv_query import Column, CsvFormat, field, spelling, spellings
+from gpudiag.query.gpu_fields import Field, field, spelling, spellings
 
 if TYPE_CHECKING:
-    from gpudiag.render.csv_lists import ListField
+    from gpudiag.model import FactGroup
+    from gpudiag.query.list_fields import ListField
+
+
+class CsvFormat(msgspec.Struct, frozen=True):
+    header: bool = True
+    units: bool = True
+
+
+class Column(msgspec.Struct, frozen=True):
+    typed: str  # the name as the user wrote it: the header shows it, as nvidia-smi does
+    field: Field
 
 
 def parse_format(spec: str) -> CsvFormat:
@@ -50,10 +63,22 @@ def parse_query(spec: str) -> list[Column]:
     return columns
 
 
+def groups(columns: list[Column]) -> frozenset[FactGroup]:
+    """The fact groups the source must read for these fields (nothing else is read)."""
+    return frozenset(c.field.group for c in columns if c.field.group is not None)
+
+
+def shown_rows(columns: list[Column]) -> frozenset[str]:
+    """Of those groups' rows, the ones these fields show: a query asks NVML for nothing else (as
+    dmon reads per column group): `temperature.gpu` reads the temperature, not the fan and the
+    thresholds beside it in its group."""
+    return frozenset(key for c in columns if c.field.answer is not None for key in c.field.answer.keys)
+
+
 def parse_list_query(option: str, spec: str) -> list[tuple[str, ListField]]:
     """The fields of one of the list queries (``--query-compute-apps``, ``--query-retired-pages``,
     ``--query-remapped-rows``, ``--query-supported-clocks``), by name or alias in any case."""
-    from gpudiag.render.csv_lists import LISTS
+    from gpudiag.query.list_fields import LISTS
 
     listed = LISTS[option]
     by_name = listed.by_name()
