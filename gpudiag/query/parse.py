@@ -3,13 +3,13 @@
 The one place a ``--query*`` string is parsed: each name (any case, aliases too) is looked up once in
 its vocabulary (:mod:`gpudiag.query.gpu_fields` for ``--query-gpu``, :mod:`gpudiag.query.list_fields`
 for the lists of processes, retired pages, remapped rows and supported clocks) and becomes a column,
-or the command ends with one usage error that names the closest field. The columns also say what the
-source must read for them (:func:`groups`, :func:`shown_rows`).
+or the command ends with one usage error that names the closest field. :func:`parse` reads one
+option whole: its columns, the CSV format, and what the source must read for them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -18,7 +18,9 @@ from gpudiag.query.gpu_fields import Field, field, spelling, spellings
 
 if TYPE_CHECKING:
     from gpudiag.model import FactGroup
-    from gpudiag.query.list_fields import ListField
+    from gpudiag.query.list_fields import ListField, ListQuery
+
+GPU_QUERY = "--query-gpu"
 
 
 class CsvFormat(msgspec.Struct, frozen=True):
@@ -29,6 +31,29 @@ class CsvFormat(msgspec.Struct, frozen=True):
 class Column(msgspec.Struct, frozen=True):
     typed: str  # the name as the user wrote it: the header shows it, as nvidia-smi does
     field: Field
+
+
+class Parsed(msgspec.Struct, frozen=True):
+    """One ``--query*`` option read: the columns asked for, how to write them, what the source reads."""
+
+    option: str  # --query-gpu, or the list query's option: the JSON document names it
+    format: CsvFormat
+    columns: list[Any]  # --query-gpu: Column; a list query: (the name as typed, its ListField)
+    facts: frozenset[FactGroup]
+    rows: frozenset[str] | None  # of the facts' rows, the ones shown; None: all of them
+    listed: ListQuery | None = None  # a list query: what its rows are
+
+
+def parse(option: str, spec: str, output_format: str = "csv") -> Parsed:
+    """``--query-gpu`` (or a list query's option) with what the user typed after it, and ``--format``."""
+    fmt = parse_format(output_format)
+    if option == GPU_QUERY:
+        columns = parse_query(spec)
+        return Parsed(option, fmt, columns, groups(columns), shown_rows(columns))
+    from gpudiag.query.list_fields import LISTS, facts_of
+
+    listed = parse_list_query(option, spec)
+    return Parsed(option, fmt, listed, facts_of(LISTS[option], listed), None, LISTS[option])
 
 
 def parse_format(spec: str) -> CsvFormat:
