@@ -38,12 +38,11 @@ def main() -> None:
             from gpudiag.probe import torch_runtime
 
             torch_runtime.start_early()
-        if line.command == "list":  # its machine-readable outputs run without typer and rich
-            from gpudiag.cli import list_fast
+        from gpudiag.cli import plain_front  # machine-readable outputs, without typer and rich
 
-            found = list_fast.read(line, os.environ)
-            if found is not None:
-                raise SystemExit(list_fast.run(found))
+        found = plain_front.read(line, os.environ)
+        if found is not None:
+            raise SystemExit(plain_front.run(found))
         from gpudiag.cli.app import run
 
         run(line)

@@ -155,7 +155,7 @@ def test_plain_list_neither_imports_nor_calls_the_details() -> None:
         "FakeNvml._enter = lambda self, name: (calls.append(name), orig(self, name))[1]\n"
         "sys.argv = ['gpudiag', '--replay', 'h100x8-healthy', 'list']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "mods = [m for m in ('gpudiag.details', 'gpudiag.detail_readings', 'gpudiag.probe.details',"
+        "mods = [m for m in ('gpudiag.details', 'gpudiag.probe.details',"
         " 'gpudiag.render.details_view', 'gpudiag.replay.fake_details',"
         " 'gpudiag.render.csv_query', 'gpudiag.query.gpu_fields', 'gpudiag.cli.list_watch') if m in sys.modules]\n"
         "print('MODS', mods, 'CALLS', sorted({c for c in calls if 'Clock' in c and 'Event' not in c}))\n"
@@ -262,7 +262,7 @@ def test_json_carries_the_details_only_when_asked() -> None:
 
 def test_the_fake_answers_every_detail_row_as_the_machine_records_it() -> None:
     """The fake encodes each recorded detail the way its row decodes NVML's answer: a round trip."""
-    from gpudiag.detail_readings import DETAIL_READINGS
+    from gpudiag.details import DETAIL_READINGS
     from gpudiag.readings import pick, reading_at
 
     machine = fixtures.load("h100-driver580-idle")[0]

@@ -74,18 +74,18 @@ def name(path: Path) -> str:
     return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
 
 
-# The machine model, its base (a reading and its vocabulary), the details it may carry, and the
-# declarations of NVML's readings over them.
-MODEL = ("gpudiag.values", "gpudiag.model", "gpudiag.details", "gpudiag.detail_readings", "gpudiag.readings")
+# The machine model, its base (a reading and its vocabulary), what a reading's row says (spec), the
+# per-GPU readings and the details it may carry, each reading its field beside its row.
+MODEL = ("gpudiag.values", "gpudiag.model", "gpudiag.spec", "gpudiag.readings", "gpudiag.details")
 
 
 def test_the_model_imports_nothing_of_gpudiag() -> None:
     for path in (
         PACKAGE / "values.py",
         PACKAGE / "model.py",
-        PACKAGE / "details.py",
+        PACKAGE / "spec.py",
         PACKAGE / "readings.py",
-        PACKAGE / "detail_readings.py",
+        *sorted((PACKAGE / "details").glob("*.py")),
     ):
         outside = [m for m in imports(path) if m.split(".")[0] == "gpudiag" and not m.startswith(MODEL)]
         assert outside == [], path
@@ -164,6 +164,14 @@ def test_no_program_lives_in_a_string() -> None:
             for node in nodes(path)
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Option"
             for arg in node.args
+        }
+        # ... nor is an option table's key (cli.plain_front: option -> (field, takes a value)).
+        options |= {
+            id(key)
+            for node in nodes(path)
+            if isinstance(node, ast.Dict)
+            for key, value in zip(node.keys, node.values, strict=True)
+            if isinstance(value, ast.Tuple)
         }
         for node in nodes(path):
             if isinstance(node, ast.Constant) and node.value == "-c" and id(node) not in options:
@@ -510,7 +518,7 @@ def test_every_import_of_gpudiag_names_a_module_that_exists() -> None:
 def test_the_graph_sees_imports_in_functions_and_under_type_checking() -> None:
     graph = import_graph()
     assert "gpudiag.track.callbacks" in graph["gpudiag.track"]  # inside lightning_callback()
-    assert "gpudiag.details" in graph["gpudiag.model"]  # under TYPE_CHECKING
+    assert "gpudiag.details" in graph["gpudiag.readings"]  # under TYPE_CHECKING
     assert "gpudiag.memory.ranks" in graph["gpudiag.memory.insights"]  # `from gpudiag.memory import ranks`
     assert "gpudiag.children.protocol" in graph["gpudiag.probe.child"]
 

@@ -19,7 +19,7 @@ import msgspec
 import pynvml
 import pytest
 
-from gpudiag.detail_readings import FABRIC, PLATFORM
+from gpudiag.details.identity import FABRIC, PLATFORM
 from gpudiag.model import Gpu, Machine, Reading
 from gpudiag.query import gpu_fields
 from gpudiag.readings import FI_PCIE_ATOMICS_INBOUND, FI_PCIE_ATOMICS_OUTBOUND

@@ -83,7 +83,7 @@ def test_the_vgpu_license_status_is_dcgms() -> None:
 
 
 def _all_rows() -> tuple[readings.Spec, ...]:
-    from gpudiag.detail_readings import DETAIL_READINGS
+    from gpudiag.details import DETAIL_READINGS
 
     return (*readings.GPU_READINGS, *DETAIL_READINGS)
 
@@ -216,3 +216,33 @@ def test_every_dcgm_field_reads_a_declared_reading() -> None:
     keys = {row.key for row in readings.GPU_READINGS}
     assert sorted(set(metrics_dcgm.READS) - keys) == []
     assert len(metrics_dcgm.FIELDS) >= 40
+
+
+def _owner(root: Any, key: str) -> Any:
+    """The Struct whose field a row's key names (``clocks.current.sm``: ClockSet)."""
+    cls = root
+    *path, _ = key.split("[")[0].split(".")
+    for name in path:
+        kind = readings.field_types(cls)[name]
+        cls = typing.get_args(kind)[0] if typing.get_origin(kind) is Reading else kind
+    return cls
+
+
+def test_each_reading_is_its_field_and_its_row_in_one_module() -> None:
+    """A reading's spec is one module: the row stands where the Struct holding its field is defined."""
+    import gpudiag.details as details
+    from gpudiag.details import clocks, encoders, identity, memory_health, pcie, power, temperatures
+
+    where = {row.key: readings for row in readings.GPU_READINGS}
+    for section in (clocks, encoders, identity, memory_health, pcie, power, temperatures):
+        where |= {row.key: section for row in section.ROWS}
+    where |= {row.key: details for row in details.DETAIL_READINGS if row.key not in where}
+    misplaced = [
+        (key, module.__name__, owner.__module__)
+        for key, module in where.items()
+        for owner in [
+            _owner(details.GpuDetails, key[len("details.") :]) if key.startswith("details.") else _owner(Gpu, key)
+        ]
+        if owner.__module__ != module.__name__
+    ]
+    assert misplaced == []

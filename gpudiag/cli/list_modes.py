@@ -8,6 +8,7 @@ and how it turns a machine into text (the rich table is the one that prints thro
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -15,6 +16,7 @@ from msgspec.structs import replace
 
 from gpudiag.cli import plain
 from gpudiag.errors import UsageError
+from gpudiag.exitcodes import ExitCode
 from gpudiag.model import ALL_GROUPS, FactGroup, Gpu, Machine, NvmlStatus, Reading
 from gpudiag.selection import READS, parse_ids, select_gpus
 from gpudiag.serialize import to_data
@@ -274,6 +276,25 @@ def check_nvml(machine: Machine, view: View) -> None:
 
         plain.write(json.dumps(to_data(machine), indent=2) + "\n")
     plain.require_nvml(machine.nvml)
+
+
+def once(s: plain.Settings, r: Request, read: Callable[..., Machine] | None = None) -> None:
+    """One sample of what ``r`` asks, printed; a lost GPU's line and exit code after it. The Typer
+    command and the plain front (cli.plain_front) both run it; ``read``: the public API's read."""
+    if read is None:
+        from gpudiag.api import read_machine
+
+        read = read_machine
+    validate(r)
+    view = view_for(r)
+    machine = read(s.replay, facts=view.facts, only=view.only)
+    check_nvml(machine, view)
+    gpus = selected(machine, r.ids, r.no_processes)
+    view.show(machine, gpus, s, r.filename)
+    line = plain.lost_line(gpus)
+    if line is not None:
+        plain.say(line)
+        raise SystemExit(int(ExitCode.GPU_LOST))
 
 
 def selected(machine: Machine, ids: str | None, no_processes: bool) -> tuple[Gpu, ...]:

@@ -133,7 +133,7 @@ def _fields_of(row: Spec) -> list[Any]:
 
 # The calls the per-GPU rows (gpudiag.readings.GPU_READINGS) declare, answered from them (indexed on
 # the first call: a replay's start-up pays for the names only); the rows of the details
-# (gpudiag.detail_readings.DETAIL_READINGS) are loaded on the first call that only they answer.
+# (gpudiag.details.DETAIL_READINGS) are loaded on the first call that only they answer.
 ROW_CALLS = frozenset(name for row in GPU_READINGS if not row.custom for name in _calls_of(row))
 
 
@@ -149,13 +149,13 @@ def gpu_fields() -> dict[Any, Call]:
 
 @functools.cache
 def detail_rows_by_call() -> dict[Any, Call]:
-    from gpudiag.detail_readings import DETAIL_READINGS
+    from gpudiag.details import DETAIL_READINGS
 
     return _index(DETAIL_READINGS, _calls_of)
 
 
 @functools.cache
 def detail_rows_by_field() -> dict[Any, Call]:
-    from gpudiag.detail_readings import DETAIL_READINGS
+    from gpudiag.details import DETAIL_READINGS
 
     return _index(DETAIL_READINGS, _fields_of)
