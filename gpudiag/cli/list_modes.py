@@ -243,7 +243,7 @@ def view_for(r: Request) -> View:
         only = asked.rows
         if only is not None and r.ids is not None:
             only |= READS  # what selecting by --id reads
-        return View("list" if asked.listed else "csv", asked.facts, only, query=asked, as_json=r.json_output)
+        return View("csv" if asked.listed is None else "list", asked.facts, only, query=asked, as_json=r.json_output)
     if r.list_gpus:
         return View("gpus", frozenset({FactGroup.MIG}), as_json=r.json_output)
     if r.json_output:
