@@ -484,6 +484,19 @@ def test_the_query_package_imports_neither_renderers_nor_commands() -> None:
     assert {"gpudiag.query.gpu_fields", "gpudiag.query.parse"} <= graph["gpudiag.render.csv_query"]
 
 
+def test_each_table_of_names_is_parsed_in_one_module() -> None:
+    """--query's names and -q's lines are strings in a small language each (``NAME[:PART][=FORMAT]``,
+    ``PATH[:PART][=FORMAT]`` and the -q layout): one module reads each table, so none is parsed twice."""
+    graph = import_graph()
+    tables = (*QUERY_TABLES, "gpudiag.render.details_lines")
+    readers = {table: sorted(m for m, used in graph.items() if table in used) for table in tables}
+    assert readers == {
+        "gpudiag.query.smi_names": ["gpudiag.query.gpu_fields"],
+        "gpudiag.query.reading_names": ["gpudiag.query.gpu_fields"],
+        "gpudiag.render.details_lines": ["gpudiag.render.details_view"],
+    }
+
+
 def test_the_query_rule_can_fail() -> None:
     graph = {
         "gpudiag.query.parse": {"gpudiag.query.gpu_fields", "gpudiag.render.format", "gpudiag.cli.plain"},
