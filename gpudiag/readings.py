@@ -7,8 +7,8 @@ stand in this one module: the row says how NVML answers it (see :mod:`gpudiag.sp
 - the fake NVML (``replay/fake_nvml.py``) answers the same calls from a machine file;
 - the capture tool (``tests/hardware/capture.py``) answers them from the real H100's recording.
 
-How each output shows a reading is that output's table, keyed by the row's ``key`` and owned by
-its renderer: ``--query-gpu`` names and formats (``render/query_names.py``), ``-q`` lines
+How each output shows a reading is that output's table, keyed by the row's ``key``: ``--query-gpu``
+names and the names of their formats (``query/reading_names.py``, the query package's), ``-q`` lines
 (``render/details_lines.py``, whose layout also gives ``-q -x`` its elements), the exporter's
 families (``export/gpu_families.py``). A reading no table names is read and kept (JSON, snapshots)
 but shown by none.

@@ -33,6 +33,7 @@ from gpudiag.exitcodes import ExitCode
 from gpudiag.export import metrics_native
 from gpudiag.export.exporter import Exporter, Server
 from gpudiag.model import Reading
+from gpudiag.query import parse
 from gpudiag.render import csv_query
 from gpudiag.render.printable import FORMULA_STARTS, csv_field, printable, spreadsheet_text
 from gpudiag.replay import fixtures
@@ -115,8 +116,8 @@ def test_query_gpu_neutralises_outside_text_and_keeps_numbers(cli: Cli) -> None:
     # A negative reading is a number gpudiag writes, not text from outside: it stays a number.
     machine = collect("h100-driver580-busy")
     cold = msgspec.structs.replace(machine.gpus[0], temperature_c=Reading.of(-5))
-    columns = [csv_query.Column(n, f) for n in ("temperature.gpu", "name") if (f := csv_query.field(n)) is not None]
-    text = csv_query.render_csv(machine, (cold,), columns, csv_query.CsvFormat(header=False))
+    columns = parse.parse_query("temperature.gpu,name")
+    text = csv_query.render_csv(machine, (cold,), columns, parse.CsvFormat(header=False))
     assert text == "-5, NVIDIA H100 80GB HBM3\n"
 
 
