@@ -136,6 +136,9 @@ def cases(tree: Path, baseline: Path | None, empty_script: Path) -> list[Case]:
         # What a script that reads NVML in Python pays before it reads anything: the floor of the
         # machine-readable outputs, which import neither typer nor rich (cli.plain_front).
         Case("floor: pynvml+psutil", [PY, "-c", "import pynvml, psutil"]),
+        # What binds `list --query` above it: msgspec, which the machine model is made of, then the model.
+        Case("floor: pynvml+msgspec", [PY, "-c", "import pynvml, msgspec"]),
+        Case("floor: pynvml+model", [PY, "-c", "import pynvml, msgspec, gpudiag.model"], tree=tree),
         Case("floor+rich", [PY, "-c", "import typer, rich, pynvml, psutil, rich.console, rich.table"]),
         # The least `list --json` and `list` can cost with typer, msgspec and rich (floors.py).
         Case("floor: app+json", [PY, str(FLOORS), "json"]),

@@ -7,8 +7,8 @@ stand in this one module: the row says how NVML answers it (see :mod:`gpudiag.sp
 - the fake NVML (``replay/fake_nvml.py``) answers the same calls from a machine file;
 - the capture tool (``tests/hardware/capture.py``) answers them from the real H100's recording.
 
-How each output shows a reading is that output's table, keyed by the row's ``key`` and owned by
-its renderer: ``--query-gpu`` names and formats (``render/query_names.py``), ``-q`` lines
+How each output shows a reading is that output's table, keyed by the row's ``key``: ``--query-gpu``
+names and the names of their formats (``query/reading_names.py``, the query package's), ``-q`` lines
 (``render/details_lines.py``, whose layout also gives ``-q -x`` its elements), the exporter's
 families (``export/gpu_families.py``). A reading no table names is read and kept (JSON, snapshots)
 but shown by none.
@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import enum
 import functools
+import inspect
+import sys
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -711,6 +713,25 @@ def builder(cls: Any, keys: tuple[str, ...]) -> Callable[[Mapping[str, Any]], di
 
 @functools.cache
 def field_types(cls: Any) -> dict[str, Any]:
-    """A model Struct's field types, resolved once. GpuDetails is named only under TYPE_CHECKING in
-    the model (gpudiag.details loads where details are read): a stand-in resolves the GPU's field."""
-    return typing.get_type_hints(cls, localns={"GpuDetails": object})
+    """A model Struct's field types, resolved once, as ``typing.get_type_hints`` resolves the model's
+    plain annotations (tests/test_readings.py holds it for every model Struct). GpuDetails is named
+    only under TYPE_CHECKING in the model (gpudiag.details loads where details are read): a stand-in
+    resolves the GPU's field."""
+    hints: dict[str, Any] = {}
+    for base in reversed(cls.__mro__):  # as typing.get_type_hints: a subclass's annotation wins
+        for name, annotation in inspect.get_annotations(base).items():
+            hints[name] = _evaluated(base.__module__, annotation)
+    return hints
+
+
+# Each distinct annotation evaluated once per module: a GPU's ~50 fields spell ~20 types, and
+# typing.get_type_hints would compile every one of them (~1 ms of a `list --query`'s start).
+_STAND_INS = {"GpuDetails": object}
+
+
+@functools.cache
+def _evaluated(module: str, annotation: Any) -> Any:
+    if annotation is None:
+        return type(None)
+    kind = eval(annotation, vars(sys.modules[module]), _STAND_INS) if isinstance(annotation, str) else annotation
+    return kind.__origin__ if typing.get_origin(kind) is typing.Annotated else kind  # as get_type_hints: no extras

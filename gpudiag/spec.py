@@ -276,7 +276,7 @@ REMAPPED_ROWS = Codec(
 class Spec(msgspec.Struct, frozen=True, kw_only=True):
     """One NVML reading, acquisition only: where it lives in the model, how NVML answers it, the
     fact group that reads it and the unit of its value. How an output shows it is that output's
-    table, keyed by ``key`` (``render/query_names.py``, ``render/details_lines.py``,
+    table, keyed by ``key`` (``query/reading_names.py``, ``render/details_lines.py``,
     ``export/gpu_families.py``)."""
 
     key: str  # the model field, dotted from the GPU ("pcie.gen_max", "details.power.average_w"): its JSON path

@@ -227,9 +227,9 @@ COMMANDS = (
 
 
 def _every_field() -> str:
-    from gpudiag.render import csv_query
+    from gpudiag.query import gpu_fields
 
-    return ",".join(field.name for field in csv_query.fields())
+    return ",".join(field.name for field in gpu_fields.fields())
 
 
 PLATFORM_QUERY = ("list", "--query-gpu", "platform.host_id,platform.peer_type,platform.gpu_fabric_guid", "--format=csv")

@@ -455,6 +455,64 @@ def test_the_package_rules_can_fail() -> None:
     }
 
 
+# --- the query package: the --query vocabulary, between the model and the renderers --------------
+
+QUERY = "gpudiag.query"
+QUERY_TABLES = ("gpudiag.query.smi_names", "gpudiag.query.reading_names")  # raw: query.gpu_fields parses them
+
+
+def query_leaks(graph: dict[str, set[str]]) -> list[str]:
+    """What breaks the query package's place: it importing a renderer or a command (formats and N/A
+    rules are the renderer's, the command asks, never the other way), or a module besides
+    query.gpu_fields reading the vocabulary's raw tables (each name is parsed once, in one place)."""
+    out = []
+    for module, used in sorted(graph.items()):
+        inside = package_of(module) == QUERY
+        for other in sorted(used):
+            if inside and package_of(other) in ("gpudiag.render", "gpudiag.cli"):
+                out.append(f"{module} imports {other}")
+            elif module != "gpudiag.query.gpu_fields" and other in QUERY_TABLES:
+                out.append(f"{module} reads {other}")
+    return out
+
+
+def test_the_query_package_imports_neither_renderers_nor_commands() -> None:
+    graph = import_graph()
+    assert query_leaks(graph) == []
+    # The rule sees the package: the command asks it to parse, the renderer writes what it parsed.
+    assert {"gpudiag.query.parse"} <= graph["gpudiag.cli.list_modes"]
+    assert {"gpudiag.query.gpu_fields", "gpudiag.query.parse"} <= graph["gpudiag.render.csv_query"]
+
+
+def test_each_table_of_names_is_parsed_in_one_module() -> None:
+    """--query's names and -q's lines are strings in a small language each (``NAME[:PART][=FORMAT]``,
+    ``PATH[:PART][=FORMAT]`` and the -q layout): one module reads each table, so none is parsed twice."""
+    graph = import_graph()
+    tables = (*QUERY_TABLES, "gpudiag.render.details_lines")
+    readers = {table: sorted(m for m, used in graph.items() if table in used) for table in tables}
+    assert readers == {
+        "gpudiag.query.smi_names": ["gpudiag.query.gpu_fields"],
+        "gpudiag.query.reading_names": ["gpudiag.query.gpu_fields"],
+        "gpudiag.render.details_lines": ["gpudiag.render.details_view"],
+    }
+
+
+def test_the_query_rule_can_fail() -> None:
+    graph = {
+        "gpudiag.query.parse": {"gpudiag.query.gpu_fields", "gpudiag.render.format", "gpudiag.cli.plain"},
+        "gpudiag.query.list_fields": {"gpudiag.query.gpu_fields", "gpudiag.query.smi_names"},
+        "gpudiag.query.gpu_fields": {"gpudiag.query.smi_names", "gpudiag.model"},
+        "gpudiag.render.csv_query": {"gpudiag.query.parse", "gpudiag.query.reading_names"},
+        "gpudiag.cli.list_modes": {"gpudiag.query.parse", "gpudiag.render.csv_query"},
+    }
+    assert query_leaks(graph) == [
+        "gpudiag.query.list_fields reads gpudiag.query.smi_names",
+        "gpudiag.query.parse imports gpudiag.cli.plain",
+        "gpudiag.query.parse imports gpudiag.render.format",
+        "gpudiag.render.csv_query reads gpudiag.query.reading_names",
+    ]
+
+
 def test_every_import_of_gpudiag_names_a_module_that_exists() -> None:
     """A stale import after a rename (``gpudiag.watch`` for ``gpudiag.pacing``) fails here, not first
     in front of a user when the function that holds it runs."""

@@ -48,9 +48,10 @@ class Front:
     ``module:name`` of the Request Struct and of the function ``run(settings, request)`` that the
     Typer command calls too; ``numbers``: the fields click turns into a number (``int`` or
     ``float`` of the text, as click does; one that does not convert is click's usage error);
-    ``needs``: fields that must all be given (a bounded count)."""
+    ``needs``: fields that must all be given (a bounded count); ``once``: it answers once (not a
+    run of samples), so it runs without the garbage collector (:mod:`gpudiag.entry`)."""
 
-    __slots__ = ("modes", "needs", "numbers", "options", "request", "run")
+    __slots__ = ("modes", "needs", "numbers", "once", "options", "request", "run")
 
     def __init__(
         self,
@@ -60,6 +61,7 @@ class Front:
         run: str,
         numbers: dict[str, type[int] | type[float]] | None = None,
         needs: tuple[str, ...] = (),
+        once: bool = True,
     ) -> None:
         self.options = options
         self.modes = modes
@@ -67,6 +69,7 @@ class Front:
         self.run = run
         self.numbers = numbers or {}
         self.needs = needs
+        self.once = once
 
 
 FRONTS: dict[str, Front] = {
@@ -190,6 +193,7 @@ FRONTS: dict[str, Front] = {
         "gpudiag.cli.monitor_runs:dmon",
         {"count": int, "delay": float},
         ("count",),
+        once=False,
     ),
     "pmon": Front(
         {**JSON, **IDS, **SAMPLING, "--select": ("select", True), "-s": ("select", True)},
@@ -198,6 +202,7 @@ FRONTS: dict[str, Front] = {
         "gpudiag.cli.monitor_runs:pmon",
         {"count": int, "delay": float},
         ("count",),
+        once=False,
     ),
 }
 

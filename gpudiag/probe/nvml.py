@@ -14,7 +14,7 @@ import functools
 import os
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 from msgspec.structs import replace
@@ -38,7 +38,6 @@ from gpudiag.model import (
 from gpudiag.probe.nvml_errors import GpuLostError, decoded, init_status, undecodable, unusable
 from gpudiag.probe.nvml_processes import HostResolver, ProcessReading, no_process_stats
 from gpudiag.probe.read_plan import NOT_READ, blank_for, not_read_fields, rows_of
-from gpudiag.probe.xid_watch import XidWatch
 from gpudiag.readings import (
     Spec,
     field_key,
@@ -47,6 +46,9 @@ from gpudiag.readings import (
     text,
     truth,
 )
+
+if TYPE_CHECKING:
+    from gpudiag.probe.xid_watch import XidWatch
 
 T = TypeVar("T")
 
@@ -189,6 +191,8 @@ class NvmlSession(ProcessReading):
 
     def watch_xids(self) -> XidWatch:
         """Start collecting the critical XID events of every usable GPU (``check --level 2-4``)."""
+        from gpudiag.probe.xid_watch import XidWatch  # only `check --level 2-4` watches them
+
         return XidWatch(self._lib, [(i, h.gpu) for i, h in enumerate(self._handles) if h.gpu is not None])
 
     # -- helpers ---------------------------------------------------------------------

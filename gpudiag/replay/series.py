@@ -44,7 +44,7 @@ from gpudiag.replay.fixtures import (
 from gpudiag.serialize import SchemaError, from_data
 
 SCHEMA = "gpudiag.series/1"
-SERIES_DIR = EXAMPLES_DIR / "series"
+SERIES_DIR = Path(EXAMPLES_DIR, "series")
 GROUNDINGS = ("captured", "illustrative")
 # Identity and layout do not change between samples: a series cannot say otherwise.
 _FIXED_KEYS = frozenset({"uuid", "pci_bus_id", "name", "minor_number", "mig_devices", "mig_profiles", "mig_instances"})
