@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,14 @@ def every_example() -> list[Any]:
     """Every shipped example as a test parameter; those outside QUICK_EXAMPLES are ``slow``."""
     names = fixtures.example_names()
     assert set(QUICK_EXAMPLES) <= set(names), set(QUICK_EXAMPLES) - set(names)
+    return examples_among(names)
+
+
+def examples_among(names: Iterable[str]) -> list[Any]:
+    """These examples as test parameters (a sweep over some of them: those with a recorded series,
+    say); those outside QUICK_EXAMPLES are ``slow``."""
+    names = list(names)
+    assert set(QUICK_EXAMPLES) & set(names), "a sweep keeps at least one quick example in the quick loop"
     return [pytest.param(name, marks=() if name in QUICK_EXAMPLES else pytest.mark.slow) for name in names]
 
 
