@@ -261,12 +261,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the markers added here count
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        daemons = next((m for m in ("slurm", "prometheus") if item.get_closest_marker(m) is not None), None)
-        if daemons is not None:
+    marked = {item: {mark.name for mark in item.iter_markers()} for item in items}  # one walk up each item's parents
+    for item, names in marked.items():
+        if names & {"slurm", "prometheus"}:  # real daemons
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: slow first
-    gpu_tests = [item for item in items if item.get_closest_marker("gpu") is not None]
+            names.add("slow")
+    items.sort(key=lambda item: "slow" not in marked[item])  # stable: slow first
+    gpu_tests = [item for item in items if "gpu" in marked[item]]
     if not gpu_tests:
         return
     reason = gpu_unavailable_reason()
