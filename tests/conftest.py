@@ -77,6 +77,12 @@ def skip_without_torch() -> None:
 os.environ["TZ"] = "UTC"
 time.tzset()
 
+# The torch children the tests start (CPU stand-ins for GPUs: tiny tensors, a few hundred steps) run
+# one thread each, unless told otherwise: two workers on two cores already fill the machine, and
+# OpenMP's extra threads spin while they wait (a 200-step CPU training loop: 7.3 CPU-s at 2 threads,
+# 4.8 at 1). What they test is gpudiag's handling of its children, not torch's parallel speed.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 class SkippingClock:
     """The time module as a module under test uses it, whose sleeps pass at once (and its monotonic
