@@ -17,10 +17,13 @@ the machine may be shared and noisy, so only ratios taken within one run mean an
 
 Targets (ratio of medians to the floor): list <= 1.4x, list --json and --query <= 1.15x, every
 other read-only command <= 1.5x. The machine-readable outputs run without typer and rich
-(cli.list_fast), so they also answer to ``floor: pynvml+psutil`` (``python -c "import pynvml,
+(cli.plain_front), so they also answer to ``floor: pynvml+psutil`` (``python -c "import pynvml,
 psutil"``): ``list --query`` of seven fields <= 1.5x of it; and ``list --json`` and ``list -q -x``
-<= the table (``list``). ``--baseline DIR`` also runs the gpudiag commands from another
-checkout (e.g. ``git archive`` of an older commit) in the same rounds: a before/after in one run.
+<= the table (``list``). Each other ``--json`` the front runs (``memory``, ``visible``, ``stat``,
+``topo``, ``nvlink``, ``mig``; ``dmon`` and ``pmon`` with ``-c 1``) is also run through Typer
+(``… (typer)``: cli.app.run on the same command line, as before the front), to show what the
+front saves. ``--baseline DIR`` also runs the gpudiag commands from another checkout (e.g.
+``git archive`` of an older commit) in the same rounds: a before/after in one run.
 
 Peak RSS (the child's ru_maxrss): every command above, and ``memory --watch`` after 100 and after
 1,000 refreshes (at the 0.1 s minimum interval: ~100 s, both at once; ``--no-watch`` skips it),
@@ -78,6 +81,25 @@ def _gpudiag(*args: str) -> list[str]:
     return [*head, "--replay", EXAMPLE, *args]
 
 
+# The same command line through Typer (cli.app.run), skipping cli.plain_front: what the front saves.
+_TYPER = "import sys; from gpudiag import argv; from gpudiag.cli.app import run; run(argv.read(sys.argv[1:]))"
+# The --json outputs the front runs besides list's, each against its Typer run.
+FRONTED = (
+    ("memory", "--json"),
+    ("visible", "--json"),
+    ("stat", "--json"),
+    ("topo", "--json"),
+    ("nvlink", "--json"),
+    ("mig", "--json"),
+    ("dmon", "--json", "-c", "1"),
+    ("pmon", "--json", "-c", "1"),
+)
+
+
+def _typer(*args: str) -> list[str]:
+    return [PY, "-c", _TYPER, "--replay", EXAMPLE, *args]
+
+
 def _env(tree: Path | None, columns: int = 160) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
     env.update(COLUMNS=str(columns), LINES="50", NO_COLOR="1", TERM="dumb")
@@ -112,8 +134,11 @@ def cases(tree: Path, baseline: Path | None, empty_script: Path) -> list[Case]:
     out = [
         Case("floor", floor),
         # What a script that reads NVML in Python pays before it reads anything: the floor of the
-        # machine-readable outputs, which import neither typer nor rich (cli.list_fast).
+        # machine-readable outputs, which import neither typer nor rich (cli.plain_front).
         Case("floor: pynvml+psutil", [PY, "-c", "import pynvml, psutil"]),
+        # What binds `list --query` above it: msgspec, which the machine model is made of, then the model.
+        Case("floor: pynvml+msgspec", [PY, "-c", "import pynvml, msgspec"]),
+        Case("floor: pynvml+model", [PY, "-c", "import pynvml, msgspec, gpudiag.model"], tree=tree),
         Case("floor+rich", [PY, "-c", "import typer, rich, pynvml, psutil, rich.console, rich.table"]),
         # The least `list --json` and `list` can cost with typer, msgspec and rich (floors.py).
         Case("floor: app+json", [PY, str(FLOORS), "json"]),
@@ -144,6 +169,12 @@ def cases(tree: Path, baseline: Path | None, empty_script: Path) -> list[Case]:
                 80 if "80 columns" in name else 160,
             )
             for name, args, target, against in commands
+        ]
+    for line in FRONTED:
+        name = " ".join(line)
+        out += [
+            Case(name, _gpudiag(*line), None, ((f"{name} (typer)", 1.0),), tree),
+            Case(f"{name} (typer)", _typer(*line), tree=tree),
         ]
     replay = [PY, "-m", "gpudiag.replay", EXAMPLE]
     if _has_replay_runner(tree):

@@ -5,7 +5,9 @@ time) while the exporter scrapes (native, then --compat dcgm), `list --json --de
 and nvmlDeviceValidateInforom is called on each GPU; then one line per function: calls, CPU and
 wall ms per call, and a `H200`-style table to paste into call_costs.py (CPU per call, rounded).
 ``--replay NAME`` runs the same over the fake NVML (to try the script without a GPU: the figures
-are then the fake's).
+are then the fake's). Then, per GPU, what the exporter's batching assumes: the ECC totals as field
+values 3-6 beside nvmlDeviceGetTotalEccErrors' answers (they must agree), and the CPU of a field-value
+call of one field against one of all the exporter's (whether NVML charges per call or per field).
 
 Usage: python benchmarks/nvml_call_costs.py [--scrapes N] [--replay NAME]
 """
@@ -18,7 +20,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from gpudiag.export.exporter import Exporter
+from gpudiag.export.exporter import AS_FIELDS, GROUPS, Exporter
 from gpudiag.model import ALL_GROUPS
 from gpudiag.sources import open_source
 
@@ -87,7 +89,35 @@ def main() -> int:
     for name, (calls, cpu, _) in rows:
         print(f'    "{name}": {cpu / calls:.6f},')
     print("}")
+    with open_source(args.replay) as source:
+        _batching(source.lib, args.scrapes)
     return 0
+
+
+def _batching(lib: Any, repeats: int) -> None:
+    """The ECC totals by field and by call, side by side; a field-value call's CPU by its field count."""
+    from gpudiag.probe.read_plan import rows_of
+
+    ids = [fid for _, fid in AS_FIELDS]
+    rows = rows_of(frozenset(GROUPS["native"]))[0]
+    every = [*ids, *((s.field, s.scope) for s in rows if s.field)]
+    print("\nECC totals: field value (or its nvmlReturn) | nvmlDeviceGetTotalEccErrors (error type, counter type)")
+    for index in range(lib.nvmlDeviceGetCount()):
+        h = lib.nvmlDeviceGetHandleByIndex(index)
+        fields = lib.nvmlDeviceGetFieldValues(h, [(fid, 0) for fid in ids])
+        for (key, _), value, asked in zip(AS_FIELDS, fields, ((0, 0), (1, 0), (0, 1), (1, 1)), strict=True):
+            try:
+                by_call: Any = lib.nvmlDeviceGetTotalEccErrors(h, *asked)
+            except lib.NVMLError as exc:
+                by_call = f"error {exc}"
+            by_field = value.value.ullVal if value.nvmlReturn == 0 else f"error {value.nvmlReturn}"
+            print(f"  GPU {index} {key:34s} {by_field!s:>20s} | {by_call!s:>20s}")
+        for asked_ids in (ids[:1], every):
+            cpu = time.thread_time()
+            for _ in range(repeats):
+                lib.nvmlDeviceGetFieldValues(h, [(fid, 0) if isinstance(fid, int) else fid for fid in asked_ids])
+            per_call = (time.thread_time() - cpu) / repeats * 1000
+            print(f"  GPU {index} field-value call of {len(asked_ids):2d} fields: {per_call:.3f} ms CPU")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ This module must stay free of imports beyond the standard library's cheapest.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -18,6 +19,8 @@ from gpudiag import argv, edge
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: typing is not loaded yet, and need not be
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from gpudiag.cli.plain_front import Line
 
 
 def starts_torch_early(args: list[str], environ: Mapping[str, str]) -> bool:
@@ -38,12 +41,11 @@ def main() -> None:
             from gpudiag.probe import torch_runtime
 
             torch_runtime.start_early()
-        if line.command == "list":  # its machine-readable outputs run without typer and rich
-            from gpudiag.cli import list_fast
+        from gpudiag.cli import plain_front  # machine-readable outputs, without typer and rich
 
-            found = list_fast.read(line, os.environ)
-            if found is not None:
-                raise SystemExit(list_fast.run(found))
+        found = plain_front.read(line, os.environ)
+        if found is not None:
+            raise SystemExit(_plain(found))
         from gpudiag.cli.app import run
 
         run(line)
@@ -58,3 +60,19 @@ def main() -> None:
         edge.clean_up()  # an early torch child that no command took (a usage error, --help)
         edge.flush_stdout()
         edge.answered()
+
+
+def _plain(found: Line) -> int:
+    """A machine-readable output, without typer and rich. One answer, then the process ends: no cyclic
+    garbage is worth the collector's passes over every module the run imports, nor its last pass at
+    exit, which walks them all (a fifth of `list --query`'s CPU: docs/performance.md). A run of samples
+    (dmon, pmon -c N) keeps the collector. Decided here, where the process ends, not in the front that
+    tests run in-process."""
+    from gpudiag.cli import plain_front
+
+    if found.front.once:
+        gc.disable()
+    try:
+        return plain_front.run(found)
+    finally:
+        gc.freeze()  # what the run made, out of the collection at exit

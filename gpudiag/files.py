@@ -20,12 +20,14 @@ import contextlib
 import os
 import stat
 from collections.abc import Callable
-from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from gpudiag import edge
 from gpudiag.errors import GpudiagError, UsageError
 from gpudiag.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from pathlib import Path  # imported where a file is written: a replay reads with read_upto alone
 
 # What a document is: its text or bytes, or a function that writes it into a binary file as it
 # goes (a 50,000-node JUnit report is never held whole in memory).
@@ -89,6 +91,8 @@ def write_atomic(path: Path, data: Content, *, mode: int = 0o666) -> None:
     ``mode`` is the new file's permissions before the umask (0o600 for private files); an existing
     file keeps its own. Raises :class:`GpudiagError` (see :func:`output_error`).
     """
+    from pathlib import Path
+
     payload = data.encode("utf-8") if isinstance(data, str) else data
     target = Path(os.path.realpath(path))  # through a symlink: the link stays, its file is replaced
     try:

@@ -4,6 +4,9 @@ The classes are msgspec Structs rather than dataclasses: a frozen dataclass comp
 with ``exec`` at every start-up (~1 ms each, ~18 ms for this module), a Struct is built in C in
 microseconds. Copy with changes through ``msgspec.structs.replace``.
 
+A GPU's readings (:class:`Gpu` and the Structs it holds) are declared in :mod:`gpudiag.readings`, each
+field beside the row that says how NVML answers it, and re-exported here: the machine is this module's.
+
 Every fact that a source may fail to read is a :class:`Reading` (from :mod:`gpudiag.values`, the
 model's base, re-exported here with the rest of its vocabulary): it holds a value
 *or* the reason it is missing. A Reading never pretends to be a number, so a missing
@@ -21,13 +24,28 @@ from __future__ import annotations
 
 import enum
 import typing
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # loaded only where details are read or shown (see gpudiag.serialize)
-    from gpudiag.details import GpuDetails
+from typing import Any
 
 import msgspec
 
+from gpudiag.readings import EccCounts as EccCounts
+from gpudiag.readings import Gpu as Gpu
+from gpudiag.readings import GpuProcess as GpuProcess
+from gpudiag.readings import GpuState as GpuState
+from gpudiag.readings import HostProcess as HostProcess
+from gpudiag.readings import HostState as HostState
+from gpudiag.readings import Memory as Memory
+from gpudiag.readings import MigAttributes as MigAttributes
+from gpudiag.readings import MigComputeInstance as MigComputeInstance
+from gpudiag.readings import MigDevice as MigDevice
+from gpudiag.readings import MigGpuInstance as MigGpuInstance
+from gpudiag.readings import MigProfile as MigProfile
+from gpudiag.readings import PcieLink as PcieLink
+from gpudiag.readings import ProcessKind as ProcessKind
+from gpudiag.readings import Profiling as Profiling
+from gpudiag.readings import RetiredPages as RetiredPages
+from gpudiag.readings import Violations as Violations
+from gpudiag.readings import field_types
 from gpudiag.values import ALL_GROUPS as ALL_GROUPS
 from gpudiag.values import Bar1 as Bar1
 from gpudiag.values import ComputeMode as ComputeMode
@@ -50,234 +68,6 @@ class NvmlStatus(str, enum.Enum):
     VERSION_MISMATCH = "driver_library_mismatch"
     NO_PERMISSION = "no_permission"
     ERROR = "error"
-
-
-class GpuState(str, enum.Enum):
-    OK = "ok"
-    LOST = "lost"  # fell off the bus (XID 79) or needs a reset
-    ERROR = "error"  # the handle could not be obtained for another reason
-
-
-class ProcessKind(str, enum.Enum):
-    COMPUTE = "C"
-    GRAPHICS = "G"
-    COMPUTE_GRAPHICS = "C+G"
-
-
-class HostState(str, enum.Enum):
-    """What the host process table says about a PID that NVML reported."""
-
-    FOUND = "found"
-    VANISHED = "vanished"  # exited between the NVML query and the lookup
-    NO_PERMISSION = "no_permission"
-    OTHER_NAMESPACE = "other_pid_namespace"  # a host PID seen from inside a container
-
-
-# --- GPU facts -----------------------------------------------------------------------
-
-
-class Memory(msgspec.Struct, frozen=True):
-    total_bytes: int
-    used_bytes: int
-    free_bytes: int
-    reserved_bytes: Reading[int] = msgspec.field(default_factory=lambda: Reading.missing(Reason.NOT_SUPPORTED))
-
-
-class PcieLink(msgspec.Struct, frozen=True):
-    gen_current: Reading[int]
-    gen_max: Reading[int]  # the link's max: the lower of GPU and slot
-    gen_gpu_max: Reading[int]  # what the GPU itself supports
-    width_current: Reading[int]
-    width_max: Reading[int]
-
-
-class EccCounts(msgspec.Struct, frozen=True):
-    volatile_corrected: Reading[int]
-    volatile_uncorrected: Reading[int]
-    aggregate_corrected: Reading[int]
-    aggregate_uncorrected: Reading[int]
-
-
-class RetiredPages(msgspec.Struct, frozen=True):
-    single_bit: int
-    double_bit: int
-    pending: bool
-
-
-class Violations(msgspec.Struct, frozen=True):
-    """Time (ns) each performance policy has held the clocks down since the driver loaded (NVML's
-    perf-policy counters, which DCGM exports as its ``*_VIOLATION`` fields)."""
-
-    power_ns: Reading[int] = msgspec.field(default_factory=not_recorded)
-    thermal_ns: Reading[int] = msgspec.field(default_factory=not_recorded)
-    sync_boost_ns: Reading[int] = msgspec.field(default_factory=not_recorded)
-    board_limit_ns: Reading[int] = msgspec.field(default_factory=not_recorded)
-    low_utilization_ns: Reading[int] = msgspec.field(default_factory=not_recorded)
-    reliability_ns: Reading[int] = msgspec.field(default_factory=not_recorded)
-
-
-class Profiling(msgspec.Struct, frozen=True):
-    """What the GPU's units did over one window, from NVML's GPU performance monitoring (GPM,
-    Hopper and newer): each activity in percent of the window (GPM's unit), traffic in bytes per
-    second. Each metric may be missing on its own (NVLink on a GPU without links)."""
-
-    window_s: float  # between the two samples the figures come from
-    graphics_active_percent: Reading[float]  # any graphics or compute engine busy
-    sm_active_percent: Reading[float]  # SMs with at least one warp
-    sm_occupancy_percent: Reading[float]  # warps resident against the SMs' maximum
-    tensor_active_percent: Reading[float]  # any tensor pipe busy
-    fp64_active_percent: Reading[float]
-    fp32_active_percent: Reading[float]
-    fp16_active_percent: Reading[float]
-    dram_active_percent: Reading[float]  # device memory bandwidth used against its peak
-    pcie_tx_bytes_per_s: Reading[float]
-    pcie_rx_bytes_per_s: Reading[float]
-    nvlink_tx_bytes_per_s: Reading[float]
-    nvlink_rx_bytes_per_s: Reading[float]
-
-
-class HostProcess(msgspec.Struct, frozen=True):
-    state: HostState
-    user: Reading[str]
-    name: Reading[str]
-    command: Reading[str]
-
-
-class GpuProcess(msgspec.Struct, frozen=True):
-    pid: int
-    kind: ProcessKind
-    used_memory_bytes: Reading[int]
-    host: HostProcess
-    gpu_instance_id: int | None = None  # set on MIG-enabled GPUs
-    compute_instance_id: int | None = None
-
-
-class MigAttributes(msgspec.Struct, frozen=True):
-    """What a MIG device is given of the GPU (nvmlDeviceGetAttributes on its handle)."""
-
-    multiprocessors: int
-    copy_engines: int  # shared with the other compute instances of its GPU instance, as the rest
-    decoders: int
-    encoders: int
-    jpeg_decoders: int
-    ofas: int
-    gpu_instance_slices: int
-    compute_instance_slices: int
-    memory_mib: int
-
-
-class MigDevice(msgspec.Struct, frozen=True):
-    index: int  # position under its parent GPU
-    uuid: Reading[str]
-    gpu_instance_id: Reading[int]
-    compute_instance_id: Reading[int]
-    name: Reading[str]
-    memory: Reading[Memory]
-    # Read with the details (`list -q`, snapshot); nvitop reads BAR1 of every MIG device.
-    bar1: Reading[Bar1] = msgspec.field(default_factory=not_recorded)
-    attributes: Reading[MigAttributes] = msgspec.field(default_factory=not_recorded)
-
-
-class MigProfile(msgspec.Struct, frozen=True):
-    """A GPU instance profile (nvmlDeviceGetGpuInstanceProfileInfoV) and how many more fit now
-    (nvmlDeviceGetGpuInstanceRemainingCapacity): a line of `nvidia-smi mig -lgip`."""
-
-    index: int  # the NVML_GPU_INSTANCE_PROFILE_* it answers (0 is 1_SLICE)
-    id: int  # NVML's profile id (A100: 19 is 1g.5gb, 0 is 7g.40gb)
-    name: str  # "MIG 1g.5gb"
-    slices: int
-    instances: int  # how many of it the GPU holds at most
-    remaining: Reading[int]  # how many more can be created now
-    memory_mib: int
-    p2p: bool
-    sms: int
-    copy_engines: int
-    decoders: int
-    encoders: int
-    jpeg: int
-    ofa: int
-
-
-class MigComputeInstance(msgspec.Struct, frozen=True):
-    """A compute instance inside a GPU instance (nvmlComputeInstanceGetInfo): a line of `mig -lci`."""
-
-    id: int
-    profile_id: int
-    name: str  # its profile's name: "MIG 1g.5gb", or "MIG 1c.3g.20gb" for a share of a larger instance
-    placement_start: int
-    placement_size: int
-
-
-class MigGpuInstance(msgspec.Struct, frozen=True):
-    """A GPU instance (nvmlGpuInstanceGetInfo) and its compute instances: a line of `mig -lgi`."""
-
-    id: int
-    profile_id: int
-    placement_start: int
-    placement_size: int
-    compute_instances: tuple[MigComputeInstance, ...]
-
-
-class Gpu(msgspec.Struct, frozen=True):
-    index: int  # NVML index (nvidia-smi's order), not the CUDA ordinal
-    state: GpuState
-    state_detail: str
-    uuid: Reading[str]
-    pci_bus_id: Reading[str]
-    name: Reading[str]
-    minor_number: Reading[int]
-    memory: Reading[Memory]
-    utilization: Reading[Utilization]
-    temperature_c: Reading[int]
-    temperature_slowdown_c: Reading[int]
-    temperature_shutdown_c: Reading[int]
-    fan_percent: Reading[int]
-    power_draw_w: Reading[float]
-    power_limit_w: Reading[float]
-    pstate: Reading[int]
-    persistence_mode: Reading[bool]
-    compute_mode: Reading[ComputeMode]
-    compute_capability: Reading[tuple[int, int]]
-    pcie: PcieLink
-    numa_node: Reading[int]
-    ecc_mode_current: Reading[bool]
-    ecc_mode_pending: Reading[bool]
-    ecc_errors: EccCounts
-    retired_pages: Reading[RetiredPages]
-    remapped_rows: Reading[RemappedRows]
-    clock_event_reasons: Reading[int]  # NVML bitmask, see readings.CLOCK_EVENTS
-    inforom_valid: Reading[bool]
-    recovery_action: Reading[int]  # NVML_GPU_RECOVERY_ACTION_*; 0 means none needed
-    mig_mode_current: Reading[bool]
-    mig_mode_pending: Reading[bool]
-    mig_devices: tuple[MigDevice, ...]
-    processes: Reading[tuple[GpuProcess, ...]]
-    # Read for the exporter; snapshots taken before these existed load them as not recorded.
-    clock_sm_mhz: Reading[int] = msgspec.field(default_factory=not_recorded)
-    clock_memory_mhz: Reading[int] = msgspec.field(default_factory=not_recorded)
-    clock_graphics_mhz: Reading[int] = msgspec.field(default_factory=not_recorded)
-    energy_mj: Reading[int] = msgspec.field(default_factory=not_recorded)  # since the driver loaded
-    pcie_replays: Reading[int] = msgspec.field(default_factory=not_recorded)  # link-level retries
-    # dcgm-exporter's default fields that NVML answers, read for the exporter.
-    memory_temperature_c: Reading[int] = msgspec.field(default_factory=not_recorded)  # HBM
-    encoder_percent: Reading[int] = msgspec.field(default_factory=not_recorded)
-    decoder_percent: Reading[int] = msgspec.field(default_factory=not_recorded)
-    violations: Violations = msgspec.field(default_factory=Violations)
-    nvlink_data_rx_kib: Reading[int] = msgspec.field(default_factory=not_recorded)  # all links, since load
-    nvlink_data_tx_kib: Reading[int] = msgspec.field(default_factory=not_recorded)
-    pcie_data_tx_bytes: Reading[int] = msgspec.field(default_factory=not_recorded)  # may wrap (NVML says)
-    pcie_data_rx_bytes: Reading[int] = msgspec.field(default_factory=not_recorded)
-    vgpu_license_status: Reading[int] = msgspec.field(default_factory=not_recorded)  # 1 licensed, 0 not (or n/a)
-    profiling: Reading[Profiling] = msgspec.field(default_factory=not_recorded)  # NVML GPM over one window
-    # MIG's layout (`gpudiag mig`): the GPU instance profiles and the instances created.
-    mig_profiles: Reading[tuple[MigProfile, ...]] = msgspec.field(default_factory=not_recorded)
-    mig_instances: Reading[tuple[MigGpuInstance, ...]] = msgspec.field(default_factory=not_recorded)
-    # What `nvidia-smi -q` adds (clocks, NVLink, topology, ...); only commands that show it read it.
-    details: Reading[GpuDetails] = msgspec.field(default_factory=lambda: Reading.missing(Reason.NOT_READ))
-
-    @property
-    def label(self) -> str:
-        return f"GPU {self.index}"
 
 
 # --- the machine ---------------------------------------------------------------------
@@ -379,8 +169,6 @@ _GPU_FIXED = ("index", "state", "state_detail")
 def blank_fields(missing: Reading[Any]) -> dict[str, Any]:
     """Every Gpu field but index and state, each ``missing`` (nested link and ECC readings too, no MIG
     devices): found from the Struct, so a new reading field needs no line here."""
-    from gpudiag.readings import field_types  # the declarations load where GPUs are read
-
     values: dict[str, Any] = {}
     kinds = field_types(Gpu)
     for name in Gpu.__struct_fields__:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 
 MAX_DIGITS = 9
-_DIGITS = re.compile(r"[0-9]+")
+_DIGITS = r"[0-9]+"  # compiled where first used (re's cache): not every command parses a number
 
 
 def parse_count(text: str) -> int | None:
     """``text`` as a non-negative whole number, or None when it is not one we can mean."""
-    if _DIGITS.fullmatch(text) is None or len(text) > MAX_DIGITS:
+    if re.fullmatch(_DIGITS, text) is None or len(text) > MAX_DIGITS:
         return None
     return int(text)
 
@@ -32,7 +32,7 @@ def leading_version(text: str) -> tuple[int, ...]:
     """The numeric start of a version as drivers and wheels write it: '12.1a' -> (12, 1)."""
     parts = []
     for piece in text.strip().split("."):
-        match = _DIGITS.match(piece)
+        match = re.match(_DIGITS, piece)
         if match is None:
             break
         number = parse_count(match.group())

@@ -1,319 +1,328 @@
-"""One declaration per NVML reading, and NVML's vocabulary, each defined once.
+"""The per-GPU readings, each declared once: its field in :class:`Gpu` and its row in :data:`GPU_READINGS`.
 
-Modelled on DCGM's field table (``dcgm_fields.h``: one row per field with its id, type, unit,
-short name and scope). A :class:`Spec` row is acquisition only: a reading's model field (its JSON
-key), the NVML call that answers it (arguments, the older name tried when a driver lacks it,
-whether it is asked once per session), how NVML's answer becomes the model's value and back
-(:class:`Codec`), the fact group that reads it and the unit of its value. From the rows:
+A reading's field (its JSON key, in the Struct's field order) and its :class:`~gpudiag.spec.Spec` row
+stand in this one module: the row says how NVML answers it (see :mod:`gpudiag.spec`). From the rows:
 
 - the probe (``probe/nvml.py``, ``probe/details.py``) makes the calls and builds the model;
 - the fake NVML (``replay/fake_nvml.py``) answers the same calls from a machine file;
 - the capture tool (``tests/hardware/capture.py``) answers them from the real H100's recording.
 
-How each output shows a reading is that output's table, keyed by the row's ``key`` and owned by
-its renderer: ``--query-gpu`` names and formats (``render/query_names.py``), ``-q`` lines
+How each output shows a reading is that output's table, keyed by the row's ``key``: ``--query-gpu``
+names and the names of their formats (``query/reading_names.py``, the query package's), ``-q`` lines
 (``render/details_lines.py``, whose layout also gives ``-q -x`` its elements), the exporter's
-families (``export/families.py``). A reading no table names is read and kept (JSON, snapshots)
+families (``export/gpu_families.py``). A reading no table names is read and kept (JSON, snapshots)
 but shown by none.
 
 :data:`GPU_READINGS` are the per-GPU readings every command may read (here, on the path of
-``list``); ``gpudiag.detail_readings.DETAIL_READINGS`` are what ``nvidia-smi -q`` adds, loaded only where
-shown. A *composite* row (``custom=True``: a reading built from several calls, or from a struct
-passed by reference) is read and faked by hand.
-
-The vocabulary tables below are the only definition of NVML's codes: the probe decodes with them,
-the fake encodes the model back with them, and the renderers take their words from them. Pure
-data over the model (no other part of gpudiag, no pynvml): every number is NVML's own
-(``nvml.h``), named where pynvml names it.
+``list``); ``gpudiag.details.DETAIL_READINGS`` are what ``nvidia-smi -q`` adds, each section's rows
+beside its Struct, loaded only where shown. A *composite* row (``custom=True``: a reading built from
+several calls, or from a struct passed by reference) is read and faked by hand. :mod:`gpudiag.model`
+re-exports the Structs; NVML's vocabulary is re-exported here for the consumers that read it with the rows.
 """
 
 from __future__ import annotations
 
+import enum
 import functools
-import operator
+import inspect
+import sys
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from gpudiag.values import ComputeMode, FactGroup, Reading, RemappedRows, Utilization
-
-
-class ClockEvent(msgspec.Struct, frozen=True):
-    """One clock event reason (nvmlClocksEventReason*, "throttle reasons" before R535)."""
-
-    bit: int
-    name: str  # NVML's name, as gpudiag's checks and metrics say it: "HwThermalSlowdown"
-    label: str  # nvidia-smi -q's line: "HW Thermal Slowdown"
-    query: str  # --query-gpu's clocks_event_reasons.<query> (and the counter's name)
-    counter_field: int = 0  # NVML_FI_DEV_CLOCKS_EVENT_REASON_*: time spent in it (ns); 0: none
-    slowdown: bool = False  # slows a busy GPU down (throttling), rather than a state (idle, app clocks)
-
-
-# In bit order: the order nvidia-smi -q lists them and the model keeps the counters in.
-CLOCK_EVENTS: tuple[ClockEvent, ...] = (
-    ClockEvent(0x1, "GpuIdle", "Idle", "gpu_idle"),
-    ClockEvent(0x2, "ApplicationsClocksSetting", "Applications Clocks Setting", "applications_clocks_setting"),
-    ClockEvent(0x4, "SwPowerCap", "SW Power Cap", "sw_power_cap", counter_field=74, slowdown=True),
-    ClockEvent(0x8, "HwSlowdown", "HW Slowdown", "hw_slowdown", slowdown=True),
-    ClockEvent(0x10, "SyncBoost", "Sync Boost", "sync_boost", counter_field=76),
-    ClockEvent(
-        0x20, "SwThermalSlowdown", "SW Thermal Slowdown", "sw_thermal_slowdown", counter_field=269, slowdown=True
-    ),
-    ClockEvent(
-        0x40, "HwThermalSlowdown", "HW Thermal Slowdown", "hw_thermal_slowdown", counter_field=270, slowdown=True
-    ),
-    ClockEvent(
-        0x80,
-        "HwPowerBrakeSlowdown",
-        "HW Power Brake Slowdown",
-        "hw_power_brake_slowdown",
-        counter_field=271,
-        slowdown=True,
-    ),
-    ClockEvent(0x100, "DisplayClockSetting", "Display Clock Setting", "display_clock_setting"),
+from gpudiag.spec import ADDRESSING_MODES as ADDRESSING_MODES
+from gpudiag.spec import ALL_LINKS as ALL_LINKS
+from gpudiag.spec import (
+    BOOL,
+    CAPABILITY,
+    COMPUTE_MODE,
+    FI_PCIE_REPLAY_COUNTER,
+    FI_TOTAL_ENERGY_CONSUMPTION,
+    MIG_ENABLED,
+    MILLIWATTS,
+    REMAPPED_ROWS,
+    UTILIZATION,
 )
-CLOCK_EVENT_NAMES: dict[int, str] = {event.bit: event.name for event in CLOCK_EVENTS}
+from gpudiag.spec import CLOCK_EVENT_NAMES as CLOCK_EVENT_NAMES
+from gpudiag.spec import CLOCK_EVENTS as CLOCK_EVENTS
+from gpudiag.spec import COMPUTE_MODES as COMPUTE_MODES
+from gpudiag.spec import FI_GPU_RECOVERY_ACTION as FI_GPU_RECOVERY_ACTION
+from gpudiag.spec import FI_MEMORY_TEMP as FI_MEMORY_TEMP
+from gpudiag.spec import FI_NVLINK_GET_SPEED as FI_NVLINK_GET_SPEED
+from gpudiag.spec import FI_NVLINK_THROUGHPUT_DATA_RX as FI_NVLINK_THROUGHPUT_DATA_RX
+from gpudiag.spec import FI_NVLINK_THROUGHPUT_DATA_TX as FI_NVLINK_THROUGHPUT_DATA_TX
+from gpudiag.spec import FI_NVLINK_THROUGHPUT_RAW_RX as FI_NVLINK_THROUGHPUT_RAW_RX
+from gpudiag.spec import FI_NVLINK_THROUGHPUT_RAW_TX as FI_NVLINK_THROUGHPUT_RAW_TX
+from gpudiag.spec import FI_PCIE_ATOMICS_INBOUND as FI_PCIE_ATOMICS_INBOUND
+from gpudiag.spec import FI_PCIE_ATOMICS_OUTBOUND as FI_PCIE_ATOMICS_OUTBOUND
+from gpudiag.spec import FI_PCIE_COUNT_RX_BYTES as FI_PCIE_COUNT_RX_BYTES
+from gpudiag.spec import FI_PCIE_COUNT_TX_BYTES as FI_PCIE_COUNT_TX_BYTES
+from gpudiag.spec import FI_PERF_POLICIES as FI_PERF_POLICIES
+from gpudiag.spec import FI_POWER_AVERAGE as FI_POWER_AVERAGE
+from gpudiag.spec import FI_POWER_INSTANT as FI_POWER_INSTANT
+from gpudiag.spec import FI_REMAPPED_COR_INACTIVE as FI_REMAPPED_COR_INACTIVE
+from gpudiag.spec import FI_REMAPPED_UNC_INACTIVE as FI_REMAPPED_UNC_INACTIVE
+from gpudiag.spec import GPM_METRICS as GPM_METRICS
+from gpudiag.spec import GRID_LICENSE_FEATURE_VGPU as GRID_LICENSE_FEATURE_VGPU
+from gpudiag.spec import MIB as MIB
+from gpudiag.spec import NO_INSTANCE as NO_INSTANCE
+from gpudiag.spec import NVLINK_REMOTE_TYPES as NVLINK_REMOTE_TYPES
+from gpudiag.spec import P2P_ABBREVIATIONS as P2P_ABBREVIATIONS
+from gpudiag.spec import P2P_ATOMICS as P2P_ATOMICS
+from gpudiag.spec import P2P_NVLINK as P2P_NVLINK
+from gpudiag.spec import P2P_PROP as P2P_PROP
+from gpudiag.spec import P2P_READ as P2P_READ
+from gpudiag.spec import P2P_STATUS as P2P_STATUS
+from gpudiag.spec import P2P_WRITE as P2P_WRITE
+from gpudiag.spec import RECOVERY_ACTION_NAMES as RECOVERY_ACTION_NAMES
+from gpudiag.spec import TEXT as TEXT
+from gpudiag.spec import TOPOLOGY_LEVELS as TOPOLOGY_LEVELS
+from gpudiag.spec import VGPU_LICENSE as VGPU_LICENSE
+from gpudiag.spec import Spec as Spec
+from gpudiag.spec import clock_event_bits as clock_event_bits
+from gpudiag.spec import integer as integer
+from gpudiag.spec import text as text
+from gpudiag.spec import truth as truth
+from gpudiag.values import Bar1, ComputeMode, FactGroup, Reading, Reason, RemappedRows, Utilization, not_recorded
+
+if TYPE_CHECKING:  # loaded only where details are read or shown (see gpudiag.serialize)
+    from gpudiag.details import GpuDetails
 
 
-def clock_event_bits(*names: str) -> int:
-    """The mask of the clock events named (NVML's names): ``clock_event_bits("HwSlowdown")`` is 0x8."""
-    by_name = {event.name: event.bit for event in CLOCK_EVENTS}
-    mask = 0
-    for name in names:
-        mask |= by_name[name]
-    return mask
+# --- the readings' fields ------------------------------------------------------------
 
 
-# nvmlComputeMode_t.
-COMPUTE_MODES: dict[int, ComputeMode] = {
-    0: ComputeMode.DEFAULT,
-    1: ComputeMode.EXCLUSIVE_THREAD,
-    2: ComputeMode.PROHIBITED,
-    3: ComputeMode.EXCLUSIVE_PROCESS,
-}
-COMPUTE_MODE_CODES: dict[ComputeMode, int] = {mode: code for code, mode in COMPUTE_MODES.items()}
-
-# nvmlDeviceAddressingModeType_t, in nvidia-smi's words.
-ADDRESSING_MODES = {0: "None", 1: "HMM", 2: "ATS"}
-
-# NVML_GPU_RECOVERY_ACTION_* as nvidia-smi --query-gpu=gpu_recovery_action names them.
-RECOVERY_ACTION_NAMES = {0: "None", 1: "Reset", 2: "Reboot", 3: "Drain P2P", 4: "Drain and Reset"}
-
-# nvmlDeviceGetTopologyCommonAncestor's levels in `nvidia-smi topo -m`'s words.
-TOPOLOGY_LEVELS = {0: "SELF", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
-
-# nvmlGpuP2PStatus_t in words (nvidia-smi topo -p2p r).
-P2P_STATUS = {
-    0: "OK",
-    1: "chipset not supported",
-    2: "GPU not supported",
-    3: "IOH topology not supported",
-    4: "disabled by regkey",
-    5: "not supported",
-    6: "unknown",
-}
-P2P_READ = 0  # NVML_P2P_CAPS_INDEX_READ (pynvml defines it as a one-item tuple)
-P2P_NVLINK = 2  # NVML_P2P_CAPS_INDEX_NVLINK
-P2P_WRITE = 1  # NVML_P2P_CAPS_INDEX_WRITE
-P2P_ATOMICS = 3  # NVML_P2P_CAPS_INDEX_ATOMICS
-P2P_PROP = 4  # NVML_P2P_CAPS_INDEX_PROP (also _PCI): P2P over PCIe
-# nvmlGpuP2PStatus_t's words as `nvidia-smi topo -p2p` abbreviates them in its matrix and legend.
-P2P_ABBREVIATIONS = {
-    "OK": "OK",
-    "chipset not supported": "CNS",
-    "GPU not supported": "GNS",
-    "IOH topology not supported": "TNS",
-    "disabled by regkey": "DR",
-    "not supported": "NS",
-    "unknown": "U",
-}
-
-# nvmlIntNvLinkDeviceType_t.
-NVLINK_REMOTE_TYPES = {0: "GPU", 1: "IBM NPU", 2: "switch", 255: "unknown"}
-
-# NVML's "no instance id" (gpuInstanceId, computeInstanceId) for a process on a GPU without MIG.
-NO_INSTANCE = 0xFFFFFFFF
-
-# Field ids (nvmlDeviceGetFieldValues) gpudiag reads, as pynvml names them (NVML_FI_DEV_*).
-FI_MEMORY_TEMP = 82
-FI_GPU_RECOVERY_ACTION = 230  # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: NVML_GPU_RECOVERY_ACTION_*, 0 none needed
-FI_NVLINK_GET_SPEED = 164
-FI_POWER_AVERAGE = 185
-FI_POWER_INSTANT = 186
-FI_REMAPPED_COR_INACTIVE = 301
-FI_REMAPPED_UNC_INACTIVE = 302
-FI_PCIE_REPLAY_ROLLOVER = 95
-# The same counters as nvmlDeviceGetTotalEnergyConsumption and nvmlDeviceGetPcieReplayCounter, read
-# with the exporter's other field values in its one call (the H200 answered both alike:
-# docs/hardware/h200-driver580/nvml-getters-*.json), a driver round trip (~0.3 ms) less each.
-FI_TOTAL_ENERGY_CONSUMPTION = 83
-FI_PCIE_REPLAY_COUNTER = 94
-FI_POWER_MIN_LIMIT = 187
-FI_POWER_MAX_LIMIT = 188
-FI_POWER_DEFAULT_LIMIT = 189
-FI_POWER_CURRENT_LIMIT = 190
-FI_POWER_REQUESTED_LIMIT = 192
-FI_TEMPERATURE_SHUTDOWN_TLIMIT = 193  # signed: degrees from the T.Limit
-FI_TEMPERATURE_SLOWDOWN_TLIMIT = 194
-FI_TEMPERATURE_MEM_MAX_TLIMIT = 195
-FI_TEMPERATURE_GPU_MAX_TLIMIT = 196
-FI_PCIE_ATOMICS_OUTBOUND = 228
-FI_PCIE_ATOMICS_INBOUND = 229
-FI_POWER_SMOOTHING_ENABLED = 251
-# A power field's scopeId (nvmlPowerScopeType_t); 0 is the GPU's own.
-POWER_SCOPE_MODULE = 1
-POWER_SCOPE_MEMORY = 2
-# NVML_FI_DEV_PERF_POLICY_*: time (ns) each policy held the clocks down, by Violations' field names. 74 and
-# 76 are also the SwPowerCap and SyncBoost clock-event counters (nvidia-ml-py names them both ways).
-FI_PERF_POLICIES = (
-    ("power", 74),
-    ("thermal", 75),
-    ("sync_boost", 76),
-    ("board_limit", 77),
-    ("low_utilization", 78),
-    ("reliability", 79),
-)
-# Each NVLink's throughput counters (KiB since the driver loaded), read with the link as the scope, or
-# with ALL_LINKS for their sum.
-FI_NVLINK_THROUGHPUT_DATA_TX = 138
-FI_NVLINK_THROUGHPUT_DATA_RX = 139
-FI_NVLINK_THROUGHPUT_RAW_TX = 140
-FI_NVLINK_THROUGHPUT_RAW_RX = 141
-FI_PCIE_COUNT_TX_BYTES = 197  # bytes the GPU sent over PCIe (NVML: "value can be wrapped")
-FI_PCIE_COUNT_RX_BYTES = 198
-ALL_LINKS = 0xFFFFFFFF  # a field's scopeId (UINT_MAX) that sums every NVLink of the GPU
-
-# NVML GPM metrics (NVML_GPM_METRIC_*, nvmlGpmMetricsGet) by the model.Profiling field each fills, with
-# the factor from GPM's unit to the model's: percent stays percent, MiB/s becomes bytes/s (as DCGM
-# converts them). DCGM's DCGM_FI_PROF_* fields read the same metrics on Hopper and newer
-# (dcgm_fields.cpp, DcgmFieldIdToNvmlGpmMetricId).
-MIB = 1024 * 1024
-GPM_METRICS: tuple[tuple[str, int, int], ...] = (
-    ("graphics_active_percent", 1, 1),  # NVML_GPM_METRIC_GRAPHICS_UTIL
-    ("sm_active_percent", 2, 1),  # SM_UTIL
-    ("sm_occupancy_percent", 3, 1),  # SM_OCCUPANCY
-    ("tensor_active_percent", 5, 1),  # ANY_TENSOR_UTIL
-    ("fp64_active_percent", 11, 1),  # FP64_UTIL (non-tensor)
-    ("fp32_active_percent", 12, 1),  # FP32_UTIL
-    ("fp16_active_percent", 13, 1),  # FP16_UTIL
-    ("dram_active_percent", 10, 1),  # DRAM_BW_UTIL
-    ("pcie_tx_bytes_per_s", 20, MIB),  # PCIE_TX_PER_SEC
-    ("pcie_rx_bytes_per_s", 21, MIB),  # PCIE_RX_PER_SEC
-    ("nvlink_tx_bytes_per_s", 61, MIB),  # NVLINK_TOTAL_TX_PER_SEC
-    ("nvlink_rx_bytes_per_s", 60, MIB),  # NVLINK_TOTAL_RX_PER_SEC
-)
+class GpuState(str, enum.Enum):
+    OK = "ok"
+    LOST = "lost"  # fell off the bus (XID 79) or needs a reset
+    ERROR = "error"  # the handle could not be obtained for another reason
 
 
-# --- the declaration of a reading ---------------------------------------------------------
+class ProcessKind(str, enum.Enum):
+    COMPUTE = "C"
+    GRAPHICS = "G"
+    COMPUTE_GRAPHICS = "C+G"
 
 
-class Codec(msgspec.Struct, frozen=True):
-    """NVML's raw answer (after the row's ``pick``) as the model's value, and back: ``encode`` is
-    what the fake NVML answers for a value (a dict: the attributes of a struct)."""
+class HostState(str, enum.Enum):
+    """What the host process table says about a PID that NVML reported."""
 
-    decode: Callable[[Any], Any]
-    encode: Callable[[Any], Any]
-
-
-def text(value: Any) -> str:
-    """NVML's strings: bytes from older nvidia-ml-py, str from newer; anything else is not a string
-    NVML gave (TypeError, which the probe's guard makes the reading's error)."""
-    if isinstance(value, bytes):
-        return value.decode(errors="replace")
-    if isinstance(value, str):
-        return value
-    raise TypeError(f"expected a string, got {type(value).__name__}")
+    FOUND = "found"
+    VANISHED = "vanished"  # exited between the NVML query and the lookup
+    NO_PERMISSION = "no_permission"
+    OTHER_NAMESPACE = "other_pid_namespace"  # a host PID seen from inside a container
 
 
-def integer(value: Any) -> int:
-    """An NVML number as pynvml gives it (an int, or a ctypes integer's value); a str, a float, None
-    or a struct is not one (TypeError), where ``int()`` would read ``"7"`` or ``7.9``."""
-    return operator.index(value)
+# --- GPU facts -----------------------------------------------------------------------
 
 
-def truth(value: Any) -> bool:
-    """An NVML flag (an integer, 0 or not): a str, None or a struct is not one, where ``bool()``
-    would call anything true."""
-    return bool(operator.index(value))
+class Memory(msgspec.Struct, frozen=True):
+    total_bytes: int
+    used_bytes: int
+    free_bytes: int
+    reserved_bytes: Reading[int] = msgspec.field(default_factory=lambda: Reading.missing(Reason.NOT_SUPPORTED))
 
 
-def _flag(value: Any) -> int:
-    return int(bool(value))
+class PcieLink(msgspec.Struct, frozen=True):
+    gen_current: Reading[int]
+    gen_max: Reading[int]  # the link's max: the lower of GPU and slot
+    gen_gpu_max: Reading[int]  # what the GPU itself supports
+    width_current: Reading[int]
+    width_max: Reading[int]
 
 
-INT = Codec(integer, int)
-BOOL = Codec(truth, _flag)
-TEXT = Codec(text, str)
-MILLIWATTS = Codec(lambda mw: round(int(mw) / 1000.0, 3), lambda w: round(float(w) * 1000))  # model: watts
-NS_AS_US = Codec(lambda ns: int(ns) // 1000, lambda us: int(us) * 1000)  # NVML counts ns; nvidia-smi shows µs
-MIG_ENABLED = Codec(lambda mode: integer(mode) == 1, _flag)  # NVML_DEVICE_MIG_ENABLE
-COMPUTE_MODE = Codec(COMPUTE_MODES.__getitem__, COMPUTE_MODE_CODES.__getitem__)
-CAPABILITY = Codec(lambda cc: (int(cc[0]), int(cc[1])), lambda cc: (int(cc[0]), int(cc[1])))
-UTILIZATION = Codec(
-    lambda u: Utilization(gpu_percent=int(u.gpu), memory_percent=int(u.memory)),
-    lambda u: {"gpu": u.gpu_percent, "memory": u.memory_percent},
-)
-GRID_LICENSE_FEATURE_VGPU = 1  # NVML_GRID_LICENSE_FEATURE_CODE_VGPU
+class EccCounts(msgspec.Struct, frozen=True):
+    volatile_corrected: Reading[int]
+    volatile_uncorrected: Reading[int]
+    aggregate_corrected: Reading[int]
+    aggregate_uncorrected: Reading[int]
 
 
-def _vgpu_license_status(features: Any) -> int:
-    """DCGM's DCGM_FI_DEV_VGPU_LICENSE_STATUS from nvmlDeviceGetGridLicensableFeatures: 1 when the vGPU
-    feature is licensed, 0 when it is not or the GPU has no vGPU licensing (bare metal)."""
-    if not features.isGridLicenseSupported:
-        return 0
-    for feature in list(features.gridLicensableFeatures)[: int(features.licensableFeaturesCount)]:
-        if int(feature.featureCode) == GRID_LICENSE_FEATURE_VGPU:
-            return int(int(feature.featureState) > 0)
-    return 0
+class RetiredPages(msgspec.Struct, frozen=True):
+    single_bit: int
+    double_bit: int
+    pending: bool
 
 
-def _grid_features(status: int) -> dict[str, Any]:
-    """NVML's answer for a status: its array of NVML_GRID_LICENSE_FEATURE_MAX_COUNT features, zeroed
-    where unused (as the H100 capture shows it)."""
-    from types import SimpleNamespace
+class Violations(msgspec.Struct, frozen=True):
+    """Time (ns) each performance policy has held the clocks down since the driver loaded (NVML's
+    perf-policy counters, which DCGM exports as its ``*_VIOLATION`` fields)."""
 
-    features = [SimpleNamespace(featureCode=0, featureState=0) for _ in range(3)]
-    if not status:
-        return {"isGridLicenseSupported": 0, "licensableFeaturesCount": 0, "gridLicensableFeatures": features}
-    features[0] = SimpleNamespace(featureCode=GRID_LICENSE_FEATURE_VGPU, featureState=1)
-    return {"isGridLicenseSupported": 1, "licensableFeaturesCount": 1, "gridLicensableFeatures": features}
-
-
-VGPU_LICENSE = Codec(_vgpu_license_status, _grid_features)
-REMAPPED_ROWS = Codec(
-    lambda r: RemappedRows(correctable=int(r[0]), uncorrectable=int(r[1]), pending=bool(r[2]), failure=bool(r[3])),
-    lambda r: (r.correctable, r.uncorrectable, int(r.pending), int(r.failure)),
-)
+    power_ns: Reading[int] = msgspec.field(default_factory=not_recorded)
+    thermal_ns: Reading[int] = msgspec.field(default_factory=not_recorded)
+    sync_boost_ns: Reading[int] = msgspec.field(default_factory=not_recorded)
+    board_limit_ns: Reading[int] = msgspec.field(default_factory=not_recorded)
+    low_utilization_ns: Reading[int] = msgspec.field(default_factory=not_recorded)
+    reliability_ns: Reading[int] = msgspec.field(default_factory=not_recorded)
 
 
-class Spec(msgspec.Struct, frozen=True, kw_only=True):
-    """One NVML reading, acquisition only: where it lives in the model, how NVML answers it, the
-    fact group that reads it and the unit of its value. How an output shows it is that output's
-    table, keyed by ``key`` (``render/query_names.py``, ``render/details_lines.py``,
-    ``export/families.py``)."""
+class Profiling(msgspec.Struct, frozen=True):
+    """What the GPU's units did over one window, from NVML's GPU performance monitoring (GPM,
+    Hopper and newer): each activity in percent of the window (GPM's unit), traffic in bytes per
+    second. Each metric may be missing on its own (NVLink on a GPU without links)."""
 
-    key: str  # the model field, dotted from the GPU ("pcie.gen_max", "details.power.average_w"): its JSON path
-    call: str = ""  # the NVML function; with ``field``: nvmlDeviceGetFieldValues
-    args: tuple[str | int, ...] = ()  # after the device handle: NVML constants by name (looked up on the module)
-    field: int = 0  # an NVML field id, read in one nvmlDeviceGetFieldValues call with the group's others
-    # with ``field``: its scopeId, where the field takes one (a link, ALL_LINKS for their sum; power:
-    # NVML_POWER_SCOPE_GPU 0, MODULE 1, MEMORY 2)
-    scope: int = 0
-    value_type: int = 1  # the field's nvmlValueType_t: 1 unsigned int, 3 unsigned long long, 5 signed int
-    # A struct the call fills by reference (nvidia-ml-py's class name, made with its version set):
-    # the call is made as ``call(handle, *args, byref(struct))`` and ``pick`` reads the struct.
-    struct: str = ""
-    pick: int | str | None = None  # the part of the answer: an index of a list, an attribute of a struct
-    codec: Codec = INT
-    fallback: str = ""  # the same answer's older NVML name, called when the driver lacks ``call``
-    fixed: bool = False  # cannot change while the driver stays loaded: asked once per NVML session
-    group: FactGroup | None = None  # the fact group that reads it; None: identity, always read
-    whole_gpu: bool = True  # the fake NVML: a MIG device's handle does not answer it (NOT_SUPPORTED)
-    custom: bool = False  # read and faked by hand (several calls, a struct by reference): see above
-    unit: str = ""  # the unit of its value as -q writes it after the value ("C", "W", "MHz", "%")
+    window_s: float  # between the two samples the figures come from
+    graphics_active_percent: Reading[float]  # any graphics or compute engine busy
+    sm_active_percent: Reading[float]  # SMs with at least one warp
+    sm_occupancy_percent: Reading[float]  # warps resident against the SMs' maximum
+    tensor_active_percent: Reading[float]  # any tensor pipe busy
+    fp64_active_percent: Reading[float]
+    fp32_active_percent: Reading[float]
+    fp16_active_percent: Reading[float]
+    dram_active_percent: Reading[float]  # device memory bandwidth used against its peak
+    pcie_tx_bytes_per_s: Reading[float]
+    pcie_rx_bytes_per_s: Reading[float]
+    nvlink_tx_bytes_per_s: Reading[float]
+    nvlink_rx_bytes_per_s: Reading[float]
 
+
+class HostProcess(msgspec.Struct, frozen=True):
+    state: HostState
+    user: Reading[str]
+    name: Reading[str]
+    command: Reading[str]
+
+
+class GpuProcess(msgspec.Struct, frozen=True):
+    pid: int
+    kind: ProcessKind
+    used_memory_bytes: Reading[int]
+    host: HostProcess
+    gpu_instance_id: int | None = None  # set on MIG-enabled GPUs
+    compute_instance_id: int | None = None
+
+
+class MigAttributes(msgspec.Struct, frozen=True):
+    """What a MIG device is given of the GPU (nvmlDeviceGetAttributes on its handle)."""
+
+    multiprocessors: int
+    copy_engines: int  # shared with the other compute instances of its GPU instance, as the rest
+    decoders: int
+    encoders: int
+    jpeg_decoders: int
+    ofas: int
+    gpu_instance_slices: int
+    compute_instance_slices: int
+    memory_mib: int
+
+
+class MigDevice(msgspec.Struct, frozen=True):
+    index: int  # position under its parent GPU
+    uuid: Reading[str]
+    gpu_instance_id: Reading[int]
+    compute_instance_id: Reading[int]
+    name: Reading[str]
+    memory: Reading[Memory]
+    # Read with the details (`list -q`, snapshot); nvitop reads BAR1 of every MIG device.
+    bar1: Reading[Bar1] = msgspec.field(default_factory=not_recorded)
+    attributes: Reading[MigAttributes] = msgspec.field(default_factory=not_recorded)
+
+
+class MigProfile(msgspec.Struct, frozen=True):
+    """A GPU instance profile (nvmlDeviceGetGpuInstanceProfileInfoV) and how many more fit now
+    (nvmlDeviceGetGpuInstanceRemainingCapacity): a line of `nvidia-smi mig -lgip`."""
+
+    index: int  # the NVML_GPU_INSTANCE_PROFILE_* it answers (0 is 1_SLICE)
+    id: int  # NVML's profile id (A100: 19 is 1g.5gb, 0 is 7g.40gb)
+    name: str  # "MIG 1g.5gb"
+    slices: int
+    instances: int  # how many of it the GPU holds at most
+    remaining: Reading[int]  # how many more can be created now
+    memory_mib: int
+    p2p: bool
+    sms: int
+    copy_engines: int
+    decoders: int
+    encoders: int
+    jpeg: int
+    ofa: int
+
+
+class MigComputeInstance(msgspec.Struct, frozen=True):
+    """A compute instance inside a GPU instance (nvmlComputeInstanceGetInfo): a line of `mig -lci`."""
+
+    id: int
+    profile_id: int
+    name: str  # its profile's name: "MIG 1g.5gb", or "MIG 1c.3g.20gb" for a share of a larger instance
+    placement_start: int
+    placement_size: int
+
+
+class MigGpuInstance(msgspec.Struct, frozen=True):
+    """A GPU instance (nvmlGpuInstanceGetInfo) and its compute instances: a line of `mig -lgi`."""
+
+    id: int
+    profile_id: int
+    placement_start: int
+    placement_size: int
+    compute_instances: tuple[MigComputeInstance, ...]
+
+
+class Gpu(msgspec.Struct, frozen=True):
+    index: int  # NVML index (nvidia-smi's order), not the CUDA ordinal
+    state: GpuState
+    state_detail: str
+    uuid: Reading[str]
+    pci_bus_id: Reading[str]
+    name: Reading[str]
+    minor_number: Reading[int]
+    memory: Reading[Memory]
+    utilization: Reading[Utilization]
+    temperature_c: Reading[int]
+    temperature_slowdown_c: Reading[int]
+    temperature_shutdown_c: Reading[int]
+    fan_percent: Reading[int]
+    power_draw_w: Reading[float]
+    power_limit_w: Reading[float]
+    pstate: Reading[int]
+    persistence_mode: Reading[bool]
+    compute_mode: Reading[ComputeMode]
+    compute_capability: Reading[tuple[int, int]]
+    pcie: PcieLink
+    numa_node: Reading[int]
+    ecc_mode_current: Reading[bool]
+    ecc_mode_pending: Reading[bool]
+    ecc_errors: EccCounts
+    retired_pages: Reading[RetiredPages]
+    remapped_rows: Reading[RemappedRows]
+    clock_event_reasons: Reading[int]  # NVML bitmask, see readings.CLOCK_EVENTS
+    inforom_valid: Reading[bool]
+    recovery_action: Reading[int]  # NVML_GPU_RECOVERY_ACTION_*; 0 means none needed
+    mig_mode_current: Reading[bool]
+    mig_mode_pending: Reading[bool]
+    mig_devices: tuple[MigDevice, ...]
+    processes: Reading[tuple[GpuProcess, ...]]
+    # Read for the exporter; snapshots taken before these existed load them as not recorded.
+    clock_sm_mhz: Reading[int] = msgspec.field(default_factory=not_recorded)
+    clock_memory_mhz: Reading[int] = msgspec.field(default_factory=not_recorded)
+    clock_graphics_mhz: Reading[int] = msgspec.field(default_factory=not_recorded)
+    energy_mj: Reading[int] = msgspec.field(default_factory=not_recorded)  # since the driver loaded
+    pcie_replays: Reading[int] = msgspec.field(default_factory=not_recorded)  # link-level retries
+    # dcgm-exporter's default fields that NVML answers, read for the exporter.
+    memory_temperature_c: Reading[int] = msgspec.field(default_factory=not_recorded)  # HBM
+    encoder_percent: Reading[int] = msgspec.field(default_factory=not_recorded)
+    decoder_percent: Reading[int] = msgspec.field(default_factory=not_recorded)
+    violations: Violations = msgspec.field(default_factory=Violations)
+    nvlink_data_rx_kib: Reading[int] = msgspec.field(default_factory=not_recorded)  # all links, since load
+    nvlink_data_tx_kib: Reading[int] = msgspec.field(default_factory=not_recorded)
+    pcie_data_tx_bytes: Reading[int] = msgspec.field(default_factory=not_recorded)  # may wrap (NVML says)
+    pcie_data_rx_bytes: Reading[int] = msgspec.field(default_factory=not_recorded)
+    vgpu_license_status: Reading[int] = msgspec.field(default_factory=not_recorded)  # 1 licensed, 0 not (or n/a)
+    profiling: Reading[Profiling] = msgspec.field(default_factory=not_recorded)  # NVML GPM over one window
+    # MIG's layout (`gpudiag mig`): the GPU instance profiles and the instances created.
+    mig_profiles: Reading[tuple[MigProfile, ...]] = msgspec.field(default_factory=not_recorded)
+    mig_instances: Reading[tuple[MigGpuInstance, ...]] = msgspec.field(default_factory=not_recorded)
+    # What `nvidia-smi -q` adds (clocks, NVLink, topology, ...); only commands that show it read it.
+    details: Reading[GpuDetails] = msgspec.field(default_factory=lambda: Reading.missing(Reason.NOT_READ))
+
+    @property
+    def label(self) -> str:
+        return f"GPU {self.index}"
+
+
+# --- their rows ------------------------------------------------------------------------
 
 _G = FactGroup
 
@@ -704,6 +713,25 @@ def builder(cls: Any, keys: tuple[str, ...]) -> Callable[[Mapping[str, Any]], di
 
 @functools.cache
 def field_types(cls: Any) -> dict[str, Any]:
-    """A model Struct's field types, resolved once. GpuDetails is named only under TYPE_CHECKING in
-    the model (gpudiag.details loads where details are read): a stand-in resolves the GPU's field."""
-    return typing.get_type_hints(cls, localns={"GpuDetails": object})
+    """A model Struct's field types, resolved once, as ``typing.get_type_hints`` resolves the model's
+    plain annotations (tests/test_readings.py holds it for every model Struct). GpuDetails is named
+    only under TYPE_CHECKING in the model (gpudiag.details loads where details are read): a stand-in
+    resolves the GPU's field."""
+    hints: dict[str, Any] = {}
+    for base in reversed(cls.__mro__):  # as typing.get_type_hints: a subclass's annotation wins
+        for name, annotation in inspect.get_annotations(base).items():
+            hints[name] = _evaluated(base.__module__, annotation)
+    return hints
+
+
+# Each distinct annotation evaluated once per module: a GPU's ~50 fields spell ~20 types, and
+# typing.get_type_hints would compile every one of them (~1 ms of a `list --query`'s start).
+_STAND_INS = {"GpuDetails": object}
+
+
+@functools.cache
+def _evaluated(module: str, annotation: Any) -> Any:
+    if annotation is None:
+        return type(None)
+    kind = eval(annotation, vars(sys.modules[module]), _STAND_INS) if isinstance(annotation, str) else annotation
+    return kind.__origin__ if typing.get_origin(kind) is typing.Annotated else kind  # as get_type_hints: no extras

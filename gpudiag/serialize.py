@@ -13,6 +13,7 @@ import importlib
 import sys
 import types
 import typing
+from collections.abc import Callable
 from typing import Any, TypeVar, Union
 
 import msgspec
@@ -48,8 +49,13 @@ def to_data(obj: Any) -> Any:
 
 def from_data(cls: type[T], data: Any, path: str = "$") -> T:
     """Build a model object of type ``cls`` from JSON data, strictly."""
-    return typing.cast(T, _load(cls, data, path))
+    return typing.cast(T, _loader(cls)(data, path))
 
+
+# A loader per type, made at its first use: what each value's type asks (its origin, arguments,
+# fields) is worked out once per type, not once per value (a replay's machine holds ~1,300 of them).
+Loader = Callable[[Any, str], Any]
+_LOADERS: dict[Any, Loader] = {}
 
 _HINTS: dict[tuple[type, str], Any] = {}
 
@@ -86,18 +92,40 @@ def _evaluated(module: str, annotation: str) -> Any:
     return _EVALUATED[key]
 
 
-def _fields(cls: Any) -> dict[str, tuple[Any, bool]]:
-    """Each field of a model Struct: its annotation (maybe still a string) and whether data must give it."""
-    names = cls.__struct_fields__
-    optional = len(cls.__struct_defaults__)  # defaults belong to the last fields
-    annotations = typing.cast(dict[str, Any], cls.__annotations__)
-    return {n: (annotations[n], i < len(names) - optional) for i, n in enumerate(names)}
+def _loader(tp: Any) -> Loader:
+    found = _LOADERS.get(tp)
+    if found is None:
+        found = _LOADERS[tp] = _new_loader(tp)
+    return found
 
 
-def _load(tp: Any, data: Any, path: str) -> Any:
+def _new_loader(tp: Any) -> Loader:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is Reading:
+        return _reading_loader(args[0])
+    if origin in (Union, types.UnionType):
+        return _union_loader(tp, args)
+    if origin is tuple:
+        return _tuple_loader(args)
+    if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
+        return _struct_loader(tp)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return _enum_loader(tp)
+    scalar = _SCALARS.get(tp)
+    if scalar is not None:
+        return scalar
+
+    def unknown(data: Any, path: str) -> Any:  # pragma: no cover
+        raise SchemaError(f"{path}: cannot load type {tp}")
+
+    return unknown
+
+
+def _reading_loader(inner: Any) -> Loader:
+    load_value = _loader(inner)
+
+    def load(data: Any, path: str) -> Any:
         if isinstance(data, dict) and "unavailable" in data:
             extra = set(data) - {"unavailable", "detail"}
             if extra:
@@ -113,56 +141,107 @@ def _load(tp: Any, data: Any, path: str) -> Any:
             return Reading.missing(reason, detail)
         if data is None:
             raise SchemaError(f'{path}: null is not a reading; write {{"unavailable": reason}}')
-        return Reading(value=_load(args[0], data, path))
-    if origin in (Union, types.UnionType):
-        non_none = [a for a in args if a is not type(None)]
-        if data is None and len(non_none) < len(args):
+        return Reading(value=load_value(data, path))
+
+    return load
+
+
+def _union_loader(tp: Any, args: tuple[Any, ...]) -> Loader:
+    non_none = [a for a in args if a is not type(None)]
+    optional = len(non_none) < len(args)
+    load_one = _loader(non_none[0]) if len(non_none) == 1 else None
+
+    def load(data: Any, path: str) -> Any:
+        if data is None and optional:
             return None
-        if len(non_none) == 1:
-            return _load(non_none[0], data, path)
+        if load_one is not None:
+            return load_one(data, path)
         raise SchemaError(f"{path}: unsupported union {tp}")  # pragma: no cover
-    if origin is tuple:
+
+    return load
+
+
+def _tuple_loader(args: tuple[Any, ...]) -> Loader:
+    if len(args) == 2 and args[1] is Ellipsis:
+        load_item = _loader(args[0])
+
+        def load_all(data: Any, path: str) -> Any:
+            if not isinstance(data, list):
+                raise SchemaError(f"{path}: expected a list, got {type(data).__name__}")
+            return tuple(load_item(item, f"{path}[{i}]") for i, item in enumerate(data))
+
+        return load_all
+    loaders = [_loader(a) for a in args]
+
+    def load_each(data: Any, path: str) -> Any:
         if not isinstance(data, list):
             raise SchemaError(f"{path}: expected a list, got {type(data).__name__}")
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_load(args[0], item, f"{path}[{i}]") for i, item in enumerate(data))
-        if len(data) != len(args):
-            raise SchemaError(f"{path}: expected {len(args)} items, got {len(data)}")
-        return tuple(_load(a, item, f"{path}[{i}]") for i, (a, item) in enumerate(zip(args, data, strict=True)))
-    if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
+        if len(data) != len(loaders):
+            raise SchemaError(f"{path}: expected {len(loaders)} items, got {len(data)}")
+        return tuple(load(item, f"{path}[{i}]") for i, (load, item) in enumerate(zip(loaders, data, strict=True)))
+
+    return load_each
+
+
+def _struct_loader(cls: Any) -> Loader:
+    names: tuple[str, ...] = cls.__struct_fields__
+    required = len(names) - len(cls.__struct_defaults__)  # defaults belong to the last fields
+    known = frozenset(names)
+    annotations = typing.cast(dict[str, Any], cls.__annotations__)
+    fields: dict[str, Loader] = {}  # each field's loader, made when data first gives the field
+
+    def load(data: Any, path: str) -> Any:
         if not isinstance(data, dict):
             raise SchemaError(f"{path}: expected an object, got {type(data).__name__}")
-        fields = _fields(tp)
-        unknown = set(data) - set(fields)
-        if unknown:
-            raise SchemaError(f"{path}: unknown keys {sorted(unknown)}")
+        if not known.issuperset(data):
+            raise SchemaError(f"{path}: unknown keys {sorted(set(data) - known)}")
         kwargs = {}
-        for name, (annotation, required) in fields.items():
+        for i, name in enumerate(names):
             if name in data:
-                kwargs[name] = _load(_hint(tp, name, annotation), data[name], f"{path}.{name}")
-            elif required:
+                load_field = fields.get(name)
+                if load_field is None:
+                    load_field = fields[name] = _loader(_hint(cls, name, annotations[name]))
+                kwargs[name] = load_field(data[name], f"{path}.{name}")
+            elif i < required:
                 raise SchemaError(f"{path}: missing key {name!r}")
-        return tp(**kwargs)
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return cls(**kwargs)
+
+    return load
+
+
+def _enum_loader(tp: Any) -> Loader:
+    def load(data: Any, path: str) -> Any:
         try:
             return tp(data)
         except ValueError:
             choices = ", ".join(str(m.value) for m in tp)
             raise SchemaError(f"{path}: {data!r} is not one of: {choices}") from None
-    if tp is bool:
-        if not isinstance(data, bool):
-            raise SchemaError(f"{path}: expected true/false, got {data!r}")
-        return data
-    if tp is int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            raise SchemaError(f"{path}: expected an integer, got {data!r}")
-        return data
-    if tp is float:
-        if isinstance(data, bool) or not isinstance(data, (int, float)):
-            raise SchemaError(f"{path}: expected a number, got {data!r}")
-        return float(data)
-    if tp is str:
-        if not isinstance(data, str):
-            raise SchemaError(f"{path}: expected a string, got {data!r}")
-        return data
-    raise SchemaError(f"{path}: cannot load type {tp}")  # pragma: no cover
+
+    return load
+
+
+def _load_bool(data: Any, path: str) -> Any:
+    if not isinstance(data, bool):
+        raise SchemaError(f"{path}: expected true/false, got {data!r}")
+    return data
+
+
+def _load_int(data: Any, path: str) -> Any:
+    if isinstance(data, bool) or not isinstance(data, int):
+        raise SchemaError(f"{path}: expected an integer, got {data!r}")
+    return data
+
+
+def _load_float(data: Any, path: str) -> Any:
+    if isinstance(data, bool) or not isinstance(data, (int, float)):
+        raise SchemaError(f"{path}: expected a number, got {data!r}")
+    return float(data)
+
+
+def _load_str(data: Any, path: str) -> Any:
+    if not isinstance(data, str):
+        raise SchemaError(f"{path}: expected a string, got {data!r}")
+    return data
+
+
+_SCALARS: dict[Any, Loader] = {bool: _load_bool, int: _load_int, float: _load_float, str: _load_str}

@@ -32,7 +32,7 @@ def open_source(
 
 def replay_source(spec: str) -> MachineSource:
     """A machine file replayed: the fake NVML answers from it, its host and environment as recorded."""
-    from gpudiag.replay import fixtures, series
+    from gpudiag.replay import fixtures
     from gpudiag.replay.fake_host import RecordedHost
     from gpudiag.replay.fake_nvml import FakeNvml
     from gpudiag.replay.replay_time import ReplayTime
@@ -53,7 +53,7 @@ def replay_source(spec: str) -> MachineSource:
         recorded=machine,
         indices=indices if indices != tuple(range(len(indices))) else (),
         replay=spec,
-        load_series=lambda: series.load_for(spec, machine),
+        load_series=lambda: _recorded_series(spec, machine),
         process_stats=lambda: _recorded_process_stats(machine),
     )
     source.session.cpu_count = 1024  # the recorded machine's CPUs, not this host's, size its affinity masks
@@ -77,6 +77,12 @@ def replay_source(spec: str) -> MachineSource:
         if gpu.details.reason is not None
     }
     return source
+
+
+def _recorded_series(spec: str, machine: Machine) -> Any:
+    from gpudiag.replay import series  # only where a monitor plays it
+
+    return series.load_for(spec, machine)
 
 
 def _recorded_process_stats(machine: Machine) -> Any:

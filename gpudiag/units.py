@@ -24,7 +24,9 @@ _UNITS = {
     "tb": 1000**4,
     "tib": 1024**4,
 }
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$")
+# Patterns compiled where first used (re's own cache): most commands parse no size nor duration,
+# and compiling both costs what importing a small module does.
+_SIZE = r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$"
 
 
 def parse_size(text: str) -> int:
@@ -33,7 +35,7 @@ def parse_size(text: str) -> int:
     Strict on purpose: ``20GX``, ``-1G``, ``nan`` are errors, not zero; and a number needs its
     unit (``80`` is more likely 80 GiB than 80 bytes), except ``0``. Bytes are ``B``.
     """
-    match = _SIZE.match(text)
+    match = re.match(_SIZE, text)
     if not match:
         raise UsageError(f"invalid size {shorten(text)!r}: use a number and a unit, e.g. 20GiB, 512MiB, 1.5G")
     number, unit = match.groups()
@@ -69,13 +71,13 @@ def human_bytes(n_bytes: float) -> str:
     return str(humanize.naturalsize(n_bytes, binary=True, format="%.1f"))
 
 
-_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(s|m|min|h)?\s*$")
+_DURATION = r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(s|m|min|h)?\s*$"
 _DURATION_UNITS = {None: 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 
 
 def parse_duration(text: str) -> float:
     """Seconds from ``90``, ``90s``, ``10m``, ``1.5h`` (a bare number is seconds, as ``--timeout`` takes)."""
-    match = _DURATION.match(text)
+    match = re.match(_DURATION, text)
     if not match or float(match.group(1)) <= 0:
         raise UsageError(f"invalid duration {shorten(text)!r}: use a positive number of seconds or e.g. 90s, 10m, 1h")
     return float(match.group(1)) * _DURATION_UNITS[match.group(2)]

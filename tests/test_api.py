@@ -27,7 +27,7 @@ def test_both_paths_of_list_read_through_the_api(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from gpudiag import argv
-    from gpudiag.cli import list_fast
+    from gpudiag.cli import plain_front
 
     calls: list[tuple[str | None, Any]] = []
     real = api.read_machine
@@ -37,8 +37,10 @@ def test_both_paths_of_list_read_through_the_api(
         return real(replay, **kwargs)
 
     monkeypatch.setattr(api, "read_machine", spy)
-    found = list_fast.read(argv.read(["--replay", "h100x8-healthy", "list", "--query", "name", "--format", "csv"]), {})
-    assert found is not None and list_fast.run(found) == 0
+    found = plain_front.read(
+        argv.read(["--replay", "h100x8-healthy", "list", "--query", "name", "--format", "csv"]), {}
+    )
+    assert found is not None and plain_front.run(found) == 0
     assert calls and calls[0][0] == "h100x8-healthy" and calls[0][1] is not None  # the query's fields only
     assert capsys.readouterr().out.count("NVIDIA H100 80GB HBM3") == 8
 

@@ -2,7 +2,7 @@
 
 The H200 (nvidia-ml-py 13.615) answered a ``c_char`` member as ``str`` where the decoder expected
 ``bytes``, and every detail view ended in exit 70. Here each row of ``readings.GPU_READINGS`` and
-``detail_readings.DETAIL_READINGS`` gets answers no decoder should take (None, a struct without members, a
+``details.DETAIL_READINGS`` gets answers no decoder should take (None, a struct without members, a
 string of garbage, an integer where a struct belongs); the read goes on and the reading says why.
 The wrong answer is put in front of whatever NVML the session is given (the fake, or pynvml at its
 C boundary), so the test holds whichever fake the replays use.
@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from gpudiag.detail_readings import DETAIL_READINGS
+from gpudiag.details import DETAIL_READINGS
 from gpudiag.model import FactGroup, Gpu, Reading, Reason
 from gpudiag.probe import nvml
 from gpudiag.readings import GPU_READINGS, TEXT, Spec, reading_at
@@ -150,7 +150,7 @@ def test_the_platform_struct_reads_as_pynvml_13_and_older_bindings_give_it() -> 
     ctypes struct (older bindings) as bytes; both are the byte's number (the H200's exit 70)."""
     import pynvml
 
-    from gpudiag.detail_readings import PLATFORM
+    from gpudiag.details.identity import PLATFORM
 
     class Plain(ctypes.Structure):
         _fields_ = pynvml.c_nvmlPlatformInfo_v2_t._fields_
@@ -227,9 +227,9 @@ COMMANDS = (
 
 
 def _every_field() -> str:
-    from gpudiag.render import csv_query
+    from gpudiag.query import gpu_fields
 
-    return ",".join(field.name for field in csv_query.fields())
+    return ",".join(field.name for field in gpu_fields.fields())
 
 
 PLATFORM_QUERY = ("list", "--query-gpu", "platform.host_id,platform.peer_type,platform.gpu_fabric_guid", "--format=csv")

@@ -35,7 +35,7 @@ def test_the_captured_examples_hold_the_details_the_probe_reads_from_the_capture
     _, unanswered = capture.build(moment, capture_dir)
     assert unanswered == []  # every call the probe made was answered by the capture or nvidia-smi's output
     example = f"{board}-driver580-{moment}"
-    recorded = json.loads((fixtures.EXAMPLES_DIR / f"{example}.json").read_text())["gpus"][0]["details"]
+    recorded = json.loads(Path(fixtures.EXAMPLES_DIR, f"{example}.json").read_text())["gpus"][0]["details"]
     assert recorded == capture.details_for_snapshot(moment, capture_dir), (
         "regenerate: python -m tests.hardware.capture --into "
         f"gpudiag/machines/{example}.json {moment} docs/hardware/{folder}"
@@ -155,9 +155,9 @@ def test_plain_list_neither_imports_nor_calls_the_details() -> None:
         "FakeNvml._enter = lambda self, name: (calls.append(name), orig(self, name))[1]\n"
         "sys.argv = ['gpudiag', '--replay', 'h100x8-healthy', 'list']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "mods = [m for m in ('gpudiag.details', 'gpudiag.detail_readings', 'gpudiag.probe.details',"
+        "mods = [m for m in ('gpudiag.details', 'gpudiag.probe.details',"
         " 'gpudiag.render.details_view', 'gpudiag.replay.fake_details',"
-        " 'gpudiag.render.csv_query', 'gpudiag.cli.list_watch') if m in sys.modules]\n"
+        " 'gpudiag.render.csv_query', 'gpudiag.query.gpu_fields', 'gpudiag.cli.list_watch') if m in sys.modules]\n"
         "print('MODS', mods, 'CALLS', sorted({c for c in calls if 'Clock' in c and 'Event' not in c}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -262,7 +262,7 @@ def test_json_carries_the_details_only_when_asked() -> None:
 
 def test_the_fake_answers_every_detail_row_as_the_machine_records_it() -> None:
     """The fake encodes each recorded detail the way its row decodes NVML's answer: a round trip."""
-    from gpudiag.detail_readings import DETAIL_READINGS
+    from gpudiag.details import DETAIL_READINGS
     from gpudiag.readings import pick, reading_at
 
     machine = fixtures.load("h100-driver580-idle")[0]

@@ -19,7 +19,7 @@ from tests.conftest import Cli
 def many_gpus(tmp_path: Path, n: int) -> Path:
     """The NVSwitch node's first GPU, details and all, ``n`` times (its recorded peers left out:
     the replay answers for every pair)."""
-    data = json.loads((fixtures.EXAMPLES_DIR / "h100x8-nvswitch.json").read_text())
+    data = json.loads(Path(fixtures.EXAMPLES_DIR, "h100x8-nvswitch.json").read_text())
     details = data["gpus"][0]["details"]
     details["affinity"]["peers"] = []
     data["gpus"] = [
@@ -84,7 +84,7 @@ def test_beyond_the_limit_no_peer_is_read_and_allreduce_judges_no_path(tmp_path:
     from gpudiag.values import FactGroup
 
     facts = frozenset({FactGroup.DETAILS, FactGroup.LINKS, FactGroup.PCIE})
-    small = collect(str(fixtures.EXAMPLES_DIR / "h100x8-nvswitch.json"), os.environ, facts)
+    small = collect(os.path.join(fixtures.EXAMPLES_DIR, "h100x8-nvswitch.json"), os.environ, facts)
     path, gbps = expectation(small.gpus, [0, 1])
     assert path == "NVSwitch" and gbps  # up to the limit, the peers are read and judged
     large = collect(str(many_gpus(tmp_path, PEERS_READ_UP_TO + 1)), os.environ, facts)

@@ -107,3 +107,23 @@ def test_name_filters_keep_the_families_named_by_family_or_sample_name() -> None
     assert b"x_errors" not in renderer.render([errors, temp], frozenset({"x_temp"}))
     assert renderer.render([errors, temp], frozenset({"x_errors"})).count(b"# TYPE") == 1
     assert renderer.render([errors, temp], frozenset()) == b""
+
+
+def test_a_family_written_again_from_equal_rows_is_the_same_text_and_a_changed_one_is_new() -> None:
+    """The renderer keeps each family's last text for rows equal to the last: a value that moved,
+    a new series or a sign of zero (-0.0 == 0.0) is written afresh."""
+
+    def family(*rows: tuple[str, float]) -> RowMetric:
+        made = RowMetric("x_bytes", "X", "gauge", ["gpu"])
+        for gpu, value in rows:
+            made.add_row((gpu,), value)
+        return made
+
+    renderer = TextRenderer()
+    first = renderer.render([family(("0", 1.0), ("1", 2.0))])
+    assert renderer.render([family(("0", 1.0), ("1", 2.0))]) == first
+    assert renderer.render([family(("0", 1.0), ("1", 3.0))]).endswith(b'x_bytes{gpu="1"} 3.0\n')
+    assert renderer.render([family(("0", 1.0))]).endswith(b'# TYPE x_bytes gauge\nx_bytes{gpu="0"} 1.0\n')
+    assert renderer.render([family(("0", -0.0))]).endswith(b"-0.0\n")
+    assert renderer.render([family(("0", 0.0))]).endswith(b" 0.0\n")
+    assert renderer.render([family(("0", float("nan")))]) == renderer.render([family(("0", float("nan")))])

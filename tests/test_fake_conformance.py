@@ -20,7 +20,7 @@ import pytest
 
 from gpudiag.model import GpuState, Reading
 from gpudiag.probe.nvml import NvmlSession
-from gpudiag.render import csv_query
+from gpudiag.query import gpu_fields
 from gpudiag.replay import c_boundary
 from gpudiag.replay.fake_host import RecordedHost
 from gpudiag.replay.fake_nvml import FakeNvml
@@ -92,7 +92,7 @@ def watch(monkeypatch: pytest.MonkeyPatch) -> Iterator[Watch]:
 
 
 def _every_query_field() -> str:
-    return ",".join(f.name for f in csv_query.fields())
+    return ",".join(f.name for f in gpu_fields.fields())
 
 
 FULL_READS = (

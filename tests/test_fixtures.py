@@ -51,7 +51,7 @@ BUS_ID = re.compile(r"^[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-7]$")  # NVML's b
 
 
 def raw(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((fixtures.EXAMPLES_DIR / f"{name}.json").read_text())
+    data: dict[str, Any] = json.loads(Path(fixtures.EXAMPLES_DIR, f"{name}.json").read_text())
     return data
 
 
@@ -278,7 +278,13 @@ def test_dump_keeps_the_description_and_loads_back(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("spec", "message"),
-    [("nope", "no example machine named 'nope'"), ("/no/such/file.json", "replay file not found")],
+    [
+        ("nope", "no example machine named 'nope'"),
+        ("/no/such/file.json", "replay file not found"),
+        # A name NAME_MAX allows whose file name (NAME.json) is longer: was an internal error (ENAMETOOLONG).
+        ("x" * 252, "no example machine named 'xxx"),
+    ],
+    ids=["unknown-name", "missing-file", "name-too-long-with-.json"],
 )
 def test_unknown_replays_are_explained(spec: str, message: str) -> None:
     with pytest.raises(FixtureError) as err:
@@ -292,6 +298,14 @@ def test_invalid_json_is_explained(tmp_path: Path) -> None:
     with pytest.raises(FixtureError) as err:
         fixtures.load(str(bad))
     assert "is not valid JSON" in str(err.value)
+
+
+def test_a_replay_files_path_is_named_as_given_less_empty_and_dot_parts(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(FixtureError) as err:
+        fixtures.load(f"{tmp_path}//./bad.json")
+    assert str(err.value).startswith(f"{bad} is not valid JSON")
 
 
 # --- reading a replay file: never blocking, never without bound, each key once ---------------------
@@ -360,7 +374,7 @@ def test_a_replay_file_with_a_key_twice_is_refused(tmp_path: Path, text: str, ke
 
 def test_a_snapshot_whose_gpus_come_twice_is_refused(tmp_path: Path) -> None:
     """The case found: the second "gpus" silently replaced the first."""
-    data = json.loads((fixtures.EXAMPLES_DIR / "h100x8-healthy.json").read_text())
+    data = json.loads(Path(fixtures.EXAMPLES_DIR, "h100x8-healthy.json").read_text())
     text = json.dumps(data)
     path = tmp_path / "twice.json"
     path.write_text(text[:-1] + ', "gpus": ' + json.dumps(data["gpus"][:1]) + "}")
@@ -372,7 +386,7 @@ def test_a_series_beside_a_snapshot_with_a_key_twice_is_refused(tmp_path: Path) 
     from gpudiag.replay import series
 
     snapshot = tmp_path / "node.json"
-    snapshot.write_text((fixtures.EXAMPLES_DIR / "h100x8-healthy.json").read_text())
+    snapshot.write_text(Path(fixtures.EXAMPLES_DIR, "h100x8-healthy.json").read_text())
     shipped = (series.SERIES_DIR / "h100x8-healthy.json").read_text()
     snapshot.with_suffix(".series.json").write_text(shipped.replace("{", '{"source": "x", ', 1))
     machine, _ = fixtures.load(str(snapshot))
@@ -384,7 +398,18 @@ def test_no_shipped_example_or_series_has_a_key_twice() -> None:
     """The examples skip the check at every start (package data): it is made here, once."""
     from gpudiag.replay import series
 
-    shipped = [*fixtures.EXAMPLES_DIR.glob("*.json"), *series.SERIES_DIR.glob("*.json")]
+    shipped = [*Path(fixtures.EXAMPLES_DIR).glob("*.json"), *series.SERIES_DIR.glob("*.json")]
     assert len(shipped) > 30
     for path in shipped:
         fixtures.duplicate_keys(path.read_bytes(), path)
+
+
+def test_every_shipped_example_holds_only_numbers_nvml_can_return(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The examples skip the walk over their numbers at every start (package data): it is made here, once."""
+    for name in example_names():
+        fixtures.machine_from_data(json.loads(Path(fixtures.EXAMPLES_DIR, f"{name}.json").read_bytes()), name)
+    walked = []
+    monkeypatch.setattr(fixtures, "_impossible_number", lambda data: walked.append(data))
+    fixtures._load_example.cache_clear()
+    fixtures.load("h100x8-healthy")
+    assert walked == []

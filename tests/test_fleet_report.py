@@ -296,7 +296,8 @@ def test_json_output(cli: Cli, tmp_path: Path) -> None:
     assert node["gpu002"]["drain"] is True and node["gpu001"]["drain"] is False
     assert node["gpu004"]["causes"] == ["truncated JSON"] and node["gpu004"]["name_valid"] is True
     # What the command streams, node by node, is the whole report object.
-    whole = report.build((nodefiles.read(f) for f in report.node_files([str(directory)])), "gpu[001-004]")
+    files = (nodefiles.read(f) for f in report.node_files([str(directory)]))
+    whole = report.build(files, report.expected_nodes("gpu[001-004]"))
     assert data == json.loads(json.dumps(report_view.to_json(whole)))
 
 
@@ -676,7 +677,7 @@ def synthetic_fleet(nodes: int) -> report.Report:
             files.append(node_file(path, host, Kind.CHECK, "", "READY", (), versions, ("H100",) * 8, metrics))
     files.append(nodefiles.unreadable("nodes/bad[1].json", nodefiles.Cause.BAD_NAME, "invalid node name"))
     files.append(nodefiles.unreadable("nodes/a,b.json", nodefiles.Cause.BAD_NAME, "invalid node name"))
-    return report.build(files, f"node[00000-{nodes + 99:05d}]")
+    return report.build(files, report.expected_nodes(f"node[00000-{nodes + 99:05d}]"))
 
 
 @pytest.mark.slow  # 10 000 node files built and judged: seconds

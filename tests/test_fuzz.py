@@ -266,7 +266,7 @@ def mutated_replays(draw: st.DrawFn, scratch: Path) -> str:
     """An example machine with one thing wrong, written to a file: the loader must refuse it in one
     line (exit 2) or every command must cope with it."""
     name = draw(st.sampled_from(EXAMPLES))
-    data = json.loads((EXAMPLES_DIR / f"{name}.json").read_text())
+    data = json.loads(Path(EXAMPLES_DIR, f"{name}.json").read_text())
     mutation = draw(st.sampled_from(MUTATIONS))
     raw: bytes
     if mutation in ("replace", "delete", "empty-list", "string-everywhere"):

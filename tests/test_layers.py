@@ -74,18 +74,18 @@ def name(path: Path) -> str:
     return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
 
 
-# The machine model, its base (a reading and its vocabulary), the details it may carry, and the
-# declarations of NVML's readings over them.
-MODEL = ("gpudiag.values", "gpudiag.model", "gpudiag.details", "gpudiag.detail_readings", "gpudiag.readings")
+# The machine model, its base (a reading and its vocabulary), what a reading's row says (spec), the
+# per-GPU readings and the details it may carry, each reading its field beside its row.
+MODEL = ("gpudiag.values", "gpudiag.model", "gpudiag.spec", "gpudiag.readings", "gpudiag.details")
 
 
 def test_the_model_imports_nothing_of_gpudiag() -> None:
     for path in (
         PACKAGE / "values.py",
         PACKAGE / "model.py",
-        PACKAGE / "details.py",
+        PACKAGE / "spec.py",
         PACKAGE / "readings.py",
-        PACKAGE / "detail_readings.py",
+        *sorted((PACKAGE / "details").glob("*.py")),
     ):
         outside = [m for m in imports(path) if m.split(".")[0] == "gpudiag" and not m.startswith(MODEL)]
         assert outside == [], path
@@ -164,6 +164,14 @@ def test_no_program_lives_in_a_string() -> None:
             for node in nodes(path)
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Option"
             for arg in node.args
+        }
+        # ... nor is an option table's key (cli.plain_front: option -> (field, takes a value)).
+        options |= {
+            id(key)
+            for node in nodes(path)
+            if isinstance(node, ast.Dict)
+            for key, value in zip(node.keys, node.values, strict=True)
+            if isinstance(value, ast.Tuple)
         }
         for node in nodes(path):
             if isinstance(node, ast.Constant) and node.value == "-c" and id(node) not in options:
@@ -447,6 +455,64 @@ def test_the_package_rules_can_fail() -> None:
     }
 
 
+# --- the query package: the --query vocabulary, between the model and the renderers --------------
+
+QUERY = "gpudiag.query"
+QUERY_TABLES = ("gpudiag.query.smi_names", "gpudiag.query.reading_names")  # raw: query.gpu_fields parses them
+
+
+def query_leaks(graph: dict[str, set[str]]) -> list[str]:
+    """What breaks the query package's place: it importing a renderer or a command (formats and N/A
+    rules are the renderer's, the command asks, never the other way), or a module besides
+    query.gpu_fields reading the vocabulary's raw tables (each name is parsed once, in one place)."""
+    out = []
+    for module, used in sorted(graph.items()):
+        inside = package_of(module) == QUERY
+        for other in sorted(used):
+            if inside and package_of(other) in ("gpudiag.render", "gpudiag.cli"):
+                out.append(f"{module} imports {other}")
+            elif module != "gpudiag.query.gpu_fields" and other in QUERY_TABLES:
+                out.append(f"{module} reads {other}")
+    return out
+
+
+def test_the_query_package_imports_neither_renderers_nor_commands() -> None:
+    graph = import_graph()
+    assert query_leaks(graph) == []
+    # The rule sees the package: the command asks it to parse, the renderer writes what it parsed.
+    assert {"gpudiag.query.parse"} <= graph["gpudiag.cli.list_modes"]
+    assert {"gpudiag.query.gpu_fields", "gpudiag.query.parse"} <= graph["gpudiag.render.csv_query"]
+
+
+def test_each_table_of_names_is_parsed_in_one_module() -> None:
+    """--query's names and -q's lines are strings in a small language each (``NAME[:PART][=FORMAT]``,
+    ``PATH[:PART][=FORMAT]`` and the -q layout): one module reads each table, so none is parsed twice."""
+    graph = import_graph()
+    tables = (*QUERY_TABLES, "gpudiag.render.details_lines")
+    readers = {table: sorted(m for m, used in graph.items() if table in used) for table in tables}
+    assert readers == {
+        "gpudiag.query.smi_names": ["gpudiag.query.gpu_fields"],
+        "gpudiag.query.reading_names": ["gpudiag.query.gpu_fields"],
+        "gpudiag.render.details_lines": ["gpudiag.render.details_view"],
+    }
+
+
+def test_the_query_rule_can_fail() -> None:
+    graph = {
+        "gpudiag.query.parse": {"gpudiag.query.gpu_fields", "gpudiag.render.format", "gpudiag.cli.plain"},
+        "gpudiag.query.list_fields": {"gpudiag.query.gpu_fields", "gpudiag.query.smi_names"},
+        "gpudiag.query.gpu_fields": {"gpudiag.query.smi_names", "gpudiag.model"},
+        "gpudiag.render.csv_query": {"gpudiag.query.parse", "gpudiag.query.reading_names"},
+        "gpudiag.cli.list_modes": {"gpudiag.query.parse", "gpudiag.render.csv_query"},
+    }
+    assert query_leaks(graph) == [
+        "gpudiag.query.list_fields reads gpudiag.query.smi_names",
+        "gpudiag.query.parse imports gpudiag.cli.plain",
+        "gpudiag.query.parse imports gpudiag.render.format",
+        "gpudiag.render.csv_query reads gpudiag.query.reading_names",
+    ]
+
+
 def test_every_import_of_gpudiag_names_a_module_that_exists() -> None:
     """A stale import after a rename (``gpudiag.watch`` for ``gpudiag.pacing``) fails here, not first
     in front of a user when the function that holds it runs."""
@@ -465,7 +531,7 @@ def test_every_import_of_gpudiag_names_a_module_that_exists() -> None:
 def test_the_graph_sees_imports_in_functions_and_under_type_checking() -> None:
     graph = import_graph()
     assert "gpudiag.track.callbacks" in graph["gpudiag.track"]  # inside lightning_callback()
-    assert "gpudiag.details" in graph["gpudiag.model"]  # under TYPE_CHECKING
+    assert "gpudiag.details" in graph["gpudiag.readings"]  # under TYPE_CHECKING
     assert "gpudiag.memory.ranks" in graph["gpudiag.memory.insights"]  # `from gpudiag.memory import ranks`
     assert "gpudiag.children.protocol" in graph["gpudiag.probe.child"]
 

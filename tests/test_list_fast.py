@@ -1,24 +1,20 @@
-"""`list`'s machine-readable outputs run without typer or rich (cli.list_fast), and print what the
+"""`list`'s machine-readable outputs run without typer or rich (cli.plain_front), and print what the
 Typer command prints: the same bytes on stdout and stderr and the same exit code, for every
 example machine and many command lines, errors included; whatever the fast path is not sure
-of is left to Typer."""
+of is left to Typer. (That these paths import neither typer nor rich: tests/test_plain_front.py.)"""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import typer
 
 from gpudiag import argv
-from gpudiag.cli import list_fast, plain
+from gpudiag.cli import plain, plain_front
 from gpudiag.cli.app import build_app
 from gpudiag.replay.fixtures import example_names
 
-ROOT = Path(__file__).resolve().parent.parent
 QUICK = ("h100x8-healthy", "gpu-lost", "no-driver", "a100-mig", "hostile-strings")
 
 # Command lines (after the example's `--replay NAME`) the fast path runs: outputs and usage errors.
@@ -89,13 +85,13 @@ TYPER_LINES: tuple[tuple[str, ...], ...] = (
     ("--debug", "--debug", "list", "--json"),
     ("--replay", "a", "--replay", "b", "list", "--json"),
     ("check", "--json"),
-    ("memory", "--json"),
+    ("memory", "--json", "--watch"),
 )
 
 
 def _fast(args: list[str], environ: dict[str, str]) -> int | None:
-    found = list_fast.read(argv.read(args), environ)
-    return None if found is None else list_fast.run(found)
+    found = plain_front.read(argv.read(args), environ)
+    return None if found is None else plain_front.run(found)
 
 
 def _typer(args: list[str]) -> int:
@@ -153,11 +149,11 @@ def test_global_options_after_the_command_and_the_environments_replay(
     _both(["--replay", "/nonexistent/machine.json", "list", "--json"], capfd, monkeypatch)  # a usage error
     _both(["--replay", "no-such-example", "list", "-q", "-x"], capfd, monkeypatch)
     monkeypatch.setenv("GPUDIAG_REPLAY", "a100-mig")
-    found = list_fast.read(argv.read(["list", "--json"]), dict(os.environ))
+    found = plain_front.read(argv.read(["list", "--json"]), dict(os.environ))
     assert found is not None and found.replay == "a100-mig"
-    found = list_fast.read(argv.read(["--replay", "gpu-lost", "list", "--json"]), dict(os.environ))
+    found = plain_front.read(argv.read(["--replay", "gpu-lost", "list", "--json"]), dict(os.environ))
     assert found is not None and found.replay == "gpu-lost"  # the option outranks the variable
-    found = list_fast.read(argv.read(["--replay=", "list", "--json"]), dict(os.environ))
+    found = plain_front.read(argv.read(["--replay=", "list", "--json"]), dict(os.environ))
     assert found is not None and found.replay is None  # `--replay ""` is the live machine, as in click
 
 
@@ -169,13 +165,13 @@ def test_the_live_machine_without_nvml(capfd: pytest.CaptureFixture[str], monkey
 
 @pytest.mark.parametrize("args", TYPER_LINES, ids=" ".join)
 def test_what_the_fast_path_is_not_sure_of_is_typers(args: tuple[str, ...]) -> None:
-    assert list_fast.read(argv.read(["--replay", "h100x8-healthy", *args]), {}) is None
+    assert plain_front.read(argv.read(["--replay", "h100x8-healthy", *args]), {}) is None
 
 
 def test_a_completion_request_is_typers() -> None:
     line = argv.read(["list", "--json"])
-    assert list_fast.read(line, {"_GPUDIAG_COMPLETE": "bash_complete"}) is None
-    assert list_fast.read(line, {}) is not None
+    assert plain_front.read(line, {"_GPUDIAG_COMPLETE": "bash_complete"}) is None
+    assert plain_front.read(line, {}) is not None
 
 
 def test_its_options_are_the_typer_commands() -> None:
@@ -185,42 +181,11 @@ def test_its_options_are_the_typer_commands() -> None:
     typer_options = {
         opt: (param.name, not param.is_flag) for param in command.params for opt in param.opts + param.secondary_opts
     }
-    assert {k: v for k, v in typer_options.items() if v[0] not in ("watch", "interval", "count")} == list_fast.OPTIONS
-    assert {v[0] for v in typer_options.values()} - {v[0] for v in list_fast.OPTIONS.values()} == {
+    assert {k: v for k, v in typer_options.items() if v[0] not in ("watch", "interval", "count")} == plain_front.FRONTS[
+        "list"
+    ].options
+    assert {v[0] for v in typer_options.values()} - {v[0] for v in plain_front.FRONTS["list"].options.values()} == {
         "watch",
         "interval",
         "count",
     }
-
-
-_SCRIPT = """
-import sys
-from gpudiag.entry import main
-for line in sys.argv[1:]:
-    sys.argv = ["gpudiag", *line.split()]
-    try:
-        main()
-    except SystemExit as stop:
-        assert stop.code in (0, None), (line, stop.code)
-loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("typer", "rich", "click"))
-print("LOADED", loaded, file=sys.stderr)
-"""
-
-
-def test_machine_readable_paths_import_neither_typer_nor_rich() -> None:
-    lines = [
-        "--replay h100x8-healthy list --query index,name,memory.used,memory.total,utilization.gpu --format csv",
-        "--replay h100x8-healthy list --json",
-        "--replay h100x8-healthy list -q -x",
-        "--replay h100x8-healthy list -q",
-        "--replay h100x8-healthy list -L --json",
-        "--replay h100x8-training-64procs list --query-compute-apps pid,used_memory --format csv",
-    ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("GPUDIAG_REPLAY", None)
-    done = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, *lines], capture_output=True, text=True, env=env, cwd="/", timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    assert "LOADED []" in done.stderr, done.stderr
-    assert done.stdout.count("<?xml") == 1 and done.stdout.count('"schema": "gpudiag.machine/1"') == 1

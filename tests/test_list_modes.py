@@ -123,7 +123,7 @@ def test_remapped_rows_and_supported_clocks_rows(cli: Cli) -> None:
 
 
 def test_retired_pages_lists_each_page_with_its_cause(cli: Cli, tmp_path: Path) -> None:
-    document = json.loads((fixtures.EXAMPLES_DIR / f"{IDLE}.json").read_text())
+    document = json.loads(Path(fixtures.EXAMPLES_DIR, f"{IDLE}.json").read_text())
     gpu = document["gpus"][0]
     gpu["retired_pages"] = {"single_bit": 2, "double_bit": 1, "pending": True}
     health = gpu["details"]["memory_health"]

@@ -19,8 +19,9 @@ import msgspec
 import pynvml
 import pytest
 
-from gpudiag.detail_readings import FABRIC, PLATFORM
+from gpudiag.details.identity import FABRIC, PLATFORM
 from gpudiag.model import Gpu, Machine, Reading
+from gpudiag.query import gpu_fields
 from gpudiag.readings import FI_PCIE_ATOMICS_INBOUND, FI_PCIE_ATOMICS_OUTBOUND
 from gpudiag.render import csv_query, details_view, details_xml
 from gpudiag.sources import collect
@@ -160,7 +161,7 @@ def test_query_gpu_prints_what_nvidia_smi_did(board: str) -> None:
     machine, gpu = machine_with_h200_answers()
     want = {k: v for k, v in query_values(board).items() if k.startswith(QUERY_PREFIXES) and k not in QUERY_SKIPPED}
     assert len(want) == 17
-    field = csv_query.field
+    field = gpu_fields.field
     got = {name: csv_query.value(machine, gpu, field(name)) for name in want}  # type: ignore[arg-type]
     assert got == want
     assert got["platform.peer_type"] == "Direct Connected"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpudiag.model import ALL_GROUPS
+from gpudiag.query import gpu_fields
 from gpudiag.render import csv_query
 from gpudiag.sources import collect
 from tests.test_list_cli import run
@@ -58,7 +59,7 @@ def _capture() -> list[tuple[str, str]]:
 def test_the_table_has_every_name_and_alias_of_driver_580_in_order() -> None:
     listed = [line.split(" or ") for line in (CAPTURE / "query-gpu-fields.txt").read_text().splitlines()]
     assert len(listed) == len(_capture())  # the capture asked nvidia-smi for each of them, one by one
-    table = [[f.name, *f.aliases] for f in csv_query.fields()]
+    table = [[f.name, *f.aliases] for f in gpu_fields.fields()]
     assert [dict.fromkeys(names) for names in table] == [dict.fromkeys(names) for names in listed]
 
 
@@ -66,7 +67,7 @@ def test_every_field_prints_what_nvidia_smi_printed_on_the_h100() -> None:
     machine = collect(IDLE, facts=ALL_GROUPS)
     gpu = machine.gpus[0]
     differ = set()
-    for (name, want), field in zip(_capture(), csv_query.fields(), strict=True):
+    for (name, want), field in zip(_capture(), gpu_fields.fields(), strict=True):
         assert field.name == name
         got = csv_query.value(machine, gpu, field)
         pattern = VOLATILE.get(name) or PER_BOARD.get(name)
@@ -78,15 +79,15 @@ def test_every_field_prints_what_nvidia_smi_printed_on_the_h100() -> None:
             assert got == "[N/A]", (name, got, want)
     assert differ == NOT_READ_YET
     # What gpudiag leaves unanswered, nvidia-smi could not answer on this H100 either (or NOT_READ_YET).
-    unanswered = {f.name for f in csv_query.fields() if not csv_query.answered(f)}
+    unanswered = {f.name for f in gpu_fields.fields() if not f.answered}
     assert unanswered - NOT_READ_YET <= {name for name, want in _capture() if want in ("[N/A]", "N/A")}
 
 
 def test_the_list_page_says_how_many_fields_there_are_and_how_many_are_answered() -> None:
     readme = " ".join((Path(__file__).resolve().parent.parent / "docs" / "commands" / "list.md").read_text().split())
-    read = sum(1 for f in csv_query.fields() if csv_query.answered(f))
-    assert f"({len(csv_query.fields())} names," in readme
-    assert f"{read} of the {len(csv_query.fields())} are answered on the captured H100" in readme
+    read = sum(1 for f in gpu_fields.fields() if f.answered)
+    assert f"({len(gpu_fields.fields())} names," in readme
+    assert f"{read} of the {len(gpu_fields.fields())} are answered on the captured H100" in readme
 
 
 def test_an_alias_keeps_its_name_in_the_header_and_units_stay_under_nounits() -> None:
@@ -104,8 +105,9 @@ def test_power_limit_is_the_requested_limit_and_enforced_the_enforced_one() -> N
     d = machine.gpus[0].details.value
     assert d is not None
     # Not equal on every GPU (an administrator's cap, a thermal or board limit): read from two calls.
-    limit, enforced = csv_query.field("power.limit"), csv_query.field("enforced.power.limit")
-    assert limit is not None and enforced is not None and limit.read is not enforced.read
+    limit, enforced = gpu_fields.field("power.limit"), gpu_fields.field("enforced.power.limit")
+    assert limit is not None and enforced is not None and limit.answer is not None and enforced.answer is not None
+    assert limit.answer.key != enforced.answer.key
     _, out, _ = run("--replay", IDLE, "list", "--query", "power.limit,enforced.power.limit", "--format", "csv")
     assert out.splitlines()[1] == "700.00 W, 700.00 W"
 

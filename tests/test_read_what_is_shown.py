@@ -9,8 +9,8 @@ import pytest
 
 from gpudiag.cli.list_modes import NOT_IN_DETAILS, Request, View, selected, view_for
 from gpudiag.model import ALL_GROUPS, FactGroup
+from gpudiag.query import gpu_fields
 from gpudiag.readings import group_readings
-from gpudiag.render import csv_query
 from gpudiag.replay.fixtures import example_names
 from gpudiag.sources import open_source
 
@@ -71,9 +71,9 @@ def test_details_views_ask_for_no_group_they_do_not_show() -> None:
 def _every_field_alike(example: str, shared: bool = False) -> None:
     """Each field alone, read for its rows only, prints what a read of its whole groups prints;
     ``shared``: only the fields whose group has other rows (where the reads differ)."""
-    own = (csv_query.field(name) for name in csv_query.own_names())
-    for field in (*csv_query.fields(), *filter(None, own)):
-        if field.read is None or (shared and (field.group is None or len(group_readings(field.group)) < 2)):
+    own = (gpu_fields.field(name) for name in gpu_fields.own_names())
+    for field in (*gpu_fields.fields(), *filter(None, own)):
+        if field.answer is None or (shared and (field.group is None or len(group_readings(field.group)) < 2)):
             continue
         view = view_for(Request(query=field.name, output_format="csv,noheader"))
         assert view.only is not None

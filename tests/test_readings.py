@@ -83,7 +83,7 @@ def test_the_vgpu_license_status_is_dcgms() -> None:
 
 
 def _all_rows() -> tuple[readings.Spec, ...]:
-    from gpudiag.detail_readings import DETAIL_READINGS
+    from gpudiag.details import DETAIL_READINGS
 
     return (*readings.GPU_READINGS, *DETAIL_READINGS)
 
@@ -136,6 +136,28 @@ def test_a_composite_row_has_its_reader() -> None:
     assert gpu_custom == set(_CUSTOM_READERS)
 
 
+def test_field_types_resolves_every_model_struct_as_typing_does() -> None:
+    """readings.field_types evaluates each distinct annotation once, not through typing.get_type_hints."""
+    import importlib
+    import pkgutil
+
+    from gpudiag import details, model, values
+
+    modules = [values, model, readings, details]
+    modules += [importlib.import_module(m.name) for m in pkgutil.iter_modules(details.__path__, "gpudiag.details.")]
+    structs = {
+        v
+        for module in modules
+        for v in vars(module).values()
+        if isinstance(v, type) and issubclass(v, msgspec.Struct) and v.__module__ == module.__name__
+    }
+    assert len(structs) > 30
+    for struct in structs:
+        hints = typing.get_type_hints(struct, localns={"GpuDetails": object})
+        assert readings.field_types(struct) == hints, struct
+        assert list(readings.field_types(struct)) == list(hints), struct
+
+
 def test_reading_at_passes_a_missing_reading_on() -> None:
     from gpudiag.replay import fixtures
 
@@ -147,11 +169,10 @@ def test_reading_at_passes_a_missing_reading_on() -> None:
 
 
 def test_every_query_name_a_row_answers_is_nvidia_smis_and_answered_once() -> None:
-    from gpudiag.render import csv_query
-    from gpudiag.render.query_names import QUERY_NAMES
+    from gpudiag.query import gpu_fields
 
-    known = {f.name for f in csv_query.fields()} | set(csv_query.own_names())
-    named = [entry.partition("=")[0].partition(":")[0] for entries in QUERY_NAMES.values() for entry in entries]
+    known = {f.name for f in gpu_fields.fields()} | set(gpu_fields.own_names())
+    named = [n.name for n in gpu_fields.named()]
     assert sorted(set(named) - known) == []
     assert len(named) == len(set(named))
 
@@ -159,8 +180,8 @@ def test_every_query_name_a_row_answers_is_nvidia_smis_and_answered_once() -> No
 def test_every_presentation_table_is_keyed_by_readings() -> None:
     """An output's table names readings a row declares: a key spelled wrong, or a reading since
     removed, fails here rather than at run time."""
+    from gpudiag.query.reading_names import QUERY_NAMES
     from gpudiag.render.details_lines import Q_LINES
-    from gpudiag.render.query_names import QUERY_NAMES
 
     keys = {row.key for row in _all_rows()}
     for table in (QUERY_NAMES, Q_LINES):
@@ -184,14 +205,18 @@ def test_every_q_line_of_a_row_has_its_place_in_the_skeleton() -> None:
 
 
 def test_every_format_a_table_names_exists() -> None:
-    from gpudiag.render.details_lines import Q_LINES
+    """The query package names its formats and the CSV renderer resolves them: each name is there.
+    (-q's lines resolve theirs as their table is parsed: a name not there raises.)"""
+    from gpudiag.query import gpu_fields
+    from gpudiag.query.list_fields import LISTS
+    from gpudiag.render import details_view
     from gpudiag.render.format import VALUE_FORMATS
-    from gpudiag.render.query_names import QUERY_NAMES
 
-    for table in (QUERY_NAMES, Q_LINES):
-        for key, entries in table.items():
-            shows = {entry.partition("=")[2] for entry in entries}
-            assert shows <= set(VALUE_FORMATS), (key, shows - set(VALUE_FORMATS))
+    named = {f.answer.format for f in gpu_fields.spellings().values() if f.answer is not None}
+    named |= {f.format for query in LISTS.values() for f in query.fields}
+    assert sorted(named - set(VALUE_FORMATS)) == []
+    assert {"timestamp", "active", "int", "mib", "hex16", "fabric_state"} <= named  # every kind of answer seen
+    assert details_view.shown_lines()
 
 
 def test_every_exporter_sample_reads_a_declared_reading() -> None:
@@ -213,3 +238,33 @@ def test_every_dcgm_field_reads_a_declared_reading() -> None:
     keys = {row.key for row in readings.GPU_READINGS}
     assert sorted(set(metrics_dcgm.READS) - keys) == []
     assert len(metrics_dcgm.FIELDS) >= 40
+
+
+def _owner(root: Any, key: str) -> Any:
+    """The Struct whose field a row's key names (``clocks.current.sm``: ClockSet)."""
+    cls = root
+    *path, _ = key.split("[")[0].split(".")
+    for name in path:
+        kind = readings.field_types(cls)[name]
+        cls = typing.get_args(kind)[0] if typing.get_origin(kind) is Reading else kind
+    return cls
+
+
+def test_each_reading_is_its_field_and_its_row_in_one_module() -> None:
+    """A reading's spec is one module: the row stands where the Struct holding its field is defined."""
+    import gpudiag.details as details
+    from gpudiag.details import clocks, encoders, identity, memory_health, pcie, power, temperatures
+
+    where = {row.key: readings for row in readings.GPU_READINGS}
+    for section in (clocks, encoders, identity, memory_health, pcie, power, temperatures):
+        where |= {row.key: section for row in section.ROWS}
+    where |= {row.key: details for row in details.DETAIL_READINGS if row.key not in where}
+    misplaced = [
+        (key, module.__name__, owner.__module__)
+        for key, module in where.items()
+        for owner in [
+            _owner(details.GpuDetails, key[len("details.") :]) if key.startswith("details.") else _owner(Gpu, key)
+        ]
+        if owner.__module__ != module.__name__
+    ]
+    assert misplaced == []

@@ -451,7 +451,7 @@ def test_the_command_refuses_a_pipe_in_one_line(tmp_path: Path) -> None:
 
 
 def test_the_command_without_textual_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpudiag.cli import top_cmd
+    from gpudiag.top import request
 
     monkeypatch.setitem(sys.modules, "textual", None)  # import textual -> ImportError
     from typer.testing import CliRunner
@@ -459,7 +459,7 @@ def test_the_command_without_textual_says_how_to_install_it(monkeypatch: pytest.
     from gpudiag.cli.app import build_app
 
     result = CliRunner().invoke(build_app("top"), ["--replay", TRAINING, "top"])
-    assert top_cmd.INSTALL_HINT in result.output
+    assert request.INSTALL_HINT in result.output
     assert result.exit_code == 1
 
 

@@ -33,6 +33,7 @@ from gpudiag.exitcodes import ExitCode
 from gpudiag.export import metrics_native
 from gpudiag.export.exporter import Exporter, Server
 from gpudiag.model import Reading
+from gpudiag.query import parse
 from gpudiag.render import csv_query
 from gpudiag.render.printable import FORMULA_STARTS, csv_field, printable, spreadsheet_text
 from gpudiag.replay import fixtures
@@ -115,14 +116,14 @@ def test_query_gpu_neutralises_outside_text_and_keeps_numbers(cli: Cli) -> None:
     # A negative reading is a number gpudiag writes, not text from outside: it stays a number.
     machine = collect("h100-driver580-busy")
     cold = msgspec.structs.replace(machine.gpus[0], temperature_c=Reading.of(-5))
-    columns = [csv_query.Column(n, f) for n in ("temperature.gpu", "name") if (f := csv_query.field(n)) is not None]
-    text = csv_query.render_csv(machine, (cold,), columns, csv_query.CsvFormat(header=False))
+    columns = parse.parse_query("temperature.gpu,name")
+    text = csv_query.render_csv(machine, (cold,), columns, parse.CsvFormat(header=False))
     assert text == "-5, NVIDIA H100 80GB HBM3\n"
 
 
 def _hostile_with_gpu_name(tmp_path: Path, name: str) -> str:
     """The hostile example with GPU 1 named ``name``."""
-    data = json.loads((fixtures.EXAMPLES_DIR / f"{HOSTILE}.json").read_text())
+    data = json.loads(Path(fixtures.EXAMPLES_DIR, f"{HOSTILE}.json").read_text())
     data["gpus"][1]["name"] = name
     replay = tmp_path / "gpu-name.json"
     replay.write_text(json.dumps(data))
@@ -323,7 +324,7 @@ def _live_replay(tmp_path: Path, pid: int) -> tuple[Path, dict[str, str]]:
     """The replayed v100x4 machine with its process's PID replaced by the real one, and the
     environment that makes gpudiag resolve PIDs through psutil."""
     replay = tmp_path / "live.json"
-    replay.write_text((fixtures.EXAMPLES_DIR / "v100x4-tutorial.json").read_text().replace("31337", str(pid)))
+    replay.write_text(Path(fixtures.EXAMPLES_DIR, "v100x4-tutorial.json").read_text().replace("31337", str(pid)))
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(LIVE_HOST)

@@ -414,7 +414,7 @@ def test_a_live_process_with_a_hostile_command_line_prints_escaped(
     from gpudiag.replay import fake_host
 
     monkeypatch.setattr(fake_host, "RecordedHost", lambda machine: PsutilHost(in_container=False))
-    text = (fixtures.EXAMPLES_DIR / "v100x4-tutorial.json").read_text().replace("31337", str(hostile_process.pid))
+    text = Path(fixtures.EXAMPLES_DIR, "v100x4-tutorial.json").read_text().replace("31337", str(hostile_process.pid))
     replay = tmp_path / "live.json"
     replay.write_text(text)
     escaped = [printable(arg) for arg in HOSTILE_ARGV]

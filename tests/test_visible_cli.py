@@ -193,7 +193,7 @@ def test_any_value_on_the_command_line_gives_output_not_a_traceback(cli: Cli, va
 def _live(monkeypatch: pytest.MonkeyPatch, machine: Machine) -> None:
     """Make the command read `machine` as if it were this live machine."""
     monkeypatch.setattr(
-        "gpudiag.cli.visible_cmd.collect", lambda replay=None, facts=None: replace(machine, source="live")
+        "gpudiag.cli.visible_run.collect", lambda replay=None, facts=None: replace(machine, source="live")
     )
 
 

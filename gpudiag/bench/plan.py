@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from gpudiag.errors import UsageError
@@ -341,7 +341,7 @@ def overall_budget_seconds(plan: Plan, gpu_count: int) -> float:
     """The parent's timeout for the whole child, from what NVML sees (before torch runs)."""
     count = max(1, gpu_count if plan.devices is None else len(plan.devices))
     fake = [DeviceInfo(i, "", "", None, 0, 1 << 50, 1 << 50) for i in range(count)]
-    planned = tasks(Plan(plan.modes, plan.sizes, plan.iters, plan.samples, plan.warmup, None), fake)
+    planned = tasks(replace(plan, devices=None), fake)
     # D2D's default size can grow with the L2: assume the largest it would reach (1 GiB).
     slack = sum(task_budget_seconds(plan, Task(0, Mode.D2D, 0, None, GiB)) for t in planned if t.mode is Mode.D2D)
     return START_SECONDS + slack + sum(task_budget_seconds(plan, t) for t in planned)

@@ -1,10 +1,10 @@
 """`gpudiag bench-transfer`: host<->device, device-to-device and peer copy bandwidth, judged
 against what the link and the memory can do.
 
-Thin: options -> plan (gpudiag.bench.plan); torch's build and NVML say whether CUDA can work (torch is
-never imported here); the benchmark runs in a child process while this one reads the PCIe link under
-load and shows the progress (gpudiag.bench.runner.measure); then judged rows (gpudiag.bench.report) ->
-a renderer and an exit code.
+Thin: options -> the run (gpudiag.bench.request: every usage error; the plan, gpudiag.bench.plan);
+torch's build and NVML say whether CUDA can work (torch is never imported here); the benchmark runs
+in a child process while this one reads the PCIe link under load and shows the progress
+(gpudiag.bench.runner.measure); then judged rows (gpudiag.bench.report) -> a renderer and an exit code.
 """
 
 import json
@@ -13,13 +13,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpudiag.cli.common import Settings, echo, handle_errors, make_console, settings
-from gpudiag.errors import UsageError
+from gpudiag.cli.common import Settings, echo, handle_errors, make_console, request_of, settings
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import FactGroup
 
 if TYPE_CHECKING:
-    from gpudiag.bench.plan import Plan
+    from gpudiag.bench.request import Prepared
     from gpudiag.bench.runner import Outcome
     from gpudiag.model import Machine
 
@@ -47,17 +46,13 @@ def command(
     csv_output: Annotated[bool, typer.Option("--csv", help="One CSV row per figure.")] = False,
 ) -> None:
     """Measure copy bandwidth (H2D, D2H pageable/pinned, D2D, peer) and judge it against the PCIe/memory limit."""
-    from gpudiag.bench.plan import make_plan
     from gpudiag.bench.preflight import nvml_reason, torch_reason
+    from gpudiag.bench.request import Request, prepare
     from gpudiag.bench.runner import measure, no_device
     from gpudiag.probe.torch_static import torch_build
 
     s = settings(ctx)
-    if json_output and csv_output:
-        raise UsageError("choose one of --json and --csv")
-    plan = make_plan(modes, sizes, sweep, iters, samples, device)
-    if s.replay:
-        raise UsageError("bench-transfer measures this machine; it cannot run on a replay")
+    run = prepare(request_of(Request, locals()), s.replay)
     reason = torch_reason(torch_build())
     if reason:
         raise no_device(reason)
@@ -72,29 +67,20 @@ def command(
         if reason:
             raise no_device(reason)
         with BenchProgress(make_console(s, stderr=True)) as progress:
-            outcome = measure(plan, source, machine.gpus, progress.tasks, progress.start)
-    _report(s, outcome, machine, plan, gib, json_output, csv_output, modes is not None)
+            outcome = measure(run.plan, source, machine.gpus, progress.tasks, progress.start)
+    _report(s, outcome, machine, run)
 
 
-def _report(
-    s: Settings,
-    outcome: "Outcome",
-    machine: "Machine",
-    plan: "Plan",
-    gib: bool,
-    json_output: bool,
-    csv_output: bool,
-    explicit_modes: bool,
-) -> None:
+def _report(s: Settings, outcome: "Outcome", machine: "Machine", run: "Prepared") -> None:
     from gpudiag.bench import report
+    from gpudiag.bench.request import Output
     from gpudiag.render import bench_view
 
     launch_blocking = os.environ.get("CUDA_LAUNCH_BLOCKING", "") == "1"
-    explicit_peer = explicit_modes and any(m.is_peer for m in plan.modes)
-    judged = report.judge_run(outcome, machine.gpus, explicit_peer, launch_blocking)
-    rows, gpus, found, notes = judged.rows, judged.gpus, judged.findings, judged.notes
-    unit = bench_view.BINARY if gib else bench_view.DECIMAL
-    if json_output:
+    judged = report.judge_run(outcome, machine.gpus, run.explicit_peer, launch_blocking)
+    rows, gpus, found, notes, plan = judged.rows, judged.gpus, judged.findings, judged.notes, run.plan
+    unit = bench_view.BINARY if run.binary else bench_view.DECIMAL
+    if run.output is Output.JSON:
         from gpudiag.fleet.identity import slurm_node
 
         data: Any = {
@@ -103,7 +89,7 @@ def _report(
             "slurm_node": slurm_node(),
         }
         typer.echo(json.dumps(data, indent=2))
-    elif csv_output:
+    elif run.output is Output.CSV:
         echo(bench_view.to_csv(rows, unit), nl=False)
     else:
         make_console(s).print(bench_view.render(rows, outcome, gpus, found, notes, plan, unit))

@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from gpudiag.cli.common import echo, handle_errors
+from gpudiag.cli.common import echo, handle_errors, request_of
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 
@@ -37,15 +37,16 @@ def command(
     look (one of those), Slurm's view could not be read, or an scontrol command failed; 2 usage error.
     """
     from gpudiag.fleet import drain
+    from gpudiag.fleet.request import DrainRequest, prepare_drain
 
-    targets = drain.load_targets(paths)
+    run = prepare_drain(request_of(DrainRequest, locals()))
     current: dict[str, drain.Current] | None
     try:
         found = drain.Scontrol()
         current = found.nodes()
         scontrol: drain.Scontrol | None = found
     except GpudiagError as exc:
-        if execute:
+        if run.execute:
             raise
         echo(
             f"# {exc.message}: Slurm's states and reasons not read, so nothing here is fit to run: "
@@ -54,10 +55,10 @@ def command(
             one_line=True,
         )
         scontrol, current = None, None
-    steps = drain.plan(targets, current, resume)
+    steps = drain.plan(run.targets, current, run.resume)
     failed = current is None
-    for line, ok, error in drain.carry_out(steps, scontrol if execute else None, blind=current is None):
+    for line, ok, error in drain.carry_out(steps, scontrol if run.execute else None, blind=current is None):
         echo(line, err=error, one_line=True)
         failed = failed or not ok
-    echo(drain.summary(targets, steps, execute), err=True, one_line=True)
+    echo(drain.summary(run.targets, steps, run.execute), err=True, one_line=True)
     raise typer.Exit(int(ExitCode.FAILED if failed else ExitCode.OK))

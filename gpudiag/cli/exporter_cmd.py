@@ -1,37 +1,35 @@
 """`gpudiag exporter`: serve the node's GPUs as Prometheus metrics, until stopped."""
 
 import functools
-import os
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gpudiag.cli.common import echo, handle_errors, settings
-from gpudiag.errors import GpudiagError, UsageError
+from gpudiag.cli.common import echo, handle_errors, request_of, settings
+from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
+from gpudiag.export.request import DEFAULT_PORT
 
-DEFAULT_PORT = 9401
-NODE_NAME_ENV = "NODE_NAME"  # set from the downward API in deploy/kubernetes/
+if TYPE_CHECKING:
+    from gpudiag.export.request import Serve
 
 
-def _attributor(replay: bool, proc_root: Path | None, kubelet_socket: Path | None, explicit_socket: bool) -> Any:
+def _attributor(serve: "Serve") -> Any:
     from gpudiag.export.attribution import ProcReader
     from gpudiag.export.exporter import Attributor
 
-    # A replayed machine's PIDs are not this host's: read /proc only when a tree is named.
-    root = proc_root if proc_root is not None else (None if replay else Path("/proc"))
     kubelet = None
-    if kubelet_socket is not None and (explicit_socket or kubelet_socket.exists()):
+    if serve.kubelet_socket is not None and (serve.kubelet_named or serve.kubelet_socket.exists()):
         from gpudiag.export.kubelet import KubeletClient, KubeletUnavailableError
 
         try:
-            kubelet = KubeletClient(kubelet_socket)
+            kubelet = KubeletClient(serve.kubelet_socket)
         except KubeletUnavailableError as exc:
             echo(f"gpudiag: {exc}", err=True, one_line=True)
-    return Attributor(ProcReader(root) if root is not None else None, kubelet)
+    return Attributor(ProcReader(serve.proc_root) if serve.proc_root is not None else None, kubelet)
 
 
 @handle_errors
@@ -75,27 +73,15 @@ def command(
     once: Annotated[bool, typer.Option("--once", help="Print one scrape on stdout and exit.")] = False,
 ) -> None:
     """Prometheus exporter per node: GPU, health and per-process metrics with pod/job attribution."""
-    import socket
-
-    from gpudiag.export.exporter import COMPAT, Exporter
-    from gpudiag.export.kubelet import DEFAULT_SOCKET
+    from gpudiag.export.exporter import Exporter
+    from gpudiag.export.request import Request, prepare
     from gpudiag.memory.tracked import tracked_entries
     from gpudiag.model import NvmlStatus
     from gpudiag.sources import open_source
 
     s = settings(ctx)
-    if compat not in COMPAT:
-        raise UsageError(f"--compat {compat!r}: use native or dcgm")
-    if not 0 <= port < 65536:
-        raise UsageError(f"--port {port}: not a TCP port")
-    if max_process_series < 0:
-        raise UsageError("--max-process-series must be 0 or more")
-    if no_kubelet and kubelet_socket is not None:
-        raise UsageError("--kubelet-socket and --no-kubelet contradict each other")
-    replayed = s.replay is not None
-
-    socket_path = None if no_kubelet else (kubelet_socket or DEFAULT_SOCKET)
-    attributor = _attributor(replayed, proc_root, socket_path, kubelet_socket is not None)
+    serve = prepare(request_of(Request, locals()), s.replay)
+    attributor = _attributor(serve)
     with open_source(s.replay) as source:
         if source.session.info.status is not NvmlStatus.OK:
             echo(
@@ -105,19 +91,19 @@ def command(
             )
         exporter = Exporter(
             source=source,
-            compat=compat,
-            hostname=hostname or os.environ.get(NODE_NAME_ENV) or socket.gethostname(),
-            max_process_series=max_process_series,
-            tracked=functools.partial(tracked_entries, replayed),  # a replay's: those recorded with it
+            compat=serve.compat,
+            hostname=serve.hostname,
+            max_process_series=serve.max_process_series,
+            tracked=functools.partial(tracked_entries, s.replay is not None),  # a replay's: those recorded with it
             attributor=attributor,
-            log=None if once else _say,  # a check's change of verdict or finding, once (kubectl logs)
-            once=once,  # GPM's figures: one window waited for, not measured since a scrape
+            log=None if serve.once else _say,  # a check's change of verdict or finding, once (kubectl logs)
+            once=serve.once,  # GPM's figures: one window waited for, not measured since a scrape
         )
         try:
-            if once:  # a scrape's text: printable already (gpudiag.export.exposition)
+            if serve.once:  # a scrape's text: printable already (gpudiag.export.exposition)
                 sys.stdout.write(exporter.render_text().decode())
                 return
-            _serve(exporter, bind, port, compat)
+            _serve(exporter, serve)
         finally:
             if attributor.kubelet is not None:
                 attributor.kubelet.close()
@@ -127,14 +113,15 @@ def _say(line: str) -> None:
     echo(line, err=True, one_line=True)  # a check's finding carries outside text
 
 
-def _serve(exporter: Any, bind: str, port: int, compat: str) -> None:
+def _serve(exporter: Any, serve: "Serve") -> None:
     from gpudiag.export.exporter import Server
 
+    bind, compat = serve.bind, serve.compat
     try:
-        server = Server(exporter, bind, port)
+        server = Server(exporter, bind, serve.port)
     except (OSError, ValueError) as exc:  # port in use, address not local, bad address
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise GpudiagError(f"cannot serve metrics on {bind}:{port}: {detail}", ExitCode.USAGE) from None
+        raise GpudiagError(f"cannot serve metrics on {bind}:{serve.port}: {detail}", ExitCode.USAGE) from None
     try:
         typer.echo(
             f"gpudiag: exporter ({compat}) serving http://{bind}:{server.port}/metrics, /healthz, /livez, /readyz",

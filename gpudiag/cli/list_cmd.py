@@ -5,8 +5,8 @@ from typing import Annotated
 import typer
 
 from gpudiag.api import read_machine
-from gpudiag.cli.common import exit_if_lost, handle_errors, request_of, settings
-from gpudiag.cli.list_modes import Request, check_nvml, selected, validate, view_for
+from gpudiag.cli.common import handle_errors, request_of, settings
+from gpudiag.cli.list_modes import Request, once, validate, view_for
 
 _LISTS = "csv[,noheader][,nounits]"
 Json = Annotated[
@@ -106,15 +106,10 @@ def list_command(
     """Show the GPUs, their state and the processes on them (like nvidia-smi)."""
     s = settings(ctx)
     request = request_of(Request, locals())
-    validate(request)
-    view = view_for(request)
-    if watch:
-        from gpudiag.cli.list_watch import watch_list
-
-        watch_list(s, view, request)
+    if not watch:
+        once(s, request, read_machine)  # the public API's read: one path, the plain front's too
         return
-    machine = read_machine(s.replay, facts=view.facts, only=view.only)  # the public API's read: one path
-    check_nvml(machine, view)
-    gpus = selected(machine, ids, no_processes)
-    view.show(machine, gpus, s, filename)
-    exit_if_lost(gpus)
+    validate(request)
+    from gpudiag.cli.list_watch import watch_list
+
+    watch_list(s, view_for(request), request)

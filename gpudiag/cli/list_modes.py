@@ -8,6 +8,7 @@ and how it turns a machine into text (the rich table is the one that prints thro
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -15,6 +16,7 @@ from msgspec.structs import replace
 
 from gpudiag.cli import plain
 from gpudiag.errors import UsageError
+from gpudiag.exitcodes import ExitCode
 from gpudiag.model import ALL_GROUPS, FactGroup, Gpu, Machine, NvmlStatus, Reading
 from gpudiag.selection import READS, parse_ids, select_gpus
 from gpudiag.serialize import to_data
@@ -117,7 +119,7 @@ class View:
         self.kind = kind
         self.facts = facts
         self.only = only  # of the facts' rows, the ones shown (None: all of them)
-        self.how = how  # the mode's own settings: columns, format, display sections, list query
+        self.how = how  # the mode's own settings: the query read (query.parse.Parsed), display sections
         self.as_json = bool(how.get("as_json"))
         self.show_processes = bool(how.get("show_processes", True))
 
@@ -161,25 +163,27 @@ class View:
             return gpu_list.document(machine, gpus)
         from gpudiag.render import csv_query
 
-        if self.kind == "csv":
-            columns = self.how["columns"]
-            headers = [(c.typed, c.field.unit) for c in columns]
-            return csv_query.document("--query-gpu", headers, csv_query.cells(machine, gpus, columns))
+        asked = self.how["query"]
+        if asked.listed is None:
+            headers = [(c.typed, c.field.unit) for c in asked.columns]
+            return csv_query.document(asked.option, headers, csv_query.cells(machine, gpus, asked.columns))
         from gpudiag.render import csv_lists
 
-        query, columns = self.how["query"], self.how["columns"]
-        headers = [(typed, f.unit) for typed, f in columns]
-        return csv_query.document(query.option, headers, csv_lists.rows(query, machine, gpus, columns, False))
+        headers = [(typed, f.unit) for typed, f in asked.columns]
+        return csv_query.document(
+            asked.option, headers, csv_lists.rows(asked.listed, machine, gpus, asked.columns, False)
+        )
 
     def _csv(self, machine: Machine, gpus: tuple[Gpu, ...], first: bool) -> str:
-        fmt = self.how["format"] if first else replace(self.how["format"], header=False)
-        if self.kind == "csv":
+        asked = self.how["query"]
+        fmt = asked.format if first else replace(asked.format, header=False)
+        if asked.listed is None:
             from gpudiag.render import csv_query
 
-            return csv_query.render_csv(machine, gpus, self.how["columns"], fmt)
+            return csv_query.render_csv(machine, gpus, asked.columns, fmt)
         from gpudiag.render import csv_lists
 
-        return csv_lists.render_csv(self.how["query"], machine, gpus, self.how["columns"], fmt)
+        return csv_lists.render_csv(asked.listed, machine, gpus, asked.columns, fmt)
 
     @property
     def escaped(self) -> bool:
@@ -231,26 +235,15 @@ class View:
 
 def view_for(r: Request) -> View:
     """The view the options ask for (they were validated)."""
-    queries = {option: spec for option, spec in r.lists().items() if spec is not None}
-    if r.query is not None or queries:
-        from gpudiag.cli.list_query import parse_format
+    queries = {option: spec for option, spec in (("--query-gpu", r.query), *r.lists().items()) if spec is not None}
+    if queries:
+        from gpudiag.query.parse import parse
 
-        fmt = parse_format(r.output_format or "csv")
-        if r.query is not None:
-            from gpudiag.cli.list_query import parse_query
-            from gpudiag.render import csv_query
-
-            columns = parse_query(r.query)
-            facts, only = csv_query.groups(columns), csv_query.rows(columns) | (READS if r.ids is not None else set())
-            return View("csv", facts, only, columns=columns, format=fmt, as_json=r.json_output)
-        from gpudiag.cli.list_query import parse_list_query
-        from gpudiag.render import csv_lists
-
-        option, spec = next(iter(queries.items()))
-        query = csv_lists.LISTS[option]
-        listed = parse_list_query(option, spec)
-        facts = csv_lists.facts(query, listed)
-        return View("list", facts, query=query, columns=listed, format=fmt, as_json=r.json_output)
+        asked = parse(*next(iter(queries.items())), r.output_format or "csv")
+        only = asked.rows
+        if only is not None and r.ids is not None:
+            only |= READS  # what selecting by --id reads
+        return View("csv" if asked.listed is None else "list", asked.facts, only, query=asked, as_json=r.json_output)
     if r.list_gpus:
         return View("gpus", frozenset({FactGroup.MIG}), as_json=r.json_output)
     if r.json_output:
@@ -283,6 +276,25 @@ def check_nvml(machine: Machine, view: View) -> None:
 
         plain.write(json.dumps(to_data(machine), indent=2) + "\n")
     plain.require_nvml(machine.nvml)
+
+
+def once(s: plain.Settings, r: Request, read: Callable[..., Machine] | None = None) -> None:
+    """One sample of what ``r`` asks, printed; a lost GPU's line and exit code after it. The Typer
+    command and the plain front (cli.plain_front) both run it; ``read``: the public API's read."""
+    if read is None:
+        from gpudiag.api import read_machine
+
+        read = read_machine
+    validate(r)
+    view = view_for(r)
+    machine = read(s.replay, facts=view.facts, only=view.only)
+    check_nvml(machine, view)
+    gpus = selected(machine, r.ids, r.no_processes)
+    view.show(machine, gpus, s, r.filename)
+    line = plain.lost_line(gpus)
+    if line is not None:
+        plain.say(line)
+        raise SystemExit(int(ExitCode.GPU_LOST))
 
 
 def selected(machine: Machine, ids: str | None, no_processes: bool) -> tuple[Gpu, ...]:

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Annotated
 import msgspec
 import typer
 
-from gpudiag.cli.common import echo, exit_if_lost, handle_errors, make_console, request_of, require_nvml, settings
+from gpudiag.cli import memory_once
+from gpudiag.cli.common import echo, handle_errors, make_console, request_of, settings
 from gpudiag.errors import GpudiagError
 from gpudiag.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from gpudiag.cli.common import Settings
     from gpudiag.memory.request import Request
-    from gpudiag.memory.view import MemoryView
 
 
 class Clock(msgspec.Struct):
@@ -143,48 +143,20 @@ def command(
     if r.offline:
         _offline(s, r)
         return
+    options = watch_options(r)  # None: one sample
+    if options is None:
+        memory_once.run(s, r, CLOCK.wall)
+        return
     from gpudiag.cli.memory_watch import SinkOptions, follow
-    from gpudiag.memory.tracked import one_sample, recording_for
     from gpudiag.memory.view import GROUPS
-    from gpudiag.selection import select_gpus
     from gpudiag.sources import open_source
 
-    options = watch_options(r)  # None: one sample
-    replayed = s.replay is not None
     with open_source(s.replay, facts=GROUPS) as source:
-        first = source.read()
-        require_nvml(first.nvml)
-        wanted = {g.index for g in select_gpus(first.gpus, ids)} if ids is not None else None
-        recording = recording_for(s.replay)
-        if options is None:
-            view = one_sample(first, wanted, replayed, recording)
-        else:
-            sinks = SinkOptions(json_lines=json_output, log=log, prometheus=prometheus, bind=bind)
-            outcome = follow(source.read, first, wanted, replayed, options, make_console(s), sinks, CLOCK, recording)
-    if options is not None:
-        if outcome.message:
-            echo(f"gpudiag: {outcome.message}", err=True, one_line=True)
-        raise typer.Exit(int(outcome.code))
-    _show(s, r, view)
-
-
-def _show(s: "Settings", r: "Request", view: "MemoryView") -> None:
-    """One sample: node_exporter's textfile, JSON or the tables; a lost GPU's line and exit code."""
-    replayed = s.replay is not None
-    if r.textfile is not None:
-        from gpudiag.export.textfile import write_memory
-
-        write_memory(r.textfile, view, live=not replayed)
-    elif r.json_output:
-        import json  # only with --json: ~1.5 ms of start-up otherwise
-
-        from gpudiag.fleet.identity import slurm_node
-        from gpudiag.render import memory_view
-
-        stamp = 0.0 if replayed else CLOCK.wall()  # a replay's one-shot is deterministic, as in `list`
-        typer.echo(json.dumps(memory_view.to_json(view, stamp, slurm_node=slurm_node()), indent=2))
-    else:
-        from gpudiag.render import memory_view
-
-        make_console(s).print(memory_view.render(view))
-    exit_if_lost(row.gpu for row in view.gpus)
+        first, wanted, recording = memory_once.first_read(s, r, source)
+        sinks = SinkOptions(json_lines=json_output, log=log, prometheus=prometheus, bind=bind)
+        outcome = follow(
+            source.read, first, wanted, s.replay is not None, options, make_console(s), sinks, CLOCK, recording
+        )
+    if outcome.message:
+        echo(f"gpudiag: {outcome.message}", err=True, one_line=True)
+    raise typer.Exit(int(outcome.code))

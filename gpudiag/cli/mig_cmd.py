@@ -1,15 +1,12 @@
 """`gpudiag mig`: MIG's GPU instance profiles, GPU instances and compute instances, as `nvidia-smi mig
 -lgip / -lgi / -lci` list them."""
 
-import json
 from typing import Annotated
 
 import typer
 
-from gpudiag.cli.common import fail, handle_errors, settings
+from gpudiag.cli.common import handle_errors, request_of, settings
 from gpudiag.cli.view_options import GpuIds
-from gpudiag.errors import UsageError
-from gpudiag.exitcodes import ExitCode
 
 
 @handle_errors
@@ -31,42 +28,7 @@ def command(
     ] = False,
 ) -> None:
     """MIG profiles and instances (like nvidia-smi mig -lgip, -lgi, -lci)."""
-    from gpudiag.cli import smi_views
-    from gpudiag.model import FactGroup
-    from gpudiag.render import mig_view, smi_errors
+    from gpudiag.cli import smi_runs
+    from gpudiag.cli.smi_requests import Mig
 
-    s = settings(ctx)
-    chosen = [n for n, on in (("-lgip", lgip), ("-lgi", lgi), ("-lci", lci)) if on]
-    if len(chosen) > 1:
-        raise UsageError(f"choose one of {' and '.join(chosen)}")
-    opened = smi_views.open_views(s, ids, frozenset({FactGroup.MIG, FactGroup.MIG_LAYOUT}))
-    opened.close()
-    machine = opened.machine
-    gpus = tuple(g for g in machine.gpus if g.index in {c.index for c in opened.gpus})
-    if json_output:
-        typer.echo(json.dumps(mig_view.to_json(list(gpus)), indent=2))
-        smi_views.finish(opened)
-        return
-    enabled = [g for g in gpus if g.mig_mode_current.value is True]
-    if not enabled:
-        fail(smi_errors.NO_MIG, ExitCode.NOT_FOUND)
-    what = "GPU instances" if lgi or lci else "GPU instance profiles"
-    for gpu in enabled:
-        layout = gpu.mig_instances if lgi or lci else gpu.mig_profiles
-        if layout.value is None:
-            why = layout.detail or (layout.reason.label if layout.reason else "")
-            fail(f"Failed to display {what} of GPU {gpu.index}: {why}", ExitCode.NVML_ERROR)
-    if lci:
-        found = [(g, g.mig_instances.get(())) for g in enabled]
-        if not any(gi.compute_instances for _, instances in found for gi in instances):
-            fail("No compute instances found: Not Found", ExitCode.NOT_FOUND)
-        text = mig_view.compute_instances(found)
-    elif lgi:
-        listed = [(g, g.mig_instances.get(()), g.mig_profiles.get(())) for g in enabled]
-        if not any(instances for _, instances, _ in listed):
-            fail("No GPU instances found: Not Found", ExitCode.NOT_FOUND)
-        text = mig_view.gpu_instances(listed)
-    else:
-        text = mig_view.profiles([(g, g.mig_profiles.get(())) for g in enabled])
-    typer.echo(text, nl=False)  # every cell is NVML's number or name, escaped (render.printable)
-    smi_views.finish(opened)
+    smi_runs.mig(settings(ctx), request_of(Mig, locals()))

@@ -8,9 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import typer
-
-from gpudiag.cli.common import echo
+from gpudiag.cli import plain
 from gpudiag.cli.smi_views import Opened, say
 from gpudiag.errors import UsageError
 from gpudiag.model import Gpu, GpuState
@@ -67,7 +65,7 @@ class Output:
             return
         text = "".join(line + "\n" for line in lines)
         if self._log is None:
-            echo(text, nl=False)  # outside text (process names) cannot reach the terminal as a control
+            plain.echo(text, nl=False)  # outside text (process names) cannot reach the terminal as a control
         else:
             from gpudiag.render.printable import guard
 
@@ -116,4 +114,4 @@ def exit_code(opened: Opened, gone: list[Gpu]) -> None:
     from gpudiag.cli.smi_views import finish
 
     finish(opened, gone)
-    raise typer.Exit(0)
+    raise SystemExit(0)

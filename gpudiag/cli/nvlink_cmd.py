@@ -1,13 +1,11 @@
 """`gpudiag nvlink`: each GPU's NVLinks, as `nvidia-smi nvlink -s / -e / -gt` print them."""
 
-import json
 from typing import Annotated
 
 import typer
 
-from gpudiag.cli.common import handle_errors, settings
+from gpudiag.cli.common import handle_errors, request_of, settings
 from gpudiag.cli.view_options import GpuIds
-from gpudiag.errors import UsageError
 
 
 @handle_errors
@@ -34,41 +32,7 @@ def command(
     ] = False,
 ) -> None:
     """NVLink status, error counters and throughput per link (like nvidia-smi nvlink -s, -e, -gt)."""
-    from gpudiag.cli import smi_views
-    from gpudiag.probe.topology import nvlinks
-    from gpudiag.render import nvlink_view
+    from gpudiag.cli import smi_runs
+    from gpudiag.cli.smi_requests import Nvlink
 
-    s = settings(ctx)
-    chosen = [
-        name
-        for name, on in (
-            ("--status", status),
-            ("--errorcounters", errorcounters),
-            ("--getthroughput", getthroughput is not None),
-        )
-        if on
-    ]
-    if len(chosen) > 1:
-        raise UsageError(f"choose one of {' and '.join(chosen)}")
-    if getthroughput is not None and getthroughput not in nvlink_view.THROUGHPUT:
-        raise UsageError(f"--getthroughput {getthroughput!r}: use d (data) or r (raw)")
-    opened = smi_views.open_views(s, ids)
-    try:
-        found = nvlinks(opened.source, [opened.position(g) for g in opened.gpus])
-    finally:
-        opened.close()
-    entries = [(gpu, found[opened.position(gpu)]) for gpu in opened.gpus]
-    if json_output:
-        typer.echo(json.dumps(nvlink_view.to_json(entries), indent=2))
-    else:
-        lines: list[str] = []
-        for gpu, links in entries:
-            if errorcounters:
-                lines += nvlink_view.errors(gpu, links)
-            elif getthroughput is not None:
-                lines += nvlink_view.throughput(gpu, links, getthroughput)
-            else:
-                lines += nvlink_view.status(gpu, links)
-        # The tabs are nvidia-smi's layout; names and reasons are escaped in the view (render.printable).
-        typer.echo("".join(line + "\n" for line in lines), nl=False)
-    smi_views.finish(opened)
+    smi_runs.nvlink(settings(ctx), request_of(Nvlink, locals()))

@@ -2,7 +2,7 @@
 rule that turns whatever ends it into one line and an exit code.
 
 Typer's commands (:mod:`gpudiag.cli.common`) and the machine-readable paths that run without the
-framework (:mod:`gpudiag.cli.list_fast`) share it, so both print the same bytes and exit alike.
+framework (:mod:`gpudiag.cli.plain_front`) share it, so both print the same bytes and exit alike.
 """
 
 from __future__ import annotations

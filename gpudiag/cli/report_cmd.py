@@ -6,8 +6,7 @@ from typing import Annotated
 
 import typer
 
-from gpudiag.cli.common import handle_errors, make_console, settings
-from gpudiag.errors import UsageError
+from gpudiag.cli.common import handle_errors, make_console, request_of, settings
 
 
 @handle_errors
@@ -47,25 +46,19 @@ def command(
     nothing failed).
     """
     from gpudiag.fleet import nodefiles, report
+    from gpudiag.fleet.request import ReportRequest, prepare_report
     from gpudiag.render import report_view
 
-    if nodes and brief:
-        raise UsageError("--nodes adds a line per node and --brief leaves it out: give one of them")
-    files = report.node_files(paths)
-    if not files and expect is None:
-        raise UsageError(f"no node files (*.json) in {', '.join(map(repr, paths))}")
-    if junit_per_check and junit is None:
-        raise UsageError("--junit-per-check says how --junit writes its file: give --junit FILE too")
-    keep_checks = junit_per_check
-    fleet = report.build((nodefiles.read(f, keep_checks) for f in files), expect)
-    if junit is not None:
+    run = prepare_report(request_of(ReportRequest, locals()))
+    fleet = report.build((nodefiles.read(f, run.keep_checks) for f in run.files), run.expected)
+    if (xml := run.junit) is not None:
         from gpudiag.files import write_atomic
 
-        write_atomic(junit, lambda out: report_view.write_junit(fleet, out, junit_per_check))
-    if json_output:
+        write_atomic(xml.path, lambda out: report_view.write_junit(fleet, out, xml.per_check))
+    if run.json_output:
         sys.stdout.flush()
         report_view.write_json(fleet, sys.stdout.buffer)
         sys.stdout.buffer.flush()
     else:
-        make_console(settings(ctx)).print(report_view.render(fleet, nodes=nodes), crop=False)
+        make_console(settings(ctx)).print(report_view.render(fleet, nodes=run.nodes), crop=False)
     raise typer.Exit(int(report.exit_code(fleet)))

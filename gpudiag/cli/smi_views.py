@@ -1,14 +1,14 @@
 """What the nvidia-smi views (`dmon`, `pmon`, `topo`, `nvlink`, `mig`, `stat`) share: one source opened,
-its GPUs selected, and nvidia-smi's own one-line errors with its exit codes where NVML cannot serve."""
+its GPUs selected, and nvidia-smi's own one-line errors with its exit codes where NVML cannot serve.
+No typer or rich here: the views' JSON runs without them (cli.plain_front)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import msgspec
-import typer
 
-from gpudiag.cli.common import Settings, fail
+from gpudiag.cli.plain import Settings
 from gpudiag.exitcodes import NVML_EXIT, ExitCode
 from gpudiag.model import FactGroup, Gpu, GpuState, Machine, NvmlStatus
 from gpudiag.probe.collect import MachineSource
@@ -19,10 +19,15 @@ from gpudiag.sources import open_source
 
 def say(line: str) -> None:
     """One line on stderr, as every gpudiag diagnostic (``gpudiag: ...``), outside text escaped."""
-    from gpudiag import edge
-    from gpudiag.render.printable import printable
+    from gpudiag.cli.plain import say
 
-    edge.say(printable(line))
+    say(line)
+
+
+def fail(line: str, code: ExitCode) -> None:
+    """nvidia-smi's line for what ends the view, and its exit code (typer takes a SystemExit as is)."""
+    say(line)
+    raise SystemExit(int(code))
 
 
 class Opened(msgspec.Struct):
@@ -72,6 +77,6 @@ def finish(opened: Opened, also: Any = ()) -> None:
     lost one, 255 for another failure; nothing when every GPU was shown."""
     states = {g.state for g in (*opened.unusable, *also)}
     if GpuState.LOST in states:
-        raise typer.Exit(int(ExitCode.GPU_LOST))
+        raise SystemExit(int(ExitCode.GPU_LOST))
     if states:
-        raise typer.Exit(int(ExitCode.NVML_ERROR))
+        raise SystemExit(int(ExitCode.NVML_ERROR))

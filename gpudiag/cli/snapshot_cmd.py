@@ -6,10 +6,11 @@ from typing import Annotated
 import typer
 from msgspec.structs import replace
 
-from gpudiag.cli.common import echo, handle_errors, settings
+from gpudiag.cli.common import echo, handle_errors, request_of, settings
 from gpudiag.files import write_atomic
 from gpudiag.model import ALL_GROUPS
 from gpudiag.replay.fixtures import dump
+from gpudiag.replay.snapshot_request import Request, prepare
 from gpudiag.sources import collect
 
 
@@ -29,15 +30,16 @@ def snapshot_command(
     Replay it anywhere with `gpudiag --replay FILE list` (or check, memory, visible).
     """
     replay = settings(ctx).replay
+    snapshot = prepare(request_of(Request, locals()), replay)
     machine = collect(replay, facts=ALL_GROUPS)  # a snapshot records every fact, to replay any command
-    if not replay and not no_torch:
-        # Recorded so that `check` on the replay can judge torch against these GPUs.
+    if snapshot.torch:
         from gpudiag.probe.torch_runtime import probe
 
         machine = replace(machine, torch_runtime=probe())
-    document = dump(machine, description)
-    if output is None:
+    document = dump(machine, snapshot.description)
+    if snapshot.output is None:
         typer.echo(document, nl=False)
         return
+    output = snapshot.output
     write_atomic(output, document)  # whole or not at all; a full disk is exit 74
     echo(f"wrote {output} ({len(machine.gpus)} GPU(s), NVML {machine.nvml.status.value})", err=True, one_line=True)

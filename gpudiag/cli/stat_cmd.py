@@ -4,10 +4,8 @@ from typing import Annotated
 
 import typer
 
-from gpudiag.cli.common import handle_errors, settings
+from gpudiag.cli.common import handle_errors, request_of, settings
 from gpudiag.cli.view_options import GpuIds
-from gpudiag.errors import UsageError
-from gpudiag.units import interval as interval_option
 
 
 @handle_errors
@@ -29,18 +27,7 @@ def command(
 ) -> None:
     """One line per GPU: temperature, utilization, memory and who uses it (like gpustat). On a replay,
     --watch plays the example's recorded series."""
-    from gpudiag.cli import smi_views, stat_watch
+    from gpudiag.cli import stat_watch
+    from gpudiag.cli.smi_requests import Stat
 
-    s = settings(ctx)
-    if (interval != 1.0 or count is not None) and not watch:
-        raise UsageError("--interval and --count go with --watch")
-    interval_option(interval, "--interval")
-    if count is not None and count < 1:
-        raise UsageError("--count must be at least 1")
-    options = {"show_cmd": show_cmd, "show_pid": show_pid, "show_power": show_power, "processes": not no_processes}
-    opened = smi_views.open_views(s, ids, stat_watch.GROUPS)
-    try:
-        stat_watch.run(s, opened, options, json_output, watch, interval, count)
-    finally:
-        opened.close()
-    smi_views.finish(opened)
+    stat_watch.command(settings(ctx), request_of(Stat, locals()))

@@ -1,6 +1,7 @@
 """What `gpudiag stat` prints, once or refreshed: gpustat's block of lines (in place on a terminal, one
 block after another when piped) or its JSON (JSON Lines with --watch); on a replay with a recorded
-series, --watch plays it sample by sample."""
+series, --watch plays it sample by sample. The Typer command (cli.stat_cmd) and the plain front
+(cli.plain_front) both run :func:`command`; rich is imported only where a block is printed."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import json
 import time
 from typing import Any
 
-import typer
 from msgspec.structs import replace
 
-from gpudiag.cli.common import Settings, echo, make_console
+from gpudiag.cli import plain, smi_views
+from gpudiag.cli.plain import Settings
+from gpudiag.cli.smi_requests import Pacing, Stat, StatLine, stat_line, stat_pacing
 from gpudiag.cli.smi_views import Opened
 from gpudiag.model import Machine
 from gpudiag.readings import groups_of
@@ -26,25 +28,41 @@ GROUPS = groups_of(READS)
 class _Printer:
     """One sample out: JSON, a block of lines, or the terminal's live block (its cursor restored at close)."""
 
-    def __init__(self, s: Settings, opened: Opened, options: dict[str, bool], json_output: bool, watch: bool) -> None:
+    def __init__(self, s: Settings, opened: Opened, line: StatLine, json_output: bool, watch: bool) -> None:
         self._chosen = {g.index for g in (*opened.gpus, *opened.unusable)}
-        self._options, self._json, self._watch = options, json_output, watch
-        self._console = make_console(s)
+        self._line, self._json, self._watch = line, json_output, watch
+        self._settings = s
+        self._console: Any = None
         self._live: Any = None
 
     def show(self, machine: Machine, n: int) -> None:
         gpus = tuple(g for g in machine.gpus if g.index in self._chosen)
         if self._json:
             document = stat_view.to_json(machine, gpus)
-            typer.echo(json.dumps(document, separators=(",", ":")) if self._watch else json.dumps(document, indent=2))
+            text = json.dumps(document, separators=(",", ":")) if self._watch else json.dumps(document, indent=2)
+            plain.write(text + "\n")
             return
-        text = stat_view.block(machine, gpus, **self._options)
-        if self._watch and self._console.is_terminal:
+        text = stat_view.block(
+            machine,
+            gpus,
+            show_cmd=self._line.show_cmd,
+            show_pid=self._line.show_pid,
+            show_power=self._line.show_power,
+            processes=self._line.processes,
+        )
+        if self._watch and self._terminal():
             from rich.text import Text
 
             self._live_block().update(Text(text.rstrip("\n")), refresh=True)
             return
-        echo(("\n" if n else "") + text, nl=False)
+        plain.echo(("\n" if n else "") + text, nl=False)
+
+    def _terminal(self) -> bool:
+        if self._console is None:
+            from gpudiag.cli.common import make_console
+
+            self._console = make_console(self._settings)
+        return bool(self._console.is_terminal)
 
     def _live_block(self) -> Any:
         if self._live is None:
@@ -65,33 +83,36 @@ class _Printer:
             edge.cursor_hidden(False)
 
 
-def run(
-    s: Settings,
-    opened: Opened,
-    options: dict[str, bool],
-    json_output: bool,
-    watch: bool,
-    interval: float,
-    count: int | None,
-) -> None:
-    """Print the opened machine once, or every ``interval`` seconds (``count`` times, or the replay's
-    recorded samples, whichever is fewer); each sample shows the moment it was taken."""
-    printer = _Printer(s, opened, options, json_output, watch)
+def command(s: Settings, r: Stat) -> None:
+    """`gpudiag stat` once its options are a Request: open, print, the lost GPUs' exit code."""
+    pacing = stat_pacing(r)
+    opened = smi_views.open_views(s, r.ids, GROUPS)
+    try:
+        run(s, opened, stat_line(r), r.json_output, pacing)
+    finally:
+        opened.close()
+    smi_views.finish(opened)
+
+
+def run(s: Settings, opened: Opened, line: StatLine, json_output: bool, pacing: Pacing | None) -> None:
+    """Print the opened machine once (no ``pacing``), or every ``pacing.interval`` seconds (``count``
+    times, or the replay's recorded samples, whichever is fewer); each sample shows its moment."""
+    printer = _Printer(s, opened, line, json_output, pacing is not None)
     source = opened.source
     try:
-        if not watch:
+        if pacing is None:
             printer.show(replace(opened.machine, collected_at=source.sample_time()), 0)
             return
         from gpudiag.pacing import repeat
 
         recorded = source.play()
-        total = count if not recorded else min(count or recorded, recorded)
+        total = pacing.count if not recorded else min(pacing.count or recorded, recorded)
 
         def step(n: int) -> None:
             if recorded and n:
                 source.seek(n)
             printer.show(replace(source.read(GROUPS), collected_at=source.sample_time()), n)
 
-        repeat(step, interval, total, time.monotonic, time.sleep)
+        repeat(step, pacing.interval, total, time.monotonic, time.sleep)
     finally:
         printer.close()

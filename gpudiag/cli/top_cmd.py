@@ -6,12 +6,7 @@ from typing import Annotated
 
 import typer
 
-from gpudiag.cli.common import handle_errors, require_nvml, settings
-from gpudiag.errors import GpudiagError, UsageError
-from gpudiag.exitcodes import ExitCode
-
-MIN_INTERVAL = 0.1  # every watch's floor (gpudiag.api.MIN_INTERVAL)
-INSTALL_HINT = "gpudiag top needs Textual: pip install 'gpudiag[top]'"
+from gpudiag.cli.common import handle_errors, request_of, require_nvml, settings
 
 
 @handle_errors
@@ -23,18 +18,10 @@ def command(
 
     Live, or on a replay its recorded series: sort by any column, filter by user, GPU or text, a
     process tree, a process's detail, SIGTERM / SIGKILL / SIGINT after a confirmation."""
-    from gpudiag.units import seconds
+    from gpudiag.top.request import Request, prepare
 
     s = settings(ctx)
-    seconds(interval, "--interval", at_least=MIN_INTERVAL)
-    try:
-        import textual  # noqa: F401  (the extra's presence, before anything is read)
-    except ImportError:
-        raise GpudiagError(INSTALL_HINT, ExitCode.FAILED) from None
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise UsageError(
-            "gpudiag top is interactive and needs a terminal; into a pipe use `gpudiag list --watch` or `gpudiag dmon`"
-        )
+    top = prepare(request_of(Request, locals()), terminal=sys.stdin.isatty() and sys.stdout.isatty())
     from gpudiag.api import Sampler
     from gpudiag.top.app import TopApp
     from gpudiag.top.host import LiveHost, ReplayedHost, cuda_names
@@ -45,6 +32,6 @@ def command(
         require_nvml(sampler.sample().machine.nvml)  # NVML that cannot start: its one line and exit code
         host = LiveHost() if s.replay is None else ReplayedHost()
         described = f"replay {s.replay}" if s.replay else "live"
-        app = TopApp(sampler, host, interval, described, cuda_names(host))
+        app = TopApp(sampler, host, top.interval, described, cuda_names(host))
         app.run()
     raise typer.Exit(app.return_code or 0)

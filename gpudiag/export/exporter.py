@@ -62,6 +62,24 @@ GROUPS = {
     | groups([BY_ID[check] for check in EXPORTER_CHECKS]),
     "dcgm": groups_of(metrics_dcgm.READS),
 }
+# The rows each family reads, where it exports fewer than its groups hold (None: all of them).
+# dcgm-exporter's fields leave out the fan, the power limit and the graphics clock (three calls a GPU
+# per scrape) and the temperature thresholds. Identity labels every DCGM series (modelName, pci_bus_id,
+# device).
+ONLY: dict[str, frozenset[str] | None] = {
+    "native": None,
+    "dcgm": frozenset(metrics_dcgm.READS) | {"uuid", "pci_bus_id", "name", "minor_number"},
+}
+# Readings asked as field values in the one nvmlDeviceGetFieldValues call each GPU's scrape makes
+# anyway, rather than by a call each (4 a GPU): the ECC totals, NVML_FI_DEV_ECC_{SBE,DBE}_{VOL,AGG}_TOTAL,
+# which nvml.h defines as the totals nvmlDeviceGetTotalEccErrors answers (dcgm-exporter's
+# DCGM_FI_DEV_ECC_* fields are these ids). A field a board does not support is that reading's N/A alone.
+AS_FIELDS = (
+    ("ecc_errors.volatile_corrected", 3),
+    ("ecc_errors.volatile_uncorrected", 4),
+    ("ecc_errors.aggregate_corrected", 5),
+    ("ecc_errors.aggregate_uncorrected", 6),
+)
 REOPEN_EVERY_S = 10.0
 # GPM's figures (DCGM_FI_PROF_*) are for the window since an earlier scrape at least this long ago
 # (probe.gpm): scrapes from two Prometheus servers a moment apart still get a window of their own.
@@ -81,6 +99,9 @@ SLOW_KEYS = frozenset(
     }
 )
 SLOW_EVERY_S = 60.0
+# Read once per NVML session besides the rows declared fixed: a GPU's UUID never changes, and a GPU
+# lost since the last scrape fails the scrape's next call (its memory) as it would the UUID's.
+FIXED_KEYS = frozenset({"uuid"})
 HUNG_AFTER_S = 60.0  # a scrape running this long is stuck (an NVML call that never returns): /livez fails
 # zlib's fastest level: the 8-GPU, 64-process text (53 kB) to 4.6 kB in 0.45 ms, where level 6 takes
 # 1.6 ms for 4.2 kB and 9 (prometheus-client's) 3.2 ms (2-core x86_64, shared).
@@ -229,13 +250,16 @@ class Exporter:
 
     def __post_init__(self) -> None:
         self.source.facts = GROUPS[self.compat]
+        self.source.only = ONLY[self.compat]
         self._hosts = CachedHost(self.source.host)
         session = self.source.session
         session.set_host(self._hosts)
+        session.as_fields = AS_FIELDS
         if not self.once:  # GPM: since the previous scrape, never waiting (probe.gpm)
             session.gpm_window_s, session.gpm_wait = PROFILING_WINDOW_S, False
             session.gpm_clock, session.gpm_sleep = self.clock, None
             session.slow_keys, session.slow_every_s, session.slow_clock = SLOW_KEYS, SLOW_EVERY_S, self.clock
+            session.fixed_keys = FIXED_KEYS
         if self.log is not None:
             self._changes = CheckChanges(self.log)
             self.errors = FamilyErrors(self.log)

@@ -188,6 +188,10 @@ class TextRenderer:
         # RowMetric series: by (sample name, label names), then by label values.
         self._row_prefixes: dict[tuple[str, tuple[str, ...]], dict[tuple[str, ...], str]] = {}
         self._row_count = 0
+        # Each RowMetric family's last text, by (name, type, HELP), with the rows it was written from:
+        # most of a scrape's families (sizes, limits, identity, counters that did not move) are
+        # written again from equal rows, and then their text is the same bytes.
+        self._written: dict[tuple[str, str, str], tuple[list[tuple[tuple[str, ...], float]], bytes]] = {}
 
     def _row_lines(self, family: RowMetric, out: list[str]) -> None:
         isfinite = math.isfinite
@@ -236,6 +240,18 @@ class TextRenderer:
         return b"".join(written)
 
     def _family(self, name: str, family: Any) -> bytes:
+        if isinstance(family, RowMetric):
+            key = (name, family.type, family.documentation)
+            last = self._written.get(key)
+            if last is not None and last[0] == family.rows:
+                return last[1]
+            text = self._written_family(name, family)
+            if not any(v == 0 and math.copysign(1.0, v) < 0 for _, v in family.rows):  # -0.0 == 0.0
+                self._written[key] = (family.rows, text)
+            return text
+        return self._written_family(name, family)
+
+    def _written_family(self, name: str, family: Any) -> bytes:
         out = [f"# HELP {name} {_escape_help(family.documentation)}\n"]
         out.append(f"# TYPE {name} {_TYPES.get(family.type, 'untyped')}\n")
         if isinstance(family, RowMetric):

@@ -88,9 +88,8 @@ def _reader(key: str) -> Callable[[Gpu], Reading[Any]]:
     return operator.attrgetter(key)
 
 
-def _sample(gpu: Gpu, sample: Sample) -> float | None:
-    """A sample's value on a GPU, in the metric's base unit; None when its reading is N/A."""
-    value: Any = _reader(sample.key)(gpu).value
+def _value(value: Any, sample: Sample) -> float | None:
+    """A sample's value from its reading's value (None: N/A), in the metric's base unit."""
     if value is not None and sample.part:
         value = getattr(value, sample.part)
         value = value.value if isinstance(value, Reading) else value
@@ -105,6 +104,27 @@ def _sample(gpu: Gpu, sample: Sample) -> float | None:
     return value * sample.scale if sample.scale != 1.0 else value  # type: ignore[no-any-return]
 
 
+@functools.cache
+def _sampled() -> tuple[
+    tuple[str, tuple[tuple[Callable[[Gpu], Reading[Any]], Sample | None, tuple[str, ...]], ...]], ...
+]:
+    """GPU_FAMILIES' sampled families, each sample as its reading's getter, itself where its value is
+    worked on (a part, a bit, a factor; else None: the reading's value as it is) and its label values,
+    worked out once (and checked against its family's labels, once: rows are added unchecked)."""
+    for f in GPU_FAMILIES:
+        if wrong := [s.key for s in f.samples if len(s.labels) != len(f.labels)]:
+            raise ValueError(f"{f.name}: samples {wrong} do not give one value per label {f.labels}")
+    plain = Sample("")
+    return tuple(
+        (
+            f.name,
+            tuple((_reader(s.key), None if s._replace(key="", labels=()) == plain else s, s.labels) for s in f.samples),
+        )
+        for f in GPU_FAMILIES
+        if f.samples
+    )
+
+
 def _gpu_families(
     out: _Families, gpus: Sequence[Gpu], driver: str, peaks: Mapping[int, int] | None, uuids: Mapping[int, str]
 ) -> None:
@@ -117,7 +137,8 @@ def _gpu_families(
         for f in GPU_FAMILIES
         if f.name != PEAK or peaks is not None
     }
-    sampled = [(made[f.name], f.samples) for f in GPU_FAMILIES if f.samples]
+    # Rows added directly: each sample's label values are its family's own (GPU_FAMILIES' table).
+    sampled = [(made[name].metric.rows, samples) for name, samples in _sampled()]
     for g in gpus:
         index = str(g.index)
         made[LOST].add_metric([index, uuids.get(g.index, "")], 0 if g.state is GpuState.OK else 1)
@@ -127,10 +148,17 @@ def _gpu_families(
             continue
         labels = [index, g.uuid.get("")]
         made[INFO].add_metric([*labels, g.name.get(""), g.pci_bus_id.get(""), driver], 1)
-        for family, samples in sampled:
-            for sample in samples:
-                if (value := _sample(g, sample)) is not None:
-                    family.add_metric([*labels, *sample.labels], value)
+        head = tuple(labels)
+        for rows, samples in sampled:
+            for read, sample, own in samples:
+                value = read(g).value
+                if value is None:
+                    continue
+                if sample is not None and (value := _value(value, sample)) is None:
+                    continue
+                if value.__class__ is bool:
+                    value = int(value)
+                rows.append((head + own if own else head, value))
         for mig in g.mig_devices:
             if (m := mig.memory.value) is None:
                 continue

@@ -230,7 +230,15 @@ def _merge(host: str, files: list[NodeFile]) -> Node:
     )
 
 
-def expected_nodes(expect: str) -> list[str]:
+@dataclass(frozen=True)
+class Expected:
+    """``--expect``: its hostlist as written (the report shows it) and the node names it expands to."""
+
+    expression: str
+    nodes: tuple[str, ...]
+
+
+def expected_nodes(expect: str) -> Expected:
     """The nodes ``--expect`` names; each must be one valid node name (a name is data, never syntax)."""
     expected = hostlists.expand(expect)
     for name in expected:
@@ -239,12 +247,11 @@ def expected_nodes(expect: str) -> list[str]:
                 f"--expect {expect!r}: {name!r} is not a node name (letters, digits, '.', '_', '-'; "
                 "hostlist syntax only as node[001-128],login1)"
             )
-    return expected
+    return Expected(expect, tuple(expected))
 
 
-def build(files: Iterable[NodeFile], expect: str | None = None) -> Report:
-    """The fleet report of these node files; ``expect`` (a hostlist) names the nodes that should have sent one."""
-    expected = expected_nodes(expect) if expect is not None else None
+def build(files: Iterable[NodeFile], expected: Expected | None = None) -> Report:
+    """The fleet report of these node files; ``expected``: the nodes that should have sent one."""
     by_host: dict[str, list[NodeFile]] = defaultdict(list)
     for f in files:
         by_host[f.host].append(f)
@@ -252,9 +259,9 @@ def build(files: Iterable[NodeFile], expect: str | None = None) -> Report:
     del by_host
     unexpected: list[str] = []
     if expected is not None:
-        expected_set = set(expected)
+        expected_set = set(expected.nodes)
         unexpected = [h for h, n in nodes.items() if h not in expected_set and n.name_ok]
-        for host in expected:
+        for host in expected.nodes:
             if host not in nodes:
                 nodes[host] = Node(host, State.MISSING)
     ordered = tuple(nodes[h] for h in sorted(nodes, key=hostlists.sort_key))
@@ -283,7 +290,7 @@ def build(files: Iterable[NodeFile], expect: str | None = None) -> Report:
     )
     return Report(
         nodes=ordered,
-        expected=expect,
+        expected=expected.expression if expected is not None else None,
         unexpected=tuple(sorted(unexpected, key=hostlists.sort_key)),
         failures=tuple(failure_groups),
         skew=_skew(ordered),

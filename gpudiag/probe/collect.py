@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from msgspec.structs import replace
@@ -28,48 +27,65 @@ from gpudiag.probe.nvml import NvmlSession
 from gpudiag.probe.nvml_processes import HostResolver, no_process_stats
 
 
-@dataclass
 class MachineSource:
     """An open source of machine readings. ``read()`` may be called many times (watch).
 
     ``facts``: the groups of GPU facts each read asks NVML for (a command asks for what it shows
-    or judges; the rest stay ``Reason.NOT_READ``).
+    or judges; the rest stay ``Reason.NOT_READ``). A plain class, not a dataclass: importing
+    dataclasses and building one costs ~2 ms of every command's start (`list --query`'s floor).
     """
 
-    name: str
-    # pynvml; on a replay, pynvml's own functions on a loader state of their own whose library is the
-    # replay's fake (gpudiag.replay.c_boundary): the real module is never changed, two replays can be open.
-    lib: Any
-    host: HostResolver
-    host_info: HostInfo
-    env: tuple[tuple[str, str], ...]
-    torch_build: Reading[TorchBuild]
-    kernel_module_version: Reading[str]
-    description: str = ""
-    facts: frozenset[FactGroup] = ALL_GROUPS
-    # The readings (gpudiag.readings rows' keys) each read asks for of those groups, when a command
-    # shows only some (`list --query`): the rest of the groups' rows are not asked. None: all of them.
-    only: frozenset[str] | None = None
-    # Recorded in snapshots; a live source leaves it to the commands that start torch.
-    torch_runtime: Reading[TorchRuntime] = field(
-        default_factory=lambda: Reading.missing(Reason.UNAVAILABLE, "torch runtime not probed")
-    )
-    # The replayed machine: GPUs it holds without details keep saying "not recorded".
-    recorded: Machine | None = None
-    # NVML indices of a snapshot of some GPUs (`list --json --id 3`): the fake enumerates
-    # them from 0, the readings keep their real numbers. Empty: indices are positions.
-    indices: tuple[int, ...] = ()
-    replay: str = ""  # the example name or snapshot file replayed ("" live)
-    # A replay's recorded series (gpudiag/machines/series/), loaded when played; None: it has none.
-    load_series: Callable[[], Any] | None = None
-    # What answers the details' per-process statistics: psutil live, the recorded machine on a replay.
-    process_stats: Callable[[], Any] = field(default=lambda: _live_process_stats())
-    session: NvmlSession = field(init=False)
-    # A replay playing its recorded series (gpudiag.replay.series): the sample the fake NVML answers.
-    series: Any = None
-    sample: int = 0
-
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        name: str,
+        # pynvml; on a replay, pynvml's own functions on a loader state of their own whose library is the
+        # replay's fake (gpudiag.replay.c_boundary): the real module is never changed, two replays can be open.
+        lib: Any,
+        host: HostResolver,
+        host_info: HostInfo,
+        env: tuple[tuple[str, str], ...],
+        torch_build: Reading[TorchBuild],
+        kernel_module_version: Reading[str],
+        description: str = "",
+        facts: frozenset[FactGroup] = ALL_GROUPS,
+        # The readings (gpudiag.readings rows' keys) each read asks for of those groups, when a command
+        # shows only some (`list --query`): the rest of the groups' rows are not asked. None: all of them.
+        only: frozenset[str] | None = None,
+        # Recorded in snapshots; a live source leaves it to the commands that start torch.
+        torch_runtime: Reading[TorchRuntime] | None = None,
+        # The replayed machine: GPUs it holds without details keep saying "not recorded".
+        recorded: Machine | None = None,
+        # NVML indices of a snapshot of some GPUs (`list --json --id 3`): the fake enumerates
+        # them from 0, the readings keep their real numbers. Empty: indices are positions.
+        indices: tuple[int, ...] = (),
+        replay: str = "",  # the example name or snapshot file replayed ("" live)
+        # A replay's recorded series (gpudiag/machines/series/), loaded when played; None: it has none.
+        load_series: Callable[[], Any] | None = None,
+        # What answers the details' per-process statistics: psutil live, the recorded machine on a replay.
+        process_stats: Callable[[], Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.lib = lib
+        self.host = host
+        self.host_info = host_info
+        self.env = env
+        self.torch_build = torch_build
+        self.kernel_module_version = kernel_module_version
+        self.description = description
+        self.facts = facts
+        self.only = only
+        self.torch_runtime: Reading[TorchRuntime] = (
+            Reading.missing(Reason.UNAVAILABLE, "torch runtime not probed") if torch_runtime is None else torch_runtime
+        )
+        self.recorded = recorded
+        self.indices = indices
+        self.replay = replay
+        self.load_series = load_series
+        self.process_stats: Callable[[], Any] = _live_process_stats if process_stats is None else process_stats
+        # A replay playing its recorded series (gpudiag.replay.series): the sample the fake NVML answers.
+        self.series: Any = None
+        self.sample = 0
         self.session = NvmlSession(self.lib, self.host)
         self.session.open(self.kernel_module_version)
 
@@ -156,7 +172,7 @@ def _import_pynvml() -> Any:
 
 def live_source(environ: Mapping[str, str]) -> MachineSource:
     """The live machine: NVML through nvidia-ml-py, psutil and /proc, the environment given."""
-    # The host's probes only here: a replay reads its host from the file (socket, pathlib, ast: ~4 ms).
+    # The host's probes only here: a replay reads its host from the file.
     from gpudiag.probe import env as env_probe
     from gpudiag.probe.host import PsutilHost, host_info, kernel_module_version
     from gpudiag.probe.torch_static import torch_build

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from gpudiag.detail_readings import DETAIL_READINGS
 from gpudiag.details import (
+    DETAIL_READINGS,
     ECC_LOCATIONS,
     Affinity,
     EccLocation,

@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import os
 import platform
-import socket
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpudiag.model import HostInfo, HostProcess, HostState, Reading, Reason
 
+if TYPE_CHECKING:
+    from os import PathLike
+
+# Read with os.path, no pathlib nor socket: every live command reads these before its first NVML call.
 _CONTAINER_MARKERS = ("/.dockerenv", "/run/.containerenv")
 _CGROUP_HINTS = ("docker", "kubepods", "containerd", "libpod", "lxc")
 
 
-def detect_container(root: Path = Path("/")) -> tuple[bool, str]:
+def detect_container(root: str | PathLike[str] = "/") -> tuple[bool, str]:
     """Best-effort: are we in a container, whose PID namespace differs from the host's?"""
     for marker in _CONTAINER_MARKERS:
-        if (root / marker.lstrip("/")).exists():
+        if os.path.exists(os.path.join(root, marker.lstrip("/"))):
             return True, f"{marker} exists"
     try:
-        cgroup = (root / "proc/1/cgroup").read_text(errors="replace")
+        with open(os.path.join(root, "proc/1/cgroup"), errors="replace") as file:
+            cgroup = file.read()
     except OSError:
         cgroup = ""
     for hint in _CGROUP_HINTS:
@@ -34,7 +38,7 @@ def detect_container(root: Path = Path("/")) -> tuple[bool, str]:
 def host_info() -> HostInfo:
     in_container, hint = detect_container()
     return HostInfo(
-        hostname=socket.gethostname(),
+        hostname=os.uname().nodename,  # what gethostname(2) answers
         os=f"{platform.system()} {platform.release()}",
         python=platform.python_version(),
         in_container=in_container,
@@ -42,10 +46,11 @@ def host_info() -> HostInfo:
     )
 
 
-def kernel_module_version(path: Path = Path("/proc/driver/nvidia/version")) -> Reading[str]:
+def kernel_module_version(path: str | PathLike[str] = "/proc/driver/nvidia/version") -> Reading[str]:
     """The loaded kernel module's version: compared with NVML's to explain a mismatch."""
     try:
-        first = path.read_text(errors="replace").splitlines()[0]
+        with open(path, errors="replace") as file:
+            first = file.read().splitlines()[0]
     except (OSError, IndexError):
         return Reading.missing(Reason.NOT_FOUND, f"{path} not readable: no NVIDIA kernel module loaded")
     # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 ..."
@@ -113,7 +118,8 @@ def _holds_nvidia_device(proc: object) -> bool:
         return True
     # open_files() lists regular files only; device nodes need a look at /proc/PID/fd.
     try:
-        fds = list(Path(f"/proc/{proc.pid}/fd").iterdir())  # type: ignore[attr-defined]
+        directory = f"/proc/{proc.pid}/fd"  # type: ignore[attr-defined]
+        fds = [os.path.join(directory, name) for name in os.listdir(directory)]
     except OSError:
         return True
     for fd in fds:

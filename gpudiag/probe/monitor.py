@@ -16,7 +16,7 @@ PROCESS_LOAD = "details.process_load"
 @functools.cache
 def rows_for(keys: tuple[str, ...]) -> tuple[Spec, ...]:
     """The spec rows of these reading keys, each once (kept: the session plans a tuple of rows once)."""
-    from gpudiag.detail_readings import DETAIL_READINGS
+    from gpudiag.details import DETAIL_READINGS
 
     by_key = {row.key: row for row in (*GPU_READINGS, *DETAIL_READINGS)}
     return tuple(by_key[key] for key in dict.fromkeys(keys))

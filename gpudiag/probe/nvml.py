@@ -14,7 +14,7 @@ import functools
 import os
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 from msgspec.structs import replace
@@ -38,7 +38,6 @@ from gpudiag.model import (
 from gpudiag.probe.nvml_errors import GpuLostError, decoded, init_status, undecodable, unusable
 from gpudiag.probe.nvml_processes import HostResolver, ProcessReading, no_process_stats
 from gpudiag.probe.read_plan import NOT_READ, blank_for, not_read_fields, rows_of
-from gpudiag.probe.xid_watch import XidWatch
 from gpudiag.readings import (
     Spec,
     field_key,
@@ -47,6 +46,9 @@ from gpudiag.readings import (
     text,
     truth,
 )
+
+if TYPE_CHECKING:
+    from gpudiag.probe.xid_watch import XidWatch
 
 T = TypeVar("T")
 
@@ -89,7 +91,7 @@ class NvmlSession(ProcessReading):
         self._lib = lib
         self._host = host
         self._handles: list[_Handles] = []
-        self._plans: dict[int, Any] = {}  # how to read each tuple of rows (see _plan)
+        self._plans: dict[tuple[Any, ...], Any] = {}  # how to read each tuple of rows (see _plan)
         self._process_api: str = ""
         self._missing: list[str] = []
         self.info: NvmlInfo
@@ -113,6 +115,12 @@ class NvmlSession(ProcessReading):
         # ``slow_clock``; none by default: a one-shot read asks everything it shows.
         self.slow_keys: frozenset[str] = frozenset()
         self.slow_every_s = 0.0
+        # Rows a long-running reader asks once per session besides those declared ``fixed`` (the
+        # exporter's UUID: its many other calls per read find a GPU lost since the last).
+        self.fixed_keys: frozenset[str] = frozenset()
+        # Rows a reader asks as a field value (row key, field id) in the read's one
+        # nvmlDeviceGetFieldValues call instead of their own call: the exporter's ECC totals.
+        self.as_fields: tuple[tuple[str, int], ...] = ()
         self.slow_clock: Callable[[], float] = time.monotonic
 
     # -- lifecycle -------------------------------------------------------------------
@@ -182,6 +190,8 @@ class NvmlSession(ProcessReading):
 
     def watch_xids(self) -> XidWatch:
         """Start collecting the critical XID events of every usable GPU (``check --level 2-4``)."""
+        from gpudiag.probe.xid_watch import XidWatch  # only `check --level 2-4` watches them
+
         return XidWatch(self._lib, [(i, h.gpu) for i, h in enumerate(self._handles) if h.gpu is not None])
 
     # -- helpers ---------------------------------------------------------------------
@@ -419,7 +429,7 @@ class NvmlSession(ProcessReading):
             if kind is _FIELD:
                 if fields is None:  # where the first field's row is: the NVML calls keep the rows' order
                     fields = self.field_values(h, ids)
-                raw = fields[field_key(spec)]
+                raw = fields[args]
             elif kind is _SHARED:
                 asked = (call, *args)
                 raw = answers.get(asked)  # type: ignore[assignment]
@@ -427,7 +437,7 @@ class NvmlSession(ProcessReading):
                     raw = answers[asked] = self._ask(h, spec, args)
             else:  # the only row of its call
                 raw = self._ask(h, spec, args)
-            found = raw if raw.value is None else decoded(spec.call or f"field {field_key(spec)}", raw.value, decode)
+            found = raw if raw.value is None else decoded(call, raw.value, decode)
             if kind is _FIXED and handles is not None and found.value is not None:
                 handles.fixed[key] = found  # only answers are kept, never errors
             out[key] = found
@@ -489,25 +499,29 @@ class NvmlSession(ProcessReading):
         """How to read ``specs``: their field ids (see readings.field_key), and each row's key, kind (see
         _ALONE), call and arguments (NVML's constants looked up), decoder, and the row. Made once per
         tuple of rows, which live as long as the program."""
-        plan = self._plans.get(id(specs))
+        which = (id(specs), self.fixed_keys, self.as_fields)
+        plan = self._plans.get(which)
         if plan is None:
-            calls = [(spec.call, spec.args) for spec in specs if not spec.field and not spec.custom]
+            as_fields = dict(self.as_fields)
+            calls = [(s.call, s.args) for s in specs if not s.field and not s.custom and s.key not in as_fields]
             steps = []
             for spec in specs:
-                args = tuple(getattr(self._lib, a) if isinstance(a, str) else a for a in spec.args)
+                call = spec.call
+                args: Any = tuple(getattr(self._lib, a) if isinstance(a, str) else a for a in spec.args)
                 decode = spec.codec.decode
                 if spec.pick is not None:
                     decode = functools.partial(_decode_part, decode, spec.pick)
                 if spec.custom:
                     kind = _CUSTOM
-                elif spec.field:
-                    kind = _FIELD
+                elif spec.field or spec.key in as_fields:
+                    kind, args = _FIELD, field_key(spec) if spec.field else as_fields[spec.key]
+                    call = f"field {args}"
                 elif calls.count((spec.call, spec.args)) > 1:
                     kind = _SHARED
                 else:
-                    kind = _FIXED if spec.fixed else _ALONE
-                steps.append((spec.key, kind, spec.call, args, decode, spec))
-            plan = self._plans[id(specs)] = ([field_key(spec) for spec in specs if spec.field], steps)
+                    kind = _FIXED if spec.fixed or spec.key in self.fixed_keys else _ALONE
+                steps.append((spec.key, kind, call, args, decode, spec))
+            plan = self._plans[which] = ([step[3] for step in steps if step[1] is _FIELD], steps)
         return plan
 
     def _ask(self, h: Any, spec: Spec, args: tuple[Any, ...]) -> Reading[Any]:
@@ -544,7 +558,9 @@ class NvmlSession(ProcessReading):
 
     def field_values(self, h: Any, ids: list[Any]) -> dict[Any, Reading[Any]]:
         """Field values (an id, or an (id, scope) pair) in one call, each with its own status."""
-        raw: Reading[Any] = self._read("nvmlDeviceGetFieldValues", h, ids)
+        # Each id as an (id, scope) pair: nvidia-ml-py takes a plain id by catching a TypeError.
+        asked = [(fid, 0) if isinstance(fid, int) else fid for fid in ids]
+        raw: Reading[Any] = self._read("nvmlDeviceGetFieldValues", h, asked)
         if raw.value is None:
             return {fid: Reading.missing_like(raw) for fid in ids}
         answers = decoded("nvmlDeviceGetFieldValues", raw.value, list)
@@ -558,24 +574,28 @@ class NvmlSession(ProcessReading):
                 )
             )
             return {fid: Reading.missing_like(wrong) for fid in ids}
-        return {fid: self._field_value(fid, value) for fid, value in zip(ids, answers.value, strict=True)}
+        struct = getattr(self._lib, "c_nvmlFieldValue_t", None)
+        return {fid: self._field_value(fid, value, struct) for fid, value in zip(ids, answers.value, strict=True)}
 
-    def _field_value(self, fid: Any, value: Any) -> Reading[Any]:
+    def _field_value(self, fid: Any, value: Any, struct: Any = None) -> Reading[Any]:
         """One nvmlFieldValue_t: its value by its type, or why it has none (under the guard: a
-        value that is not a field value is this field's error)."""
+        value that is not a field value is this field's error). nvidia-ml-py's own struct (``struct``)
+        is read through its fields, past its __getattribute__ (a bytes check on every attribute)."""
         lib = self._lib
-        what = f"field {fid}"
-        code = decoded(what, value, lambda v: int(v.nvmlReturn))
-        if code.value is None:
-            return code
-        if code.value == lib.NVML_SUCCESS:
-            member = decoded(what, value, lambda v: _VALUE_MEMBERS.get(int(getattr(v, "valueType", 1)), "uiVal"))
-            if member.value is None:
-                return member
-            return decoded(what, value, lambda v: getattr(v.value, str(member.value)))
+        try:
+            plain = struct is not None and type(value) is struct
+            code = struct.nvmlReturn.__get__(value, struct) if plain else int(value.nvmlReturn)
+            if code == lib.NVML_SUCCESS:
+                kind = struct.valueType.__get__(value, struct) if plain else int(getattr(value, "valueType", 1))
+                union = struct.value.__get__(value, struct) if plain else value.value
+                found = getattr(union, _VALUE_MEMBERS.get(kind, "uiVal"))
+        except Exception as exc:  # whatever the answer, this field alone is lost
+            return undecodable(f"field {fid}", exc)
+        if code == lib.NVML_SUCCESS:
+            return Reading(value=found) if found is not None else decoded(f"field {fid}", found)
         if getattr(lib, "field_not_recorded", None) is not None and lib.field_not_recorded(value):
             return Reading.missing(Reason.NOT_RECORDED)  # a replay's snapshot lacks it
-        return self.missing_for(code.value, what)
+        return self.missing_for(code, f"field {fid}")
 
     def _memory(self, h: Any) -> Reading[Memory]:
         lib = self._lib

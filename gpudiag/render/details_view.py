@@ -265,7 +265,7 @@ def layout() -> tuple[_Entry, ...]:
 @functools.cache
 def shown_lines() -> dict[str, _Shown]:
     """Each -q line a reading fills, by its path."""
-    from gpudiag.detail_readings import DETAIL_READINGS
+    from gpudiag.details import DETAIL_READINGS
 
     return _q_lines({row.key: row.unit for row in (*GPU_READINGS, *DETAIL_READINGS)})
 

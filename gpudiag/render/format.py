@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -92,15 +93,22 @@ def _guid(guid: str) -> str:
     return guid[:18]
 
 
+def timestamp(t: float) -> str:
+    """nvidia-smi's CSV timestamp, in local time."""
+    return time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
+
+
 def _hex(width: int) -> Callable[[Any], str]:
     return lambda v: f"0x{int(v):0{width}X}"
 
 
-# How a reading's value is written, by the name an output's table gives after ``=``
-# (render.query_names, render.details_lines): nvidia-smi's spellings. A unit, where the view has one, follows.
+# How a reading's value is written, by the name an output's table gives after ``=`` (the query
+# package's names, render.details_lines): nvidia-smi's spellings. A unit, where the view has one, follows.
 VALUE_FORMATS: dict[str, Callable[[Any], str]] = {
     "": str,
     "2f": lambda v: f"{v:.2f}",
+    "int": lambda v: str(int(v)),  # a flag as a number: the list queries' 0 / 1
+    "timestamp": timestamp,  # seconds since the epoch as --query's timestamp
     "enabled": lambda v: "Enabled" if v else "Disabled",
     "yes": lambda v: "Yes" if v else "No",
     "active": lambda v: "Active" if v else "Not Active",

@@ -1,10 +1,10 @@
-"""`gpudiag memory` views: one-shot tables, watch frames, JSON samples and log rows."""
+"""`gpudiag memory` views: one-shot tables and watch frames; its JSON samples and log rows are
+render.memory_json's (without rich), named here too for the views' callers."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -18,17 +18,18 @@ from gpudiag.memory.insights import (
     untracked_compute,
 )
 from gpudiag.memory.state import WatchState
-from gpudiag.memory.view import Breakdown, Forecast, GpuRow, MemoryView, ProcessRow
-from gpudiag.model import GpuState, HostState, Memory, MigDevice, Reading
+from gpudiag.memory.view import MemoryView, ProcessRow
+from gpudiag.model import GpuState, HostState, MigDevice
 from gpudiag.render import training_view
 from gpudiag.render.format import NA, mib_text, missing_note, percent_style, text
 from gpudiag.render.grid import Column, Grid
+from gpudiag.render.memory_json import CSV_HEADER as CSV_HEADER
+from gpudiag.render.memory_json import CSV_HEADER_V1 as CSV_HEADER_V1
+from gpudiag.render.memory_json import SCHEMA as SCHEMA
+from gpudiag.render.memory_json import csv_rows as csv_rows
+from gpudiag.render.memory_json import to_json as to_json
 from gpudiag.render.printable import printable
-from gpudiag.serialize import to_data
 
-# /2: a missing reading is {"unavailable": reason, "detail": …} as in every gpudiag schema (it
-# was null, with a per-GPU "unavailable" note); null now only means "does not apply".
-SCHEMA = "gpudiag.memory/2"
 _BLOCKS = "▁▂▃▄▅▆▇█"
 BAR_WIDTH = 20
 LIVE_NOTES = 4  # tracked-process notes shown in a live frame (the rest: --json)
@@ -295,192 +296,3 @@ def render(view: MemoryView, state: WatchState | None = None, height: int | None
         max_rows = max(height - used, 3)
     parts = [*head, *([gpus] if view.gpus else []), _totals(view), Text(""), Text("Processes", style="bold")]
     return Group(*parts, *process_table(view, state, max_rows), *training, *tail)
-
-
-# --- JSON and CSV --------------------------------------------------------------------
-
-
-def _field(reading: Reading[Any], fn: Callable[[Any], Any]) -> Any:
-    """``fn`` of the reading's value, or its ``{"unavailable": reason}`` marker (as in `list --json`)."""
-    return to_data(reading.map(fn))
-
-
-def _derived(value: float | None, source: Reading[Any]) -> Any:
-    """A percentage computed from ``source``: rounded, or the source's marker when it is missing."""
-    if value is not None:
-        return round(value, 2)
-    return None if source.ok else to_data(source)
-
-
-def _memory_json(memory: Reading[Memory]) -> dict[str, Any]:
-    return {
-        "total_bytes": _field(memory, lambda m: m.total_bytes),
-        "used_bytes": _field(memory, lambda m: m.used_bytes),
-        "free_bytes": _field(memory, lambda m: m.free_bytes),
-    }
-
-
-def _gpu_json(row: GpuRow, state: WatchState | None, forecasts: tuple[Forecast, ...] = ()) -> dict[str, Any]:
-    g = row.gpu
-    m = g.memory.value
-    out: dict[str, Any] = {
-        "index": g.index,
-        "uuid": to_data(g.uuid),
-        "name": to_data(g.name),
-        "state": g.state.value,
-        "state_detail": g.state_detail or None,
-        **_memory_json(g.memory),
-        "used_percent": _derived(row.used_percent, g.memory),
-        "driver_reserved_bytes": to_data(m.reserved_bytes) if m is not None else to_data(g.memory),
-        "utilization_percent": _field(g.utilization, lambda u: u.gpu_percent),
-        "mig_devices": [
-            {
-                "index": d.index,
-                "uuid": to_data(d.uuid),
-                "name": to_data(d.name),
-                "gpu_instance_id": to_data(d.gpu_instance_id),
-                "compute_instance_id": to_data(d.compute_instance_id),
-                **_memory_json(d.memory),
-            }
-            for d in g.mig_devices
-        ],
-    }
-    if state is not None:
-        out["peak_used_bytes"] = state.peak_used.get(g.index)
-        forecast = next((f for f in forecasts if f.pid is None and f.gpu_index == g.index), None)
-        out["forecast"] = training_view.forecast_json(forecast)
-    return out
-
-
-def _torch_json(b: Breakdown) -> dict[str, Any]:
-    return {
-        "cuda_index": b.torch_index,
-        "allocated_bytes": b.allocated_bytes,
-        "reserved_bytes": b.reserved_bytes,
-        "cached_free_bytes": b.cached_free_bytes,
-        "other_bytes": b.other_bytes,
-        "peak_allocated_bytes": b.peak_allocated_bytes,
-        "peak_reserved_bytes": b.peak_reserved_bytes,
-        "alloc_retries": b.alloc_retries,
-        "ooms": b.ooms,
-        "active_bytes": _published(b.active_bytes),
-        "inactive_split_bytes": _published(b.inactive_split_bytes),
-        "releasable_bytes": _published(b.releasable_bytes),
-        "fragmentation_percent": _published(
-            round(b.fragmentation_percent, 2) if b.fragmentation_percent is not None else None
-        ),
-        "segments": _published(b.segments),
-        "largest_free_block_bytes": _published(b.largest_free_block_bytes, SEGMENTS_NOT_WALKED),
-        "expandable_segments": _published(b.expandable_segments, SEGMENTS_NOT_WALKED),
-        "published_at": b.published_at,  # when the tracker read the figures above (NVML's are the sample's)
-    }
-
-
-NOT_PUBLISHED = "the tracker did not publish it (an older gpudiag.track, or an allocator without this counter)"
-SEGMENTS_NOT_WALKED = "the tracker has not walked the allocator's segments yet (a watch asks it to)"
-
-
-def _published(value: Any, why: str = NOT_PUBLISHED) -> Any:
-    """A tracker figure, or the marker every gpudiag schema writes for a missing reading (null is "does not apply")."""
-    return value if value is not None else {"unavailable": "not_found", "detail": why}
-
-
-def _process_json(row: ProcessRow, state: WatchState | None, view: MemoryView) -> dict[str, Any]:
-    p, b = row.process, row.breakdown
-    out: dict[str, Any] = {
-        "gpu_index": row.gpu_index,
-        "gpu_instance_id": p.gpu_instance_id,
-        "compute_instance_id": p.compute_instance_id,
-        "pid": p.pid,
-        "type": p.kind.value,
-        "user": to_data(p.host.user),
-        "command": to_data(p.host.command),
-        "host_state": p.host.state.value,
-        "used_bytes": to_data(p.used_memory_bytes),
-        "share_percent": _derived(row.share_percent, p.used_memory_bytes),
-        "new": row.status == "new",
-        "torch": _torch_json(b) if b is not None else None,
-        "rank": training_view.rank_json(row.rank),
-        "steps": training_view.steps_json(row.steps),
-        "oom_reports": list(row.oom_reports),
-        "forecast": training_view.forecast_json(training_view.forecast_for(view, row)),
-    }
-    if state is not None:
-        out["peak_used_bytes"] = state.peak_process.get(row.key)
-    return out
-
-
-def to_json(
-    view: MemoryView, timestamp: float, state: WatchState | None = None, slurm_node: str | None = None
-) -> dict[str, Any]:
-    """One sample as `gpudiag.memory/2`; a watch sample adds its number, peaks and events."""
-    out: dict[str, Any] = {
-        "schema": SCHEMA,
-        "timestamp": timestamp,
-        "source": view.machine.source,
-        "host": view.machine.host.hostname,
-        "slurm_node": slurm_node,
-        "gpus": [_gpu_json(r, state, view.forecasts) for r in view.gpus],
-        "processes": [_process_json(r, state, view) for r in view.processes],
-        "exited": [{"gpu_index": e.gpu_index, "pid": e.pid, "command": e.command or None} for e in view.exited],
-        "total_used_bytes": view.total_used_bytes,
-        "total_bytes": view.total_bytes,
-        "processes_used_bytes": view.processes_used_bytes,
-    }
-    out["tracked_unmatched"] = [
-        {"pid": u.pid, "command": u.command, "gpu_index": u.gpu_index, "torch": _torch_json(u.breakdown)}
-        for u in view.unmatched
-    ]
-    out["insights"] = insights(view, state)
-    if state is not None:
-        out["sample"] = state.samples
-        out["lost_gpus"] = list(view.lost)
-    return out
-
-
-CSV_HEADER = (
-    "timestamp",
-    "gpu",
-    "used_bytes",
-    "total_bytes",
-    "free_bytes",
-    "utilization_percent",
-    "processes",
-    "state",
-    "torch_allocated_bytes",
-    "torch_reserved_bytes",
-    "torch_ooms",
-    "torch_alloc_retries",
-    "full_in_s",
-)
-CSV_HEADER_V1 = CSV_HEADER[:10]  # logs begun before the last three columns keep their header
-
-
-def csv_rows(view: MemoryView, timestamp: float) -> list[tuple[Any, ...]]:
-    """One row per GPU per sample; torch columns sum the tracked processes on that GPU."""
-    rows = []
-    for r in view.gpus:
-        m = r.gpu.memory.value
-        u = r.gpu.utilization.value
-        procs = [p for p in view.processes if p.gpu_index == r.gpu.index]
-        tracked = [p.breakdown for p in procs if p.breakdown is not None]
-        rows.append(
-            (
-                f"{timestamp:.3f}",
-                r.gpu.index,
-                m.used_bytes if m else "",
-                m.total_bytes if m else "",
-                m.free_bytes if m else "",
-                u.gpu_percent if u else "",
-                len(procs),
-                r.gpu.state.value,
-                sum(b.allocated_bytes for b in tracked) if tracked else "",
-                sum(b.reserved_bytes for b in tracked) if tracked else "",
-                sum(b.ooms for b in tracked) if tracked else "",
-                sum(b.alloc_retries for b in tracked) if tracked else "",
-                next(
-                    (f"{f.full_in_s:.0f}" for f in view.forecasts if f.pid is None and f.gpu_index == r.gpu.index), ""
-                ),
-            )
-        )
-    return rows

@@ -33,8 +33,6 @@ the exact text and replay it.
 
 from __future__ import annotations
 
-import re
-
 
 def _escape(char: str) -> str:
     return ascii(char)[1:-1]  # '\x1b' -> \x1b, '\u202e' -> \u202e, '\n' -> \n
@@ -103,9 +101,6 @@ def json_document(document: str) -> str:
     return "".join(c if c.isascii() and c != "\x7f" else _json_escape(c) for c in document)
 
 
-_SGR_BODY = re.compile(r"[0-9;]*")
-
-
 def _rstrip_styled(line: str) -> str:
     """``line`` without the blanks at its end, keeping the colour codes among them."""
     end, codes = len(line), []
@@ -114,7 +109,7 @@ def _rstrip_styled(line: str) -> str:
             end -= 1
             continue
         start = line.rfind("\x1b[", 0, end) if line[end - 1] == "m" else -1
-        if start < 0 or not _SGR_BODY.fullmatch(line, start + 2, end - 1):
+        if start < 0 or line[start + 2 : end - 1].strip("0123456789;"):  # not a colour code (SGR)
             break
         codes.append(line[start:end])
         end = start

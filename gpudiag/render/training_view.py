@@ -1,5 +1,5 @@
 """The training section of `gpudiag memory`: tracked processes by job and rank, with memory per step,
-fragmentation and the forecast; and the JSON of those figures."""
+fragmentation and the forecast (their JSON: render.memory_json)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from typing import Any
 
 from rich.text import Text
 
-from gpudiag.memory.view import Forecast, MemoryView, ProcessRow, Rank, StepStats
+from gpudiag.memory.view import MemoryView, ProcessRow, Rank, StepStats
 from gpudiag.render.format import mib_text
 from gpudiag.render.grid import Column, Grid
+from gpudiag.render.memory_json import forecast_for
 from gpudiag.trend import duration_text
 
 
@@ -39,10 +40,6 @@ def _rank_text(rank: Rank | None) -> str:
 
 def _signed_mib(value: float) -> str:
     return ("+" if value >= 0 else "-") + mib_text(int(abs(value)))
-
-
-def forecast_for(view: MemoryView, row: ProcessRow) -> Forecast | None:
-    return next((f for f in view.forecasts if f.pid == row.process.pid and f.gpu_index == row.gpu_index), None)
 
 
 def table(view: MemoryView) -> list[Any]:
@@ -78,40 +75,3 @@ def table(view: MemoryView) -> list[Any]:
         cells.append(Text(f"~{duration_text(forecast.full_in_s)}", style="red") if forecast else "")
         grid.add_row(*cells)
     return [Text(""), Text("PyTorch per process (gpudiag.track), by job and rank", style="bold"), grid]
-
-
-def rank_json(rank: Rank | None) -> dict[str, Any] | None:
-    if rank is None:
-        return None
-    return {"rank": rank.rank, "local_rank": rank.local_rank, "world_size": rank.world_size, "job": rank.job}
-
-
-def steps_json(s: StepStats | None) -> dict[str, Any] | None:
-    if s is None:
-        return None
-    return {
-        "count": s.count,
-        "rate_per_s": round(s.rate_per_s, 3) if s.rate_per_s is not None else None,
-        "peak_allocated_bytes": s.peak_bytes,
-        "peaks_per_step": s.peaks_per_step,
-        "allocated_bytes": s.allocated_bytes,
-        "growth_bytes_per_step": round(s.growth_bytes_per_step) if s.growth_bytes_per_step is not None else None,
-        "first_step": s.first_step,
-        "last_step": s.last_step,
-        "last_step_at": s.last_step_at,
-    }
-
-
-def forecast_json(f: Forecast | None) -> dict[str, Any] | None:
-    if f is None:
-        return None
-    return {
-        "full_in_s": round(f.full_in_s, 1),
-        "growth_bytes_per_s": round(f.growth_bytes_per_s),
-        "level_bytes": f.level_bytes,
-        "limit_bytes": f.limit_bytes,
-        "window_s": round(f.window_s, 1),
-        "basis": f.basis,
-        "growth_bytes_per_step": round(f.growth_bytes_per_step) if f.growth_bytes_per_step is not None else None,
-        "steps_to_full": round(f.steps_to_full, 1) if f.steps_to_full is not None else None,
-    }

@@ -1,6 +1,6 @@
 """The fake NVML's answers for the composite detail calls, from a machine's recorded :class:`GpuDetails`.
 
-The simple detail readings are answered from their rows (``gpudiag.detail_readings.DETAIL_READINGS``) by
+The simple detail readings are answered from their rows (``gpudiag.details.DETAIL_READINGS``) by
 :class:`~gpudiag.replay.fake_nvml.FakeNvml` itself; this module answers what is built from several
 readings or filled by reference (PCI ids, ECC by location, SRAM errors, NVLink, topology, affinity,
 per-process load). Loaded on the first such call: each returns what NVML returned on the recorded

@@ -579,8 +579,8 @@ class FakeNvml(FakeXidEvents, CFake):
         key = (field_id, scope) if scope else field_id
         rows = gpu_fields().get(key)
         if rows is None and field_id in FIELDS_OF_CALLS:  # a field no row reads: the call's rows say
-            call, value_type = FIELDS_OF_CALLS[field_id]
-            found = self._rows(gpu, handle, gpu_calls().get(call), detail_rows_by_call, call, ())
+            call, value_type, args = FIELDS_OF_CALLS[field_id]
+            found = self._rows(gpu, handle, gpu_calls().get(call), detail_rows_by_call, call, args)
         else:
             found = self._rows(gpu, handle, rows, detail_rows_by_field, key, ())
             value_type = found.specs[0].value_type if found is not None else 0

@@ -28,10 +28,25 @@ _PADDING: dict[str, tuple[Any, ...]] = {
 }
 # Answers that are pynvml structs rather than plain objects.
 STRUCTS: dict[str, Callable[[], Any]] = {"nvmlDeviceGetUtilizationRates": pynvml.c_nvmlUtilization_t}
-# Field ids whose value is what a call answers.
-FIELDS_OF_CALLS = {
-    pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: ("nvmlDeviceGetTotalEnergyConsumption", 3),
-    pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER: ("nvmlDeviceGetPcieReplayCounter", 1),
+# Field ids whose value is what a call answers: the call, the field's nvmlValueType_t, the call's
+# arguments (nvml.h: the ECC totals are the counters nvmlDeviceGetTotalEccErrors answers, by error
+# type, then counter type).
+FIELDS_OF_CALLS: dict[int, tuple[str, int, tuple[Any, ...]]] = {
+    pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION: ("nvmlDeviceGetTotalEnergyConsumption", 3, ()),
+    pynvml.NVML_FI_DEV_PCIE_REPLAY_COUNTER: ("nvmlDeviceGetPcieReplayCounter", 1, ()),
+    **{
+        field: (
+            "nvmlDeviceGetTotalEccErrors",
+            3,
+            (getattr(pynvml, f"NVML_MEMORY_ERROR_TYPE_{kind}"), getattr(pynvml, f"NVML_{counter}_ECC")),
+        )
+        for field, kind, counter in (
+            (pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL, "CORRECTED", "VOLATILE"),
+            (pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL, "UNCORRECTED", "VOLATILE"),
+            (pynvml.NVML_FI_DEV_ECC_SBE_AGG_TOTAL, "CORRECTED", "AGGREGATE"),
+            (pynvml.NVML_FI_DEV_ECC_DBE_AGG_TOTAL, "UNCORRECTED", "AGGREGATE"),
+        )
+    },
 }
 
 
@@ -133,7 +148,7 @@ def _fields_of(row: Spec) -> list[Any]:
 
 # The calls the per-GPU rows (gpudiag.readings.GPU_READINGS) declare, answered from them (indexed on
 # the first call: a replay's start-up pays for the names only); the rows of the details
-# (gpudiag.detail_readings.DETAIL_READINGS) are loaded on the first call that only they answer.
+# (gpudiag.details.DETAIL_READINGS) are loaded on the first call that only they answer.
 ROW_CALLS = frozenset(name for row in GPU_READINGS if not row.custom for name in _calls_of(row))
 
 
@@ -149,13 +164,13 @@ def gpu_fields() -> dict[Any, Call]:
 
 @functools.cache
 def detail_rows_by_call() -> dict[Any, Call]:
-    from gpudiag.detail_readings import DETAIL_READINGS
+    from gpudiag.details import DETAIL_READINGS
 
     return _index(DETAIL_READINGS, _calls_of)
 
 
 @functools.cache
 def detail_rows_by_field() -> dict[Any, Call]:
-    from gpudiag.detail_readings import DETAIL_READINGS
+    from gpudiag.details import DETAIL_READINGS
 
     return _index(DETAIL_READINGS, _fields_of)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from gpudiag.track.entries import TrackedProcess
 
 SCHEMA = "gpudiag.recording/1"
-RECORDINGS_DIR = EXAMPLES_DIR / "recordings"
+RECORDINGS_DIR = Path(EXAMPLES_DIR, "recordings")
 
 
 class GpuFrame(msgspec.Struct, frozen=True):

@@ -44,7 +44,7 @@ from gpudiag.replay.fixtures import (
 from gpudiag.serialize import SchemaError, from_data
 
 SCHEMA = "gpudiag.series/1"
-SERIES_DIR = EXAMPLES_DIR / "series"
+SERIES_DIR = Path(EXAMPLES_DIR, "series")
 GROUNDINGS = ("captured", "illustrative")
 # Identity and layout do not change between samples: a series cannot say otherwise.
 _FIXED_KEYS = frozenset({"uuid", "pci_bus_id", "name", "minor_number", "mig_devices", "mig_profiles", "mig_instances"})
@@ -188,8 +188,7 @@ def _sample(data: Any, at: str, where: str) -> dict[str, Reading[Any]]:
 @functools.cache
 def key_types() -> dict[str, Any]:
     """Every key a sample may set (the readings' rows but identity and MIG's layout) and its Reading type."""
-    from gpudiag.detail_readings import DETAIL_READINGS
-    from gpudiag.details import GpuDetails
+    from gpudiag.details import DETAIL_READINGS, GpuDetails
 
     types: dict[str, Any] = {}
     for row in (*GPU_READINGS, *DETAIL_READINGS):
@@ -226,7 +225,7 @@ def apply(gpu: Gpu, values: dict[str, Reading[Any]]) -> Gpu:
 def aliases() -> dict[str, tuple[str, ...]]:
     """Keys that read the same NVML answer (``clock_sm_mhz`` and ``details.clocks.current.sm``): a value
     for one is the other's too."""
-    from gpudiag.detail_readings import DETAIL_READINGS
+    from gpudiag.details import DETAIL_READINGS
 
     def answer(row: Spec) -> tuple[Any, ...]:
         return (row.call, row.args, row.pick, row.field)

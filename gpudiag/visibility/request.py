@@ -16,6 +16,17 @@ READS = ("memory", "compute_capability", "compute_mode", "mig_mode_current", "mi
 GROUPS = groups_of(READS)
 
 
+class Request(msgspec.Struct, frozen=True, kw_only=True):
+    """Every option of `gpudiag visible`, as given (see the command for what each one means)."""
+
+    value: str | None = None
+    unset: bool = False
+    order: str | None = None
+    select: str | None = None
+    probe: bool = False
+    json_output: bool = False
+
+
 class Setting(msgspec.Struct, frozen=True):
     """The two variables CUDA reads, as evaluated, and where each comes from (an option or the environment)."""
 
@@ -25,31 +36,29 @@ class Setting(msgspec.Struct, frozen=True):
     order_origin: str
 
 
-def checked_order(
-    value: str | None, unset: bool, order: str | None, select: str | None, probe: bool, replay: str | None
-) -> str | None:
+def checked_order(r: Request, replay: str | None) -> str | None:
     """``--order`` as CUDA reads it (None when not given), once the options agree; else a usage error."""
-    if value is not None and unset:
+    if r.value is not None and r.unset:
         raise UsageError("choose one of --value and --unset")
     order_option = None
-    if order is not None:
-        order_option = order.strip().upper()
+    if r.order is not None:
+        order_option = r.order.strip().upper()
         if order_option not in ORDERS:
-            raise UsageError(f"--order {order!r}: use FASTEST_FIRST or PCI_BUS_ID")
-    if probe and replay:
+            raise UsageError(f"--order {r.order!r}: use FASTEST_FIRST or PCI_BUS_ID")
+    if r.probe and replay:
         raise UsageError("--probe asks this machine's CUDA runtime; it cannot probe a replayed machine")
-    if probe and select is not None:
+    if r.probe and r.select is not None:
         raise UsageError("choose one of --probe and --select (probe the selection with --value)")
     return order_option
 
 
-def setting(value: str | None, unset: bool, order: str | None, env: Mapping[str, str], replayed: bool) -> Setting:
-    """The options' values, else the (recorded) environment's."""
+def setting(r: Request, order: str | None, env: Mapping[str, str], replayed: bool) -> Setting:
+    """The options' values (``order``: as :func:`checked_order` read it), else the (recorded) environment's."""
     recorded = "recorded environment" if replayed else "environment"
-    if unset:
+    if r.unset:
         current, origin = None, "--unset"
-    elif value is not None:
-        current, origin = value, "--value"
+    elif r.value is not None:
+        current, origin = r.value, "--value"
     else:
         current, origin = env.get(VISIBLE_VAR), recorded
     current_order, order_origin = (order, "--order") if order is not None else (env.get(ORDER_VAR), recorded)

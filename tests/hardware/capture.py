@@ -22,6 +22,7 @@ from it, and "not recorded" without it (the H100 capture of 2026-11-22 has none)
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import json
 import sys
@@ -347,7 +348,7 @@ class CaptureNvml(CFake):
 
 
 def _detail_rows() -> tuple[Spec, ...]:
-    from gpudiag.detail_readings import DETAIL_READINGS
+    from gpudiag.details import DETAIL_READINGS
 
     return DETAIL_READINGS
 
@@ -535,17 +536,31 @@ def record_gpm(lib: Any = pynvml, window_s: float = 1.0) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--into"]:  # --into MACHINE.json MOMENT [CAPTURE_DIR]
-        add_details(Path(argv[1]), argv[2], Path(argv[3]) if argv[3:] else CAPTURE_DIR)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.hardware.capture",
+        description="An example machine read by gpudiag's probe from a hardware capture (JSON on stdout).",
+    )
+    parser.add_argument("moment", nargs="?", default="idle", help="the capture's moment: idle or busy")
+    parser.add_argument("capture_dir", nargs="?", type=Path, default=CAPTURE_DIR, help="with --into: the capture")
+    parser.add_argument("--into", type=Path, metavar="MACHINE.json", help="add each GPU's details to this machine")
+    parser.add_argument(
+        "--record-gpm", type=float, nargs="?", const=1.0, metavar="SECONDS", help="on the GPU machine: record GPM"
+    )
+    options = parser.parse_args(argv)
+    if options.record_gpm is not None:  # > nvml-gpm-MOMENT.json
+        sys.stdout.write(json.dumps(record_gpm(window_s=options.record_gpm), indent=2) + "\n")
         return 0
-    if argv[:1] == ["--record-gpm"]:  # --record-gpm [SECONDS] > nvml-gpm-MOMENT.json, on the GPU machine
-        sys.stdout.write(json.dumps(record_gpm(window_s=float(argv[1]) if argv[1:] else 1.0), indent=2) + "\n")
+    if not (options.capture_dir / f"nvml-getters-{options.moment}.json").is_file():
+        parser.error(f"no capture of moment {options.moment!r} in {options.capture_dir}")
+    if options.into is not None:
+        add_details(options.into, options.moment, options.capture_dir)
         return 0
-    moment = argv[0] if argv else "idle"
-    machine, _ = build(moment)
+    if options.capture_dir != CAPTURE_DIR:
+        parser.error("a capture directory is read only with --into")
+    machine, _ = build(options.moment)
     description = (
-        f"H100 80GB HBM3, driver 580.159.04, {moment}: read by gpudiag's probe from "
-        f"docs/hardware/h100-80gb-hbm3-driver580/nvml-getters-{moment}.json"
+        f"H100 80GB HBM3, driver 580.159.04, {options.moment}: read by gpudiag's probe from "
+        f"docs/hardware/h100-80gb-hbm3-driver580/nvml-getters-{options.moment}.json"
     )
     sys.stdout.write(fixtures.dump(machine, description))
     return 0

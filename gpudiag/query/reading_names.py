@@ -2,10 +2,11 @@
 (``gpudiag.readings.Spec.key``).
 
 Each entry is ``NAME[:PART][=FORMAT]``: the nvidia-smi name it answers (from
-``render.csv_query.NVIDIA_SMI_FIELDS``, which also gives its aliases and unit), the part of a struct
-value shown (an attribute, or an index), and how a value is written (``render.format.VALUE_FORMATS``;
-none: as it is). A reading answers as many names as it has entries; a new reading that nvidia-smi
-names gets its entry here. Pure data.
+:mod:`gpudiag.query.smi_names`, which also gives its aliases and unit; a name nvidia-smi has not
+becomes gpudiag's own), the part of a struct value shown (an attribute, or an index), and the name
+of how a value is written (the CSV renderer resolves it: ``render.format.VALUE_FORMATS``; none: as
+it is). A reading answers as many names as it has entries; :func:`gpudiag.query.gpu_fields.named`
+parses them, once. Pure data.
 """
 
 from __future__ import annotations
