@@ -80,6 +80,11 @@ COMMANDS = [
         kind="csv",
     ),
     Command("pmon --format csv", lambda m, d, e: ["pmon", "--count", "1", "--format", "csv"], kind="csv"),
+    Command("dmon --format csv", lambda m, d, e: ["dmon", "--count", "1", "--format", "csv"], kind="csv"),
+    Command("stat --json", lambda m, d, e: ["stat", "--json"]),
+    Command("topo --json", lambda m, d, e: ["topo", "--json"]),
+    Command("nvlink --json", lambda m, d, e: ["nvlink", "--json"]),
+    Command("mig --json", lambda m, d, e: ["mig", "--json"]),
     Command("memory", lambda m, d, e: ["memory"]),
     Command("memory --json", lambda m, d, e: ["memory", "--json"]),
     Command(
@@ -218,16 +223,34 @@ def prepare(machine: str, work: Path) -> Path:
 
 
 def run_in_process(argv: list[str], environment: Environment) -> tuple[int | None, str, str]:
+    """The command as a user's process runs it, without a process: a line the plain front takes
+    (:mod:`gpudiag.cli.plain_front`, as :mod:`gpudiag.entry` asks it first) runs there, any other
+    through Typer."""
     from typer.testing import CliRunner
 
+    from gpudiag import argv as command_line
+    from gpudiag.cli import plain_front
     from gpudiag.cli.app import app
 
     unset: dict[str, str | None] = dict.fromkeys(("COLUMNS", "LINES", "NO_COLOR", "GPUDIAG_REPLAY", "GPUDIAG_DEBUG"))
-    result = CliRunner(charset=environment.charset).invoke(app, argv, env={**unset, **environment.env})
-    err = result.stderr
+    runner = CliRunner(charset=environment.charset)
+    decode = environment.charset
+    with runner.isolation(env={**unset, **environment.env}) as (out, err, _):
+        found = plain_front.read(command_line.read(argv), os.environ)
+        if found is not None:
+            escaped = ""
+            try:
+                code = plain_front.run(found)
+            except BaseException as exc:  # whatever escapes is the finding
+                code, escaped = 1, f"\nTraceback (escaped the command): {exc!r}"
+            sys.stdout.flush()
+            sys.stderr.flush()
+            return code, out.getvalue().decode(decode, "replace"), err.getvalue().decode(decode, "replace") + escaped
+    result = runner.invoke(app, argv, env={**unset, **environment.env})
+    stderr = result.stderr
     if result.exception is not None and not isinstance(result.exception, SystemExit):
-        err += f"\nTraceback (escaped the command): {result.exception!r}"
-    return result.exit_code, result.stdout, err
+        stderr += f"\nTraceback (escaped the command): {result.exception!r}"
+    return result.exit_code, result.stdout, stderr
 
 
 def run_process(argv: list[str], environment: Environment) -> tuple[int | None, str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import msgspec
 import pytest
@@ -89,3 +90,39 @@ def test_an_ecc_field_one_board_does_not_answer_is_that_reading_alone(source: Ma
     assert not [line for line in ecc if 'gpu="2"' in line and 'error="uncorrected",counter="volatile"' in line]
     assert len([line for line in ecc if 'gpu="2"' in line]) == 3
     assert text.count('gpudiag_gpu_energy_joules_total{gpu="2"') == 1
+
+
+def _processes(exporter: Exporter) -> list[Any]:
+    machine, _view = exporter.sample()
+    return [p for g in machine.gpus for p in g.processes.get(())]
+
+
+def test_a_steady_scrape_builds_no_process_it_built_before(source: MachineSource) -> None:
+    """A process NVML describes as at the last read, with the same host view, is the same object (the
+    memory view and attribution then find it unchanged); one whose memory moved is built anew."""
+    exporter = Exporter(source, hostname="node-a")
+    first, second = _processes(exporter), _processes(exporter)
+    assert len(first) == 64 and all(a is b for a, b in zip(first, second, strict=True))
+    base = load(EXAMPLE)[0]
+    gpus = list(base.gpus)
+    procs = list(gpus[1].processes.get(()))
+    procs[0] = msgspec.structs.replace(procs[0], used_memory_bytes=Reading.of(123 << 20))
+    gpus[1] = msgspec.structs.replace(gpus[1], processes=Reading.of(tuple(procs)))
+    source.lib.set_machine(msgspec.structs.replace(base, gpus=tuple(gpus)))
+    third = _processes(exporter)
+    changed = [i for i, (a, b) in enumerate(zip(second, third, strict=True)) if a is not b]
+    assert len(changed) == 1 and third[changed[0]].used_memory_bytes.value == 123 << 20
+
+
+def test_the_checks_a_scrape_judges_are_chosen_once(source: MachineSource, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Which checks the exporter judges does not change between scrapes: matching every check's id
+    against the patterns (a tenth of a millisecond) is done once, not per scrape."""
+    from gpudiag.checks import rules
+
+    exporter = Exporter(source, hostname="node-a")
+    _steady_scrape(exporter)
+    first = exporter.render_text()
+    matched: list[str] = []
+    real = rules.selected
+    monkeypatch.setattr(rules, "selected", lambda check_id, *rest: matched.append(check_id) or real(check_id, *rest))
+    assert exporter.render_text() == first and matched == []

@@ -83,6 +83,20 @@ def needs_torch(checks: Iterable[Check], options: Options, gpu_work: bool) -> bo
     return any(c.needs_torch(options) and (gpu_work or not c.needs_gpu) for c in checks)
 
 
+# chosen()'s answers, by selection: the registry they were chosen from, and the checks.
+_CHOSEN: dict[tuple[Any, ...], tuple[tuple[Check, ...], tuple[Check, ...]]] = {}
+
+
+def chosen(only: tuple[str, ...], skip: tuple[str, ...], level: int) -> tuple[Check, ...]:
+    """The checks :func:`run` runs, in the registry's order: worked out once per selection and
+    registry (the exporter judges its checks every scrape; matching ids against patterns cost more)."""
+    kept = _CHOSEN.get((only, skip, level))
+    if kept is None or kept[0] is not CHECKS:
+        picked = tuple(c for c in CHECKS if at_level(c, level) and selected(c.id, only, skip))
+        kept = _CHOSEN[(only, skip, level)] = (CHECKS, picked)
+    return kept[1]
+
+
 def run(
     facts: Facts,
     options: Options,
@@ -95,18 +109,17 @@ def run(
     rule runs on its own (as node_exporter isolates its collectors): a rule that raises is that
     check's could-not-run result, with the error, and a line in ``failed``; the others still run."""
     results: list[CheckResult] = []
-    for check in CHECKS:
-        if at_level(check, level) and selected(check.id, only, skip):
-            try:
-                judged = check.rule(facts, options)
-            except Exception as exc:  # a bug in one rule costs that check, never the run
-                results.append(could_not_run(check, exc))
-                if failed is not None:
-                    failed.append(f"check {check.id}: {type(exc).__name__}: {exc}")
-                continue
-            results.extend(judged)
+    for check in chosen(tuple(only), tuple(skip), level):
+        try:
+            judged = check.rule(facts, options)
+        except Exception as exc:  # a bug in one rule costs that check, never the run
+            results.append(could_not_run(check, exc))
             if failed is not None:
-                failed.extend(unread(check, facts, judged))
+                failed.append(f"check {check.id}: {type(exc).__name__}: {exc}")
+            continue
+        results.extend(judged)
+        if failed is not None:
+            failed.extend(unread(check, facts, judged))
     return results
 
 

@@ -134,15 +134,18 @@ class Attributor:
 
     def owners(self, view: MemoryView) -> dict[tuple[int, int], Owner]:
         self._refresh()
-        gpus = {r.gpu.index: r.gpu for r in view.gpus}
+        gpus = {r.gpu.index: (r.gpu, gpu_keys(r.gpu)) for r in view.gpus}  # each GPU's keys worked out once
         found: dict[tuple[int, int], Owner] = {}
         seen: set[tuple[int, int, str]] = set()
         for row in view.processes:
-            gpu = gpus.get(row.gpu_index)
+            known = gpus.get(row.gpu_index)
             keys: tuple[str, ...] = ()
-            if gpu is not None:
-                mig = mig_keys(gpu, row.mig, row.process.compute_instance_id) if row.mig is not None else ()
-                keys = (*mig, *gpu_keys(gpu))  # the MIG device's own allocation first, then its GPU's
+            if known is not None:
+                gpu, whole = known
+                # the MIG device's own allocation first, then its GPU's
+                keys = (
+                    (*mig_keys(gpu, row.mig, row.process.compute_instance_id), *whole) if row.mig is not None else whole
+                )
             cache_key = (row.gpu_index, row.process.pid, keys[0] if keys else "")
             seen.add(cache_key)
             if cache_key not in self._cache:

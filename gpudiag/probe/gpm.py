@@ -18,6 +18,7 @@ without it reads "not supported", never zeros. Buffers are freed when the sessio
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
 import time
 from collections.abc import Callable, Iterable
@@ -181,8 +182,9 @@ class GpmReader:
     def _figures(self, slots: list[Any], window_s: float) -> Profiling:
         values: dict[str, Reading[float]] = {}
         success = self._lib.NVML_SUCCESS
+        get = ctypes.Structure.__getattribute__  # past nvidia-ml-py's bytes check on every attribute
         for slot, (name, metric, factor) in zip(slots, GPM_METRICS, strict=True):
-            code, value = int(slot.nvmlReturn), float(slot.value)
+            code, value = int(get(slot, "nvmlReturn")), float(get(slot, "value"))
             if code != success:
                 values[name] = self._session.missing_for(code, f"GPM metric {metric}")
             elif math.isnan(value) or value < 0:

@@ -93,6 +93,7 @@ class NvmlSession(ProcessReading):
         self._handles: list[_Handles] = []
         self._plans: dict[tuple[Any, ...], Any] = {}  # how to read each tuple of rows (see _plan)
         self._process_api: str = ""
+        self._kept_processes: dict[int, dict[tuple[Any, ...], Any]] = {}  # see ProcessReading._processes
         self._missing: list[str] = []
         self.info: NvmlInfo
         self.opened = False
@@ -272,6 +273,7 @@ class NvmlSession(ProcessReading):
         except Exception as exc:  # an answer that is not a count
             raise NvmlDiscoveryError(undecodable("nvmlDeviceGetCount", exc).detail) from None
         self._handles = []
+        self._kept_processes.clear()  # keyed by the handles of the session that ends
         for index in range(count):
             try:
                 handle = lib.nvmlDeviceGetHandleByIndex(index)
@@ -426,18 +428,22 @@ class NvmlSession(ProcessReading):
                 if key not in out:
                     out.update(self._composite(key, spec, custom))
                 continue
-            if kind is _FIELD:
-                if fields is None:  # where the first field's row is: the NVML calls keep the rows' order
-                    fields = self.field_values(h, ids)
-                raw = fields[args]
-            elif kind is _SHARED:
-                asked = (call, *args)
-                raw = answers.get(asked)  # type: ignore[assignment]
-                if raw is None:
-                    raw = answers[asked] = self._ask(h, spec, args)
-            else:  # the only row of its call
-                raw = self._ask(h, spec, args)
-            found = raw if raw.value is None else decoded(call, raw.value, decode)
+            if kind is _FIELD or kind is _SHARED:
+                if kind is _FIELD:
+                    if fields is None:  # where the first field's row is: the NVML calls keep the rows' order
+                        fields = self.field_values(h, ids)
+                    raw = fields[args]
+                else:
+                    asked = (call, *args)
+                    raw = answers.get(asked)  # type: ignore[assignment]
+                    if raw is None:
+                        raw = answers[asked] = self._ask(h, spec, args)
+                if raw.value is None or (decode is integer and raw.value.__class__ is int):
+                    found = raw  # integer() would give that very value: no second Reading
+                else:
+                    found = decoded(call, raw.value, decode)
+            else:  # the only row of its call: decoded as it is read (one Reading, not two)
+                found = self._ask(h, spec, args, decode)
             if kind is _FIXED and handles is not None and found.value is not None:
                 handles.fixed[key] = found  # only answers are kept, never errors
             out[key] = found
@@ -524,19 +530,26 @@ class NvmlSession(ProcessReading):
             plan = self._plans[which] = ([step[3] for step in steps if step[1] is _FIELD], steps)
         return plan
 
-    def _ask(self, h: Any, spec: Spec, args: tuple[Any, ...]) -> Reading[Any]:
-        """NVML's raw answer to a row's call (its older name when the driver lacks it)."""
-        answer = self._row_read(spec.call, spec, h, args)
+    def _ask(
+        self, h: Any, spec: Spec, args: tuple[Any, ...], decode: Callable[[Any], Any] | None = None
+    ) -> Reading[Any]:
+        """NVML's answer to a row's call (its older name when the driver lacks it), raw or ``decode``d
+        (its error then named after the row's call, whichever name answered)."""
+        answer = self._row_read(spec.call, spec, h, args, decode)
         if answer.reason is Reason.FUNCTION_NOT_FOUND and spec.fallback:
-            return self._row_read(spec.fallback, spec, h, args)
+            answer = self._row_read(spec.fallback, spec, h, args)
+            return answer if answer.value is None or decode is None else decoded(spec.call, answer.value, decode)
         return answer
 
-    def _row_read(self, call: str, spec: Spec, h: Any, args: tuple[Any, ...]) -> Reading[Any]:
-        """A row's call, raw: its answer, or the struct it filled by reference (``Spec.struct``)."""
+    def _row_read(
+        self, call: str, spec: Spec, h: Any, args: tuple[Any, ...], decode: Callable[[Any], Any] | None = None
+    ) -> Reading[Any]:
+        """A row's call: its answer, or the struct it filled by reference (``Spec.struct``), raw or
+        ``decode``d."""
         if not hasattr(self._lib, call) or (spec.struct and not hasattr(self._lib, spec.struct)):
             return _not_in_bindings(spec)
         if not spec.struct:
-            return self._read(call, h, *args)
+            return self._read(call, h, *args, convert=decode)
         try:
             struct = getattr(self._lib, spec.struct)()
             by_reference = ctypes.byref(struct)
@@ -554,7 +567,7 @@ class NvmlSession(ProcessReading):
             if reason is Reason.GPU_LOST:
                 raise GpuLostError(f"{call}: GPU is lost")
             return Reading.missing(reason, detail)
-        return Reading.of(struct)
+        return decoded(call, struct, decode)
 
     def field_values(self, h: Any, ids: list[Any]) -> dict[Any, Reading[Any]]:
         """Field values (an id, or an (id, scope) pair) in one call, each with its own status."""

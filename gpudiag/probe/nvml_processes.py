@@ -26,6 +26,10 @@ class ProcessReading:
     _host: HostResolver
     _process_api: str
     _missing: list[str]
+    # Each GPU's processes as the last read made them (by handle, then by all a GpuProcess is made of:
+    # what NVML said of it and its host view): a steady node's read builds none. Only the last read's
+    # are kept, as PIDs get reused.
+    _kept_processes: dict[int, dict[tuple[Any, ...], GpuProcess]]
 
     if TYPE_CHECKING:
 
@@ -74,28 +78,43 @@ class ProcessReading:
                     merged[pid] = (kind, proc)
                 elif merged[pid][0] is not kind:  # in both lists; a repeat within one list stays one kind
                     merged[pid] = (ProcessKind.COMPUTE_GRAPHICS, merged[pid][1])
-        return decoded("nvmlDeviceGetComputeRunningProcesses", merged, self._gpu_processes)
+        kept = self._kept_processes.get(id(h), {})  # handles live as long as the session (not hashable)
+        made: dict[tuple[Any, ...], GpuProcess] = {}
+        found = decoded("nvmlDeviceGetComputeRunningProcesses", merged, lambda m: self._gpu_processes(m, kept, made))
+        if found.value is not None:
+            self._kept_processes[id(h)] = made
+        return found
 
-    def _gpu_processes(self, merged: dict[int, tuple[ProcessKind, Any]]) -> tuple[GpuProcess, ...]:
+    def _gpu_processes(
+        self,
+        merged: dict[int, tuple[ProcessKind, Any]],
+        kept: dict[tuple[Any, ...], GpuProcess],
+        made: dict[tuple[Any, ...], GpuProcess],
+    ) -> tuple[GpuProcess, ...]:
         result = []
         for pid, (kind, proc) in merged.items():
             used = getattr(proc, "usedGpuMemory", None)
             gi = getattr(proc, "gpuInstanceId", NO_INSTANCE)
             ci = getattr(proc, "computeInstanceId", NO_INSTANCE)
-            result.append(
-                GpuProcess(
-                    pid=pid,
-                    kind=kind,
-                    used_memory_bytes=(
-                        Reading.of(int(used))
-                        if used is not None
-                        else Reading.missing(Reason.NOT_SUPPORTED, "NVML gives no per-process memory here")
-                    ),
-                    host=self._host(pid),
-                    gpu_instance_id=None if gi == NO_INSTANCE else int(gi),
-                    compute_instance_id=None if ci == NO_INSTANCE else int(ci),
-                )
+            host = self._host(pid)
+            key = (pid, kind, used, gi, ci)
+            same = kept.get(key)
+            if same is not None and same.host is host:
+                result.append(made.setdefault(key, same))
+                continue
+            made[key] = process = GpuProcess(
+                pid=pid,
+                kind=kind,
+                used_memory_bytes=(
+                    Reading.of(int(used))
+                    if used is not None
+                    else Reading.missing(Reason.NOT_SUPPORTED, "NVML gives no per-process memory here")
+                ),
+                host=host,
+                gpu_instance_id=None if gi == NO_INSTANCE else int(gi),
+                compute_instance_id=None if ci == NO_INSTANCE else int(ci),
             )
+            result.append(process)
         return tuple(result)
 
 

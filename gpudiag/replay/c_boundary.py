@@ -398,12 +398,15 @@ class CFake(ModuleType):
         ins: list[Any] = []
         outs: list[Any] = []
         sized = False
+        kinds, handles = _KINDS, self._handles
         for arg in args:
-            kind = _KINDS.get(type(arg)) or _kind(type(arg))
+            kind = kinds.get(arg.__class__) or _kind(arg.__class__)
             if kind is _OUT:
                 outs.append(arg._obj)
-            elif kind is _DEVICE:
-                ins.append(self._handles.get(int.from_bytes(bytes(arg), _ORDER)) or FakeHandle(-1))
+                sized = False
+                continue
+            if kind is _DEVICE:
+                ins.append(handles.get(int.from_bytes(bytes(arg), _ORDER)) or FakeHandle(-1))
             elif kind is _NUMBER:
                 if not sized:
                     ins.append(arg.value)

@@ -82,6 +82,7 @@ _UNKNOWN_ARGUMENT = {
 # GPM metric ids by the model.Profiling field that keeps each, and the factor from GPM's unit to the model's.
 _GPM_FIELDS = {metric: (name, factor) for name, metric, factor in GPM_METRICS}
 # nvmlFieldValue_t's value member by its valueType (nvmlValueType_t).
+_OK = GpuState.OK
 _VALUE_MEMBERS = {1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 # Per-link field ids (the link is the scope), answered from the recorded NVLinks, and their value types.
 _NVLINK_FIELDS = {
@@ -314,13 +315,12 @@ class FakeNvml(FakeXidEvents, CFake):
             fail(pynvml.NVML_ERROR_UNINITIALIZED)
 
     def _gpu(self, handle: FakeHandle) -> Gpu:
-        if not isinstance(handle, FakeHandle) or not 0 <= handle.gpu < len(self._machine.gpus):
+        gpus = self._machine.gpus
+        if handle.__class__ is not FakeHandle or not 0 <= handle.gpu < len(gpus):
             fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        gpu = self._machine.gpus[handle.gpu]
-        if gpu.state is GpuState.LOST:
-            fail(pynvml.NVML_ERROR_GPU_IS_LOST)
-        if gpu.state is GpuState.ERROR:
-            fail(pynvml.NVML_ERROR_UNKNOWN)
+        gpu = gpus[handle.gpu]
+        if gpu.state is not _OK:
+            fail(pynvml.NVML_ERROR_GPU_IS_LOST if gpu.state is GpuState.LOST else pynvml.NVML_ERROR_UNKNOWN)
         return gpu
 
     def _mig(self, handle: FakeHandle) -> MigDevice:
@@ -557,11 +557,11 @@ class FakeNvml(FakeXidEvents, CFake):
             gpu = self._full_gpu(handle)
         except pynvml.NVMLError as exc:
             return int(exc.value)
-        put = ctypes.Structure.__setattr__
+        get, put = ctypes.Structure.__getattribute__, ctypes.Structure.__setattr__
         for i in range(count):
             slot = values[i]
             try:
-                value, value_type = self._field(gpu, handle, int(slot.fieldId), int(slot.scopeId))
+                value, value_type = self._field(gpu, handle, int(get(slot, "fieldId")), int(get(slot, "scopeId")))
             except pynvml.NVMLError as exc:
                 put(slot, "nvmlReturn", int(exc.value))
                 if isinstance(exc, NotRecordedError):
@@ -569,7 +569,7 @@ class FakeNvml(FakeXidEvents, CFake):
                 continue
             put(slot, "nvmlReturn", pynvml.NVML_SUCCESS)
             put(slot, "valueType", value_type)
-            setattr(slot.value, _VALUE_MEMBERS.get(value_type, "uiVal"), value)
+            put(get(slot, "value"), _VALUE_MEMBERS.get(value_type, "uiVal"), value)
         return int(pynvml.NVML_SUCCESS)
 
     def _field(self, gpu: Gpu, handle: FakeHandle, field_id: int, scope: int) -> tuple[int, int]:
@@ -690,19 +690,21 @@ class FakeNvml(FakeXidEvents, CFake):
             fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # not filled, or two GPUs' samples
         profiling = second[1]
         metrics = query.metrics
+        # Set as the C library sets them, not through pynvml's struct conversions (the fake's own cost).
+        get, put = ctypes.Structure.__getattribute__, ctypes.Structure.__setattr__
         for i in range(min(int(query.numMetrics), len(metrics))):
             slot = metrics[i]
-            known = _GPM_FIELDS.get(int(slot.metricId))
+            known = _GPM_FIELDS.get(int(get(slot, "metricId")))
             if known is None:
-                slot.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED  # a metric the model does not keep
+                put(slot, "nvmlReturn", pynvml.NVML_ERROR_NOT_SUPPORTED)  # a metric the model does not keep
                 continue
             name, factor = known
             reading = getattr(profiling.value, name) if profiling.value is not None else profiling
             if reading.value is None:
-                slot.nvmlReturn = REASON_ERRORS[reading.reason or Reason.UNKNOWN_ERROR]
+                put(slot, "nvmlReturn", REASON_ERRORS[reading.reason or Reason.UNKNOWN_ERROR])
             else:
-                slot.nvmlReturn = pynvml.NVML_SUCCESS
-                slot.value = float(reading.value) / factor  # back to GPM's unit (percent, MiB/s)
+                put(slot, "nvmlReturn", pynvml.NVML_SUCCESS)
+                put(slot, "value", float(reading.value) / factor)  # back to GPM's unit (percent, MiB/s)
         return int(pynvml.NVML_SUCCESS)
 
     # -- events (XIDs) ---------------------------------------------------------------
@@ -763,7 +765,8 @@ class FakeNvml(FakeXidEvents, CFake):
 
 
 def _fill_process(info: Any, proc: GpuProcess) -> None:
-    info.pid = proc.pid
-    info.usedGpuMemory = proc.used_memory_bytes.get(_NOT_AVAILABLE)
-    info.gpuInstanceId = NO_INSTANCE if proc.gpu_instance_id is None else proc.gpu_instance_id
-    info.computeInstanceId = NO_INSTANCE if proc.compute_instance_id is None else proc.compute_instance_id
+    put = ctypes.Structure.__setattr__  # as the C library writes the struct, past pynvml's conversions
+    put(info, "pid", proc.pid)
+    put(info, "usedGpuMemory", proc.used_memory_bytes.get(_NOT_AVAILABLE))
+    put(info, "gpuInstanceId", NO_INSTANCE if proc.gpu_instance_id is None else proc.gpu_instance_id)
+    put(info, "computeInstanceId", NO_INSTANCE if proc.compute_instance_id is None else proc.compute_instance_id)
