@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,14 @@ def every_example() -> list[Any]:
     """Every shipped example as a test parameter; those outside QUICK_EXAMPLES are ``slow``."""
     names = fixtures.example_names()
     assert set(QUICK_EXAMPLES) <= set(names), set(QUICK_EXAMPLES) - set(names)
+    return examples_among(names)
+
+
+def examples_among(names: Iterable[str]) -> list[Any]:
+    """These examples as test parameters (a sweep over some of them: those with a recorded series,
+    say); those outside QUICK_EXAMPLES are ``slow``."""
+    names = list(names)
+    assert set(QUICK_EXAMPLES) & set(names), "a sweep keeps at least one quick example in the quick loop"
     return [pytest.param(name, marks=() if name in QUICK_EXAMPLES else pytest.mark.slow) for name in names]
 
 
@@ -68,6 +76,12 @@ def skip_without_torch() -> None:
 # that rendered output is the same on every machine that runs the tests.
 os.environ["TZ"] = "UTC"
 time.tzset()
+
+# The torch children the tests start (CPU stand-ins for GPUs: tiny tensors, a few hundred steps) run
+# one thread each, unless told otherwise: two workers on two cores already fill the machine, and
+# OpenMP's extra threads spin while they wait (a 200-step CPU training loop: 7.3 CPU-s at 2 threads,
+# 4.8 at 1). What they test is gpudiag's handling of its children, not torch's parallel speed.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 class SkippingClock:
@@ -253,12 +267,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the markers added here count
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        daemons = next((m for m in ("slurm", "prometheus") if item.get_closest_marker(m) is not None), None)
-        if daemons is not None:
+    marked = {item: {mark.name for mark in item.iter_markers()} for item in items}  # one walk up each item's parents
+    for item, names in marked.items():
+        if names & {"slurm", "prometheus"}:  # real daemons
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: slow first
-    gpu_tests = [item for item in items if item.get_closest_marker("gpu") is not None]
+            names.add("slow")
+    items.sort(key=lambda item: "slow" not in marked[item])  # stable: slow first
+    gpu_tests = [item for item in items if "gpu" in marked[item]]
     if not gpu_tests:
         return
     reason = gpu_unavailable_reason()

@@ -28,7 +28,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WIDTH = 120
-_BLOCK = re.compile(r"(?P<before>[^\n]*)\n```\n(?P<command>\$ [^\n]*)\n(?P<shown>.*?)\n?```", re.S)
+# The line before a block is a whole line (^): unanchored, every position of the docs was tried (0.35 s a collection).
+_BLOCK = re.compile(r"(?m)^(?P<before>[^\n]*)\n```\n(?P<command>\$ [^\n]*)\n(?P<shown>.*?)\n?```", re.S)
 _NOT_RUN = re.compile(r"<!-- not run: (?P<why>[^>]*\S) -->")
 _SCONTROL = re.compile(r"<!-- scontrol: (?P<view>\S+) -->")
 _ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")

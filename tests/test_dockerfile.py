@@ -3,15 +3,17 @@ its pins and defaults are read from it, and its install steps are run for real.
 
 ``test_the_install_steps_give_a_working_exporter_and_npd_plugin`` runs every RUN of the wheel,
 npd and exporter stages (the apt-get one excepted: system packages) as written, with the image's
-paths mapped into a temporary directory, each stage from a fresh virtual environment, then the
-images' commands; the npd and exporter stages run at the same time (they are independent). One
-setting is the test's own: PIP_COMPILE=0, so that pip does not byte-compile what the stages install
-(2 of the 13 CPU-seconds the pinned requirements take here). The same distributions and files are
-installed, less their .pyc caches, which nothing here checks (pip ignores a file that fails to
-compile). The image's system Python is a virtual environment given this interpreter's own pip
-(:func:`system_python`). What it cannot prove: that the base images still exist under their tags,
-and that the image's Python (the same minor version as the one running this test) behaves the same.
-"""
+paths mapped into a temporary directory, from a fresh virtual environment, then the images' commands.
+The npd and exporter stages install gpudiag with the same commands (held by
+``test_the_npd_stage_installs_gpudiag_as_the_exporter_stage_does``), and here with the same
+interpreter, so that install runs once: the npd stage runs its own steps (the link its plugin
+config names) on the exporter stage's environment. One setting is the test's own: PIP_COMPILE=0,
+so that pip does not byte-compile what the stages install (2 of the 13 CPU-seconds the pinned
+requirements take here). The same distributions and files are installed, less their .pyc caches,
+which nothing here checks (pip ignores a file that fails to compile). The image's system Python
+is a virtual environment given this interpreter's own pip (:func:`system_python`). What it cannot
+prove: that the base images still exist under their tags, and that the image's Python (the same
+minor version as the one running this test) behaves the same."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import shlex
 import shutil
 import subprocess
 import venv
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -110,8 +112,37 @@ def mapped(command: str, paths: dict[str, Path]) -> str:
     return command
 
 
-def run_stage(name: str, paths: dict[str, Path], cwd: Path, env: dict[str, str]) -> list[str]:
-    """Run a stage's RUN instructions; returns the ones not run (apt-get), checked by the caller."""
+def steps(command: str) -> list[str]:
+    """A RUN's commands, one per ``&&``."""
+    return [step.strip() for step in command.split(" && ")]
+
+
+def install_steps(name: str) -> list[str]:
+    """The steps of the stage's one RUN that installs gpudiag (its virtual environment's)."""
+    (install,) = [rest for keyword, rest in stage(name) if keyword == "RUN" and "-m venv /opt/gpudiag" in rest]
+    return steps(install)
+
+
+def installed_as_the_exporter_is() -> list[str]:
+    """The npd stage's steps that are the exporter stage's: all but the link its plugin config names
+    (its virtual environment made by ``python3``, Debian's name for the interpreter in that image)."""
+    return [step for step in install_steps("npd") if not step.startswith("ln -s ")]
+
+
+def test_the_npd_stage_installs_gpudiag_as_the_exporter_stage_does() -> None:
+    npd, exporter = install_steps("npd"), install_steps("exporter")
+    assert npd[0] == "python3 -m venv /opt/gpudiag" and exporter[0] == "python -m venv /opt/gpudiag"
+    assert installed_as_the_exporter_is()[1:] == exporter[1:]
+    assert [step for step in npd if step not in installed_as_the_exporter_is()] == [
+        "ln -s /opt/gpudiag/bin/gpudiag /usr/local/bin/gpudiag"
+    ]
+
+
+def run_stage(
+    name: str, paths: dict[str, Path], cwd: Path, env: dict[str, str], done: Collection[str] = ()
+) -> list[str]:
+    """Run a stage's RUN instructions, less the steps in ``done`` (another stage's, run already);
+    returns the instructions not run (apt-get), checked by the caller."""
     skipped = []
     for keyword, rest in stage(name):
         if keyword != "RUN":
@@ -119,15 +150,18 @@ def run_stage(name: str, paths: dict[str, Path], cwd: Path, env: dict[str, str])
         if rest.startswith("apt-get "):
             skipped.append(rest)
             continue
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", mapped(rest, paths)],
+        command = " && ".join(step for step in steps(rest) if step not in done)
+        done_here = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", mapped(command, paths)],
             cwd=cwd,
             env=env,
             capture_output=True,
             text=True,
             timeout=900,
         )
-        assert done.returncode == 0, f"{name}: RUN {rest}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        assert done_here.returncode == 0, (
+            f"{name}: RUN {command}\n{done_here.stdout[-3000:]}\n{done_here.stderr[-3000:]}"
+        )
     return skipped
 
 
@@ -181,30 +215,22 @@ def test_the_install_steps_give_a_working_exporter_and_npd_plugin(tmp_path: Path
     )
     (wheel,) = wheels.glob("gpudiag-*.whl")
 
-    # The two stages are independent (each starts from the wheel stage's output): run them at once.
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        for done in [pool.submit(install_stage, name, tmp_path, wheels, wheel, env) for name in ("npd", "exporter")]:
-            done.result()  # an assertion in a stage is raised here
+    opt_gpudiag = exporter_stage(tmp_path, wheels, wheel, env)
+    npd_stage(tmp_path, opt_gpudiag, env)
 
 
-def install_stage(name: str, tmp_path: Path, wheels: Path, wheel: Path, env: dict[str, str]) -> None:
-    """Run the npd or exporter stage from its fresh copy of the wheels, then the image's command."""
-    root = tmp_path / name
-    (root / "bin").mkdir(parents=True)
+def exporter_stage(tmp_path: Path, wheels: Path, wheel: Path, env: dict[str, str]) -> Path:
+    """Run the exporter stage from its copy of the wheels, then the image's command; returns the
+    environment it installed gpudiag into."""
+    root = tmp_path / "exporter"
     shutil.copytree(wheels, root / "wheels")  # COPY --from=wheel
     shutil.copy(REQUIREMENTS, root / "requirements.txt")
     paths = {
         "/tmp/requirements.txt": root / "requirements.txt",
         "/tmp/wheels": root / "wheels",
         "/opt/gpudiag": root / "opt-gpudiag",
-        "/usr/local/bin/gpudiag": root / "bin" / "gpudiag",
     }
-    skipped = run_stage(name, paths, tmp_path, env)
-    if name == "npd":
-        (apt,) = skipped
-        assert shlex.split(apt.split("&&")[1])[-2:] == ["python3", "python3-venv"]
-    else:
-        assert skipped == []
+    assert run_stage("exporter", paths, tmp_path, env) == []
     assert not (root / "wheels").exists()  # the stage cleans up after itself
     gpudiag = root / "opt-gpudiag" / "bin" / "gpudiag"
     # What `pip freeze` lists, read from the same metadata in this process (a pip start costs seconds).
@@ -215,40 +241,49 @@ def install_stage(name: str, tmp_path: Path, wheels: Path, wheel: Path, env: dic
     assert installed.get("gpudiag") == wheel.name.split("-")[1], installed
     assert installed.items() >= pins(REQUIREMENTS).items(), installed
     clean_env = {k: v for k, v in env.items() if k != "GPUDIAG_REPLAY"}
-    if name == "exporter":
-        # The image's default command (ENTRYPOINT + CMD), asked for its help, then for one scrape.
-        exporter = dict(stage("exporter"))
-        command = [str(gpudiag), *json.loads(exporter["CMD"])]
-        helped = subprocess.run([*command, "--help"], capture_output=True, text=True, env=clean_env, timeout=120)
-        assert helped.returncode == 0 and "--compat" in helped.stdout, helped.stderr
-        once = subprocess.run(
-            [str(gpudiag), "--replay", "h100x8-healthy", "exporter", "--once"],
-            capture_output=True,
-            text=True,
-            env=clean_env,
-            timeout=120,
-        )
-        assert once.returncode == 0 and "gpudiag_gpu_info" in once.stdout, once.stderr
-        grpc = subprocess.run(
-            [
-                str(root / "opt-gpudiag" / "bin" / "python"),
-                "-c",
-                "from gpudiag.export import kubelet; kubelet._modules()",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert grpc.returncode == 0, grpc.stderr  # the kubernetes extra: pod labels from the kubelet
-    else:
-        # The path the NPD plugin config names, as a link into the virtual environment.
-        plugin = root / "bin" / "gpudiag"
-        assert plugin.is_symlink() and plugin.resolve() == gpudiag.resolve()
-        npd = subprocess.run(
-            [str(plugin), "--replay", "a100-ecc-errors", "check", "--npd", "--quick", "--no-torch"],
-            capture_output=True,
-            text=True,
-            env=clean_env,
-            timeout=120,
-        )
-        assert npd.returncode == 1 and npd.stdout.startswith("failed: "), npd.stderr
+    # The image's default command (ENTRYPOINT + CMD), asked for its help, then for one scrape.
+    exporter = dict(stage("exporter"))
+    command = [str(gpudiag), *json.loads(exporter["CMD"])]
+    helped = subprocess.run([*command, "--help"], capture_output=True, text=True, env=clean_env, timeout=120)
+    assert helped.returncode == 0 and "--compat" in helped.stdout, helped.stderr
+    once = subprocess.run(
+        [str(gpudiag), "--replay", "h100x8-healthy", "exporter", "--once"],
+        capture_output=True,
+        text=True,
+        env=clean_env,
+        timeout=120,
+    )
+    assert once.returncode == 0 and "gpudiag_gpu_info" in once.stdout, once.stderr
+    grpc = subprocess.run(
+        [
+            str(root / "opt-gpudiag" / "bin" / "python"),
+            "-c",
+            "from gpudiag.export import kubelet; kubelet._modules()",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert grpc.returncode == 0, grpc.stderr  # the kubernetes extra: pod labels from the kubelet
+    return root / "opt-gpudiag"
+
+
+def npd_stage(tmp_path: Path, opt_gpudiag: Path, env: dict[str, str]) -> None:
+    """Run the npd stage's own steps on the exporter stage's environment, then its plugin's command."""
+    root = tmp_path / "npd"
+    (root / "bin").mkdir(parents=True)
+    paths = {"/opt/gpudiag": opt_gpudiag, "/usr/local/bin/gpudiag": root / "bin" / "gpudiag"}
+    (apt,) = run_stage("npd", paths, tmp_path, env, done=installed_as_the_exporter_is())
+    assert shlex.split(apt.split("&&")[1])[-2:] == ["python3", "python3-venv"]
+    # The path the NPD plugin config names, as a link into the virtual environment.
+    plugin = root / "bin" / "gpudiag"
+    assert plugin.is_symlink() and plugin.resolve() == (opt_gpudiag / "bin" / "gpudiag").resolve()
+    clean_env = {k: v for k, v in env.items() if k != "GPUDIAG_REPLAY"}
+    npd = subprocess.run(
+        [str(plugin), "--replay", "a100-ecc-errors", "check", "--npd", "--quick", "--no-torch"],
+        capture_output=True,
+        text=True,
+        env=clean_env,
+        timeout=120,
+    )
+    assert npd.returncode == 1 and npd.stdout.startswith("failed: "), npd.stderr

@@ -24,6 +24,7 @@ from gpudiag.replay import fixtures
 from gpudiag.replay.fixtures import FixtureError, example_names, machine_from_data
 from gpudiag.serialize import to_data
 from gpudiag.sources import collect
+from tests.conftest import every_example
 
 # The whole-machine examples the probe layer owns; the memory identity below is checked on these.
 PROBE_EXAMPLES = (
@@ -97,7 +98,7 @@ def test_every_example_loads_and_has_a_description(name: str) -> None:
     assert machine.schema == "gpudiag.machine/1"
 
 
-@pytest.mark.parametrize("name", example_names())
+@pytest.mark.parametrize("name", every_example())
 def test_replaying_a_replay_gives_the_same_machine(name: str, tmp_path: Path) -> None:
     first = collect(name)
     path = tmp_path / "again.json"

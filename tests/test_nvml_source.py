@@ -172,14 +172,30 @@ def _calls_made(name: str) -> list[str]:
 
 # Discovery-time MIG enumeration: an error there leaves the GPU without MIG rows, unreported.
 _SWALLOWED = {"nvmlDeviceGetMaxMigDeviceCount", "nvmlDeviceGetMigDeviceHandleByIndex"}
-# In the quick loop every call of the MIG machine fails with the generic error; the full suite
-# injects every error into every call of both machines.
+# The quick loop fails one call of each kind the assertions below tell apart (the start, the count, a
+# handle, a swallowed MIG enumeration, the end, a reading) on the MIG machine, a reading with each other
+# error; the full suite injects every error into every call of both machines.
+_QUICK = {
+    (pynvml.NVML_ERROR_UNKNOWN, fn)
+    for fn in (
+        "nvmlInit",
+        "nvmlDeviceGetCount",
+        "nvmlDeviceGetHandleByIndex",
+        "nvmlDeviceGetMigDeviceHandleByIndex",
+        "nvmlShutdown",
+        "nvmlDeviceGetMemoryInfo",
+        "nvmlGpuInstanceGetComputeInstances",
+    )
+} | {
+    (pynvml.NVML_ERROR_GPU_IS_LOST, "nvmlDeviceGetTemperature"),
+    (pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, "nvmlDeviceGetTemperature"),
+}
 _INJECTED = [
     pytest.param(
         name,
         fn,
         code,
-        marks=() if (name, code) == ("a100-mig", pynvml.NVML_ERROR_UNKNOWN) else pytest.mark.slow,
+        marks=() if name == "a100-mig" and (code, fn) in _QUICK else pytest.mark.slow,
     )
     for name in ("a100-mig", "old-driver-v1-processes")
     for fn in _calls_made(name)

@@ -41,7 +41,7 @@ from gpudiag.render.printable import (
 )
 from gpudiag.replay import fixtures
 from gpudiag.sources import collect
-from tests.conftest import Cli
+from tests.conftest import Cli, SkippingClock
 
 HOSTILE = "hostile-strings"
 OSC52 = "\x1b]52;c;cm0gLXJmIH4vCg==\x07"
@@ -250,12 +250,33 @@ def _cases() -> Iterator[tuple[str, int]]:
         yield " ".join(args), position
 
 
-@pytest.mark.parametrize("position", [p for _, p in _cases()], ids=[name for name, _ in _cases()])
-@pytest.mark.parametrize("color", ["never", "always"])
+# In colour, the quick loop runs the commands whose tables and panels rich colours most; the full
+# suite runs every command in colour too.
+QUICK_IN_COLOUR = ("list", "list --details", "memory", "check --quick --no-torch", "topo", "report --brief NODES")
+
+
+def _colours() -> list[Any]:
+    return [
+        pytest.param(
+            color,
+            position,
+            id=f"{color}-{name}",
+            marks=pytest.mark.slow if color == "always" and name not in QUICK_IN_COLOUR else (),
+        )
+        for color in ("never", "always")
+        for name, position in _cases()
+    ]
+
+
+@pytest.mark.parametrize(("color", "position"), _colours())
 def test_no_command_prints_a_raw_control_from_outside_text(
     cli: Cli, nodes: Path, position: int, color: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")  # drain asks no real scontrol
+    from gpudiag.cli import list_watch, monitor_loop, stat_watch
+
+    for module in (list_watch, monitor_loop, stat_watch):  # the output is this test's business, not the waits
+        monkeypatch.setattr(module, "time", SkippingClock())
     args = walk(nodes)[position]
     from gpudiag.cli.app import app
 

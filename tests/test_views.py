@@ -19,7 +19,7 @@ from gpudiag.replay import fixtures, series
 from gpudiag.replay.fixtures import FixtureError
 from gpudiag.sources import open_source
 from tests import golden
-from tests.conftest import Cli, every_example
+from tests.conftest import Cli, every_example, examples_among
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURE = ROOT / "docs" / "hardware" / "h100-80gb-hbm3-driver580"
@@ -210,7 +210,7 @@ def _samples(out: str, gpus: int) -> list[list[str]]:
     return [rows[n : n + gpus] for n in range(0, len(rows), gpus)]
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in series.SERIES_DIR.glob("*.json")))
+@pytest.mark.parametrize("name", examples_among(sorted(p.stem for p in series.SERIES_DIR.glob("*.json"))))
 def test_dmon_on_a_replay_prints_its_recorded_series_not_one_snapshot_repeated(cli: Cli, name: str) -> None:
     machine = fixtures.load(name)[0]
     recorded = series.load_for(name, machine)
