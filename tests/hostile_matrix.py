@@ -12,7 +12,8 @@ holds the latest full run, written by this script::
     python -m tests.hostile_matrix --write docs/hostile-matrix.md
     python -m tests.hostile_matrix --machines hostile-strings,a100-mig --commands list,memory
 
-Runs go in-process through typer's CliRunner. A non-UTF-8 locale is an output stream whose
+Runs go in-process, where a process would run the line: the plain front, else Typer (on
+CliRunner's streams). A non-UTF-8 locale is an output stream whose
 encoding cannot write every character (the runner's charset), as under ``LANG=en_US.ISO-8859-1``
 or ``PYTHONIOENCODING=ascii``; ``--processes`` runs each command as a real process instead
 (minutes more), with those variables set for real.
@@ -40,6 +41,7 @@ from gpudiag.exitcodes import ExitCode
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTED = {int(code) for code in ExitCode}
+IN_PROCESS = "in-process (the plain front or Typer, as a process would run the line)"
 HEADER = "<!-- written by `python -m tests.hostile_matrix --write docs/hostile-matrix.md`; do not edit -->"
 
 Args = Callable[[str, Path, "Environment"], list[str]]  # (machine, its work dir, env) -> argv after --replay NAME
@@ -336,7 +338,7 @@ def markdown(
         "`tests/hostile_matrix.py` writes this page; `tests/test_hostile_matrix.py` runs a slice of it in CI.",
         "",
         f"Latest full run: {len(machines)} machines x {len(commands)} commands x {len(environments)} environments "
-        f"= **{runs} runs**, {'real processes' if processes else 'in-process (typer CliRunner)'}, "
+        f"= **{runs} runs**, {'real processes' if processes else IN_PROCESS}, "
         f"{seconds:.0f} s on {platform.machine()} ({os.cpu_count()} CPUs), Python {platform.python_version()}.",
         "",
         "| problem | runs |",
