@@ -256,13 +256,9 @@ def work_unit(nodeid: str) -> str:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if config.getvalue("dist") != "loadgroup":
         return None  # xdist's own scheduler for the mode asked
-    from xdist.scheduler import LoadScopeScheduling
+    from tests.unit_scheduling import UnitScheduling
 
-    class ModuleGroups(LoadScopeScheduling):  # type: ignore[misc]
-        def _split_scope(self, nodeid: str) -> str:
-            return work_unit(nodeid)
-
-    return ModuleGroups(config, log)
+    return UnitScheduling(config, log, work_unit)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the markers added here count

@@ -1,0 +1,83 @@
+"""The scheduler `--dist loadgroup` gets (tests/conftest.py), run against two pretend workers: every
+test runs once, a grouped module on one worker, and workers are sent tests in chunks (one test per
+report kept each worker waiting on the main process: a third more wall time for the quick loop)."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from tests.conftest import pytest_xdist_make_scheduler
+
+GROUPED = [f"tests/test_layers.py::test_rule_{n}" for n in range(10)]
+SINGLE = [f"tests/test_model.py::test_{n}" for n in range(990)]
+COLLECTION = SINGLE[:500] + GROUPED + SINGLE[500:]
+
+
+class Worker:
+    def __init__(self, name: str) -> None:
+        self.gateway = types.SimpleNamespace(id=name)
+        self.shutting_down = False
+        self.sent: list[list[int]] = []  # each message's indexes
+        self.pending: list[int] = []
+
+    def send_runtest_some(self, indexes: list[int]) -> None:
+        self.sent.append(indexes)
+        self.pending.extend(indexes)
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def scheduler() -> Any:
+    config = types.SimpleNamespace(
+        getvalue=lambda name: {"dist": "loadgroup", "tx": ["popen", "popen"]}[name],
+        option=types.SimpleNamespace(loadscopereorder=False),
+    )
+    log = types.SimpleNamespace(loadscopesched=lambda *args: None)
+    return pytest_xdist_make_scheduler(config, log)  # type: ignore[arg-type]
+
+
+def run(sched: Any, workers: list[Worker], pace: dict[str, int]) -> dict[str, list[str]]:
+    """Each worker reports tests in turn (``pace`` tests per round); what each one ran."""
+    ran: dict[str, list[str]] = {worker.gateway.id: [] for worker in workers}
+    while sched.workqueue or any(worker.pending for worker in workers):
+        progressed = False
+        for worker in workers:
+            for _ in range(pace[worker.gateway.id]):
+                if not worker.pending:
+                    break
+                index = worker.pending.pop(0)
+                ran[worker.gateway.id].append(COLLECTION[index])
+                sched.mark_test_complete(worker, index)
+                progressed = True
+        assert progressed, "a worker waits with nothing sent"
+    assert sched.tests_finished and not sched.has_pending
+    return ran
+
+
+def test_every_test_runs_once_and_a_grouped_module_on_one_worker() -> None:
+    sched = scheduler()
+    workers = [Worker("gw0"), Worker("gw1")]
+    for worker in workers:
+        sched.add_node(worker)
+        sched.add_node_collection(worker, COLLECTION)
+    sched.schedule()
+    ran = run(sched, workers, {"gw0": 3, "gw1": 1})
+    assert sorted(ran["gw0"] + ran["gw1"]) == sorted(COLLECTION)
+    assert set(GROUPED) <= set(ran["gw0"]) or set(GROUPED) <= set(ran["gw1"])
+    assert len(ran["gw0"]) > 2 * len(ran["gw1"])  # the faster worker ran more: the load follows the pace
+    assert all(worker.shutting_down for worker in workers)
+
+
+def test_workers_get_tests_in_chunks_not_one_per_report() -> None:
+    sched = scheduler()
+    workers = [Worker("gw0"), Worker("gw1")]
+    for worker in workers:
+        sched.add_node(worker)
+        sched.add_node_collection(worker, COLLECTION)
+    sched.schedule()
+    assert all(len(worker.pending) >= len(COLLECTION) // 8 for worker in workers), [len(w.pending) for w in workers]
+    run(sched, workers, {"gw0": 1, "gw1": 1})
+    messages = sum(len(worker.sent) for worker in workers)
+    assert messages < len(COLLECTION) // 10, messages
