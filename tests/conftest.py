@@ -234,6 +234,11 @@ ONE_WORKER_MODULES = frozenset(
 )
 
 
+# Modules run whole with a module of ONE_WORKER_MODULES, as one unit: the size limits read the syntax
+# trees the layer rules parsed (tests/source_trees.py: ~0.6 CPU-s a parse of gpudiag).
+RUN_WITH = {"tests/test_sizes.py": "tests/test_layers.py"}
+
+
 # The tests that import torch into the worker itself (every other torch runs in a child): one unit,
 # so that one worker pays torch's import (~2.5 CPU-s and ~300 MB), not each. Prefixes of node ids.
 TORCH_IN_THE_WORKER = (
@@ -244,9 +249,11 @@ TORCH_IN_THE_WORKER = (
 
 
 def work_unit(nodeid: str) -> str:
-    """The unit a worker is given whole: a module of :data:`ONE_WORKER_MODULES`, the tests of
+    """The unit a worker is given whole: a module of :data:`ONE_WORKER_MODULES` (with those that
+    :data:`RUN_WITH` it), the tests of
     :data:`TORCH_IN_THE_WORKER`, else the test."""
     module = nodeid.split("::", 1)[0]
+    module = RUN_WITH.get(module, module)
     if module in ONE_WORKER_MODULES:
         return module
     return "torch in the worker" if nodeid.startswith(TORCH_IN_THE_WORKER) else nodeid

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "gpudiag"
+from tests.source_trees import PACKAGE, tree
+
 REPLAY = PACKAGE / "replay"  # the fake NVML, the example machines' loader
 STANDALONE_CHILDREN = (
     "protocol",
@@ -39,12 +40,6 @@ STANDALONE_CHILDREN = (
     "stress",
     "allreduce",
 )
-
-
-@functools.cache
-def tree(path: Path) -> ast.Module:
-    """A module's syntax tree, parsed once for every rule here."""
-    return ast.parse(path.read_text(), str(path))
 
 
 @functools.cache
@@ -569,3 +564,4 @@ def test_the_modules_that_share_a_start_are_one_work_unit() -> None:
         == "tests/test_slurm.py"
     )
     assert work_unit("tests/test_model.py::test_a") == "tests/test_model.py::test_a"
+    assert work_unit("tests/test_sizes.py::test_a") == work_unit("tests/test_layers.py::test_b")  # one parse
