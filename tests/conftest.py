@@ -284,3 +284,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         skip = pytest.mark.skip(reason=f"needs a real NVIDIA GPU: {reason}")
         for item in gpu_tests:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(trylast=True)  # after every parametrize: the cases and their ids are made
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Under ``-m "not slow"`` (the quick loop), the cases of a sweep marked ``slow`` are not made into
+    tests only for `-m` to deselect them: ~1,700 of them, ~0.3 CPU-s in each process that collects.
+    Their ids are made first, so the cases left keep the names they have in the whole suite."""
+    calls = getattr(metafunc, "_calls", None)  # pytest's list of cases, one test each
+    if metafunc.config.option.markexpr != "not slow" or not isinstance(calls, list):
+        return
+    quick = [call for call in calls if not any(mark.name == "slow" for mark in call.marks)]
+    if quick:  # with none left pytest would make one unparametrized test instead
+        calls[:] = quick

@@ -1,13 +1,16 @@
-"""The scheduler `--dist loadgroup` gets (tests/conftest.py), run against two pretend workers: every
-test runs once, a grouped module on one worker, and workers are sent tests in chunks (one test per
-report kept each worker waiting on the main process: a third more wall time for the quick loop)."""
+"""How tests/conftest.py shares the quick loop out. The scheduler `--dist loadgroup` gets, run against
+two pretend workers: every test runs once, a grouped module on one worker, and workers are sent tests
+in chunks (one test per report kept each worker waiting on the main process). And the quick loop's
+collection leaves a sweep's slow cases unmade."""
 
 from __future__ import annotations
 
 import types
 from typing import Any
 
-from tests.conftest import pytest_xdist_make_scheduler
+import pytest
+
+from tests import conftest  # its hooks, called as pytest would (imported by name, one would be this module's own)
 
 GROUPED = [f"tests/test_layers.py::test_rule_{n}" for n in range(10)]
 SINGLE = [f"tests/test_model.py::test_{n}" for n in range(990)]
@@ -35,7 +38,7 @@ def scheduler() -> Any:
         option=types.SimpleNamespace(loadscopereorder=False),
     )
     log = types.SimpleNamespace(loadscopesched=lambda *args: None)
-    return pytest_xdist_make_scheduler(config, log)  # type: ignore[arg-type]
+    return conftest.pytest_xdist_make_scheduler(config, log)  # type: ignore[arg-type]
 
 
 def run(sched: Any, workers: list[Worker], pace: dict[str, int]) -> dict[str, list[str]]:
@@ -81,3 +84,26 @@ def test_workers_get_tests_in_chunks_not_one_per_report() -> None:
     run(sched, workers, {"gw0": 1, "gw1": 1})
     messages = sum(len(worker.sent) for worker in workers)
     assert messages < len(COLLECTION) // 10, messages
+
+
+def sweep(markexpr: str) -> Any:
+    """A pretend metafunc of a sweep over three cases, the middle one slow, as pytest made them."""
+    case = lambda name, *marks: types.SimpleNamespace(id=name, marks=list(marks))  # noqa: E731
+    calls = [case("quick-a"), case("slow-b", pytest.mark.slow.mark), case("quick-c")]
+    return types.SimpleNamespace(
+        config=types.SimpleNamespace(option=types.SimpleNamespace(markexpr=markexpr)), _calls=calls
+    )
+
+
+def test_the_quick_loop_makes_no_test_of_a_slow_case_and_keeps_the_others_ids() -> None:
+    metafunc = sweep("not slow")
+    conftest.pytest_generate_tests(metafunc)
+    assert [call.id for call in metafunc._calls] == ["quick-a", "quick-c"]
+    for markexpr in ("", "slow", "not gpu"):  # any other selection makes every case, for -m to judge
+        metafunc = sweep(markexpr)
+        conftest.pytest_generate_tests(metafunc)
+        assert [call.id for call in metafunc._calls] == ["quick-a", "slow-b", "quick-c"]
+    metafunc = sweep("not slow")
+    metafunc._calls = metafunc._calls[1:2]  # every case slow: left for -m, not turned into one bare test
+    conftest.pytest_generate_tests(metafunc)
+    assert [call.id for call in metafunc._calls] == ["slow-b"]
