@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests import conftest  # its hooks, called as pytest would (imported by name, one would be this module's own)
+from tests.unit_scheduling import BUFFER_S
 
 GROUPED = [f"tests/test_layers.py::test_rule_{n}" for n in range(10)]
 SINGLE = [f"tests/test_model.py::test_{n}" for n in range(990)]
@@ -41,8 +42,9 @@ def scheduler() -> Any:
     return conftest.pytest_xdist_make_scheduler(config, log)  # type: ignore[arg-type]
 
 
-def run(sched: Any, workers: list[Worker], pace: dict[str, int]) -> dict[str, list[str]]:
-    """Each worker reports tests in turn (``pace`` tests per round); what each one ran."""
+def run(sched: Any, workers: list[Worker], pace: dict[str, int], seconds: float = 0.01) -> dict[str, list[str]]:
+    """Each worker reports tests of ``seconds`` in turn (``pace`` tests per round); what each one ran.
+    Holds that no worker holds more than :data:`BUFFER_S` of work (three tests at least) and a unit."""
     ran: dict[str, list[str]] = {worker.gateway.id: [] for worker in workers}
     while sched.workqueue or any(worker.pending for worker in workers):
         progressed = False
@@ -52,20 +54,26 @@ def run(sched: Any, workers: list[Worker], pace: dict[str, int]) -> dict[str, li
                     break
                 index = worker.pending.pop(0)
                 ran[worker.gateway.id].append(COLLECTION[index])
-                sched.mark_test_complete(worker, index)
+                sched.mark_test_complete(worker, index, seconds)
                 progressed = True
+                assert len(worker.pending) <= max(3, BUFFER_S / seconds) + len(GROUPED), len(worker.pending)
         assert progressed, "a worker waits with nothing sent"
     assert sched.tests_finished and not sched.has_pending
     return ran
 
 
-def test_every_test_runs_once_and_a_grouped_module_on_one_worker() -> None:
+def started() -> tuple[Any, list[Worker]]:
     sched = scheduler()
     workers = [Worker("gw0"), Worker("gw1")]
     for worker in workers:
         sched.add_node(worker)
         sched.add_node_collection(worker, COLLECTION)
     sched.schedule()
+    return sched, workers
+
+
+def test_every_test_runs_once_and_a_grouped_module_on_one_worker() -> None:
+    sched, workers = started()
     ran = run(sched, workers, {"gw0": 3, "gw1": 1})
     assert sorted(ran["gw0"] + ran["gw1"]) == sorted(COLLECTION)
     assert set(GROUPED) <= set(ran["gw0"]) or set(GROUPED) <= set(ran["gw1"])
@@ -73,17 +81,19 @@ def test_every_test_runs_once_and_a_grouped_module_on_one_worker() -> None:
     assert all(worker.shutting_down for worker in workers)
 
 
-def test_workers_get_tests_in_chunks_not_one_per_report() -> None:
-    sched = scheduler()
-    workers = [Worker("gw0"), Worker("gw1")]
-    for worker in workers:
-        sched.add_node(worker)
-        sched.add_node_collection(worker, COLLECTION)
-    sched.schedule()
-    assert all(len(worker.pending) >= len(COLLECTION) // 8 for worker in workers), [len(w.pending) for w in workers]
-    run(sched, workers, {"gw0": 1, "gw1": 1})
+def test_quick_tests_go_in_chunks_not_one_per_report() -> None:
+    sched, workers = started()
+    run(sched, workers, {"gw0": 1, "gw1": 1}, seconds=0.01)
     messages = sum(len(worker.sent) for worker in workers)
     assert messages < len(COLLECTION) // 10, messages
+
+
+def test_tests_that_take_seconds_go_two_or_three_at_a_time() -> None:
+    """The whole suite starts with its slow tests: a worker that held a chunk of them would run them
+    one after another while the other had nothing left."""
+    sched, workers = started()
+    ran = run(sched, workers, {"gw0": 1, "gw1": 1}, seconds=3.0)
+    assert sorted(ran["gw0"] + ran["gw1"]) == sorted(COLLECTION)
 
 
 def sweep(markexpr: str) -> Any:
