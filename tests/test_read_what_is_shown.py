@@ -59,6 +59,15 @@ def test_a_query_with_id_reads_what_the_selection_matches() -> None:
     assert text == _text("h100x8-healthy", view, None)
 
 
+def test_a_query_with_indices_reads_no_more_than_without_them() -> None:
+    view = prepare(Request(query="index,name", ids="3,1"))
+    assert view.only == prepare(Request(query="index,name")).only  # the index is always read
+    assert _calls("h100x8-healthy", view) == _calls("h100x8-healthy", prepare(Request(query="index,name")))
+    text = _text("h100x8-healthy", view, view.only)
+    assert text == "index, name\n3, NVIDIA H100 80GB HBM3\n1, NVIDIA H100 80GB HBM3\n"
+    assert text == _text("h100x8-healthy", view, None)
+
+
 def test_details_views_ask_for_no_group_they_do_not_show() -> None:
     for request in (Request(details=True), Request(details=True, xml=True)):
         view = view_for(request)

@@ -180,3 +180,12 @@ def test_the_parsed_selection_selects_as_the_text_did(ids: str) -> None:
     except UsageError as error:
         got = error.message
     assert got == expected
+
+
+@pytest.mark.parametrize("machine", ["no-driver", "h100x8-healthy"])
+def test_an_empty_select_entry_is_a_usage_error_before_the_machine_is_read(machine: str) -> None:
+    """As `--id`'s: not NVML's exit code (no driver), nor an earlier entry's error (12 names no GPU)."""
+    from tests.conftest import Cli
+
+    message = "gpudiag: empty entry in --select '12,,1'\n"
+    assert Cli().replay(machine, "visible", "--select", "12,,1") == (2, "", message)
