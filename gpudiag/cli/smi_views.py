@@ -45,10 +45,10 @@ class Opened(msgspec.Struct):
 
 
 def open_views(s: Settings, gpus: GpuSelection | None, facts: frozenset[FactGroup] = frozenset()) -> Opened:
-    """Open the machine (live or replayed), read ``facts`` once, select ``gpus`` (cli.smi_requests.selection's;
-    None: every GPU). NVML that cannot start,
-    no GPU, or only unusable ones end the command here with nvidia-smi's line; a lost GPU among others
-    is said on stderr now (the others are shown; :func:`finish` gives the exit code)."""
+    """Open the machine (live or replayed), read ``facts`` once, select ``gpus`` (the view's request parsed
+    them: cli.smi_requests.selection; None: every GPU). NVML that cannot start, no GPU, or only unusable
+    ones end the command here with nvidia-smi's line; a lost GPU among others is said on stderr now (the
+    others are shown; :func:`finish` gives the exit code)."""
     source = open_source(s.replay, facts=facts)
     try:
         machine = source.read()
