@@ -46,12 +46,15 @@ sys.path.insert(0, str(BENCHMARKS))
 from bench_gpu_targets import NO_GPU, gpu_absent  # noqa: E402  (a script beside this one)
 
 PREFLIGHT = """
-import importlib, platform, subprocess, sys
+import importlib, importlib.metadata, platform, subprocess, sys
 print("python", platform.python_version(), sys.executable)
-for name in ("gpudiag", "pynvml", "msgspec", "typer", "rich", "psutil", "prometheus_client", "torch"):
+for name, dist in (("gpudiag", ""), ("pynvml", "nvidia-ml-py"), ("msgspec", "msgspec"), ("typer", "typer"),
+                   ("rich", "rich"), ("psutil", "psutil"), ("prometheus_client", "prometheus-client"),
+                   ("torch", "torch")):
     try:
         module = importlib.import_module(name)
-        print(name, getattr(module, "__version__", ""), getattr(module, "__file__", ""))
+        version = importlib.metadata.version(dist) if dist else getattr(module, "__version__", "")
+        print(name, version, getattr(module, "__file__", ""))
     except Exception as exc:  # a missing wheel: said here, before the steps that need it
         print(name, "NOT IMPORTABLE:", type(exc).__name__, exc)
 try:
