@@ -149,9 +149,9 @@ def heavy_rounds_of(rounds: int, heavy: int) -> set[int]:
     return {k * rounds // heavy for k in range(heavy)} if heavy else set()
 
 
-def gpu_absent(which: Callable[[str], str | None] = shutil.which) -> str | None:
+def gpu_absent(which: Callable[[str], str | None] | None = None) -> str | None:
     """Why there is no GPU to measure here, or None when nvidia-smi and NVML are both there."""
-    if which("nvidia-smi") is None:
+    if (which or shutil.which)("nvidia-smi") is None:
         return "nvidia-smi is not on PATH"
     try:
         import pynvml

@@ -77,12 +77,20 @@ def test_a_command_that_fails_or_hangs_is_recorded_not_measured() -> None:
     targets.run_once(failing, timeout_s=30)
     assert (failing.walls, failing.exits, failing.error) == ([], [2], "exit 2: it broke")
     hanging = targets.Case("hanging", ["sh", "-c", "sleep 30"])
-    targets.run_once(hanging, timeout_s=0.2)
-    assert hanging.error == "killed after 0.2 s" and not hanging.walls
+    targets.run_once(hanging, timeout_s=0.1)
+    assert hanging.error == "killed after 0.1 s" and not hanging.walls
 
 
-def test_without_a_gpu_it_says_so_in_one_line_and_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert targets.gpu_absent(lambda name: None) == "nvidia-smi is not on PATH"
+def _no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No nvidia-smi on PATH, also on a machine that has one."""
+    monkeypatch.setattr(targets.shutil, "which", lambda name: None)
+
+
+def test_without_a_gpu_it_says_so_in_one_line_and_exits_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_gpu(monkeypatch)
+    assert targets.gpu_absent() == "nvidia-smi is not on PATH"
     code = targets.main([str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == targets.NO_GPU == 3
@@ -130,7 +138,10 @@ def test_the_session_dry_run_names_every_step_within_the_device_limit(
     assert not list(tmp_path.iterdir())  # nothing run, nothing written
 
 
-def test_the_session_says_no_gpu_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_session_says_no_gpu_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_gpu(monkeypatch)
     assert session.main([str(tmp_path / "s")]) == 3
     assert re.fullmatch(r"device_session: no GPU here \(.+\): nothing run\n", capsys.readouterr().err)
 
