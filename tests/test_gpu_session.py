@@ -110,6 +110,14 @@ def test_nvml_call_costs_times_each_call_once_when_every_source_shares_one_libra
     assert stats["nvmlDeviceGetCount"][0] == 1
 
 
+def test_the_live_exporter_passes_only_a_node_as_full_as_the_targets() -> None:
+    exporter = _load("bench_exporter")
+    assert exporter.live_verdict(12.2, 1, 0)[1] == 1  # the H200's figure: over on one GPU is over
+    assert exporter.live_verdict(3.0, 1, 0)[1] == exporter.LIVE_UNDECIDED == 4  # 8 GPUs would cost more
+    assert exporter.live_verdict(3.0, 8, 63)[1] == 4
+    assert exporter.live_verdict(5.0, 8, 64) == ("OK (5.00 ms)", 0)
+
+
 def _options(script: Path) -> set[str]:
     return set(re.findall(r"add_argument\(\s*\"(--[a-z-]+)\"", script.read_text()))
 
@@ -184,8 +192,9 @@ def test_the_session_runs_the_live_exporter_step_on_a_replay_and_archives_it(tmp
          "h200-driver580-idle", "--only", "exporter", "--archive", str(tmp_path / "s.tgz")],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "| exporter | 0 |" in done.stdout
+    assert done.returncode == 1, done.stdout + done.stderr  # a step that did not pass
+    assert "| exporter | 4 |" in done.stdout  # one GPU under the target: not a pass for a node of 8
+    assert "fewer than the target's" in done.stdout
     assert "a running `gpudiag exporter`, 100 scrapes over HTTP" in done.stdout
     with tarfile.open(tmp_path / "s.tgz") as tar:
         assert {"s/summary.md", "s/exporter.log"} <= set(tar.getnames())
