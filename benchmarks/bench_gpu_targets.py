@@ -16,7 +16,8 @@ The targets (:data:`TARGETS`, judged on the wall medians): ``list --query`` <= 2
 Time: a warm-up round, then ``--rounds`` rounds (15) of the quick commands, of which ``--heavy-rounds``
 (5) also run ``check`` and the torch start (~6 s each on the H200): about 1.5 minutes on one H200.
 No round starts after ``--budget-s`` (150 s), a command is killed after ``--timeout-s`` (60 s) and
-left out of the rounds after, so the whole run ends within the budget plus one round.
+left out of the rounds after (a failure in the warm-up round too), so the whole run ends within the
+budget plus one round, each command that hangs costing its timeout once.
 
 Writes ``OUTDIR/gpu-targets.md`` (the tables, ready to commit into ``docs/hardware/<board>/``) and
 ``OUTDIR/gpu-targets.json`` (every sample); prints the markdown. Exit 0: every target met; 1: one
