@@ -51,8 +51,10 @@ class _Timed:
 
 
 def _timed(lib: Any, stats: dict[str, list[float]]) -> None:
-    """Time every C function ``lib`` (pynvml, or the fake's copy) looks up from now on."""
-    lookup = lib._nvmlGetFunctionPointer
+    """Time every C function ``lib`` (pynvml, or the fake's copy) looks up from now on. Live, every
+    source shares the one pynvml module: the lookup is wrapped once, or a call would count twice."""
+    lookup = getattr(lib, "_untimed_lookup", lib._nvmlGetFunctionPointer)
+    lib._untimed_lookup = lookup
     lib._nvmlGetFunctionPointer_cache.clear()
 
     def timed_lookup(name: str) -> Any:

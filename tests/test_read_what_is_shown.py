@@ -7,7 +7,7 @@ import collections
 
 import pytest
 
-from gpudiag.cli.list_modes import NOT_IN_DETAILS, Request, View, selected, view_for
+from gpudiag.cli.list_modes import NOT_IN_DETAILS, Request, View, prepare, selected, view_for
 from gpudiag.model import ALL_GROUPS, FactGroup
 from gpudiag.query import gpu_fields
 from gpudiag.readings import group_readings
@@ -31,11 +31,10 @@ def _text(
     view: View,
     only: frozenset[str] | None,
     facts: frozenset[FactGroup] | None = None,
-    ids: str | None = None,
 ) -> str:
     with open_source(example, facts=view.facts if facts is None else facts, only=only) as source:
         machine = source.read()
-    return view.text(machine, selected(machine, ids, False), first=True)
+    return view.text(machine, selected(machine, view.selection, False), first=True)
 
 
 def test_a_query_asks_nvml_for_its_fields_only() -> None:
@@ -53,11 +52,20 @@ def test_a_query_asks_nvml_for_its_fields_only() -> None:
 
 def test_a_query_with_id_reads_what_the_selection_matches() -> None:
     ids = "00000000:2A:00.0,GPU-8e1f2a6c-4b7d-4c1e-9a3f-1d0c5e7b2001"  # GPU 1 by bus id, by UUID
-    view = view_for(Request(query="index,name", ids=ids))
+    view = prepare(Request(query="index,name", ids=ids))
     assert {"nvmlDeviceGetUUID", "nvmlDeviceGetPciInfo"} <= set(_calls("h100x8-healthy", view))
-    text = _text("h100x8-healthy", view, view.only, ids=ids)
+    text = _text("h100x8-healthy", view, view.only)
     assert text == "index, name\n1, NVIDIA H100 80GB HBM3\n"
-    assert text == _text("h100x8-healthy", view, None, ids=ids)
+    assert text == _text("h100x8-healthy", view, None)
+
+
+def test_a_query_with_indices_reads_no_more_than_without_them() -> None:
+    view = prepare(Request(query="index,name", ids="3,1"))
+    assert view.only == prepare(Request(query="index,name")).only  # the index is always read
+    assert _calls("h100x8-healthy", view) == _calls("h100x8-healthy", prepare(Request(query="index,name")))
+    text = _text("h100x8-healthy", view, view.only)
+    assert text == "index, name\n3, NVIDIA H100 80GB HBM3\n1, NVIDIA H100 80GB HBM3\n"
+    assert text == _text("h100x8-healthy", view, None)
 
 
 def test_details_views_ask_for_no_group_they_do_not_show() -> None:

@@ -79,6 +79,10 @@ USAGE_ERRORS = [
         "prepare",
         "--kubelet-socket and --no-kubelet contradict each other",
     ),
+    (["list", "--id", "0,,1"], "gpudiag.cli.list_modes", "validate", "empty entry in --id '0,,1'"),
+    (["memory", "--id", ""], "gpudiag.memory.request", "prepare", "empty entry in --id ''"),
+    (["nvlink", "--id", "1,"], "gpudiag.cli.smi_requests", "selection", "empty entry in --id '1,'"),
+    (["visible", "--select", ",2"], "gpudiag.visibility.request", "prepare", "empty entry in --select ',2'"),
 ]
 
 

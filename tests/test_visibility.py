@@ -22,6 +22,7 @@ from msgspec.structs import replace
 from gpudiag.errors import UsageError
 from gpudiag.model import ComputeMode, Machine, Reading
 from gpudiag.replay.fixtures import load
+from gpudiag.selection import parse_selection
 from gpudiag.visibility import (
     Outcome,
     Resolution,
@@ -453,9 +454,16 @@ def test_export_lines_select_by_pci_index_or_uuid() -> None:
     assert lost[0].endswith("CUDA_VISIBLE_DEVICES=2,0")  # GPU 3 is the third usable in PCI order
 
 
+def _targets(machine: Machine, text: str) -> tuple[Target, ...]:
+    """``--select text`` as the request parses it, resolved against ``machine``."""
+    selection = parse_selection(text, "--select", instances=True)
+    assert selection is not None
+    return select_targets(machine, selection)
+
+
 def test_select_targets() -> None:
-    assert [t.gpu.index for t in select_targets(H100, f"5,{UUID3},00000000:18:00.0")] == [5, 3, 0]
-    (mig,) = select_targets(MIG, "MIG-2e3f")
+    assert [t.gpu.index for t in _targets(H100, f"5,{UUID3},00000000:18:00.0")] == [5, 3, 0]
+    (mig,) = _targets(MIG, "MIG-2e3f")
     assert mig.mig is not None and export_lines(MIG, (mig,)) == (f"export CUDA_VISIBLE_DEVICES={MIG_2G}",)
     for machine, ids, message in [
         (MIG, "0", "select one of its MIG instances"),
@@ -468,7 +476,7 @@ def test_select_targets() -> None:
         (H100, "12", "no GPU with index 12"),
     ]:
         with pytest.raises(UsageError, match=message):
-            select_targets(machine, ids)
+            _targets(machine, ids)
 
 
 @settings(max_examples=100, deadline=None)
@@ -476,7 +484,7 @@ def test_select_targets() -> None:
 def test_export_lines_resolve_back_to_the_selection(machine: Machine, data: st.DataObject) -> None:
     usable = [g.index for g in machine.gpus if g.state.value == "ok" and g.mig_mode_current.value is not True]
     chosen = data.draw(st.lists(st.sampled_from(usable), min_size=1, unique=True))
-    targets = select_targets(machine, ",".join(map(str, chosen)))
+    targets = _targets(machine, ",".join(map(str, chosen)))
     by_index, by_uuid = export_lines(machine, targets)
     index_value = by_index.split("CUDA_VISIBLE_DEVICES=")[1]
     assert gpus(machine, index_value, "PCI_BUS_ID") == chosen

@@ -6,7 +6,7 @@ import typer
 
 from gpudiag.api import read_machine
 from gpudiag.cli.common import handle_errors, request_of, settings
-from gpudiag.cli.list_modes import Request, once, validate, view_for
+from gpudiag.cli.list_modes import Request, once, prepare
 
 _LISTS = "csv[,noheader][,nounits]"
 Json = Annotated[
@@ -109,7 +109,7 @@ def list_command(
     if not watch:
         once(s, request, read_machine)  # the public API's read: one path, the plain front's too
         return
-    validate(request)
+    view = prepare(request)
     from gpudiag.cli.list_watch import watch_list
 
-    watch_list(s, view_for(request), request)
+    watch_list(s, view, request)

@@ -18,7 +18,7 @@ from gpudiag.cli import plain
 from gpudiag.errors import UsageError
 from gpudiag.exitcodes import ExitCode
 from gpudiag.model import ALL_GROUPS, FactGroup, Gpu, Machine, NvmlStatus, Reading
-from gpudiag.selection import READS, parse_ids, select_gpus
+from gpudiag.selection import GpuSelection, parse_selection, select_gpus
 from gpudiag.serialize import to_data
 
 # What `-q` and `-q -x` show none of (tests/test_read_what_is_shown.py holds it on every example), so
@@ -73,8 +73,9 @@ class Request(msgspec.Struct, frozen=True, kw_only=True):
         }
 
 
-def validate(r: Request) -> None:
-    """Options that do not go together, or not without another: usage errors before anything is read."""
+def validate(r: Request) -> GpuSelection | None:
+    """Options that do not go together, or not without another: usage errors before anything is read.
+    The GPUs ``--id`` names, parsed (None: every GPU)."""
     from gpudiag.units import interval as interval_option
 
     # --json goes with any mode (the document); the other outputs exclude each other.
@@ -106,8 +107,7 @@ def validate(r: Request) -> None:
     interval_option(r.interval, "--interval")
     if r.count is not None and r.count < 1:
         raise UsageError("--count must be at least 1")
-    if r.ids is not None:
-        parse_ids(r.ids)  # a bad --id is a usage error before anything is read
+    return parse_selection(r.ids)
 
 
 class View:
@@ -115,10 +115,18 @@ class View:
     details (-q text), xml (-q -x), gpus (-L), csv (--query-gpu), list (a list query); ``as_json``
     turns the last three into JSON documents."""
 
-    def __init__(self, kind: str, facts: frozenset[FactGroup], only: frozenset[str] | None = None, **how: Any) -> None:
+    def __init__(
+        self,
+        kind: str,
+        facts: frozenset[FactGroup],
+        only: frozenset[str] | None = None,
+        selection: GpuSelection | None = None,
+        **how: Any,
+    ) -> None:
         self.kind = kind
         self.facts = facts
         self.only = only  # of the facts' rows, the ones shown (None: all of them)
+        self.selection = selection  # the GPUs shown (None: every GPU)
         self.how = how  # the mode's own settings: the query read (query.parse.Parsed), display sections
         self.as_json = bool(how.get("as_json"))
         self.show_processes = bool(how.get("show_processes", True))
@@ -233,40 +241,46 @@ class View:
         write_atomic(Path(filename), document)  # whole or not at all; a full disk is exit 74
 
 
-def view_for(r: Request) -> View:
-    """The view the options ask for (they were validated)."""
+def prepare(r: Request) -> View:
+    """The view the options ask for, once every usage error is raised (:func:`validate`)."""
+    return view_for(r, validate(r))
+
+
+def view_for(r: Request, selection: GpuSelection | None = None) -> View:
+    """The view the options ask for (they were validated; ``selection``: what ``--id`` names)."""
     queries = {option: spec for option, spec in (("--query-gpu", r.query), *r.lists().items()) if spec is not None}
     if queries:
         from gpudiag.query.parse import parse
 
         asked = parse(*next(iter(queries.items())), r.output_format or "csv")
         only = asked.rows
-        if only is not None and r.ids is not None:
-            only |= READS  # what selecting by --id reads
-        return View("csv" if asked.listed is None else "list", asked.facts, only, query=asked, as_json=r.json_output)
+        if only is not None and selection is not None:
+            only |= selection.reads  # what matching its entries reads
+        kind = "csv" if asked.listed is None else "list"
+        return View(kind, asked.facts, only, selection, query=asked, as_json=r.json_output)
     if r.list_gpus:
-        return View("gpus", frozenset({FactGroup.MIG}), as_json=r.json_output)
+        return View("gpus", frozenset({FactGroup.MIG}), selection=selection, as_json=r.json_output)
     if r.json_output:
         # Every fact; the details (~130 NVML calls per GPU, more with NVLink), GPM's window and the InfoROM's
         # checksum (nvmlDeviceValidateInforom: 70 ms a GPU on the H200, twice the rest of an 8-GPU document)
         # only with --details.
         quick = ALL_GROUPS - {FactGroup.DETAILS, FactGroup.LINKS, FactGroup.PROFILING, FactGroup.INFOROM}
-        return View("json", ALL_GROUPS if r.details else quick)
+        return View("json", ALL_GROUPS if r.details else quick, selection=selection)
     if r.details:
         shown = ALL_GROUPS - NOT_IN_DETAILS
         if r.xml:
             # nvidia-smi's XML has no InfoROM checksum (only -q's text shows gpudiag's line): not asked
-            return View("xml", shown - {FactGroup.INFOROM})
+            return View("xml", shown - {FactGroup.INFOROM}, selection=selection)
         display = None
         if r.display is not None:
             from gpudiag.render.details_view import display_sections
 
             display = display_sections(r.display)
-        return View("details", shown, display=display)
+        return View("details", shown, selection=selection, display=display)
     from gpudiag.render.list_view import GROUPS
 
     facts = GROUPS - {FactGroup.PROCESSES} if r.no_processes else GROUPS
-    return View("table", facts, show_processes=not r.no_processes)
+    return View("table", facts, selection=selection, show_processes=not r.no_processes)
 
 
 def check_nvml(machine: Machine, view: View) -> None:
@@ -285,11 +299,10 @@ def once(s: plain.Settings, r: Request, read: Callable[..., Machine] | None = No
         from gpudiag.api import read_machine
 
         read = read_machine
-    validate(r)
-    view = view_for(r)
+    view = prepare(r)
     machine = read(s.replay, facts=view.facts, only=view.only)
     check_nvml(machine, view)
-    gpus = selected(machine, r.ids, r.no_processes)
+    gpus = selected(machine, view.selection, r.no_processes)
     view.show(machine, gpus, s, r.filename)
     line = plain.lost_line(gpus)
     if line is not None:
@@ -297,8 +310,8 @@ def once(s: plain.Settings, r: Request, read: Callable[..., Machine] | None = No
         raise SystemExit(int(ExitCode.GPU_LOST))
 
 
-def selected(machine: Machine, ids: str | None, no_processes: bool) -> tuple[Gpu, ...]:
-    gpus = select_gpus(machine.gpus, ids)
+def selected(machine: Machine, selection: GpuSelection | None, no_processes: bool) -> tuple[Gpu, ...]:
+    gpus = select_gpus(machine.gpus, selection)
     if no_processes:
         gpus = tuple(replace(g, processes=Reading.of(())) if g.processes.ok else g for g in gpus)
     return gpus

@@ -45,7 +45,7 @@ def watch_list(s: Settings, view: View, request: Request) -> None:
             nonlocal live, last
             machine = source.read(view.facts, view.only)  # a replay's samples: the moment its snapshot was taken
             check_nvml(machine, view)
-            gpus = selected(machine, request.ids, request.no_processes)
+            gpus = selected(machine, view.selection, request.no_processes)
             last = gpus
             if view.plain:
                 block = view.text(machine, gpus, first=n == 0, lines=True)

@@ -136,23 +136,24 @@ def command(
     ] = None,
 ) -> None:
     """Per-GPU and per-process memory; `--watch` follows it live during training."""
-    from gpudiag.memory.request import Request, watch_options
+    from gpudiag.memory.request import Request, prepare
 
     s = settings(ctx)
     r = request_of(Request, locals())
     if r.offline:
         _offline(s, r)
         return
-    options = watch_options(r)  # None: one sample
+    prepared = prepare(r)
+    options = prepared.watch
     if options is None:
-        memory_once.run(s, r, CLOCK.wall)
+        memory_once.sample(s, r, prepared.gpus, CLOCK.wall)
         return
     from gpudiag.cli.memory_watch import SinkOptions, follow
     from gpudiag.memory.view import GROUPS
     from gpudiag.sources import open_source
 
     with open_source(s.replay, facts=GROUPS) as source:
-        first, wanted, recording = memory_once.first_read(s, r, source)
+        first, wanted, recording = memory_once.first_read(s, prepared.gpus, source)
         sinks = SinkOptions(json_lines=json_output, log=log, prometheus=prometheus, bind=bind)
         outcome = follow(
             source.read, first, wanted, s.replay is not None, options, make_console(s), sinks, CLOCK, recording

@@ -16,31 +16,40 @@ if TYPE_CHECKING:
     from gpudiag.memory.request import Request
     from gpudiag.memory.view import MemoryView
     from gpudiag.model import Machine
+    from gpudiag.selection import GpuSelection
 
 
-def first_read(s: Settings, r: Request, source: Any) -> tuple[Machine, set[int] | None, Any]:
-    """The first sample, NVML's failure ended here; the GPUs ``--id`` wants; the replay's recording."""
+def first_read(s: Settings, gpus: GpuSelection | None, source: Any) -> tuple[Machine, set[int] | None, Any]:
+    """The first sample, NVML's failure ended here; the indices of the GPUs ``gpus`` names (None:
+    every GPU); the replay's recording."""
     from gpudiag.memory.tracked import recording_for
     from gpudiag.selection import select_gpus
 
     first = source.read()
     plain.require_nvml(first.nvml)
-    wanted = {g.index for g in select_gpus(first.gpus, r.ids)} if r.ids is not None else None
+    wanted = {g.index for g in select_gpus(first.gpus, gpus)} if gpus is not None else None
     return first, wanted, recording_for(s.replay)
 
 
 def run(s: Settings, r: Request, wall: Callable[[], float] = time.time) -> None:
     """One sample of what ``r`` asks (no watch: cli.memory_cmd runs those); ``wall``: the clock of a
     live sample's timestamp."""
-    from gpudiag.memory.request import watch_options
+    from gpudiag.memory.request import prepare
+
+    prepared = prepare(r)  # the usage errors first; a watch is not run here
+    if prepared.watch is not None:
+        raise AssertionError("a memory watch runs in cli.memory_cmd")
+    sample(s, r, prepared.gpus, wall)
+
+
+def sample(s: Settings, r: Request, gpus: GpuSelection | None, wall: Callable[[], float]) -> None:
+    """Read and show one sample of ``gpus`` (None: every GPU), as ``r`` asks it shown."""
     from gpudiag.memory.tracked import one_sample
     from gpudiag.memory.view import GROUPS
     from gpudiag.sources import open_source
 
-    if watch_options(r) is not None:  # the usage errors first; a watch is not run here
-        raise AssertionError("a memory watch runs in cli.memory_cmd")
     with open_source(s.replay, facts=GROUPS) as source:
-        first, wanted, recording = first_read(s, r, source)
+        first, wanted, recording = first_read(s, gpus, source)
         view = one_sample(first, wanted, s.replay is not None, recording)
     show(s, r, view, wall)
 

@@ -21,6 +21,7 @@ def dmon(s: Settings, r: Dmon) -> None:
     """Device figures, one line per GPU per interval (like nvidia-smi dmon); a replay plays its series."""
     from gpudiag import monitor
     from gpudiag.cli import monitor_loop
+    from gpudiag.cli.smi_requests import selection
     from gpudiag.cli.smi_views import open_views
     from gpudiag.probe.monitor import RowReader
     from gpudiag.render import dmon_view
@@ -29,7 +30,7 @@ def dmon(s: Settings, r: Dmon) -> None:
     monitor_loop.check_options(r.count, r.delay)
     layout = monitor_loop.line_layout(r.options, r.output_format, r.json_output)
 
-    opened = open_views(s, r.ids)
+    opened = open_views(s, selection(r))
     out = monitor_loop.Output(r.filename)
     gone: list[Gpu] = []
     said: set[int] = set()
@@ -69,6 +70,7 @@ def pmon(s: Settings, r: Pmon) -> None:
     """Each process's share of its GPU, one line per process per interval (like nvidia-smi pmon)."""
     from gpudiag import monitor
     from gpudiag.cli import monitor_loop
+    from gpudiag.cli.smi_requests import selection
     from gpudiag.cli.smi_views import open_views
     from gpudiag.probe.monitor import PROCESS_LOAD, RowReader
     from gpudiag.render import pmon_view
@@ -79,7 +81,7 @@ def pmon(s: Settings, r: Pmon) -> None:
         raise UsageError(f"--delay {r.delay:g}: at most {MAX_DELAY:g} seconds (NVML keeps a process's samples briefly)")
     layout = monitor_loop.line_layout(r.options, r.output_format, r.json_output)
 
-    opened = open_views(s, r.ids)
+    opened = open_views(s, selection(r))
     out = monitor_loop.Output(r.filename)
     gone: list[Gpu] = []
     said: set[int] = set()

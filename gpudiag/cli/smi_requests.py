@@ -11,6 +11,7 @@ from pathlib import Path
 import msgspec
 
 from gpudiag.errors import UsageError
+from gpudiag.selection import GpuSelection, parse_selection
 
 
 class Stat(msgspec.Struct, frozen=True, kw_only=True):
@@ -157,3 +158,8 @@ class Pmon(msgspec.Struct, frozen=True, kw_only=True):
     output_format: str | None = None
     filename: Path | None = None
     json_output: bool = False
+
+
+def selection(r: Stat | Nvlink | Mig | Dmon | Pmon) -> GpuSelection | None:
+    """The GPUs the view's ``--id`` names, parsed (None: every GPU); '' or '0,,1' is a usage error."""
+    return parse_selection(r.ids)

@@ -62,12 +62,12 @@ def _underlined(s: Settings) -> bool:
 
 def nvlink(s: Settings, r: Nvlink) -> None:
     """NVLink status, error counters or throughput per link, or their JSON."""
-    from gpudiag.cli.smi_requests import nvlink_listing
+    from gpudiag.cli.smi_requests import nvlink_listing, selection
     from gpudiag.probe.topology import nvlinks
     from gpudiag.render import nvlink_view
 
     listing = nvlink_listing(r)
-    opened = smi_views.open_views(s, r.ids)
+    opened = smi_views.open_views(s, selection(r))
     try:
         found = nvlinks(opened.source, [opened.position(g) for g in opened.gpus])
     finally:
@@ -91,12 +91,12 @@ def nvlink(s: Settings, r: Nvlink) -> None:
 
 def mig(s: Settings, r: Mig) -> None:
     """MIG's profiles, GPU instances or compute instances, or their JSON."""
-    from gpudiag.cli.smi_requests import mig_listing
+    from gpudiag.cli.smi_requests import mig_listing, selection
     from gpudiag.model import FactGroup
     from gpudiag.render import mig_view, smi_errors
 
     listing = mig_listing(r)
-    opened = smi_views.open_views(s, r.ids, frozenset({FactGroup.MIG, FactGroup.MIG_LAYOUT}))
+    opened = smi_views.open_views(s, selection(r), frozenset({FactGroup.MIG, FactGroup.MIG_LAYOUT}))
     opened.close()
     machine = opened.machine
     gpus = tuple(g for g in machine.gpus if g.index in {c.index for c in opened.gpus})

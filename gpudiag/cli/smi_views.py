@@ -13,7 +13,7 @@ from gpudiag.exitcodes import NVML_EXIT, ExitCode
 from gpudiag.model import FactGroup, Gpu, GpuState, Machine, NvmlStatus
 from gpudiag.probe.collect import MachineSource
 from gpudiag.render import smi_errors
-from gpudiag.selection import parse_ids, select_gpus
+from gpudiag.selection import GpuSelection, select_gpus
 from gpudiag.sources import open_source
 
 
@@ -44,12 +44,11 @@ class Opened(msgspec.Struct):
         self.source.close()
 
 
-def open_views(s: Settings, ids: str | None, facts: frozenset[FactGroup] = frozenset()) -> Opened:
-    """Open the machine (live or replayed), read ``facts`` once, select ``ids``. NVML that cannot start,
-    no GPU, or only unusable ones end the command here with nvidia-smi's line; a lost GPU among others
-    is said on stderr now (the others are shown; :func:`finish` gives the exit code)."""
-    if ids is not None:
-        parse_ids(ids)  # a bad --id is a usage error before anything is read
+def open_views(s: Settings, gpus: GpuSelection | None, facts: frozenset[FactGroup] = frozenset()) -> Opened:
+    """Open the machine (live or replayed), read ``facts`` once, select ``gpus`` (the view's request parsed
+    them: cli.smi_requests.selection; None: every GPU). NVML that cannot start, no GPU, or only unusable
+    ones end the command here with nvidia-smi's line; a lost GPU among others is said on stderr now (the
+    others are shown; :func:`finish` gives the exit code)."""
     source = open_source(s.replay, facts=facts)
     try:
         machine = source.read()
@@ -57,7 +56,7 @@ def open_views(s: Settings, ids: str | None, facts: frozenset[FactGroup] = froze
             fail(smi_errors.nvml_failure(machine.nvml), NVML_EXIT[machine.nvml.status])
         if not machine.gpus:
             fail(smi_errors.NO_DEVICES, ExitCode.NOT_FOUND)
-        chosen = select_gpus(machine.gpus, ids)
+        chosen = select_gpus(machine.gpus, gpus)
     except BaseException:
         source.close()
         raise

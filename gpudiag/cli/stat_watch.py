@@ -13,7 +13,7 @@ from msgspec.structs import replace
 
 from gpudiag.cli import plain, smi_views
 from gpudiag.cli.plain import Settings
-from gpudiag.cli.smi_requests import Pacing, Stat, StatLine, stat_line, stat_pacing
+from gpudiag.cli.smi_requests import Pacing, Stat, StatLine, selection, stat_line, stat_pacing
 from gpudiag.cli.smi_views import Opened
 from gpudiag.model import Machine
 from gpudiag.readings import groups_of
@@ -86,7 +86,7 @@ class _Printer:
 def command(s: Settings, r: Stat) -> None:
     """`gpudiag stat` once its options are a Request: open, print, the lost GPUs' exit code."""
     pacing = stat_pacing(r)
-    opened = smi_views.open_views(s, r.ids, GROUPS)
+    opened = smi_views.open_views(s, selection(r), GROUPS)
     try:
         run(s, opened, stat_line(r), r.json_output, pacing)
     finally:

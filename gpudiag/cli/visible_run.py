@@ -15,6 +15,7 @@ from gpudiag.visibility import ORDER_VAR, VISIBLE_VAR
 
 if TYPE_CHECKING:
     from gpudiag.cli.plain import Settings
+    from gpudiag.selection import GpuSelection
     from gpudiag.visibility import ProbeReport, Resolution
     from gpudiag.visibility.request import Request, Setting
 
@@ -41,15 +42,15 @@ def _exit_if_lost(gpus: Any) -> None:
 def run(s: Settings, r: Request) -> None:
     """Show which GPUs CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER make visible, as which cuda:N."""
     from gpudiag import visibility
-    from gpudiag.visibility.request import GROUPS, checked_order, setting
+    from gpudiag.visibility.request import GROUPS, prepare, setting
 
-    order_option = checked_order(r, s.replay)
+    prepared = prepare(r, s.replay)
     machine = collect(s.replay, facts=GROUPS)
-    current = setting(r, order_option, machine.env_map, bool(s.replay))
+    current = setting(r, prepared.order, machine.env_map, bool(s.replay))
     if machine.nvml.status is not NvmlStatus.OK:
         _without_nvml(s, machine, current, r)
-    if r.select is not None:
-        _select(machine, r.select, r.json_output)
+    if prepared.select is not None:
+        _select(machine, prepared.select, r.json_output)
         _exit_if_lost(machine.gpus)
         return
 
@@ -104,11 +105,11 @@ def _without_nvml(s: Settings, machine: Any, current: Setting, r: Request) -> No
     raise SystemExit(int(ExitCode.NO_CUDA_DEVICE if unmapped.status == "could_not_run" else code))
 
 
-def _select(machine: Any, ids: str, json_output: bool) -> None:
+def _select(machine: Any, selection: GpuSelection, json_output: bool) -> None:
     """Export lines for these GPUs (or one MIG instance), checked by resolving them back."""
     from gpudiag import visibility
 
-    targets = visibility.select_targets(machine, ids)
+    targets = visibility.select_targets(machine, selection)
     lines = visibility.export_lines(machine, targets)
     value = ",".join((t.mig.uuid.get("?") if t.mig is not None else t.gpu.uuid.get("?")) for t in targets)
     check = visibility.resolve(machine, value, "PCI_BUS_ID")

@@ -10,6 +10,7 @@ import msgspec
 
 from gpudiag.errors import UsageError
 from gpudiag.memory.loop import WatchOptions
+from gpudiag.selection import GpuSelection, parse_selection
 from gpudiag.units import duration, interval, seconds, size
 
 
@@ -53,16 +54,20 @@ def check_offline(r: Request) -> None:
         raise UsageError("--torch-snapshot goes with --postmortem")
 
 
-def watch_options(r: Request) -> WatchOptions | None:
-    """The watch the options ask for, None for one sample; or a usage error."""
+class Prepared(msgspec.Struct, frozen=True):
+    """What a sample or a watch of the machine was asked, parsed."""
+
+    watch: WatchOptions | None  # None: one sample
+    gpus: GpuSelection | None  # the GPUs --id names; None: every GPU
+
+
+def prepare(r: Request) -> Prepared:
+    """The sample or watch the options ask for, and its GPUs; or a usage error."""
     interval(r.interval, "--interval")
     seconds(r.timeout, "--timeout")
     if r.count is not None and r.count < 1:
         raise UsageError("--count must be 1 or more")
-    if r.ids is not None:  # the same rule as `list --id`: '' or '0,,1' is a usage error
-        from gpudiag.selection import parse_ids
-
-        parse_ids(r.ids)
+    gpus = parse_selection(r.ids)  # the same rule as `list --id`: '' or '0,,1' is a usage error
     if r.prometheus is not None and not 0 < r.prometheus < 65536:
         raise UsageError(f"--prometheus {r.prometheus}: not a TCP port")
     if r.log is not None and r.log.suffix.lower() not in (".csv", ".jsonl"):
@@ -82,4 +87,4 @@ def watch_options(r: Request) -> WatchOptions | None:
     )
     if r.textfile is not None and looping:
         raise UsageError("--textfile writes one sample (for cron, Prolog, Epilog); serve a watch with --prometheus")
-    return options if looping else None
+    return Prepared(options if looping else None, gpus)

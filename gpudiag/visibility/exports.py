@@ -9,7 +9,7 @@ import msgspec
 from gpudiag.errors import UsageError
 from gpudiag.model import Gpu, GpuState, Machine, MigDevice
 from gpudiag.parsing import shorten
-from gpudiag.selection import select_gpus
+from gpudiag.selection import ByInstance, GpuSelection, match
 from gpudiag.visibility.order import enumeration_order
 from gpudiag.visibility.result import ORDER_VAR, VISIBLE_VAR
 
@@ -19,19 +19,17 @@ class Target(msgspec.Struct, frozen=True):
     mig: MigDevice | None = None
 
 
-def select_targets(machine: Machine, ids: str) -> tuple[Target, ...]:
-    """GPUs (NVML index, UUID or prefix, bus id) or one MIG instance (MIG-…), in the order given."""
+def select_targets(machine: Machine, selection: GpuSelection) -> tuple[Target, ...]:
+    """GPUs (NVML index, UUID or prefix, bus id) or one MIG instance (MIG-…), in the order given
+    (``selection``: `--select` as its request parsed it)."""
     targets: list[Target] = []
-    for raw in ids.split(","):
-        token = raw.strip()
-        if not token:
-            raise UsageError(f"empty entry in --select {shorten(ids)!r}")
-        if token.upper().startswith("MIG-"):
+    for entry in selection.entries:
+        if isinstance(entry, ByInstance):
             hits = [
                 Target(g, m)
                 for g in machine.gpus
                 for m in g.mig_devices
-                if m.uuid.value is not None and m.uuid.value.lower().startswith(token.lower())
+                if m.uuid.value is not None and m.uuid.value.lower().startswith(entry.prefix)
             ]
             if len(hits) != 1:
                 instances = [m.uuid.value for g in machine.gpus for m in g.mig_devices if m.uuid.value]
@@ -39,12 +37,12 @@ def select_targets(machine: Machine, ids: str) -> tuple[Target, ...]:
                     f"MIG instances here: {', '.join(instances)}" if instances else "this machine has no MIG instance"
                 )
                 raise UsageError(
-                    f"MIG UUID prefix {shorten(token)!r} matches {len(hits)} MIG instances; "
+                    f"MIG UUID prefix {shorten(entry.text)!r} matches {len(hits)} MIG instances; "
                     + ("give more characters" if hits else here)
                 )
             target = hits[0]
         else:
-            target = Target(select_gpus(machine.gpus, token)[0])
+            target = Target(match(machine.gpus, entry))
             if target.gpu.state is not GpuState.OK:
                 raise UsageError(f"GPU {target.gpu.index} is lost or failed: CUDA cannot use it")
             if target.gpu.mig_mode_current.value is True:

@@ -9,6 +9,7 @@ import msgspec
 
 from gpudiag.errors import UsageError
 from gpudiag.readings import groups_of
+from gpudiag.selection import GpuSelection, parse_selection
 from gpudiag.visibility.result import ORDER_VAR, ORDERS, VISIBLE_VAR
 
 # The readings the visibility rules and the view use: memory size, capability, compute mode, MIG instances.
@@ -36,8 +37,15 @@ class Setting(msgspec.Struct, frozen=True):
     order_origin: str
 
 
-def checked_order(r: Request, replay: str | None) -> str | None:
-    """``--order`` as CUDA reads it (None when not given), once the options agree; else a usage error."""
+class Prepared(msgspec.Struct, frozen=True):
+    """The options read into what they mean."""
+
+    order: str | None  # --order as CUDA reads it; None: not given
+    select: GpuSelection | None  # the GPUs or MIG instance --select names; None: not given
+
+
+def prepare(r: Request, replay: str | None) -> Prepared:
+    """The options read, once they agree; else a usage error (every one before NVML is read)."""
     if r.value is not None and r.unset:
         raise UsageError("choose one of --value and --unset")
     order_option = None
@@ -49,11 +57,11 @@ def checked_order(r: Request, replay: str | None) -> str | None:
         raise UsageError("--probe asks this machine's CUDA runtime; it cannot probe a replayed machine")
     if r.probe and r.select is not None:
         raise UsageError("choose one of --probe and --select (probe the selection with --value)")
-    return order_option
+    return Prepared(order_option, parse_selection(r.select, "--select", instances=True))
 
 
 def setting(r: Request, order: str | None, env: Mapping[str, str], replayed: bool) -> Setting:
-    """The options' values (``order``: as :func:`checked_order` read it), else the (recorded) environment's."""
+    """The options' values (``order``: as :func:`prepare` read it), else the (recorded) environment's."""
     recorded = "recorded environment" if replayed else "environment"
     if r.unset:
         current, origin = None, "--unset"
