@@ -11,9 +11,10 @@ import pytest
 import typer
 
 from gpudiag import argv
-from gpudiag.cli import plain, plain_front
+from gpudiag.cli import plain_front
 from gpudiag.cli.app import build_app
 from gpudiag.replay.fixtures import example_names
+from tests.front_compare import assert_same
 
 QUICK = ("h100x8-healthy", "gpu-lost", "no-driver", "a100-mig", "hostile-strings")
 
@@ -89,35 +90,6 @@ TYPER_LINES: tuple[tuple[str, ...], ...] = (
 )
 
 
-def _fast(args: list[str], environ: dict[str, str]) -> int | None:
-    found = plain_front.read(argv.read(args), environ)
-    return None if found is None else plain_front.run(found)
-
-
-def _typer(args: list[str]) -> int:
-    line = argv.read(args)
-    try:
-        build_app(only=line.command)(args=line.args, prog_name="gpudiag")
-    except SystemExit as stop:
-        return int(stop.code or 0) if not isinstance(stop.code, str) else 1
-    return 0
-
-
-def _both(args: list[str], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fast path and the Typer command on one line: the same bytes out, the same exit code."""
-    monkeypatch.delenv("GPUDIAG_DEBUG", raising=False)
-    capfd.readouterr()
-    fast = _fast(args, {})
-    fast_out, fast_err = capfd.readouterr()
-    assert fast is not None, f"the fast path left {args} to Typer"
-    monkeypatch.delenv("GPUDIAG_DEBUG", raising=False)  # --debug sets it for the process
-    with monkeypatch.context() as patch:  # the Typer command as it printed before cli.plain: click's echo
-        patch.setattr(plain, "write", lambda text, err=False: typer.echo(text, nl=False, err=err))
-        slow = _typer(args)
-    slow_out, slow_err = capfd.readouterr()
-    assert (fast, fast_out, fast_err) == (slow, slow_out, slow_err), args
-
-
 @pytest.fixture(autouse=True)
 def _environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GPUDIAG_REPLAY", raising=False)
@@ -129,7 +101,7 @@ def test_output_and_exit_code_are_the_typer_commands(
     form: tuple[str, ...], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     name = QUICK[FORMS.index(form) % len(QUICK)]  # every form on one example here; all of them when slow
-    _both(["--replay", name, *form], capfd, monkeypatch)
+    assert_same(["--replay", name, *form], capfd, monkeypatch)
 
 
 @pytest.mark.slow
@@ -138,16 +110,16 @@ def test_every_example_prints_what_the_typer_command_prints(
     name: str, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for form in FORMS:
-        _both(["--replay", name, *form], capfd, monkeypatch)
+        assert_same(["--replay", name, *form], capfd, monkeypatch)
 
 
 def test_global_options_after_the_command_and_the_environments_replay(
     capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _both(["list", "--replay", "gpu-lost", "--json"], capfd, monkeypatch)
-    _both(["list", "--replay=gpu-lost", "-L"], capfd, monkeypatch)
-    _both(["--replay", "/nonexistent/machine.json", "list", "--json"], capfd, monkeypatch)  # a usage error
-    _both(["--replay", "no-such-example", "list", "-q", "-x"], capfd, monkeypatch)
+    assert_same(["list", "--replay", "gpu-lost", "--json"], capfd, monkeypatch)
+    assert_same(["list", "--replay=gpu-lost", "-L"], capfd, monkeypatch)
+    assert_same(["--replay", "/nonexistent/machine.json", "list", "--json"], capfd, monkeypatch)  # a usage error
+    assert_same(["--replay", "no-such-example", "list", "-q", "-x"], capfd, monkeypatch)
     monkeypatch.setenv("GPUDIAG_REPLAY", "a100-mig")
     found = plain_front.read(argv.read(["list", "--json"]), dict(os.environ))
     assert found is not None and found.replay == "a100-mig"
@@ -159,8 +131,8 @@ def test_global_options_after_the_command_and_the_environments_replay(
 
 def test_the_live_machine_without_nvml(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """No NVIDIA library here (and, on a GPU machine, the driver's answer): the same line and exit code."""
-    _both(["list", "--query", "name,uuid", "--format", "csv"], capfd, monkeypatch)  # fields that hold still
-    _both(["list", "-L"], capfd, monkeypatch)
+    assert_same(["list", "--query", "name,uuid", "--format", "csv"], capfd, monkeypatch)  # fields that hold still
+    assert_same(["list", "-L"], capfd, monkeypatch)
 
 
 @pytest.mark.parametrize("args", TYPER_LINES, ids=" ".join)

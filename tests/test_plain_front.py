@@ -18,9 +18,10 @@ import pytest
 import typer
 
 from gpudiag import argv
-from gpudiag.cli import plain, plain_front
+from gpudiag.cli import plain_front
 from gpudiag.cli.app import COMMANDS, build_app
 from gpudiag.replay.fixtures import example_names
+from tests.front_compare import assert_same
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = ("h100x8-healthy", "gpu-lost", "no-driver", "a100-mig", "hostile-strings", "h100x8-nvswitch", "zero-gpus")
@@ -152,35 +153,6 @@ TYPER_ONLY: dict[str, set[str]] = {
 }
 
 
-def _fast(args: list[str]) -> int | None:
-    found = plain_front.read(argv.read(args), {})
-    return None if found is None else plain_front.run(found)
-
-
-def _typer(args: list[str]) -> int:
-    line = argv.read(args)
-    try:
-        build_app(only=line.command)(args=line.args, prog_name="gpudiag")
-    except SystemExit as stop:
-        return int(stop.code or 0) if not isinstance(stop.code, str) else 1
-    return 0
-
-
-def _both(args: list[str], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """The front and the Typer command on one line: the same bytes out, the same exit code."""
-    monkeypatch.delenv("GPUDIAG_DEBUG", raising=False)
-    capfd.readouterr()
-    fast = _fast(args)
-    fast_out, fast_err = capfd.readouterr()
-    assert fast is not None, f"the front left {args} to Typer"
-    monkeypatch.delenv("GPUDIAG_DEBUG", raising=False)  # --debug sets it for the process
-    with monkeypatch.context() as patch:  # the Typer command as it printed before cli.plain: click's echo
-        patch.setattr(plain, "write", lambda text, err=False: typer.echo(text, nl=False, err=err))
-        slow = _typer(args)
-    slow_out, slow_err = capfd.readouterr()
-    assert (fast, fast_out, fast_err) == (slow, slow_out, slow_err), args
-
-
 @pytest.fixture(autouse=True)
 def _environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("GPUDIAG_REPLAY", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"):
@@ -197,7 +169,7 @@ def test_output_and_exit_code_are_the_typer_commands(
     form: tuple[str, ...], capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     name = "a100-mig" if "mig" in form else QUICK[QUICK_FORMS.index(form) % len(QUICK)]
-    _both(["--replay", name, *form], capfd, monkeypatch)
+    assert_same(["--replay", name, *form], capfd, monkeypatch)
 
 
 @pytest.mark.slow
@@ -206,22 +178,22 @@ def test_every_example_prints_what_the_typer_command_prints(
     name: str, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for form in FORMS:
-        _both(["--replay", name, *form], capfd, monkeypatch)
+        assert_same(["--replay", name, *form], capfd, monkeypatch)
 
 
 def test_global_options_after_the_command_and_the_live_machine(
     capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _both(["stat", "--replay", "gpu-lost", "--json"], capfd, monkeypatch)
-    _both(["visible", "--replay=a100-mig", "--json", "--select", "0"], capfd, monkeypatch)
-    _both(["--replay", "/nonexistent/machine.json", "memory", "--json"], capfd, monkeypatch)  # a usage error
+    assert_same(["stat", "--replay", "gpu-lost", "--json"], capfd, monkeypatch)
+    assert_same(["visible", "--replay=a100-mig", "--json", "--select", "0"], capfd, monkeypatch)
+    assert_same(["--replay", "/nonexistent/machine.json", "memory", "--json"], capfd, monkeypatch)  # a usage error
     # No NVIDIA library here (on a GPU machine, the driver's answer): the same line and exit code.
-    _both(["topo", "--json"], capfd, monkeypatch)
-    _both(["mig", "--json"], capfd, monkeypatch)
-    _both(["visible", "--json"], capfd, monkeypatch)
-    _both(["memory", "--json"], capfd, monkeypatch)
-    _both(["stat", "--json"], capfd, monkeypatch)
-    _both(["dmon", "--json", "-c", "1"], capfd, monkeypatch)
+    assert_same(["topo", "--json"], capfd, monkeypatch)
+    assert_same(["mig", "--json"], capfd, monkeypatch)
+    assert_same(["visible", "--json"], capfd, monkeypatch)
+    assert_same(["memory", "--json"], capfd, monkeypatch)
+    assert_same(["stat", "--json"], capfd, monkeypatch)
+    assert_same(["dmon", "--json", "-c", "1"], capfd, monkeypatch)
 
 
 @pytest.mark.parametrize("args", TYPER_LINES, ids=" ".join)
