@@ -134,30 +134,29 @@ def mig_listing(r: Mig) -> str:
     return chosen[0] if chosen else "-lgip"
 
 
-class Dmon(msgspec.Struct, frozen=True, kw_only=True):
+class _Sampling(msgspec.Struct, frozen=True, kw_only=True):
+    """The options `gpudiag dmon` and `gpudiag pmon` share, as given (nvidia-smi's own pair)."""
+
+    ids: str | None = None
+    select: str = ""
+    count: int | None = None
+    delay: float = 1.0
+    options: str = ""
+    output_format: str | None = None
+    filename: Path | None = None
+    json_output: bool = False
+
+
+class Dmon(_Sampling, frozen=True, kw_only=True):
     """Every option of `gpudiag dmon`, as given."""
 
-    ids: str | None = None
     select: str = "puc"
-    count: int | None = None
-    delay: float = 1.0
-    options: str = ""
-    output_format: str | None = None
-    filename: Path | None = None
-    json_output: bool = False
 
 
-class Pmon(msgspec.Struct, frozen=True, kw_only=True):
+class Pmon(_Sampling, frozen=True, kw_only=True):
     """Every option of `gpudiag pmon`, as given."""
 
-    ids: str | None = None
     select: str = "u"
-    count: int | None = None
-    delay: float = 1.0
-    options: str = ""
-    output_format: str | None = None
-    filename: Path | None = None
-    json_output: bool = False
 
 
 def selection(r: Stat | Nvlink | Mig | Dmon | Pmon) -> GpuSelection | None:
